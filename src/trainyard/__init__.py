@@ -1,0 +1,1 @@
+"""trainyard: Kubeflow-compatible training jobs on one machine or a real cluster."""

@@ -1,0 +1,95 @@
+"""Types shared by every training-job kind: replica specs, run policy, job status.
+
+Names and JSON shapes follow Kubeflow Training Operator v1 (``kubeflow.org/v1``) so that its
+manifests run unchanged.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+from pydantic import Field
+
+from trainyard.api.core import PodTemplateSpec
+from trainyard.api.meta import K8sModel, Time, TypedObject
+
+GROUP = "kubeflow.org"
+VERSION = "v1"
+API_VERSION = f"{GROUP}/{VERSION}"
+
+
+class CleanPodPolicy(StrEnum):
+    NONE = "None"
+    RUNNING = "Running"
+    ALL = "All"
+
+
+class ConditionType(StrEnum):
+    CREATED = "Created"
+    RUNNING = "Running"
+    RESTARTING = "Restarting"
+    SUCCEEDED = "Succeeded"
+    SUSPENDED = "Suspended"
+    FAILED = "Failed"
+
+
+class ReplicaSpec(K8sModel):
+    replicas: int | None = None
+    restart_policy: str | None = None
+    template: PodTemplateSpec = Field(default_factory=PodTemplateSpec)
+
+
+class SchedulingPolicy(K8sModel):
+    min_available: int | None = None
+    queue: str | None = None
+    min_resources: dict[str, str] | None = None
+    priority_class: str | None = None
+    schedule_timeout_seconds: int | None = None
+
+
+class RunPolicy(K8sModel):
+    clean_pod_policy: CleanPodPolicy | None = None
+    ttl_seconds_after_finished: int | None = None
+    active_deadline_seconds: int | None = None
+    backoff_limit: int | None = None
+    scheduling_policy: SchedulingPolicy | None = None
+    suspend: bool | None = None
+    managed_by: str | None = None
+
+
+class JobCondition(K8sModel):
+    type: ConditionType
+    status: str
+    reason: str | None = None
+    message: str | None = None
+    last_update_time: Time | None = None
+    last_transition_time: Time | None = None
+
+
+class ReplicaStatus(K8sModel):
+    active: int | None = None
+    succeeded: int | None = None
+    failed: int | None = None
+    selector: str | None = None
+
+
+class JobStatus(K8sModel):
+    conditions: list[JobCondition] = Field(default_factory=list)
+    replica_statuses: dict[str, ReplicaStatus] = Field(default_factory=dict)
+    start_time: Time | None = None
+    completion_time: Time | None = None
+    last_reconcile_time: Time | None = None
+
+
+class TrainingJob(TypedObject):
+    """What every kind has in common; each kind names its replica-spec map differently."""
+
+    status: JobStatus = Field(default_factory=JobStatus)
+
+    @property
+    def replica_specs(self) -> dict[str, ReplicaSpec]:
+        raise NotImplementedError
+
+    @property
+    def run_policy(self) -> RunPolicy:
+        raise NotImplementedError

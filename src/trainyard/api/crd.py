@@ -1,0 +1,111 @@
+"""CustomResourceDefinitions generated from the pydantic models: the schema has one source.
+
+The JSON schema pydantic produces is turned into a Kubernetes *structural* schema: references
+inlined, ``anyOf [X, null]`` turned into ``nullable``, titles dropped, and objects that keep
+unknown fields marked ``x-kubernetes-preserve-unknown-fields`` (pod templates carry every pod
+field, most of which trainyard does not model).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from trainyard.api.kinds import KindInfo
+
+_DROP = {"title", "default", "description", "examples", "discriminator"}
+
+
+def _structural(node: Any, defs: dict[str, Any]) -> dict[str, Any]:
+    if not isinstance(node, dict):
+        return {}
+    if "$ref" in node:
+        return _structural(defs[node["$ref"].split("/")[-1]], defs)
+    if "anyOf" in node:
+        options = [o for o in node["anyOf"] if o.get("type") != "null"]
+        nullable = len(options) < len(node["anyOf"])
+        chosen: dict[str, Any] = (
+            _structural(options[0], defs) if len(options) == 1 else {"x-kubernetes-preserve-unknown-fields": True}
+        )
+        if nullable:
+            chosen["nullable"] = True
+        return chosen
+    out: dict[str, Any] = {}
+    for key, value in node.items():
+        if key in _DROP or key.startswith("$"):
+            continue
+        if key == "properties":
+            out["properties"] = {name: _structural(sub, defs) for name, sub in value.items()}
+        elif key == "items":
+            out["items"] = _structural(value, defs)
+        elif key == "additionalProperties":
+            if value is True:
+                out["x-kubernetes-preserve-unknown-fields"] = True
+            elif isinstance(value, dict):
+                out["additionalProperties"] = _structural(value, defs)
+        elif key == "const":
+            out["enum"] = [value]
+        else:
+            out[key] = value
+    if out.get("type") == "object" and "properties" in out:
+        # Our models keep unknown fields; a structural schema must say so or they would be pruned.
+        out["x-kubernetes-preserve-unknown-fields"] = True
+    if "enum" in out and "type" not in out:
+        out["type"] = "string"
+    return out
+
+
+def openapi_schema(info: KindInfo) -> dict[str, Any]:
+    raw = info.model.model_json_schema(by_alias=True, mode="validation")
+    defs = raw.get("$defs", {})
+    props = raw.get("properties", {})
+    return {
+        "type": "object",
+        "properties": {
+            "apiVersion": {"type": "string"},
+            "kind": {"type": "string"},
+            "metadata": {"type": "object"},
+            "spec": _structural(props["spec"], defs),
+            "status": _structural(props["status"], defs),
+        },
+    }
+
+
+def crd_for(info: KindInfo) -> dict[str, Any]:
+    """The ``apiextensions.k8s.io/v1`` CRD for one kind, as a manifest."""
+    subresources: dict[str, Any] = {"status": {}}
+    if info.scale is not None:
+        subresources["scale"] = {
+            "specReplicasPath": info.scale.spec_replicas,
+            "statusReplicasPath": info.scale.status_replicas,
+            "labelSelectorPath": info.scale.label_selector,
+        }
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": info.crd_name, "labels": {"app.kubernetes.io/part-of": "trainyard"}},
+        "spec": {
+            "group": info.group,
+            "scope": "Namespaced",
+            "names": {
+                "kind": info.kind,
+                "listKind": f"{info.kind}List",
+                "plural": info.plural,
+                "singular": info.singular,
+                "shortNames": list(info.short_names),
+                "categories": ["kubeflow", "trainyard"],
+            },
+            "versions": [
+                {
+                    "name": info.version,
+                    "served": True,
+                    "storage": True,
+                    "schema": {"openAPIV3Schema": openapi_schema(info)},
+                    "subresources": subresources,
+                    "additionalPrinterColumns": [
+                        {"name": "State", "type": "string", "jsonPath": ".status.conditions[-1:].type"},
+                        {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+                    ],
+                }
+            ],
+        },
+    }

@@ -1,0 +1,77 @@
+"""In-memory defaulting of a job, as upstream's ``SetDefaults_*`` (kubeflow-v1 reference §1.2).
+
+Like upstream, defaults are never written back to ``.spec``; the controller applies them on
+every pass, so ``kubectl get -o yaml`` shows what the user wrote.
+"""
+
+from __future__ import annotations
+
+from typing import TypeVar
+
+from trainyard.api.common import CleanPodPolicy, ReplicaSpec, TrainingJob
+from trainyard.api.core import ContainerPort, PodTemplateSpec
+from trainyard.api.kinds import KindInfo
+from trainyard.api.pytorch import PyTorchJob
+
+J = TypeVar("J", bound=TrainingJob)
+
+
+def canonical_replica_type(name: str, info: KindInfo) -> str:
+    """``worker`` → ``Worker``; unknown names are returned unchanged (validation rejects them)."""
+    return next((t for t in info.replica_types if t.lower() == name.lower()), name)
+
+
+def _default_ports(template: PodTemplateSpec, info: KindInfo) -> PodTemplateSpec:
+    containers = list(template.spec.containers)
+    if not containers:
+        return template
+    index = next((i for i, c in enumerate(containers) if c.name == info.default_container), 0)
+    target = containers[index]
+    ports = list(target.ports or [])
+    if any(p.name == info.default_port_name for p in ports):
+        return template
+    ports.append(ContainerPort(name=info.default_port_name, container_port=info.default_port))
+    containers[index] = target.model_copy(update={"ports": ports})
+    spec = template.spec.model_copy(update={"containers": containers})
+    return template.model_copy(update={"spec": spec})
+
+
+def _default_replica(spec: ReplicaSpec, info: KindInfo) -> ReplicaSpec:
+    return spec.model_copy(
+        update={
+            "replicas": 1 if spec.replicas is None else spec.replicas,
+            "restart_policy": spec.restart_policy or info.default_restart_policy.value,
+            "template": _default_ports(spec.template, info),
+        }
+    )
+
+
+def apply_defaults(job: J, info: KindInfo) -> J:
+    """Return a defaulted deep copy of ``job``."""
+    job = job.model_copy(deep=True)
+    specs = {
+        canonical_replica_type(name, info): _default_replica(spec, info)
+        for name, spec in job.replica_specs.items()
+    }
+    job.replica_specs.clear()
+    job.replica_specs.update(specs)
+    if job.run_policy.clean_pod_policy is None:
+        job.run_policy.clean_pod_policy = CleanPodPolicy.NONE
+    if isinstance(job, PyTorchJob):
+        _default_pytorch(job)
+    return job
+
+
+def _default_pytorch(job: PyTorchJob) -> None:
+    elastic = job.spec.elastic_policy
+    if job.spec.nproc_per_node is None and (elastic is None or elastic.n_proc_per_node is None):
+        job.spec.nproc_per_node = "auto"
+    if elastic is not None:
+        worker = job.spec.pytorch_replica_specs.get("Worker")
+        workers = worker.replicas if worker and worker.replicas is not None else 1
+        if elastic.min_replicas is None and elastic.max_replicas is None:
+            elastic.min_replicas = elastic.max_replicas = workers
+        elif elastic.min_replicas is None:
+            elastic.min_replicas = elastic.max_replicas
+        elif elastic.max_replicas is None:
+            elastic.max_replicas = elastic.min_replicas

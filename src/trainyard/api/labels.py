@@ -1,0 +1,11 @@
+"""Label and annotation keys: upstream's, so selectors written for Kubeflow keep working."""
+
+OPERATOR_NAME = "training.kubeflow.org/operator-name"
+JOB_NAME = "training.kubeflow.org/job-name"
+REPLICA_TYPE = "training.kubeflow.org/replica-type"
+REPLICA_INDEX = "training.kubeflow.org/replica-index"
+JOB_ROLE = "training.kubeflow.org/job-role"
+
+# Our own: ports the operator allocated for a job in host network mode, as JSON
+# {"<replica-type>-<index>/<port-name>": port}. Kept on the job so a restarted operator reuses them.
+HOST_PORTS = "trainyard.dev/host-ports"

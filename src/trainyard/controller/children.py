@@ -1,0 +1,157 @@
+"""The pods and Services a job should own: names, labels, env, owner references (reference §4)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+
+from trainyard.api import labels
+from trainyard.api.common import TrainingJob
+from trainyard.api.core import (
+    Container,
+    ContainerPort,
+    Pod,
+    RestartPolicy,
+    Service,
+    ServicePort,
+    ServiceSpec,
+)
+from trainyard.api.meta import ObjectMeta, OwnerReference, TypedObject
+from trainyard.frameworks.base import Framework
+from trainyard.frameworks.network import Network, NetworkMode, port_key, replica_name
+
+
+def owner_reference(job: TrainingJob) -> OwnerReference:
+    return OwnerReference(
+        api_version=job.api_version or "",
+        kind=job.kind or "",
+        name=job.name,
+        uid=job.metadata.uid or "",
+        controller=True,
+        block_owner_deletion=True,
+    )
+
+
+def is_owned(child: TypedObject, job: TrainingJob) -> bool:
+    """Only children whose *controller* reference is this job's uid count (a recreated job is new)."""
+    return any(ref.controller and ref.uid == job.metadata.uid for ref in child.metadata.owner_references or [])
+
+
+def replica_index(child: TypedObject) -> int | None:
+    raw = (child.metadata.labels or {}).get(labels.REPLICA_INDEX, "")
+    return int(raw) if raw.isdigit() else None
+
+
+def replica_type_of(child: TypedObject, plugin: Framework) -> str | None:
+    raw = (child.metadata.labels or {}).get(labels.REPLICA_TYPE, "")
+    return next((t for t in plugin.info.replica_types if t.lower() == raw), None)
+
+
+def selector_labels(job: TrainingJob, plugin: Framework, replica_type: str | None = None) -> dict[str, str]:
+    out = {labels.OPERATOR_NAME: plugin.info.controller_name, labels.JOB_NAME: job.name}
+    if replica_type is not None:
+        out[labels.REPLICA_TYPE] = replica_type.lower()
+    return out
+
+
+def selector_string(job: TrainingJob, plugin: Framework, replica_type: str) -> str:
+    return ",".join(f"{k}={v}" for k, v in sorted(selector_labels(job, plugin, replica_type).items()))
+
+
+def default_container(containers: list[Container], plugin: Framework) -> int:
+    return next((i for i, c in enumerate(containers) if c.name == plugin.info.default_container), 0)
+
+
+def port_name(port: ContainerPort) -> str:
+    return port.name or str(port.container_port)
+
+
+def required_port_keys(job: TrainingJob, plugin: Framework) -> list[str]:
+    """Host mode: one allocated port per (replica, declared port of its default container)."""
+    keys = []
+    for rtype, spec in job.replica_specs.items():
+        containers = spec.template.spec.containers
+        if not containers:
+            continue
+        ports = containers[default_container(containers, plugin)].ports or []
+        for index in range(spec.replicas or 0):
+            keys += [port_key(rtype, index, port_name(p)) for p in ports]
+    return keys
+
+
+def allocated_ports(job: TrainingJob) -> dict[str, int]:
+    raw = (job.metadata.annotations or {}).get(labels.HOST_PORTS)
+    if not raw:
+        return {}
+    try:
+        parsed = json.loads(raw)
+    except ValueError:
+        return {}
+    if not isinstance(parsed, dict):
+        return {}
+    return {str(k): v for k, v in parsed.items() if isinstance(v, int)}
+
+
+def build_pod(job: TrainingJob, plugin: Framework, rtype: str, index: int, network: Network) -> Pod:
+    spec = job.replica_specs[rtype]
+    template = spec.template.model_copy(deep=True)
+    name = replica_name(job.name, rtype, index)
+    pod_labels = {**(template.metadata.labels or {}), **selector_labels(job, plugin, rtype)}
+    pod_labels[labels.REPLICA_INDEX] = str(index)
+    if plugin.is_master_role(job, rtype, index):
+        pod_labels[labels.JOB_ROLE] = "master"
+    env = list(plugin.env(job, rtype, index, network))
+    containers = [c.model_copy(update={"env": [*(c.env or []), *env]}) for c in template.spec.containers]
+    restart = RestartPolicy.NEVER.value if spec.restart_policy == RestartPolicy.EXIT_CODE else spec.restart_policy
+    update: dict[str, object] = {"containers": containers, "restart_policy": restart}
+    if network.mode is NetworkMode.HOST and containers:
+        main = default_container(containers, plugin)
+        ports = [
+            p.model_copy(update={"container_port": network.port(rtype, index, port_name(p), p.container_port)})
+            for p in containers[main].ports or []
+        ]
+        containers[main] = containers[main].model_copy(update={"ports": ports})
+        update |= {"host_network": True, "dns_policy": "ClusterFirstWithHostNet"}
+    return Pod(
+        api_version="v1",
+        kind="Pod",
+        metadata=ObjectMeta(
+            name=name,
+            namespace=job.namespace,
+            labels=pod_labels,
+            annotations=template.metadata.annotations,
+            owner_references=[owner_reference(job)],
+        ),
+        spec=template.spec.model_copy(update=update),
+    )
+
+
+def build_service(pod: Pod, plugin: Framework) -> Service:
+    """One headless Service per replica, same name as its pod, selecting exactly that pod."""
+    pod_labels = dict(pod.metadata.labels or {})
+    pod_labels.pop(labels.JOB_ROLE, None)
+    selector = {k: pod_labels[k] for k in (labels.OPERATOR_NAME, labels.JOB_NAME, labels.REPLICA_TYPE, labels.REPLICA_INDEX)}
+    containers = pod.spec.containers
+    ports = containers[default_container(containers, plugin)].ports or [] if containers else []
+    return Service(
+        api_version="v1",
+        kind="Service",
+        metadata=ObjectMeta(
+            name=pod.metadata.name,
+            namespace=pod.metadata.namespace,
+            labels=pod_labels,
+            owner_references=pod.metadata.owner_references,
+        ),
+        spec=ServiceSpec(
+            cluster_ip="None",
+            selector=selector,
+            ports=[
+                ServicePort(name=p.name, port=p.container_port, target_port=p.container_port, protocol="TCP")
+                for p in ports
+            ],
+        ),
+    )
+
+
+def names(objects: Iterable[TypedObject]) -> set[str]:
+    return {o.name for o in objects}

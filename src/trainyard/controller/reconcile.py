@@ -1,0 +1,208 @@
+"""The reconciler: a pure function from what is observed to what should be done.
+
+``reconcile(observed, plugin, settings) -> Plan`` reads the job, the pods and Services it owns
+and the clock, and returns a ``Plan``. It never branches on what event woke it (level-triggered)
+and never performs I/O, so every decision is tested with plain values.
+
+One pass, in order (the order lives here and only here):
+
+1. a job being deleted gets nothing: the garbage collector removes its children;
+2. defaults are applied in memory (never written back, as upstream);
+3. Created is recorded and ``startTime`` set on the first pass;
+4. a finished job only has its pods cleaned up by ``cleanPodPolicy``;
+5. in host network mode, missing per-job ports are requested before any pod exists;
+6. failed pods that may restart are deleted (recreated on a later pass); permanent
+   ``ExitCode`` failures fail the job;
+7. the plugin turns replica counts into conditions;
+8. missing pods and Services are created, surplus ones (scale-down) deleted;
+9. the status is returned only if it changed, with events for new conditions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+
+from trainyard.api import conditions
+from trainyard.api.common import CleanPodPolicy, ConditionType, JobStatus, TrainingJob
+from trainyard.api.core import Pod, PodPhase, RestartPolicy, Service
+from trainyard.api.defaults import apply_defaults
+from trainyard.controller import children
+from trainyard.controller.observed import ControllerSettings, Observed
+from trainyard.controller.plan import ChildRef, EventType, JobEvent, Plan
+from trainyard.controller.status import count_replicas, replica_statuses
+from trainyard.frameworks.base import Framework, Verdict
+from trainyard.frameworks.network import Network, NetworkMode
+
+# Upstream's stand-in exit code when the default container never terminated (eviction, init
+# failure): treated as retryable.
+_NO_EXIT_CODE = 0xBEEF
+
+_WARNING_CONDITIONS = (ConditionType.FAILED, ConditionType.RESTARTING)
+
+
+def reconcile(observed: Observed, plugin: Framework, settings: ControllerSettings) -> Plan:
+    raw = observed.job
+    if raw.metadata.deletion_timestamp is not None:
+        return Plan()
+    job = apply_defaults(raw, plugin.info)
+    now = observed.now
+    pods = [p for p in observed.pods if children.is_owned(p, job)]
+    services = [s for s in observed.services if children.is_owned(s, job)]
+
+    status = job.status
+    if not status.conditions:
+        status = _set(status, plugin, ConditionType.CREATED, f"{plugin.info.kind} {job.name} is created.", now)
+    if conditions.is_finished(status):
+        return _finished(raw.status, status, job, pods, services, now)
+    if status.start_time is None:
+        status = status.model_copy(update={"start_time": now})
+
+    network = Network(settings.network_mode, children.allocated_ports(job), settings.node_address)
+    if settings.network_mode is NetworkMode.HOST:
+        missing = tuple(k for k in children.required_port_keys(job, plugin) if k not in network.host_ports)
+        if missing:
+            return _with_status(Plan(allocate_ports=missing), raw.status, status, now)
+
+    restarting, permanent = _failed_pods(job, plugin, pods)
+    counts = count_replicas(job, plugin, pods)
+    verdicts = list(plugin.verdicts(job, counts))
+    if permanent:
+        rtype = children.replica_type_of(permanent[0], plugin)
+        msg = f'job "{job.name}" is failing because "{rtype}" replica(s) failed.'
+        verdicts.append(Verdict(ConditionType.FAILED, msg))
+    status = _apply_verdicts(status, plugin, verdicts, now)
+    status = status.model_copy(
+        update={
+            "replica_statuses": replica_statuses(
+                job, plugin, counts, finished_ok=conditions.is_true(status, ConditionType.SUCCEEDED)
+            )
+        }
+    )
+    if conditions.is_finished(status):
+        status = status.model_copy(update={"completion_time": status.completion_time or now})
+        return _with_status(Plan(), raw.status, status, now)
+
+    deletes = [ChildRef("Pod", p.name) for p in restarting]
+    creates, surplus = _sync_children(job, plugin, network, pods, services, skip={p.name for p in restarting})
+    return _with_status(Plan(delete=(*deletes, *surplus), create=tuple(creates)), raw.status, status, now)
+
+
+def _set(status: JobStatus, plugin: Framework, ctype: ConditionType, message: str, now: datetime) -> JobStatus:
+    return conditions.set_condition(status, ctype, reason=f"{plugin.info.kind}{ctype.value}", message=message, now=now)
+
+
+def _apply_verdicts(status: JobStatus, plugin: Framework, verdicts: Sequence[Verdict], now: datetime) -> JobStatus:
+    for verdict in verdicts:
+        status = _set(status, plugin, verdict.type, verdict.message, now)
+    return status
+
+
+def _with_status(plan: Plan, before: JobStatus, after: JobStatus, now: datetime) -> Plan:
+    """Attach the status if it changed, and one event per condition that became true in this pass."""
+    if after == before:
+        return plan
+    old = {(c.type, c.status, c.reason) for c in before.conditions}
+    events = tuple(
+        JobEvent(
+            EventType.WARNING if c.type in _WARNING_CONDITIONS else EventType.NORMAL,
+            c.reason or c.type.value,
+            c.message or "",
+        )
+        for c in after.conditions
+        if c.status == conditions.TRUE and (c.type, c.status, c.reason) not in old
+    )
+    return Plan(
+        allocate_ports=plan.allocate_ports,
+        delete=plan.delete,
+        create=plan.create,
+        status=after,
+        events=(*plan.events, *events),
+        requeue_after=plan.requeue_after,
+    )
+
+
+def _failed_pods(job: TrainingJob, plugin: Framework, pods: Sequence[Pod]) -> tuple[list[Pod], list[Pod]]:
+    """Failed pods split into (to delete and recreate, permanent ExitCode failures)."""
+    restart: list[Pod] = []
+    permanent: list[Pod] = []
+    for pod in pods:
+        rtype = children.replica_type_of(pod, plugin)
+        if pod.phase is not PodPhase.FAILED or pod.metadata.deletion_timestamp is not None or rtype is None:
+            continue
+        policy = job.replica_specs[rtype].restart_policy if rtype in job.replica_specs else None
+        if policy in (RestartPolicy.ALWAYS, RestartPolicy.ON_FAILURE):
+            restart.append(pod)
+        elif policy == RestartPolicy.EXIT_CODE:
+            (restart if _exit_code(pod, plugin) >= 128 else permanent).append(pod)
+    return restart, permanent
+
+
+def _exit_code(pod: Pod, plugin: Framework) -> int:
+    """Exit code of the default-named container; 128 and above (signals) are retryable."""
+    main = pod.container_status(plugin.info.default_container)
+    if main is None or main.state.terminated is None:
+        return _NO_EXIT_CODE
+    return main.state.terminated.exit_code
+
+
+def _sync_children(
+    job: TrainingJob,
+    plugin: Framework,
+    network: Network,
+    pods: Sequence[Pod],
+    services: Sequence[Service],
+    *,
+    skip: set[str],
+) -> tuple[list[Pod | Service], list[ChildRef]]:
+    have_pods, have_services = children.names(pods), children.names(services)
+    creates: list[Pod | Service] = []
+    for rtype in plugin.info.replica_types:
+        spec = job.replica_specs.get(rtype)
+        for index in range((spec.replicas or 0) if spec else 0):
+            pod = children.build_pod(job, plugin, rtype, index, network)
+            if pod.name not in have_pods and pod.name not in skip:
+                creates.append(pod)
+            if pod.name not in have_services:
+                creates.append(children.build_service(pod, plugin))
+    surplus: list[ChildRef] = []
+    for kind, objects in (("Pod", pods), ("Service", services)):
+        for obj in objects:
+            owned_type, owned_index = children.replica_type_of(obj, plugin), children.replica_index(obj)
+            if owned_type is None or owned_index is None:
+                continue
+            owned_spec = job.replica_specs.get(owned_type)
+            if owned_spec is None or owned_index >= (owned_spec.replicas or 0):
+                surplus.append(ChildRef(kind, obj.name))
+    return creates, surplus
+
+
+def _finished(
+    before: JobStatus,
+    status: JobStatus,
+    job: TrainingJob,
+    pods: Sequence[Pod],
+    services: Sequence[Service],
+    now: datetime,
+) -> Plan:
+    """A finished job only cleans up by ``cleanPodPolicy``; Services go with their pods."""
+    policy = job.run_policy.clean_pod_policy or CleanPodPolicy.NONE
+    doomed: list[str] = []
+    if policy is CleanPodPolicy.ALL:
+        doomed = [p.name for p in pods if p.metadata.deletion_timestamp is None]
+    elif policy is CleanPodPolicy.RUNNING:
+        doomed = [
+            p.name
+            for p in pods
+            if p.phase in (PodPhase.RUNNING, PodPhase.PENDING) and p.metadata.deletion_timestamp is None
+        ]
+    service_names = children.names(services)
+    deletes = [ChildRef("Pod", n) for n in doomed] + [ChildRef("Service", n) for n in doomed if n in service_names]
+    if conditions.is_true(status, ConditionType.SUCCEEDED):
+        # Pods may be cleaned up by now, so the counts are carried over rather than recounted.
+        moved = {
+            rtype: rs.model_copy(update={"active": 0, "succeeded": (rs.succeeded or 0) + (rs.active or 0)})
+            for rtype, rs in status.replica_statuses.items()
+        }
+        status = status.model_copy(update={"replica_statuses": moved})
+    return _with_status(Plan(delete=tuple(deletes)), before, status, now)

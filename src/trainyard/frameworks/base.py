@@ -1,0 +1,52 @@
+"""The framework plugin contract: what differs between PyTorch, TensorFlow, MPI, ...
+
+A plugin is small and declarative: its kind's constants (``KindInfo``), the environment each
+replica gets, and the rule that turns replica counts into job conditions. It does no I/O and
+never decides whether a job is its own: ``registry`` picks the plugin by kind. The engine in
+``trainyard.controller`` owns every mechanic (pods, services, restarts, status bookkeeping).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from trainyard.api.common import ConditionType, TrainingJob
+from trainyard.api.core import EnvVar
+from trainyard.api.kinds import KindInfo
+from trainyard.frameworks.network import Network
+
+
+@dataclass(frozen=True)
+class ReplicaCounts:
+    """Pods of one replica type as observed in this pass."""
+
+    replicas: int
+    active: int
+    succeeded: int
+    failed: int
+    restart_policy: str
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """A condition the job should have now, with its upstream message."""
+
+    type: ConditionType
+    message: str
+
+
+class Framework(Protocol):
+    @property
+    def info(self) -> KindInfo: ...
+
+    def env(self, job: TrainingJob, replica_type: str, index: int, network: Network) -> Sequence[EnvVar]:
+        """Variables appended to every container of a replica (operator values win on clashes)."""
+        ...
+
+    def is_master_role(self, job: TrainingJob, replica_type: str, index: int) -> bool: ...
+
+    def verdicts(self, job: TrainingJob, counts: Mapping[str, ReplicaCounts]) -> Sequence[Verdict]:
+        """Conditions implied by the replica counts, in the order they must be applied."""
+        ...
