@@ -1,0 +1,69 @@
+"""Shared use of the one Kubernetes client (lightkube): resources for our kinds, config, watches.
+
+The operator, the node agent and the SDK all reach the API only through this client, the same
+way in the embedded plane and on a real cluster.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from lightkube import ALL_NS, AsyncClient, KubeConfig
+from lightkube.core.exceptions import ApiError
+from lightkube.generic_resource import create_namespaced_resource
+from lightkube.types import OnErrorAction, OnErrorResult
+
+from trainyard.api.kinds import KINDS, KindInfo
+
+log = logging.getLogger(__name__)
+
+
+@cache
+def job_resource(info: KindInfo) -> Any:
+    """The lightkube resource class of a job kind (``kubeflow.org/v1`` and friends)."""
+    return create_namespaced_resource(info.group, info.version, info.kind, info.plural)
+
+
+def resource_for_kind(kind: str) -> Any:
+    return job_resource(KINDS[kind])
+
+
+def make_client(kubeconfig: Path | None = None, *, namespace: str | None = None, field_manager: str = "trainyard") -> AsyncClient:
+    config = KubeConfig.from_file(kubeconfig) if kubeconfig else KubeConfig.from_env()
+    return AsyncClient(config, namespace=namespace, field_manager=field_manager)
+
+
+def to_dict(obj: Any) -> dict[str, Any]:
+    return dict(obj) if isinstance(obj, dict) else obj.to_dict()
+
+
+def is_status(exc: ApiError, code: int) -> bool:
+    return getattr(exc.status, "code", None) == code
+
+
+def _retry(exc: Exception, count: int) -> OnErrorResult:
+    # Reconnect from the last revision; lightkube falls back to a fresh watch on 410.
+    delay = min(0.2 * 2 ** min(count, 5), 5.0)
+    if count:
+        log.warning("watch interrupted (%s); reconnecting in %.1fs", exc, delay)
+    return OnErrorResult(OnErrorAction.RETRY, sleep=delay)
+
+
+async def watch_forever(
+    client: AsyncClient, res: Any, *, namespace: str = ALL_NS, labels: dict[str, Any] | None = None
+) -> AsyncIterator[tuple[str, dict[str, Any]]]:
+    """(event type, object dict) for every change, reconnecting for as long as the caller iterates."""
+    while True:
+        try:
+            async for kind, obj in client.watch(res, namespace=namespace, labels=labels, on_error=_retry):
+                yield kind, to_dict(obj)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # a stream that ends for good is restarted, never fatal
+            log.warning("watch on %s ended (%s); restarting", getattr(res, "__name__", res), exc)
+            await asyncio.sleep(1.0)

@@ -1,0 +1,1 @@
+"""The embedded single-machine control plane: API server, store, garbage collector, node agent."""

@@ -1,0 +1,439 @@
+"""The local node agent: this machine's kubelet. Pods become supervised process groups.
+
+It talks to the API server only through the Kubernetes client, like a kubelet: it watches pods,
+binds unscheduled ones to itself (a placeholder scheduler until gang scheduling arrives), runs
+each container's ``command`` + ``args`` with the pod's environment in trainyard's own Python
+environment, streams output to CRI-format log files, and reports phase and container statuses.
+Deleting a pod stops its whole process group: SIGTERM, then SIGKILL after the grace period.
+
+Not yet here (documented as absent): in-place container restarts (``OnFailure``/``Always`` pods
+end Failed and the job operator recreates them), resources and OOM, volumes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import re
+import signal
+import socket
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from lightkube import AsyncClient
+from lightkube.core.exceptions import ApiError
+from lightkube.resources.core_v1 import Event, Node, Pod, PodBinding
+from lightkube.types import PatchType
+
+from trainyard.api.meta import format_time
+from trainyard.client import is_status, watch_forever
+from trainyard.cluster.logs import LogWriter
+from trainyard.cluster.paths import Layout
+
+log = logging.getLogger(__name__)
+
+Obj = dict[str, Any]
+TERMINAL = ("Succeeded", "Failed")
+# Images are not pulled here; code in the image's /workspace resolves against the plane's workspace.
+IMAGE_WORKSPACE = "/workspace"
+_BASE_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "TZ", "USER", "LOGNAME", "SHELL", "TERM")
+_REF = re.compile(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_.-]*)\)")
+
+
+def expand(text: str, env: dict[str, str]) -> str:
+    """Kubernetes ``$(VAR)`` expansion: defined names are replaced, ``$$`` escapes, others stay."""
+
+    def sub(match: re.Match[str]) -> str:
+        if match.group(0) == "$$":
+            return "$"
+        name = match.group(1)
+        return env.get(name, match.group(0))
+
+    return _REF.sub(sub, text)
+
+
+@dataclass
+class ContainerRun:
+    name: str
+    image: str
+    process: asyncio.subprocess.Process | None = None
+    started_at: str | None = None
+    exit_code: int | None = None
+    reason: str | None = None
+    message: str | None = None
+    finished_at: str | None = None
+
+    def status(self) -> Obj:
+        state: Obj
+        if self.exit_code is not None:
+            term: Obj = {"exitCode": self.exit_code, "reason": self.reason or ("Completed" if self.exit_code == 0 else "Error")}
+            term |= {k: v for k, v in (("message", self.message), ("startedAt", self.started_at), ("finishedAt", self.finished_at)) if v}
+            state = {"terminated": term}
+        elif self.started_at is not None:
+            state = {"running": {"startedAt": self.started_at}}
+        else:
+            state = {"waiting": {"reason": "ContainerCreating"}}
+        return {
+            "name": self.name,
+            "image": self.image,
+            "imageID": "",
+            "ready": self.exit_code is None and self.started_at is not None,
+            "restartCount": 0,
+            "started": self.exit_code is None and self.started_at is not None,
+            "state": state,
+        }
+
+
+@dataclass
+class PodRun:
+    namespace: str
+    name: str
+    uid: str
+    containers: list[ContainerRun] = field(default_factory=list)
+    init_containers: list[ContainerRun] = field(default_factory=list)
+    task: asyncio.Task[None] | None = None
+    stopping: bool = False
+    stopped: asyncio.Event = field(default_factory=asyncio.Event)
+
+
+class NodeAgent:
+    def __init__(
+        self,
+        client: AsyncClient,
+        layout: Layout,
+        *,
+        node_name: str | None = None,
+        workspace: Path | None = None,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        address: str = "127.0.0.1",
+    ) -> None:
+        self.client = client
+        self.layout = layout
+        self.node_name = node_name or socket.gethostname().lower()
+        self.workspace = (workspace or Path.cwd()).resolve()
+        self.clock = clock
+        self.address = address
+        self.pods: dict[str, PodRun] = {}
+
+    def now(self) -> str:
+        return format_time(self.clock())
+
+    # -- lifecycle -------------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        await self._register()
+        async for kind, pod in watch_forever(self.client, Pod):
+            try:
+                await self._sync(kind, pod)
+            except Exception:
+                log.exception("node agent failed handling pod %s", pod.get("metadata", {}).get("name"))
+
+    async def shutdown(self, grace: float = 5.0) -> None:
+        """Stop every process this node runs (``yard down``): SIGTERM, then SIGKILL."""
+        runs = list(self.pods.values())
+        await asyncio.gather(*(self._kill(run, grace) for run in runs), return_exceptions=True)
+
+    async def _register(self) -> None:
+        node: Obj = {
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {"name": self.node_name, "labels": {"kubernetes.io/hostname": self.node_name, "kubernetes.io/os": "linux"}},
+            "spec": {},
+        }
+        with contextlib.suppress(ApiError):
+            await self.client.create(Node.from_dict(node))
+        cpu = os.cpu_count() or 1
+        memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 1024
+        status = {
+            "capacity": {"cpu": str(cpu), "memory": f"{memory}Ki", "pods": "110"},
+            "allocatable": {"cpu": str(cpu), "memory": f"{memory}Ki", "pods": "110"},
+            "addresses": [{"type": "InternalIP", "address": self.address}, {"type": "Hostname", "address": self.node_name}],
+            "conditions": [
+                {"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "trainyard node agent is ready",
+                 "lastHeartbeatTime": self.now(), "lastTransitionTime": self.now()}
+            ],
+            "nodeInfo": {"kubeletVersion": "v1.32.0-trainyard", "operatingSystem": "linux", "architecture": os.uname().machine,
+                         "containerRuntimeVersion": "trainyard-process://1", "osImage": os.uname().sysname,
+                         "kernelVersion": os.uname().release, "kubeProxyVersion": "", "machineID": "", "systemUUID": "", "bootID": ""},
+        }
+        await self.client.patch(Node.Status, self.node_name, {"status": status}, patch_type=PatchType.MERGE)
+
+    # -- level-triggered pod handling --------------------------------------------------------------
+
+    async def _sync(self, kind: str, pod: Obj) -> None:
+        m, spec, status = pod["metadata"], pod.get("spec") or {}, pod.get("status") or {}
+        uid = m["uid"]
+        run = self.pods.get(uid)
+        if kind == "DELETED":
+            if run is not None:
+                await self._kill(run, 0)
+            return
+        node = spec.get("nodeName")
+        if not node:
+            await self._bind(pod)
+            return
+        if node != self.node_name:
+            return
+        if m.get("deletionTimestamp"):
+            if run is not None and not run.stopping:
+                run.stopping = True
+                asyncio.create_task(self._stop_and_confirm(run, float(m.get("deletionGracePeriodSeconds") or 0)))
+            elif run is None:
+                await self._confirm_deleted(m["namespace"], m["name"])
+            return
+        if run is not None:
+            return
+        phase = status.get("phase", "Pending")
+        if phase == "Pending":
+            run = PodRun(m["namespace"], m["name"], uid)
+            self.pods[uid] = run
+            run.task = asyncio.create_task(self._run_pod(run, pod))
+        elif phase == "Running":
+            await self._mark_lost(pod)
+
+    async def _bind(self, pod: Obj) -> None:
+        m = pod["metadata"]
+        binding = {"apiVersion": "v1", "kind": "Binding", "metadata": {"name": m["name"]},
+                   "target": {"apiVersion": "v1", "kind": "Node", "name": self.node_name}}
+        try:
+            await self.client.create(PodBinding.from_dict(binding), m["name"], namespace=m["namespace"])
+        except ApiError as exc:
+            if not is_status(exc, 409):
+                raise
+            return
+        await self._event(pod, "Normal", "Scheduled", f"Successfully assigned {m['namespace']}/{m['name']} to {self.node_name}")
+
+    # -- running -----------------------------------------------------------------------------------
+
+    async def _run_pod(self, run: PodRun, pod: Obj) -> None:
+        spec = pod.get("spec") or {}
+        run.init_containers = [ContainerRun(c["name"], c.get("image", "")) for c in spec.get("initContainers") or []]
+        run.containers = [ContainerRun(c["name"], c.get("image", "")) for c in spec.get("containers") or []]
+        try:
+            for container, cr in zip(spec.get("initContainers") or [], run.init_containers, strict=True):
+                await self._start(run, pod, container, cr)
+                await self._wait(run, cr)
+                if cr.exit_code != 0 or run.stopping:
+                    await self._report(run, pod, "Failed", reason="InitContainerFailed" if cr.exit_code else None)
+                    return
+            for container, cr in zip(spec.get("containers") or [], run.containers, strict=True):
+                await self._start(run, pod, container, cr)
+            await self._report(run, pod, "Running")
+            pending = [asyncio.create_task(self._wait(run, cr)) for cr in run.containers]
+            for done in asyncio.as_completed(pending):
+                await done
+                if not all(cr.exit_code is not None for cr in run.containers):
+                    await self._report(run, pod, "Running")
+            ok = all(cr.exit_code == 0 for cr in run.containers)
+            await self._report(run, pod, "Succeeded" if ok else "Failed")
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            log.exception("pod %s/%s could not run", run.namespace, run.name)
+            await self._report(run, pod, "Failed", reason="StartError", message=str(exc))
+        finally:
+            run.stopped.set()
+
+    def _environment(self, pod: Obj, container: Obj) -> dict[str, str]:
+        env = {k: os.environ[k] for k in _BASE_ENV if k in os.environ}
+        # Training code runs with the Python environment the plane was started from.
+        bin_dir = str(Path(sys.executable).parent)
+        env["PATH"] = os.pathsep.join([bin_dir, env.get("PATH", os.defpath)])
+        env["HOSTNAME"] = pod["metadata"]["name"]
+        for var in container.get("env") or []:
+            if "value" in var:
+                env[var["name"]] = expand(str(var["value"]), env)
+            elif "valueFrom" in var:
+                value = self._field_ref(pod, var["valueFrom"])
+                if value is not None:
+                    env[var["name"]] = value
+        return env
+
+    def _field_ref(self, pod: Obj, source: Obj) -> str | None:
+        path = (source.get("fieldRef") or {}).get("fieldPath")
+        known = {
+            "metadata.name": pod["metadata"]["name"],
+            "metadata.namespace": pod["metadata"]["namespace"],
+            "metadata.uid": pod["metadata"]["uid"],
+            "spec.nodeName": self.node_name,
+            "spec.serviceAccountName": (pod.get("spec") or {}).get("serviceAccountName", "default"),
+            "status.podIP": self.address,
+            "status.hostIP": self.address,
+        }
+        return known.get(path) if path else None
+
+    def _working_dir(self, run: PodRun, container: Obj) -> Path:
+        wanted = container.get("workingDir")
+        if not wanted:
+            path = self.layout.pod_dir(run.namespace, run.name, run.uid) / "work"
+            path.mkdir(parents=True, exist_ok=True)
+            return path
+        if wanted == IMAGE_WORKSPACE or wanted.startswith(IMAGE_WORKSPACE + "/"):
+            return self.workspace / wanted[len(IMAGE_WORKSPACE) :].lstrip("/")
+        return Path(wanted)
+
+    async def _start(self, run: PodRun, pod: Obj, container: Obj, cr: ContainerRun) -> None:
+        env = self._environment(pod, container)
+        argv = [expand(a, env) for a in (container.get("command") or []) + (container.get("args") or [])]
+        cr.started_at = self.now()
+        if not container.get("command"):
+            self._fail_start(cr, "the local node runs a container's command, and this container has none "
+                                 "(images are not run here): set spec.containers[].command")
+            return
+        cwd = self._working_dir(run, container)
+        if not cwd.is_dir():
+            self._fail_start(cr, f"workingDir {container.get('workingDir')} does not exist on this node ({cwd})")
+            return
+        writer = LogWriter(self.layout.container_log(run.namespace, run.name, run.uid, cr.name), self.clock)
+        try:
+            cr.process = await asyncio.create_subprocess_exec(
+                *argv, cwd=cwd, env=env, stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, start_new_session=True,
+            )
+        except OSError as exc:
+            writer.close()
+            self._fail_start(cr, f"{argv[0]}: {exc.strerror or exc}")
+            return
+        asyncio.create_task(self._pump(cr.process, writer))
+        await self._event(pod, "Normal", "Started",
+                          f"Started container {cr.name} (image {cr.image or '<none>'} is not pulled: the local node runs "
+                          "the command with trainyard's Python environment)")
+
+    def _fail_start(self, cr: ContainerRun, message: str) -> None:
+        cr.exit_code, cr.reason, cr.message, cr.finished_at = 128, "StartError", message, self.now()
+
+    async def _pump(self, process: asyncio.subprocess.Process, writer: LogWriter) -> None:
+        async def copy(stream: asyncio.StreamReader | None, name: str) -> None:
+            if stream is None:
+                return
+            while True:
+                try:
+                    chunk = await stream.readuntil(b"\n")
+                except asyncio.IncompleteReadError as exc:
+                    if exc.partial:
+                        writer.write(name, exc.partial)
+                    return
+                except asyncio.LimitOverrunError as exc:
+                    chunk = await stream.read(exc.consumed)
+                writer.write(name, chunk)
+
+        try:
+            await asyncio.gather(copy(process.stdout, "stdout"), copy(process.stderr, "stderr"))
+        finally:
+            writer.close()
+
+    async def _wait(self, run: PodRun, cr: ContainerRun) -> None:
+        if cr.process is None:
+            return
+        code = await cr.process.wait()
+        cr.finished_at = self.now()
+        # A negative code is a signal; report it the way a container runtime does (128 + signal).
+        cr.exit_code = 128 - code if code < 0 else code
+        if run.stopping and cr.exit_code != 0:
+            cr.reason = "Killed" if code == -signal.SIGKILL else "Error"
+
+    async def _report(self, run: PodRun, pod: Obj, phase: str, *, reason: str | None = None, message: str | None = None) -> None:
+        status: Obj = {
+            "phase": phase,
+            "hostIP": self.address,
+            "podIP": self.address,
+            "podIPs": [{"ip": self.address}],
+            "startTime": (pod.get("status") or {}).get("startTime") or self.now(),
+            "conditions": [
+                {"type": "PodScheduled", "status": "True"},
+                {"type": "Initialized", "status": "True" if phase != "Pending" else "False"},
+                {"type": "Ready", "status": "True" if phase == "Running" else "False"},
+                {"type": "ContainersReady", "status": "True" if phase == "Running" else "False"},
+            ],
+            "containerStatuses": [cr.status() for cr in run.containers],
+            "qosClass": "BestEffort",
+        }
+        if run.init_containers:
+            status["initContainerStatuses"] = [cr.status() for cr in run.init_containers]
+        if reason:
+            status["reason"] = reason
+        if message:
+            status["message"] = message
+        try:
+            await self.client.patch(Pod.Status, run.name, {"status": status}, namespace=run.namespace, patch_type=PatchType.MERGE)
+        except ApiError as exc:
+            if not is_status(exc, 404):
+                raise
+
+    async def _mark_lost(self, pod: Obj) -> None:
+        m = pod["metadata"]
+        statuses = [
+            {"name": c["name"], "image": c.get("image", ""), "imageID": "", "ready": False, "restartCount": 0,
+             "state": {"terminated": {"exitCode": 137, "reason": "Lost", "finishedAt": self.now()}}}
+            for c in (pod.get("spec") or {}).get("containers") or []
+        ]
+        status = {"phase": "Failed", "reason": "NodeRestarted",
+                  "message": "the node agent restarted while this pod ran; its processes are gone",
+                  "containerStatuses": statuses}
+        with contextlib.suppress(ApiError):
+            await self.client.patch(Pod.Status, m["name"], {"status": status}, namespace=m["namespace"], patch_type=PatchType.MERGE)
+
+    # -- stopping ----------------------------------------------------------------------------------
+
+    async def _kill(self, run: PodRun, grace: float) -> None:
+        run.stopping = True
+        groups = [cr.process for cr in run.init_containers + run.containers if cr.process and cr.process.returncode is None]
+        for process in groups:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGTERM)
+        if groups:
+            try:
+                await asyncio.wait_for(asyncio.gather(*(p.wait() for p in groups)), timeout=max(grace, 0.1))
+            except TimeoutError:
+                for process in groups:
+                    with contextlib.suppress(ProcessLookupError):
+                        os.killpg(process.pid, signal.SIGKILL)
+                await asyncio.gather(*(p.wait() for p in groups))
+        # Children the training process started (e.g. DataLoader workers) share its group.
+        for process in groups:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+        if run.task is not None and not run.task.done():
+            with contextlib.suppress(asyncio.TimeoutError, asyncio.CancelledError):
+                await asyncio.wait_for(asyncio.shield(run.stopped.wait()), timeout=5)
+        self.pods.pop(run.uid, None)
+
+    async def _stop_and_confirm(self, run: PodRun, grace: float) -> None:
+        await self._kill(run, grace)
+        await self._confirm_deleted(run.namespace, run.name)
+
+    async def _confirm_deleted(self, namespace: str, name: str) -> None:
+        try:
+            await self.client.delete(Pod, name, namespace=namespace, grace_period=0)
+        except ApiError as exc:
+            if not is_status(exc, 404):
+                raise
+
+    async def _event(self, pod: Obj, type_: str, reason: str, message: str) -> None:
+        m = pod["metadata"]
+        now = self.now()
+        event = {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"generateName": f"{m['name']}.", "namespace": m["namespace"]},
+            "involvedObject": {"apiVersion": "v1", "kind": "Pod", "name": m["name"], "namespace": m["namespace"], "uid": m["uid"]},
+            "type": type_,
+            "reason": reason,
+            "message": message,
+            "source": {"component": "kubelet", "host": self.node_name},
+            "reportingComponent": "kubelet",
+            "reportingInstance": self.node_name,
+            "firstTimestamp": now,
+            "lastTimestamp": now,
+            "count": 1,
+        }
+        try:
+            await self.client.create(Event.from_dict(event), namespace=m["namespace"])
+        except ApiError as exc:
+            log.warning("could not record event %s for pod %s: %s", reason, m["name"], exc)

@@ -1,0 +1,99 @@
+"""The embedded API server as one object: store, registry, garbage collector, HTTP listener.
+
+On start it reloads every stored CRD into the registry, installs or upgrades trainyard's own
+CRDs (generated from the pydantic models) and the system namespaces, then listens.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+from datetime import UTC, datetime
+
+from aiohttp import web
+
+from trainyard.api.crd import crd_for
+from trainyard.api.kinds import KINDS
+from trainyard.cluster import errors
+from trainyard.cluster.gc import GarbageCollector
+from trainyard.cluster.objects import SYSTEM_NAMESPACES, Objects
+from trainyard.cluster.paths import Layout
+from trainyard.cluster.registry import Registry
+from trainyard.cluster.server import ApiServer
+from trainyard.cluster.store import Store
+from trainyard.cluster.watch import Hub
+
+log = logging.getLogger(__name__)
+
+DEFAULT_PORT = 7450
+
+
+class ApiPlane:
+    def __init__(
+        self,
+        layout: Layout,
+        *,
+        host: str = "127.0.0.1",
+        port: int = DEFAULT_PORT,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    ) -> None:
+        self.layout = layout
+        self.host = host
+        self.port = port
+        self.store = Store(layout.database)
+        self.registry = Registry()
+        self.hub = Hub()
+        self.store.subscribe(self.hub.publish)
+        self.objects = Objects(self.store, self.registry, clock=clock)
+        self.gc = GarbageCollector(self.objects)
+        self.server = ApiServer(self.objects, self.hub, layout, address=lambda: f"{self.host}:{self.port}")
+        self._runner: web.AppRunner | None = None
+        self._gc_task: asyncio.Task[None] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    def bootstrap(self) -> None:
+        crd_rt = self.registry.lookup("apiextensions.k8s.io", "v1", "customresourcedefinitions")
+        ns_rt = self.registry.lookup("", "v1", "namespaces")
+        assert crd_rt is not None and ns_rt is not None
+        stored, _ = self.store.list(crd_rt.key)
+        for crd in stored:
+            self.registry.add_crd(crd)
+        for info in KINDS.values():
+            wanted = crd_for(info)
+            try:
+                current = self.objects.get(crd_rt, "", info.crd_name)
+            except errors.ApiError:
+                self.objects.create(crd_rt, "", wanted)
+                continue
+            if current.get("spec") != wanted["spec"]:
+                self.objects.update(crd_rt, "", info.crd_name, {**current, "spec": wanted["spec"]})
+        for name in SYSTEM_NAMESPACES:
+            with contextlib.suppress(errors.ApiError):
+                self.objects.create(ns_rt, "", {"metadata": {"name": name}})
+
+    async def start(self) -> None:
+        self.bootstrap()
+        self._runner = web.AppRunner(self.server.app(), handler_cancellation=True, access_log=None)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, self.host, self.port, reuse_address=True)
+        await site.start()
+        if self.port == 0:
+            server = site._server
+            assert server is not None and hasattr(server, "sockets")
+            self.port = server.sockets[0].getsockname()[1]
+        self._gc_task = asyncio.create_task(self.gc.run())
+        log.info("API server listening on %s", self.url)
+
+    async def stop(self) -> None:
+        if self._gc_task is not None:
+            self._gc_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._gc_task
+        if self._runner is not None:
+            await self._runner.cleanup()
+        self.store.close()

@@ -1,0 +1,511 @@
+"""The HTTP face of the embedded control plane: the Kubernetes REST API over ``Objects``.
+
+This module parses URLs, query parameters and bodies, negotiates Tables, streams watches and
+logs, and renders every failure as a ``Status``. What an operation means lives in ``objects``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import yaml
+from aiohttp import web
+
+from trainyard.api.meta import parse_time
+from trainyard.cluster import discovery, errors, logs, tables
+from trainyard.cluster.jsonpath import get_path, set_path
+from trainyard.cluster.objects import Objects, field_keys, matches
+from trainyard.cluster.paths import Layout
+from trainyard.cluster.registry import ResourceType
+from trainyard.cluster.selectors import (
+    FieldSelector,
+    LabelSelector,
+    SelectorError,
+    check_field_selector,
+    parse_field_selector,
+    parse_label_selector,
+)
+from trainyard.cluster.store import Expired, Obj
+from trainyard.cluster.watch import Event, Hub
+
+log = logging.getLogger(__name__)
+
+JSON = "application/json"
+_TRUE = {"1", "t", "T", "true", "TRUE", "True"}
+# Without timeoutSeconds a real server keeps a watch open 30-60 minutes.
+DEFAULT_WATCH_SECONDS = 1800
+BOOKMARK_SECONDS = 60.0
+
+
+def _bool(value: str | None) -> bool:
+    return value in _TRUE
+
+
+@dataclass(frozen=True)
+class Target:
+    rt: ResourceType
+    namespace: str | None
+    name: str | None
+    subresource: str | None
+
+
+class ApiServer:
+    def __init__(
+        self,
+        objects: Objects,
+        hub: Hub,
+        layout: Layout,
+        *,
+        address: Callable[[], str],
+        bookmark_seconds: float = BOOKMARK_SECONDS,
+    ) -> None:
+        self.objects = objects
+        self.hub = hub
+        self.layout = layout
+        self.address = address
+        self.bookmark_seconds = bookmark_seconds
+
+    @property
+    def registry(self) -> Any:
+        return self.objects.registry
+
+    def now(self) -> datetime:
+        return self.objects.clock()
+
+    def app(self) -> web.Application:
+        app = web.Application(client_max_size=64 * 1024 * 1024)
+        app.router.add_route("*", "/{tail:.*}", self.handle)
+        return app
+
+    # -- dispatch ------------------------------------------------------------------------------
+
+    async def handle(self, request: web.Request) -> web.StreamResponse:
+        try:
+            return await self._dispatch(request)
+        except errors.ApiError as exc:
+            return _json(exc.status(), exc.code)
+        except SelectorError as exc:
+            return _json(errors.bad_request(str(exc)).status(), 400)
+        except (asyncio.CancelledError, ConnectionResetError):
+            raise
+        except Exception as exc:
+            log.exception("internal error serving %s %s", request.method, request.path_qs)
+            return _json(errors.ApiError(500, "InternalError", f"Internal error occurred: {exc}").status(), 500)
+
+    async def _dispatch(self, request: web.Request) -> web.StreamResponse:
+        path = request.path.rstrip("/") or "/"
+        parts = [p for p in path.split("/") if p]
+        if path in ("/healthz", "/readyz", "/livez"):
+            return web.Response(text="ok", content_type="text/plain")
+        if path == "/version":
+            return _json(discovery.KUBE_VERSION)
+        if parts[:2] == ["openapi", "v3"]:
+            return self._openapi(parts[2:])
+        if parts and parts[0] == "api":
+            if len(parts) == 1:
+                return _json(discovery.api_versions(self.address()))
+            group, version, rest = "", parts[1], parts[2:]
+        elif parts and parts[0] == "apis":
+            if len(parts) == 1:
+                return _json(discovery.api_group_list(self.registry))
+            if len(parts) == 2:
+                doc = discovery.api_group(self.registry, parts[1])
+                if doc is None:
+                    raise errors.unknown_path()
+                return _json(doc)
+            group, version, rest = parts[1], parts[2], parts[3:]
+        else:
+            raise errors.unknown_path()
+        if not rest:
+            doc = discovery.resource_list(self.registry, group, version)
+            if doc is None:
+                raise errors.unknown_path()
+            return _json(doc)
+        return await self._resource(request, self._target(group, version, rest))
+
+    def _openapi(self, rest: list[str]) -> web.Response:
+        if not rest:
+            return _json(discovery.openapi_root(self.registry))
+        if rest[0] == "api" and len(rest) == 2:
+            doc = discovery.openapi_gv(self.registry, "", rest[1])
+        elif rest[0] == "apis" and len(rest) == 3:
+            doc = discovery.openapi_gv(self.registry, rest[1], rest[2])
+        else:
+            doc = None
+        if doc is None:
+            raise errors.unknown_path()
+        return _json(doc)
+
+    def _target(self, group: str, version: str, rest: list[str]) -> Target:
+        lookup = self.registry.lookup
+        if rest[0] == "namespaces" and len(rest) >= 3:
+            rt = lookup(group, version, rest[2])
+            if rt is not None and rt.namespaced:
+                return Target(rt, rest[1], _at(rest, 3), _at(rest, 4)) if len(rest) <= 5 else _bad_path()
+        rt = lookup(group, version, rest[0])
+        if rt is None or len(rest) > 3:
+            raise errors.unknown_path()
+        if rt.namespaced:
+            # A namespaced resource without /namespaces/{ns}: only cluster-wide list and watch exist.
+            if len(rest) > 1:
+                raise errors.unknown_path()
+            return Target(rt, None, None, None)
+        return Target(rt, None, _at(rest, 1), _at(rest, 2))
+
+    async def _resource(self, request: web.Request, target: Target) -> web.StreamResponse:
+        rt, ns, name, sub = target.rt, target.namespace, target.name, target.subresource
+        method, query = request.method, request.query
+        dry_run = query.get("dryRun") == "All"
+        if sub is not None and sub not in rt.subresources:
+            raise errors.unknown_path()
+        if name is None:
+            if method == "GET":
+                if _bool(query.get("watch")):
+                    return await self._watch(request, rt, ns)
+                return self._list(request, rt, ns)
+            if method == "POST" and (ns is not None or not rt.namespaced):
+                body = await _body(request)
+                created = self.objects.create(rt, ns or "", body, dry_run=dry_run)
+                return self._object(request, rt, created, 201)
+            if method == "DELETE" and (ns is not None or not rt.namespaced):
+                return self._delete_collection(request, rt, ns)
+            raise errors.method_not_allowed()
+        namespace = ns or ""
+        if sub == "log":
+            if method != "GET":
+                raise errors.method_not_allowed()
+            return await self._log(request, namespace, name)
+        if sub == "binding":
+            if method != "POST":
+                raise errors.method_not_allowed()
+            return _json(self.objects.bind(namespace, name, await _body(request)), 201)
+        if sub == "scale":
+            return await self._scale(request, rt, namespace, name)
+        if method == "GET":
+            return self._object(request, rt, self.objects.get(rt, namespace, name))
+        if method == "PUT":
+            body = await _body(request)
+            updated = self.objects.update(rt, namespace, name, body, subresource=sub, dry_run=dry_run)
+            return self._object(request, rt, updated)
+        if method == "PATCH":
+            return await self._patch(request, rt, namespace, name, sub, dry_run)
+        if method == "DELETE":
+            opts = await _delete_options(request)
+            deleted = self.objects.delete(
+                rt, namespace, name, propagation=opts.get("propagationPolicy"),
+                grace_seconds=opts.get("gracePeriodSeconds"), dry_run=dry_run,
+            )
+            return self._object(request, rt, deleted)
+        raise errors.method_not_allowed()
+
+    # -- verbs ---------------------------------------------------------------------------------
+
+    def _selectors(self, request: web.Request, rt: ResourceType) -> tuple[LabelSelector | None, FieldSelector | None]:
+        labels = parse_label_selector(request.query["labelSelector"]) if request.query.get("labelSelector") else None
+        fields = None
+        if request.query.get("fieldSelector"):
+            fields = parse_field_selector(request.query["fieldSelector"])
+            check_field_selector(fields, field_keys(rt))
+        return labels, fields
+
+    def _list(self, request: web.Request, rt: ResourceType, namespace: str | None) -> web.Response:
+        labels, fields = self._selectors(request, rt)
+        items, revision = self.objects.list(rt, namespace, labels, fields)
+        if _wants_table(request):
+            return _json(tables.table(rt, items, now=self.now(), resource_version=str(revision),
+                                      include_object=request.query.get("includeObject", "Metadata")))
+        return _json(
+            {
+                "kind": f"{rt.kind}List",
+                "apiVersion": rt.group_version,
+                "metadata": {"resourceVersion": str(revision)},
+                "items": items,
+            }
+        )
+
+    def _object(self, request: web.Request, rt: ResourceType, obj: Obj, code: int = 200) -> web.Response:
+        if _wants_table(request):
+            rv = obj.get("metadata", {}).get("resourceVersion", "")
+            return _json(tables.table(rt, [obj], now=self.now(), resource_version=rv,
+                                      include_object=request.query.get("includeObject", "Metadata")), code)
+        return _json(obj, code)
+
+    async def _patch(
+        self, request: web.Request, rt: ResourceType, namespace: str, name: str, sub: str | None, dry_run: bool
+    ) -> web.Response:
+        ctype = request.content_type
+        raw = await request.read()
+        if ctype == "application/apply-patch+yaml":
+            return self._apply(request, rt, namespace, name, raw, dry_run)
+        try:
+            body = json.loads(raw or b"null")
+        except ValueError as exc:
+            raise errors.bad_request(f"error decoding patch: {exc}") from exc
+        patched = self.objects.patch(rt, namespace, name, ctype, body, subresource=sub, dry_run=dry_run)
+        return self._object(request, rt, patched)
+
+    def _apply(self, request: web.Request, rt: ResourceType, namespace: str, name: str, raw: bytes, dry_run: bool) -> web.Response:
+        """Server-side apply, minimal: create when absent, otherwise merge the applied config.
+
+        Field ownership (removing fields a manager stopped applying, conflicts) is not tracked yet.
+        """
+        if not request.query.get("fieldManager"):
+            raise errors.bad_request("PATCH, fieldManager is required for apply requests")
+        try:
+            body = yaml.safe_load(raw)
+        except yaml.YAMLError as exc:
+            raise errors.bad_request(f"error decoding YAML: {exc}") from exc
+        if not isinstance(body, dict):
+            raise errors.bad_request("the applied configuration must be an object")
+        try:
+            self.objects.get(rt, namespace, name)
+        except errors.ApiError as exc:
+            if exc.code != 404:
+                raise
+            body.setdefault("metadata", {})["name"] = name
+            return self._object(request, rt, self.objects.create(rt, namespace, body, dry_run=dry_run), 201)
+        patched = self.objects.patch(rt, namespace, name, "application/merge-patch+json", body, dry_run=dry_run)
+        return self._object(request, rt, patched)
+
+    def _delete_collection(self, request: web.Request, rt: ResourceType, namespace: str | None) -> web.Response:
+        labels, fields = self._selectors(request, rt)
+        items, revision = self.objects.list(rt, namespace, labels, fields)
+        for item in items:
+            m = item["metadata"]
+            try:
+                self.objects.delete(rt, m.get("namespace", ""), m["name"], propagation=request.query.get("propagationPolicy"))
+            except errors.ApiError as exc:
+                if exc.code != 404:
+                    raise
+        return _json({"kind": f"{rt.kind}List", "apiVersion": rt.group_version,
+                      "metadata": {"resourceVersion": str(revision)}, "items": items})
+
+    async def _scale(self, request: web.Request, rt: ResourceType, namespace: str, name: str) -> web.Response:
+        paths = rt.scale or {}
+        obj = self.objects.get(rt, namespace, name)
+
+        def scale_of(o: Obj) -> Obj:
+            return {
+                "kind": "Scale",
+                "apiVersion": "autoscaling/v1",
+                "metadata": {k: o["metadata"][k] for k in ("name", "namespace", "uid", "resourceVersion", "creationTimestamp") if k in o["metadata"]},
+                "spec": {"replicas": get_path(o, paths["specReplicasPath"]) or 0},
+                "status": {
+                    "replicas": get_path(o, paths.get("statusReplicasPath", ".status.replicas")) or 0,
+                    "selector": get_path(o, paths.get("labelSelectorPath", ".status.selector")) or "",
+                },
+            }
+
+        if request.method == "GET":
+            return _json(scale_of(obj))
+        current = scale_of(obj)
+        if request.method == "PUT":
+            wanted = await _body(request)
+        elif request.method == "PATCH":
+            from trainyard.cluster import patching
+
+            body = json.loads(await request.read() or b"null")
+            if request.content_type == "application/json-patch+json":
+                wanted = patching.json_patch(current, body)
+            else:
+                wanted = patching.merge_patch(current, body)
+        else:
+            raise errors.method_not_allowed()
+        replicas = (wanted.get("spec") or {}).get("replicas")
+        if not isinstance(replicas, int) or replicas < 0:
+            raise errors.invalid(rt, name, [("FieldValueInvalid", "spec.replicas", f"Invalid value: {replicas}: must be a non-negative integer")])
+        updated = set_path({k: v for k, v in obj.items()}, paths["specReplicasPath"], replicas)
+        result = self.objects.update(rt, namespace, name, updated, dry_run=request.query.get("dryRun") == "All")
+        return _json(scale_of(result))
+
+    # -- streams -------------------------------------------------------------------------------
+
+    async def _watch(self, request: web.Request, rt: ResourceType, namespace: str | None) -> web.StreamResponse:
+        labels, fields = self._selectors(request, rt)
+        as_table = _wants_table(request)
+        bookmarks = _bool(request.query.get("allowWatchBookmarks"))
+        timeout = float(request.query.get("timeoutSeconds") or DEFAULT_WATCH_SECONDS)
+        deadline = asyncio.get_running_loop().time() + timeout
+        store_ns = namespace if rt.namespaced else None
+        sub = self.hub.subscribe(rt.key, store_ns, lambda o: matches(rt, o, labels, fields))
+        response = web.StreamResponse(headers={"Content-Type": JSON, "Cache-Control": "no-cache"})
+        response.enable_chunked_encoding()
+        await response.prepare(request)
+
+        async def send(kind: str, obj: Obj) -> None:
+            if as_table and kind in ("ADDED", "MODIFIED", "DELETED"):
+                obj = tables.table(rt, [obj], now=self.now(), resource_version=obj["metadata"].get("resourceVersion", ""),
+                                   include_object=request.query.get("includeObject", "Metadata"))
+            await response.write(json.dumps({"type": kind, "object": obj}, separators=(",", ":")).encode() + b"\n")
+
+        try:
+            rv_param = request.query.get("resourceVersion") or "0"
+            if rv_param == "0":
+                items, last = self.objects.list(rt, store_ns, labels, fields)
+                for item in items:
+                    await send("ADDED", item)
+            else:
+                try:
+                    start = int(rv_param)
+                    if start > self.objects.store.revision:
+                        raise Expired(start, self.objects.store.revision)
+                    backlog = self.objects.store.changes_since(start, rt.key)
+                except (Expired, ValueError) as exc:
+                    status = errors.ApiError(410, "Expired", str(exc) if isinstance(exc, Expired) else f"invalid resourceVersion {rv_param!r}")
+                    await send("ERROR", status.status())
+                    return response
+                last = start
+                for change in backlog:
+                    event = sub.translate(change)
+                    if event is not None:
+                        await send(event.type, self.objects.present(rt, event.obj))
+                    last = change.rv
+            loop = asyncio.get_running_loop()
+            while True:
+                remaining = deadline - loop.time()
+                if remaining <= 0:
+                    break
+                try:
+                    ev: Event = await asyncio.wait_for(sub.queue.get(), min(remaining, self.bookmark_seconds))
+                except TimeoutError:
+                    if bookmarks and sub.queue.empty():
+                        rv = str(self.objects.store.revision)
+                        await send("BOOKMARK", {"kind": rt.kind, "apiVersion": rt.group_version, "metadata": {"resourceVersion": rv}})
+                    continue
+                if ev.rv <= last:
+                    continue
+                last = ev.rv
+                await send(ev.type, self.objects.present(rt, ev.obj))
+        except (ConnectionResetError, asyncio.CancelledError):
+            pass
+        finally:
+            self.hub.unsubscribe(sub)
+        return response
+
+    async def _log(self, request: web.Request, namespace: str, name: str) -> web.StreamResponse:
+        rt = self.registry.lookup("", "v1", "pods")
+        pod = self.objects.get(rt, namespace, name)
+        q = request.query
+        names = [c["name"] for c in pod.get("spec", {}).get("containers", [])]
+        names += [c["name"] for c in pod.get("spec", {}).get("initContainers") or []]
+        container = q.get("container")
+        if not container:
+            if len(pod["spec"]["containers"]) != 1:
+                raise errors.bad_request(f"a container name must be specified for pod {name}, choose one of: {names}")
+            container = names[0]
+        if container not in names:
+            raise errors.bad_request(f"container {container} is not valid for pod {name}")
+        uid = pod["metadata"]["uid"]
+        previous = _bool(q.get("previous"))
+        path = self.layout.container_log(namespace, name, uid, container, previous=previous)
+        if not path.exists():
+            if previous:
+                raise errors.bad_request(f'previous terminated container "{container}" in pod "{name}" not found')
+            raise errors.bad_request(f'container "{container}" in pod "{name}" is waiting to start: ContainerCreating')
+        since = None
+        if q.get("sinceSeconds"):
+            since = self.now() - timedelta(seconds=int(q["sinceSeconds"]))
+        elif q.get("sinceTime"):
+            since = parse_time(q["sinceTime"])
+        timestamps = _bool(q.get("timestamps"))
+        limit = int(q["limitBytes"]) if q.get("limitBytes") else None
+        text, offset = logs.read(
+            path, tail_lines=int(q["tailLines"]) if q.get("tailLines") else None, since=since,
+            timestamps=timestamps, limit_bytes=limit,
+        )
+        if not _bool(q.get("follow")) or previous:
+            return web.Response(body=text, content_type="text/plain")
+        response = web.StreamResponse(headers={"Content-Type": "text/plain"})
+        response.enable_chunked_encoding()
+        await response.prepare(request)
+        await response.write(text)
+        sent = len(text)
+
+        def finished() -> bool:
+            current = self.objects.store.get(rt.key, namespace, name)
+            return current is None or current["metadata"]["uid"] != uid or _container_done(current, container)
+
+        try:
+            async for chunk in logs.follow(path, offset, timestamps=timestamps, finished=finished):
+                if limit is not None:
+                    chunk = chunk[: max(limit - sent, 0)]
+                if chunk:
+                    await response.write(chunk)
+                    sent += len(chunk)
+                if limit is not None and sent >= limit:
+                    break
+        except (ConnectionResetError, asyncio.CancelledError):
+            pass
+        return response
+
+
+def _container_done(pod: Obj, container: str) -> bool:
+    status = pod.get("status") or {}
+    if status.get("phase") in ("Succeeded", "Failed"):
+        return True
+    for cs in (status.get("containerStatuses") or []) + (status.get("initContainerStatuses") or []):
+        if cs.get("name") == container and (cs.get("state") or {}).get("terminated"):
+            return True
+    return False
+
+
+def _at(parts: list[str], index: int) -> str | None:
+    return parts[index] if len(parts) > index else None
+
+
+def _bad_path() -> Target:
+    raise errors.unknown_path()
+
+
+def _wants_table(request: web.Request) -> bool:
+    accept = request.headers.get("Accept", "")
+    return "as=Table" in accept.split(",")[0] or accept.startswith("application/json;as=Table")
+
+
+def _json(body: Any, code: int = 200) -> web.Response:
+    return web.Response(
+        body=json.dumps(body, separators=(",", ":")).encode(), status=code, content_type=JSON
+    )
+
+
+async def _body(request: web.Request) -> Any:
+    raw = await request.read()
+    ctype = request.content_type
+    if ctype == "application/vnd.kubernetes.protobuf":
+        raise errors.unsupported_media("application/json, application/yaml")
+    try:
+        if ctype in ("application/yaml", "application/apply-patch+yaml"):
+            return yaml.safe_load(raw)
+        return json.loads(raw or b"{}")
+    except (ValueError, yaml.YAMLError) as exc:
+        raise errors.bad_request(f"the request body could not be decoded: {exc}") from exc
+
+
+async def _delete_options(request: web.Request) -> dict[str, Any]:
+    opts: dict[str, Any] = {}
+    raw = await request.read()
+    if raw:
+        try:
+            parsed = json.loads(raw)
+        except ValueError as exc:
+            raise errors.bad_request(f"the DeleteOptions body could not be decoded: {exc}") from exc
+        if isinstance(parsed, dict):
+            opts.update(parsed)
+    q = request.query
+    if q.get("propagationPolicy"):
+        opts["propagationPolicy"] = q["propagationPolicy"]
+    if q.get("gracePeriodSeconds"):
+        opts["gracePeriodSeconds"] = int(q["gracePeriodSeconds"])
+    if opts.get("orphanDependents") is True and "propagationPolicy" not in opts:
+        opts["propagationPolicy"] = "Orphan"
+    return opts
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)

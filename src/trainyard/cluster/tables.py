@@ -1,0 +1,210 @@
+"""Server-side printing: ``meta.k8s.io/v1`` Tables for ``kubectl get`` (reference §7).
+
+Built-in kinds get kubectl's familiar columns; custom resources get their CRD's
+``additionalPrinterColumns`` (or Name and Age). Ages are computed against the injected clock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+
+from trainyard.api.meta import parse_time
+from trainyard.cluster.jsonpath import JSONPathError, evaluate
+from trainyard.cluster.registry import ResourceType
+from trainyard.cluster.store import Obj
+
+Column = tuple[str, str, int, Callable[[Obj, datetime], Any]]  # name, type, priority, cell
+
+
+def human_age(since: str | None, now: datetime) -> str:
+    """kubectl's ``HumanDuration``: 45s, 5m, 3h12m, 4d, 2y..."""
+    if not since:
+        return "<unknown>"
+    seconds = int((now - parse_time(since)).total_seconds())
+    if seconds < 0:
+        return "0s"
+    minutes, hours, days = seconds // 60, seconds // 3600, seconds // 86400
+    if seconds < 120:
+        return f"{seconds}s"
+    if minutes < 10:
+        return f"{minutes}m{seconds % 60}s" if seconds % 60 else f"{minutes}m"
+    if hours < 3:
+        return f"{minutes}m"
+    if hours < 8:
+        return f"{hours}h{minutes % 60}m" if minutes % 60 else f"{hours}h"
+    if hours < 48:
+        return f"{hours}h"
+    if days < 8:
+        return f"{days}d{hours % 24}h" if hours % 24 else f"{days}d"
+    if days < 365 * 2:
+        return f"{days}d"
+    return f"{days // 365}y"
+
+
+def _age(obj: Obj, now: datetime) -> str:
+    return human_age(obj.get("metadata", {}).get("creationTimestamp"), now)
+
+
+def _pod_status(pod: Obj) -> str:
+    m, status = pod.get("metadata", {}), pod.get("status") or {}
+    if m.get("deletionTimestamp"):
+        return "Terminating"
+    reason = status.get("reason") or status.get("phase") or "Pending"
+    for cs in status.get("containerStatuses") or []:
+        state = cs.get("state") or {}
+        if state.get("waiting", {}).get("reason"):
+            reason = state["waiting"]["reason"]
+        elif state.get("terminated"):
+            term = state["terminated"]
+            reason = term.get("reason") or f"ExitCode:{term.get('exitCode')}"
+            if status.get("phase") == "Succeeded":
+                reason = "Completed"
+    return str(reason)
+
+
+def _pod_ready(pod: Obj) -> str:
+    statuses = (pod.get("status") or {}).get("containerStatuses") or []
+    total = len((pod.get("spec") or {}).get("containers") or [])
+    return f"{sum(1 for s in statuses if s.get('ready'))}/{total}"
+
+
+def _pod_restarts(pod: Obj) -> int:
+    return sum(int(s.get("restartCount", 0)) for s in (pod.get("status") or {}).get("containerStatuses") or [])
+
+
+def _svc_ports(svc: Obj) -> str:
+    ports = (svc.get("spec") or {}).get("ports") or []
+    return ",".join(f"{p.get('port')}/{p.get('protocol', 'TCP')}" for p in ports) or "<none>"
+
+
+def _name(obj: Obj, _: datetime) -> str:
+    return str(obj.get("metadata", {}).get("name", ""))
+
+
+BUILTIN_COLUMNS: dict[str, list[Column]] = {
+    "core/pods": [
+        ("Name", "string", 0, _name),
+        ("Ready", "string", 0, lambda o, _: _pod_ready(o)),
+        ("Status", "string", 0, lambda o, _: _pod_status(o)),
+        ("Restarts", "integer", 0, lambda o, _: _pod_restarts(o)),
+        ("Age", "string", 0, _age),
+        ("IP", "string", 1, lambda o, _: (o.get("status") or {}).get("podIP") or "<none>"),
+        ("Node", "string", 1, lambda o, _: (o.get("spec") or {}).get("nodeName") or "<none>"),
+    ],
+    "core/services": [
+        ("Name", "string", 0, _name),
+        ("Type", "string", 0, lambda o, _: (o.get("spec") or {}).get("type", "ClusterIP")),
+        ("Cluster-IP", "string", 0, lambda o, _: (o.get("spec") or {}).get("clusterIP") or "<none>"),
+        ("External-IP", "string", 0, lambda o, _: "<none>"),
+        ("Port(s)", "string", 0, lambda o, _: _svc_ports(o)),
+        ("Age", "string", 0, _age),
+        (
+            "Selector",
+            "string",
+            1,
+            lambda o, _: ",".join(f"{k}={v}" for k, v in ((o.get("spec") or {}).get("selector") or {}).items()) or "<none>",
+        ),
+    ],
+    "core/namespaces": [
+        ("Name", "string", 0, _name),
+        ("Status", "string", 0, lambda o, _: (o.get("status") or {}).get("phase", "Active")),
+        ("Age", "string", 0, _age),
+    ],
+    "core/events": [
+        ("Last Seen", "string", 0, lambda o, now: human_age(o.get("lastTimestamp") or o.get("eventTime") or o.get("metadata", {}).get("creationTimestamp"), now)),
+        ("Type", "string", 0, lambda o, _: o.get("type", "")),
+        ("Reason", "string", 0, lambda o, _: o.get("reason", "")),
+        (
+            "Object",
+            "string",
+            0,
+            lambda o, _: f"{(o.get('involvedObject') or {}).get('kind', '').lower()}/{(o.get('involvedObject') or {}).get('name', '')}",
+        ),
+        ("Message", "string", 0, lambda o, _: o.get("message", "")),
+    ],
+    "core/configmaps": [
+        ("Name", "string", 0, _name),
+        ("Data", "integer", 0, lambda o, _: len(o.get("data") or {}) + len(o.get("binaryData") or {})),
+        ("Age", "string", 0, _age),
+    ],
+    "core/secrets": [
+        ("Name", "string", 0, _name),
+        ("Type", "string", 0, lambda o, _: o.get("type", "Opaque")),
+        ("Data", "integer", 0, lambda o, _: len(o.get("data") or {})),
+        ("Age", "string", 0, _age),
+    ],
+    "core/nodes": [
+        ("Name", "string", 0, _name),
+        (
+            "Status",
+            "string",
+            0,
+            lambda o, _: next(
+                ("Ready" if c.get("status") == "True" else "NotReady" for c in (o.get("status") or {}).get("conditions") or [] if c.get("type") == "Ready"),
+                "Unknown",
+            ),
+        ),
+        ("Roles", "string", 0, lambda o, _: "<none>"),
+        ("Age", "string", 0, _age),
+        ("Version", "string", 0, lambda o, _: ((o.get("status") or {}).get("nodeInfo") or {}).get("kubeletVersion", "")),
+    ],
+    "apiextensions.k8s.io/customresourcedefinitions": [
+        ("Name", "string", 0, _name),
+        ("Created At", "date", 0, lambda o, _: o.get("metadata", {}).get("creationTimestamp", "")),
+    ],
+}
+
+
+def _cell_from_path(path: str, ctype: str) -> Callable[[Obj, datetime], Any]:
+    def cell(obj: Obj, now: datetime) -> Any:
+        try:
+            values = evaluate(path, obj)
+        except JSONPathError:
+            return "<invalid>"
+        if not values:
+            return "<none>" if ctype != "date" else "<unknown>"
+        if ctype == "date":
+            return human_age(str(values[0]), now)
+        if len(values) == 1:
+            return values[0]
+        return ",".join(str(v) for v in values)
+
+    return cell
+
+
+def columns_for(rt: ResourceType) -> list[Column]:
+    if rt.key in BUILTIN_COLUMNS:
+        return BUILTIN_COLUMNS[rt.key]
+    cols: list[Column] = [("Name", "string", 0, _name)]
+    if rt.printer_columns:
+        for pc in rt.printer_columns:
+            # Dates print as ages, like kubectl does client-side for `date` columns.
+            ctype = pc.get("type", "string")
+            cols.append((pc["name"], "string" if ctype == "date" else ctype, int(pc.get("priority", 0)), _cell_from_path(pc["jsonPath"], ctype)))
+    else:
+        cols.append(("Age", "string", 0, _age))
+    return cols
+
+
+def table(rt: ResourceType, items: list[Obj], *, now: datetime, resource_version: str, include_object: str = "Metadata") -> Obj:
+    cols = columns_for(rt)
+    return {
+        "kind": "Table",
+        "apiVersion": "meta.k8s.io/v1",
+        "metadata": {"resourceVersion": resource_version},
+        "columnDefinitions": [
+            {"name": name, "type": ctype, "format": "name" if name == "Name" else "", "description": "", "priority": prio}
+            for name, ctype, prio, _ in cols
+        ],
+        "rows": [{"cells": [cell(o, now) for *_, cell in cols], "object": _row_object(o, include_object)} for o in items],
+    }
+
+
+def _row_object(obj: Obj, include: str) -> Obj | None:
+    if include == "None":
+        return None
+    if include == "Object":
+        return obj
+    return {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": obj.get("metadata", {})}

@@ -1,0 +1,111 @@
+"""The embedded control plane as one process: API server, node agent and operator, wired here.
+
+This is the composition root: the only module that knows all three. The node agent and the
+operator reach the API server over HTTP through the same client they would use on a real
+cluster; the operator runs in ``host`` network mode because every replica shares this machine.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import signal
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+from lightkube import AsyncClient, KubeConfig
+
+from trainyard.cluster.node import NodeAgent
+from trainyard.cluster.paths import Layout
+from trainyard.cluster.plane import DEFAULT_PORT, ApiPlane
+from trainyard.frameworks.registry import kinds
+from trainyard.operator.manager import Operator
+from trainyard.operator.settings import OperatorSettings
+
+log = logging.getLogger(__name__)
+
+CONTEXT = "trainyard"
+
+
+def kubeconfig(server: str) -> dict[str, object]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": CONTEXT, "cluster": {"server": server}}],
+        "users": [{"name": CONTEXT, "user": {}}],
+        "contexts": [{"name": CONTEXT, "context": {"cluster": CONTEXT, "user": CONTEXT, "namespace": "default"}}],
+        "current-context": CONTEXT,
+        "preferences": {},
+    }
+
+
+@dataclass(frozen=True)
+class PlaneOptions:
+    home: Path
+    host: str = "127.0.0.1"
+    port: int = DEFAULT_PORT
+    workspace: Path | None = None
+
+
+class EmbeddedPlane:
+    def __init__(self, options: PlaneOptions) -> None:
+        self.options = options
+        self.layout = Layout(options.home)
+        self.api = ApiPlane(self.layout, host=options.host, port=options.port)
+        self._tasks: list[asyncio.Task[None]] = []
+        self.node: NodeAgent | None = None
+        self._client: AsyncClient | None = None
+
+    async def start(self) -> None:
+        self.layout.home.mkdir(parents=True, exist_ok=True)
+        await self.api.start()
+        self.layout.kubeconfig.write_text(yaml.safe_dump(kubeconfig(self.api.url), sort_keys=False))
+        self._client = AsyncClient(KubeConfig.from_dict(kubeconfig(self.api.url)), field_manager="trainyard")
+        self.node = NodeAgent(self._client, self.layout, workspace=self.options.workspace, address=self.options.host)
+        operator = Operator(self._client, OperatorSettings.host(self.options.host))
+        self._tasks = [asyncio.create_task(self.node.run(), name="node"), asyncio.create_task(operator.run(), name="operator")]
+        self.layout.state_file.write_text(
+            json.dumps(
+                {
+                    "pid": os.getpid(),
+                    "url": self.api.url,
+                    "home": str(self.layout.home),
+                    "workspace": str(self.node.workspace),
+                    "node": self.node.node_name,
+                    "network": "host",
+                    "kinds": list(kinds()),
+                }
+            )
+        )
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        if self.node is not None:
+            await self.node.shutdown()
+        if self._client is not None:
+            await self._client.close()
+        await self.api.stop()
+        with contextlib.suppress(FileNotFoundError):
+            self.layout.state_file.unlink()
+
+    async def serve_forever(self) -> None:
+        """Run until SIGTERM or SIGINT, then stop everything, training processes included."""
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        await self.start()
+        log.info("trainyard control plane ready at %s (home %s)", self.api.url, self.layout.home)
+        try:
+            await stop.wait()
+        finally:
+            log.info("stopping the control plane")
+            await self.stop()

@@ -1,0 +1,1 @@
+"""The operator: watches jobs and their children through the Kubernetes API and applies plans."""

@@ -1,0 +1,212 @@
+"""The job controller: keys in, reconcile, plan applied. The I/O shell around ``reconcile``.
+
+Watches on jobs and on the pods and Services they own only enqueue the job's key; a worker then
+re-reads the job and its children, asks the pure reconciler for a plan and applies it. Nothing
+here decides anything about the job: it observes and it acts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+from lightkube import AsyncClient
+from lightkube.core.exceptions import ApiError
+from lightkube.resources.core_v1 import Event
+from lightkube.resources.core_v1 import Pod as LkPod
+from lightkube.resources.core_v1 import Service as LkService
+from lightkube.types import PatchType
+from pydantic import ValidationError
+
+from trainyard.api import labels
+from trainyard.api.core import Pod, Service
+from trainyard.api.meta import format_time
+from trainyard.client import is_status, job_resource, to_dict, watch_forever
+from trainyard.controller import ChildRef, Observed, Plan, reconcile
+from trainyard.frameworks.base import Framework
+from trainyard.operator.ports import PortAllocator
+from trainyard.operator.settings import OperatorSettings
+from trainyard.operator.workqueue import WorkQueue
+
+log = logging.getLogger(__name__)
+
+Key = tuple[str, str]
+_CHILD_RES = {"Pod": LkPod, "Service": LkService}
+
+
+class JobController:
+    def __init__(
+        self,
+        client: AsyncClient,
+        plugin: Framework,
+        settings: OperatorSettings,
+        *,
+        ports: PortAllocator,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    ) -> None:
+        self.client = client
+        self.plugin = plugin
+        self.settings = settings
+        self.ports = ports
+        self.clock = clock
+        self.res = job_resource(plugin.info)
+        self.queue: WorkQueue[Key] = WorkQueue()
+
+    async def run(self) -> None:
+        tasks = [
+            self._watch_jobs(),
+            self._watch_children(LkPod),
+            self._watch_children(LkService),
+            *(self._worker() for _ in range(self.settings.workers)),
+        ]
+        await asyncio.gather(*tasks)
+
+    # -- event sources: every one only enqueues a key ------------------------------------------------
+
+    async def _watch_jobs(self) -> None:
+        async for _, obj in watch_forever(self.client, self.res, namespace=self.settings.namespace):
+            m = obj["metadata"]
+            self.queue.add((m["namespace"], m["name"]))
+
+    async def _watch_children(self, res: Any) -> None:
+        selector = {labels.OPERATOR_NAME: self.plugin.info.controller_name}
+        async for _, obj in watch_forever(self.client, res, namespace=self.settings.namespace, labels=selector):
+            m = obj["metadata"]
+            for ref in m.get("ownerReferences") or []:
+                if ref.get("controller") and ref.get("kind") == self.plugin.info.kind:
+                    self.queue.add((m["namespace"], ref["name"]))
+
+    # -- the worker loop -----------------------------------------------------------------------------
+
+    async def _worker(self) -> None:
+        while True:
+            key = await self.queue.get()
+            try:
+                requeue = await self.reconcile(key)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                delay = self.queue.add_rate_limited(key)
+                log.warning("reconcile %s/%s failed (%s); retrying in %.2fs", *key, exc, delay,
+                            exc_info=not isinstance(exc, ApiError))
+            else:
+                self.queue.forget(key)
+                if requeue is not None:
+                    self.queue.add_after(key, requeue)
+            finally:
+                self.queue.done(key)
+
+    async def reconcile(self, key: Key) -> float | None:
+        namespace, name = key
+        owner = f"{namespace}/{name}"
+        try:
+            raw = to_dict(await self.client.get(self.res, name, namespace=namespace))
+        except ApiError as exc:
+            if is_status(exc, 404):
+                self.ports.release(owner)
+                return None
+            raise
+        try:
+            job = self.plugin.info.model.model_validate(raw)
+        except ValidationError as exc:
+            # Admission validates jobs; one that still does not parse cannot be reconciled.
+            log.error("%s %s does not match the %s schema: %s", self.plugin.info.kind, owner, self.plugin.info.kind, exc)
+            return None
+        self.ports.hold(owner, _held_ports(job.metadata.annotations or {}))
+        selector = {labels.OPERATOR_NAME: self.plugin.info.controller_name, labels.JOB_NAME: name}
+        pods = tuple([Pod.model_validate(to_dict(p)) async for p in self.client.list(LkPod, namespace=namespace, labels=selector)])
+        services = tuple(
+            [Service.model_validate(to_dict(s)) async for s in self.client.list(LkService, namespace=namespace, labels=selector)]
+        )
+        plan = reconcile(Observed(job, pods, services, self.clock()), self.plugin, self.settings.controller)
+        await self.apply(raw, plan)
+        return plan.requeue_after.total_seconds() if plan.requeue_after is not None else None
+
+    # -- applying a plan -------------------------------------------------------------------------------
+
+    async def apply(self, job: dict[str, Any], plan: Plan) -> None:
+        """Ports, deletes, creates, then the one status write, then events. Exists/gone is success."""
+        m = job["metadata"]
+        namespace, name = m["namespace"], m["name"]
+        events: list[tuple[str, str, str]] = []
+        if plan.allocate_ports:
+            await self._record_ports(job, plan.allocate_ports)
+        for ref in plan.delete:
+            if await self._delete(ref, namespace):
+                events.append(("Normal", f"SuccessfulDelete{ref.kind}", f"Deleted {ref.kind.lower()}: {ref.name}"))
+        for obj in plan.create:
+            kind = obj.kind or "Pod"
+            try:
+                await self.client.create(_CHILD_RES[kind].from_dict(obj.to_dict()), namespace=namespace)
+            except ApiError as exc:
+                if is_status(exc, 409):
+                    continue
+                await self._emit(job, [("Warning", f"FailedCreate{kind}", f"Error creating: {exc}")])
+                raise
+            events.append(("Normal", f"SuccessfulCreate{kind}", f"Created {kind.lower()}: {obj.name}"))
+        if plan.status is not None:
+            status = plan.status.to_dict()
+            for rtype in (job.get("status") or {}).get("replicaStatuses") or {}:
+                status.setdefault("replicaStatuses", {}).setdefault(rtype, None)
+            await self.client.patch(self.res.Status, name, {"status": status}, namespace=namespace, patch_type=PatchType.MERGE)
+        events += [(e.type.value, e.reason, e.message) for e in plan.events]
+        await self._emit(job, events)
+
+    async def _record_ports(self, job: dict[str, Any], keys: tuple[str, ...]) -> None:
+        m = job["metadata"]
+        annotations = m.get("annotations") or {}
+        current = json.loads(annotations.get(labels.HOST_PORTS) or "{}")
+        fresh = self.ports.allocate(f"{m['namespace']}/{m['name']}", len(keys))
+        current.update(dict(zip(keys, fresh, strict=True)))
+        patch = {"metadata": {"annotations": {labels.HOST_PORTS: json.dumps(current, sort_keys=True)}}}
+        await self.client.patch(self.res, m["name"], patch, namespace=m["namespace"], patch_type=PatchType.MERGE)
+
+    async def _delete(self, ref: ChildRef, namespace: str) -> bool:
+        try:
+            await self.client.delete(_CHILD_RES[ref.kind], ref.name, namespace=namespace)
+        except ApiError as exc:
+            if is_status(exc, 404):
+                return False
+            raise
+        return True
+
+    async def _emit(self, job: dict[str, Any], events: list[tuple[str, str, str]]) -> None:
+        m = job["metadata"]
+        now = format_time(self.clock())
+        for type_, reason, message in events:
+            event = {
+                "apiVersion": "v1",
+                "kind": "Event",
+                "metadata": {"generateName": f"{m['name']}.", "namespace": m["namespace"]},
+                "involvedObject": {
+                    "apiVersion": job.get("apiVersion", self.plugin.info.api_version),
+                    "kind": self.plugin.info.kind,
+                    "name": m["name"],
+                    "namespace": m["namespace"],
+                    "uid": m.get("uid"),
+                },
+                "type": type_,
+                "reason": reason,
+                "message": message,
+                "source": {"component": self.plugin.info.controller_name},
+                "reportingComponent": self.settings.component,
+                "firstTimestamp": now,
+                "lastTimestamp": now,
+                "count": 1,
+            }
+            try:
+                await self.client.create(Event.from_dict(event), namespace=m["namespace"])
+            except ApiError as exc:
+                log.warning("could not record event %s on %s/%s: %s", reason, m["namespace"], m["name"], exc)
+
+
+def _held_ports(annotations: dict[str, str]) -> list[int]:
+    try:
+        parsed = json.loads(annotations.get(labels.HOST_PORTS) or "{}")
+    except ValueError:
+        return []
+    return [v for v in parsed.values() if isinstance(v, int)] if isinstance(parsed, dict) else []

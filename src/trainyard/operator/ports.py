@@ -1,0 +1,58 @@
+"""Per-job port allocation for the ``host`` network mode, where all replicas share one network.
+
+Ports come from a range below Linux's ephemeral range (so outgoing connections do not take them
+before a training process binds), are checked free by binding, and stay reserved while the job
+that holds them exists, so two jobs never collide (upstream issues #1797, #2282).
+"""
+
+from __future__ import annotations
+
+import random
+import socket
+from collections.abc import Iterable
+
+
+class PortsExhausted(RuntimeError):
+    pass
+
+
+class PortAllocator:
+    def __init__(self, *, low: int = 20000, high: int = 32767, host: str = "127.0.0.1", rng: random.Random | None = None) -> None:
+        self.low, self.high, self.host = low, high, host
+        self._rng = rng or random.Random()
+        self._held: dict[str, set[int]] = {}
+
+    def _reserved(self) -> set[int]:
+        return set().union(*self._held.values()) if self._held else set()
+
+    def hold(self, owner: str, ports: Iterable[int]) -> None:
+        """Record ports an existing job already has (e.g. after an operator restart)."""
+        self._held.setdefault(owner, set()).update(ports)
+
+    def release(self, owner: str) -> None:
+        self._held.pop(owner, None)
+
+    def allocate(self, owner: str, count: int) -> list[int]:
+        reserved = self._reserved()
+        out: list[int] = []
+        for _ in range(20 * count + 100):
+            if len(out) == count:
+                break
+            port = self._rng.randint(self.low, self.high)
+            if port in reserved or port in out or not self._free(port):
+                continue
+            out.append(port)
+        if len(out) < count:
+            raise PortsExhausted(
+                f"could not find {count} free ports in {self.low}-{self.high}; delete finished jobs or widen the range"
+            )
+        self.hold(owner, out)
+        return out
+
+    def _free(self, port: int) -> bool:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+            try:
+                probe.bind((self.host, port))
+            except OSError:
+                return False
+        return True
