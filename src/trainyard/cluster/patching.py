@@ -441,7 +441,7 @@ def _merge_list(
         for element in plain:
             if not isinstance(element, dict) or key not in element:
                 raise _bad(f"map: {element!r} does not contain declared merge key: {key}")
-    if order is not None:
+    if order:
         _check_order(plain, order, key)
 
     live = original

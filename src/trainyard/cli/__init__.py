@@ -1,0 +1,1 @@
+"""The ``yard`` command line."""

@@ -1,0 +1,192 @@
+"""``yard up | down | status | kubeconfig``: the embedded control plane's lifecycle."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+from trainyard.cluster.paths import Layout, default_home
+from trainyard.cluster.plane import DEFAULT_PORT
+
+START_TIMEOUT = 60.0
+STOP_TIMEOUT = 30.0
+
+
+def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    up = sub.add_parser("up", help="start the embedded control plane (in the background by default)")
+    up.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"API server port on 127.0.0.1 (default {DEFAULT_PORT})")
+    up.add_argument("--foreground", action="store_true", help="run in this terminal until Ctrl-C")
+    up.add_argument("--workspace", type=Path, default=None,
+                    help="directory that stands for an image's /workspace (default: the current directory)")
+    up.set_defaults(func=cmd_up)
+    down = sub.add_parser("down", help="stop the control plane and every training process it runs")
+    down.set_defaults(func=cmd_down)
+    status = sub.add_parser("status", help="say what runs where")
+    status.set_defaults(func=cmd_status)
+    kubeconfig = sub.add_parser("kubeconfig", help="print the path of the kubeconfig for kubectl")
+    kubeconfig.set_defaults(func=cmd_kubeconfig)
+
+
+def layout_of(args: argparse.Namespace) -> Layout:
+    return Layout(Path(args.home) if args.home else default_home())
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def running(layout: Layout) -> dict[str, Any] | None:
+    """The state of a live plane under this home, or None (stale files are cleaned up)."""
+    try:
+        state = json.loads(layout.state_file.read_text())
+    except (FileNotFoundError, ValueError):
+        return None
+    if not _alive(int(state.get("pid", 0))) or not _healthy(state["url"]):
+        return None
+    return dict(state)
+
+
+def _healthy(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(f"{url}/healthz", timeout=2) as response:
+            return bool(response.status == 200)
+    except OSError:
+        return False
+
+
+def cmd_up(args: argparse.Namespace) -> int:
+    layout = layout_of(args)
+    state = running(layout)
+    if state is not None:
+        print(f"trainyard is already running at {state['url']} (pid {state['pid']}, home {layout.home})")
+        return 0
+    layout.home.mkdir(parents=True, exist_ok=True)
+    workspace = (args.workspace or Path.cwd()).resolve()
+    if args.foreground:
+        return _foreground(layout, args.port, workspace)
+    return _background(layout, args.port, workspace)
+
+
+def _foreground(layout: Layout, port: int, workspace: Path) -> int:
+    from trainyard.embedded import EmbeddedPlane, PlaneOptions
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("httpx2").setLevel(logging.WARNING)
+    logging.getLogger("httpx").setLevel(logging.WARNING)
+    layout.pid_file.write_text(str(os.getpid()))
+    try:
+        asyncio.run(EmbeddedPlane(PlaneOptions(home=layout.home, port=port, workspace=workspace)).serve_forever())
+    except OSError as exc:
+        logging.getLogger("trainyard").error(
+            "cannot start the API server on 127.0.0.1:%s: %s; stop whatever uses it or choose another port with "
+            "`yard up --port N`", port, exc.strerror or exc)
+        return 1
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            layout.pid_file.unlink()
+    return 0
+
+
+def _background(layout: Layout, port: int, workspace: Path) -> int:
+    argv = [sys.executable, "-m", "trainyard.cli.main", "--home", str(layout.home), "up", "--foreground",
+            "--port", str(port), "--workspace", str(workspace)]
+    with layout.log_file.open("ab") as log_file:
+        child = subprocess.Popen(argv, stdout=log_file, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                 start_new_session=True, cwd=workspace)
+    print(f"starting the trainyard control plane (pid {child.pid}, log {layout.log_file}) ...", flush=True)
+    deadline = time.monotonic() + START_TIMEOUT
+    while time.monotonic() < deadline:
+        state = running(layout)
+        if state is not None and state.get("pid") == child.pid:
+            print(f"trainyard control plane running at {state['url']}")
+            print(f"  kubectl:   export KUBECONFIG={layout.kubeconfig}   (or: KUBECONFIG=$(yard kubeconfig) kubectl get pods)")
+            print("  stop with: yard down")
+            return 0
+        if child.poll() is not None:
+            break
+        time.sleep(0.2)
+    print("the control plane did not start; the end of its log says why:", file=sys.stderr)
+    print(_tail(layout.log_file, 15), file=sys.stderr)
+    if child.poll() is None:
+        child.terminate()
+    return 1
+
+
+def _tail(path: Path, lines: int) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except FileNotFoundError:
+        return "(no log)"
+
+
+def cmd_down(args: argparse.Namespace) -> int:
+    layout = layout_of(args)
+    try:
+        pid = int(layout.pid_file.read_text())
+    except (FileNotFoundError, ValueError):
+        print("trainyard is not running")
+        return 0
+    if not _alive(pid):
+        layout.pid_file.unlink(missing_ok=True)
+        layout.state_file.unlink(missing_ok=True)
+        print("trainyard is not running (removed a stale pid file)")
+        return 0
+    print(f"stopping trainyard (pid {pid}) and its training processes ...", flush=True)
+    os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + STOP_TIMEOUT
+    while _alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, os.WNOHANG)
+    if _alive(pid):
+        print(f"still running after {STOP_TIMEOUT:.0f}s; killing it", file=sys.stderr)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pid, signal.SIGKILL)
+    layout.pid_file.unlink(missing_ok=True)
+    layout.state_file.unlink(missing_ok=True)
+    print("stopped")
+    return 0
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    layout = layout_of(args)
+    state = running(layout)
+    if state is None:
+        print(f"trainyard is not running (home {layout.home}); start it with `yard up`")
+        return 3
+    from trainyard.sdk.client import TrainingClient
+
+    client = TrainingClient(layout.kubeconfig)
+    pods = [p for kind in state["kinds"] for j in client.list_jobs(kind=kind, namespace="*")
+            for p in client.get_job_pods(j["metadata"]["name"], kind=kind, namespace=j["metadata"]["namespace"])]
+    jobs = sum(len(client.list_jobs(kind=kind, namespace="*")) for kind in state["kinds"])
+    running_pods = sum(1 for p in pods if (p.get("status") or {}).get("phase") == "Running")
+    print(f"trainyard control plane: running (pid {state['pid']})")
+    print(f"  API server   {state['url']}   kubectl: KUBECONFIG={layout.kubeconfig}")
+    print(f"  store        {layout.database}")
+    print(f"  node agent   node {state['node']!r}: {running_pods} training pod(s) running; /workspace = {state['workspace']}")
+    print(f"  operator     network mode {state['network']}; kinds {', '.join(state['kinds'])}; {jobs} job(s)")
+    print(f"  log          {layout.log_file}")
+    return 0
+
+
+def cmd_kubeconfig(args: argparse.Namespace) -> int:
+    print(layout_of(args).kubeconfig)
+    return 0

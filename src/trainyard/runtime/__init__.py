@@ -1,0 +1,1 @@
+"""Library used inside training code: environment, progress reporting. Stdlib only."""
