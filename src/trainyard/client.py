@@ -33,9 +33,20 @@ def resource_for_kind(kind: str) -> Any:
     return job_resource(KINDS[kind])
 
 
-def make_client(kubeconfig: Path | None = None, *, namespace: str | None = None, field_manager: str = "trainyard") -> AsyncClient:
+def make_client(
+    kubeconfig: Path | None = None, *, namespace: str | None = None, field_manager: str = "trainyard"
+) -> AsyncClient:
     config = KubeConfig.from_file(kubeconfig) if kubeconfig else KubeConfig.from_env()
     return AsyncClient(config, namespace=namespace, field_manager=field_manager)
+
+
+def build(res: Any, body: dict[str, Any]) -> Any:
+    """A lightkube object of resource ``res`` from a plain manifest."""
+    return res.from_dict(body)
+
+
+def selector(labels: dict[str, str]) -> dict[str, Any]:
+    return dict(labels)
 
 
 def to_dict(obj: Any) -> dict[str, Any]:

@@ -67,7 +67,10 @@ class EmbeddedPlane:
         self._client = AsyncClient(KubeConfig.from_dict(kubeconfig(self.api.url)), field_manager="trainyard")
         self.node = NodeAgent(self._client, self.layout, workspace=self.options.workspace, address=self.options.host)
         operator = Operator(self._client, OperatorSettings.host(self.options.host))
-        self._tasks = [asyncio.create_task(self.node.run(), name="node"), asyncio.create_task(operator.run(), name="operator")]
+        self._tasks = [
+            asyncio.create_task(self.node.run(), name="node"),
+            asyncio.create_task(operator.run(), name="operator"),
+        ]
         self.layout.state_file.write_text(
             json.dumps(
                 {

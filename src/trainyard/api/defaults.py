@@ -50,8 +50,7 @@ def apply_defaults(job: J, info: KindInfo) -> J:
     """Return a defaulted deep copy of ``job``."""
     job = job.model_copy(deep=True)
     specs = {
-        canonical_replica_type(name, info): _default_replica(spec, info)
-        for name, spec in job.replica_specs.items()
+        canonical_replica_type(name, info): _default_replica(spec, info) for name, spec in job.replica_specs.items()
     }
     job.replica_specs.clear()
     job.replica_specs.update(specs)

@@ -32,9 +32,7 @@ Time = Annotated[datetime, PlainSerializer(format_time, return_type=str)]
 class K8sModel(BaseModel):
     """Base of all resource models: camelCase on the wire, unknown fields preserved."""
 
-    model_config = ConfigDict(
-        alias_generator=to_camel, populate_by_name=True, extra="allow", validate_assignment=False
-    )
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="allow", validate_assignment=False)
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON form the API server stores: aliases, no nulls."""

@@ -70,10 +70,7 @@ def parse_job(body: Mapping[str, Any], info: KindInfo) -> tuple[TrainingJob | No
     try:
         return info.model.model_validate(body), []
     except ValidationError as exc:
-        errors = [
-            FieldError(ErrorType.TYPE_INVALID, _path(tuple(err["loc"])), err["msg"])
-            for err in exc.errors()
-        ]
+        errors = [FieldError(ErrorType.TYPE_INVALID, _path(tuple(err["loc"])), err["msg"]) for err in exc.errors()]
         return None, errors
 
 
@@ -135,7 +132,9 @@ def _validate_replicas(job: TrainingJob, info: KindInfo) -> list[FieldError]:
             errors.append(FieldError(ErrorType.NOT_SUPPORTED, base, f'"{name}": supported values: {supported}'))
             continue
         if canonical in seen:
-            errors.append(FieldError(ErrorType.DUPLICATE, path, f'"{name}" is the same replica type as "{seen[canonical]}"'))
+            errors.append(
+                FieldError(ErrorType.DUPLICATE, path, f'"{name}" is the same replica type as "{seen[canonical]}"')
+            )
         seen[canonical] = name
         containers = spec.template.spec.containers
         if not containers:

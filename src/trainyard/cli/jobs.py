@@ -54,8 +54,9 @@ def kind_of(text: str) -> KindInfo:
 def client_of(args: argparse.Namespace) -> TrainingClient:
     kubeconfig = args.kubeconfig or layout_of(args).kubeconfig
     if not Path(kubeconfig).exists():
-        raise SystemExit(f"error: no kubeconfig at {kubeconfig}; start the control plane with `yard up` "
-                         "or pass --kubeconfig")
+        raise SystemExit(
+            f"error: no kubeconfig at {kubeconfig}; start the control plane with `yard up` or pass --kubeconfig"
+        )
     return TrainingClient(kubeconfig, namespace=args.namespace)
 
 
@@ -91,7 +92,10 @@ def replicas_summary(job: dict[str, Any]) -> str:
 
 def print_jobs(jobs: list[dict[str, Any]]) -> None:
     rows = [("NAME", "STATE", "AGE", "REPLICAS")]
-    rows += [(j["metadata"]["name"], state_of(j), age(j["metadata"].get("creationTimestamp")), replicas_summary(j)) for j in jobs]
+    rows += [
+        (j["metadata"]["name"], state_of(j), age(j["metadata"].get("creationTimestamp")), replicas_summary(j))
+        for j in jobs
+    ]
     widths = [max(len(r[i]) for r in rows) for i in range(3)]
     for row in rows:
         print("   ".join(c.ljust(w) for c, w in zip(row[:3], widths, strict=True)) + "   " + row[3])
@@ -124,10 +128,19 @@ def cmd_wait(args: argparse.Namespace) -> int:
             for p in sorted(pods, key=lambda p: p["metadata"]["name"])
         )
         line = ""
-        master = next((p for p in pods if p["metadata"]["labels"].get("training.kubeflow.org/job-role") == "master"), None)
-        if master is not None and (master.get("status") or {}).get("phase") in ("Running", "Succeeded", "Failed"):
+        master = next(
+            (p for p in pods if p["metadata"]["labels"].get("training.kubeflow.org/job-role") == "master"),
+            None,
+        )
+        if master is not None and (master.get("status") or {}).get("phase") in (
+            "Running",
+            "Succeeded",
+            "Failed",
+        ):
             try:
-                text = "".join(client.stream_pod_log(master["metadata"]["name"], container=info.default_container, tail_lines=1))
+                text = "".join(
+                    client.stream_pod_log(master["metadata"]["name"], container=info.default_container, tail_lines=1)
+                )
                 line = text.strip()
             except ApiError:
                 line = ""
@@ -135,7 +148,10 @@ def cmd_wait(args: argparse.Namespace) -> int:
         if current != last:
             last = current
             shown = f" | {line}" if line else ""
-            print(f"  [{time.monotonic() - start:6.1f}s] {current[0]:<10} pods: {phases or 'none yet'}{shown}", flush=True)
+            print(
+                f"  [{time.monotonic() - start:6.1f}s] {current[0]:<10} pods: {phases or 'none yet'}{shown}",
+                flush=True,
+            )
 
     try:
         client.wait_for_job_conditions(name, kind=info.kind, timeout=args.timeout, callback=progress)

@@ -27,7 +27,10 @@ def main(argv: list[str] | None = None) -> int:
         return int(args.func(args))
     except ApiError as exc:
         status = exc.status
-        print(f"Error from server ({getattr(status, 'reason', '')}): {getattr(status, 'message', exc)}", file=sys.stderr)
+        print(
+            f"Error from server ({getattr(status, 'reason', '')}): {getattr(status, 'message', exc)}",
+            file=sys.stderr,
+        )
         return 1
     except KeyboardInterrupt:
         return 130

@@ -25,10 +25,19 @@ STOP_TIMEOUT = 30.0
 
 def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     up = sub.add_parser("up", help="start the embedded control plane (in the background by default)")
-    up.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"API server port on 127.0.0.1 (default {DEFAULT_PORT})")
+    up.add_argument(
+        "--port",
+        type=int,
+        default=DEFAULT_PORT,
+        help=f"API server port on 127.0.0.1 (default {DEFAULT_PORT})",
+    )
     up.add_argument("--foreground", action="store_true", help="run in this terminal until Ctrl-C")
-    up.add_argument("--workspace", type=Path, default=None,
-                    help="directory that stands for an image's /workspace (default: the current directory)")
+    up.add_argument(
+        "--workspace",
+        type=Path,
+        default=None,
+        help="directory that stands for an image's /workspace (default: the current directory)",
+    )
     up.set_defaults(func=cmd_up)
     down = sub.add_parser("down", help="stop the control plane and every training process it runs")
     down.set_defaults(func=cmd_down)
@@ -96,7 +105,10 @@ def _foreground(layout: Layout, port: int, workspace: Path) -> int:
     except OSError as exc:
         logging.getLogger("trainyard").error(
             "cannot start the API server on 127.0.0.1:%s: %s; stop whatever uses it or choose another port with "
-            "`yard up --port N`", port, exc.strerror or exc)
+            "`yard up --port N`",
+            port,
+            exc.strerror or exc,
+        )
         return 1
     finally:
         with contextlib.suppress(FileNotFoundError):
@@ -105,18 +117,38 @@ def _foreground(layout: Layout, port: int, workspace: Path) -> int:
 
 
 def _background(layout: Layout, port: int, workspace: Path) -> int:
-    argv = [sys.executable, "-m", "trainyard.cli.main", "--home", str(layout.home), "up", "--foreground",
-            "--port", str(port), "--workspace", str(workspace)]
+    argv = [
+        sys.executable,
+        "-m",
+        "trainyard.cli.main",
+        "--home",
+        str(layout.home),
+        "up",
+        "--foreground",
+        "--port",
+        str(port),
+        "--workspace",
+        str(workspace),
+    ]
     with layout.log_file.open("ab") as log_file:
-        child = subprocess.Popen(argv, stdout=log_file, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                 start_new_session=True, cwd=workspace)
+        child = subprocess.Popen(
+            argv,
+            stdout=log_file,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+            cwd=workspace,
+        )
     print(f"starting the trainyard control plane (pid {child.pid}, log {layout.log_file}) ...", flush=True)
     deadline = time.monotonic() + START_TIMEOUT
     while time.monotonic() < deadline:
         state = running(layout)
         if state is not None and state.get("pid") == child.pid:
             print(f"trainyard control plane running at {state['url']}")
-            print(f"  kubectl:   export KUBECONFIG={layout.kubeconfig}   (or: KUBECONFIG=$(yard kubeconfig) kubectl get pods)")
+            print(
+                f"  kubectl:   export KUBECONFIG={layout.kubeconfig}"
+                "   (or: KUBECONFIG=$(yard kubeconfig) kubectl get pods)"
+            )
             print("  stop with: yard down")
             return 0
         if child.poll() is not None:
@@ -174,14 +206,21 @@ def cmd_status(args: argparse.Namespace) -> int:
     from trainyard.sdk.client import TrainingClient
 
     client = TrainingClient(layout.kubeconfig)
-    pods = [p for kind in state["kinds"] for j in client.list_jobs(kind=kind, namespace="*")
-            for p in client.get_job_pods(j["metadata"]["name"], kind=kind, namespace=j["metadata"]["namespace"])]
+    pods = [
+        p
+        for kind in state["kinds"]
+        for j in client.list_jobs(kind=kind, namespace="*")
+        for p in client.get_job_pods(j["metadata"]["name"], kind=kind, namespace=j["metadata"]["namespace"])
+    ]
     jobs = sum(len(client.list_jobs(kind=kind, namespace="*")) for kind in state["kinds"])
     running_pods = sum(1 for p in pods if (p.get("status") or {}).get("phase") == "Running")
     print(f"trainyard control plane: running (pid {state['pid']})")
     print(f"  API server   {state['url']}   kubectl: KUBECONFIG={layout.kubeconfig}")
     print(f"  store        {layout.database}")
-    print(f"  node agent   node {state['node']!r}: {running_pods} training pod(s) running; /workspace = {state['workspace']}")
+    print(
+        f"  node agent   node {state['node']!r}: {running_pods} training pod(s) running;"
+        f" /workspace = {state['workspace']}"
+    )
     print(f"  operator     network mode {state['network']}; kinds {', '.join(state['kinds'])}; {jobs} job(s)")
     print(f"  log          {layout.log_file}")
     return 0

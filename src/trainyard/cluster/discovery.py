@@ -66,11 +66,20 @@ def _entries(rt: ResourceType) -> list[dict[str, Any]]:
         main["categories"] = list(rt.categories)
     out = [main]
     for sub in sorted(rt.subresources):
-        entry: dict[str, Any] = {"name": f"{rt.plural}/{sub}", "singularName": "", "namespaced": rt.namespaced}
+        entry: dict[str, Any] = {
+            "name": f"{rt.plural}/{sub}",
+            "singularName": "",
+            "namespaced": rt.namespaced,
+        }
         if sub == "status":
             entry |= {"kind": rt.kind, "verbs": ["get", "patch", "update"]}
         elif sub == "scale":
-            entry |= {"group": "autoscaling", "version": "v1", "kind": "Scale", "verbs": ["get", "patch", "update"]}
+            entry |= {
+                "group": "autoscaling",
+                "version": "v1",
+                "kind": "Scale",
+                "verbs": ["get", "patch", "update"],
+            }
         elif sub == "log":
             entry |= {"kind": "Pod", "verbs": ["get"]}
         elif sub == "binding":
@@ -112,11 +121,26 @@ def openapi_gv(registry: Registry, group: str, version: str) -> dict[str, Any] |
         base = f"/{_gv_path(group, version)}" + ("/namespaces/{namespace}" if rt.namespaced else "")
         paths[f"{base}/{rt.plural}/{{name}}"] = {
             "get": {"x-kubernetes-action": "get", "x-kubernetes-group-version-kind": gvk, "responses": {}},
-            "put": {"x-kubernetes-action": "put", "x-kubernetes-group-version-kind": gvk, "parameters": _PATCH_PARAMS, "responses": {}},
-            "patch": {"x-kubernetes-action": "patch", "x-kubernetes-group-version-kind": gvk, "parameters": _PATCH_PARAMS, "responses": {}},
+            "put": {
+                "x-kubernetes-action": "put",
+                "x-kubernetes-group-version-kind": gvk,
+                "parameters": _PATCH_PARAMS,
+                "responses": {},
+            },
+            "patch": {
+                "x-kubernetes-action": "patch",
+                "x-kubernetes-group-version-kind": gvk,
+                "parameters": _PATCH_PARAMS,
+                "responses": {},
+            },
         }
         paths[f"{base}/{rt.plural}"] = {
-            "post": {"x-kubernetes-action": "post", "x-kubernetes-group-version-kind": gvk, "parameters": _PATCH_PARAMS, "responses": {}},
+            "post": {
+                "x-kubernetes-action": "post",
+                "x-kubernetes-group-version-kind": gvk,
+                "parameters": _PATCH_PARAMS,
+                "responses": {},
+            },
         }
     return {
         "openapi": "3.0.0",

@@ -52,14 +52,21 @@ def already_exists(rt: ResourceType, name: str) -> ApiError:
 
 def conflict(rt: ResourceType, name: str, why: str | None = None) -> ApiError:
     why = why or "the object has been modified; please apply your changes to the latest version and try again"
-    return ApiError(409, "Conflict", f'Operation cannot be fulfilled on {rt.qualified} "{name}": {why}', _details(rt, name))
+    return ApiError(
+        409,
+        "Conflict",
+        f'Operation cannot be fulfilled on {rt.qualified} "{name}": {why}',
+        _details(rt, name),
+    )
 
 
 def bad_request(message: str) -> ApiError:
     return ApiError(400, "BadRequest", message)
 
 
-def method_not_allowed(message: str = "the server does not allow this method on the requested resource") -> ApiError:
+def method_not_allowed(
+    message: str = "the server does not allow this method on the requested resource",
+) -> ApiError:
     return ApiError(405, "MethodNotAllowed", message, {})
 
 

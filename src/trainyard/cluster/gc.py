@@ -59,15 +59,11 @@ class GarbageCollector:
             if rt is None:
                 continue
             refs = obj["metadata"].get("ownerReferences") or []
-            if refs and not any(r["uid"] in live and not self._orphaning(live[r["uid"]]) for r in refs):
-                if all(r["uid"] not in live for r in refs):
-                    self._delete(rt, obj)
+            if refs and all(r["uid"] not in live for r in refs):
+                self._delete(rt, obj)
             self._finalize_owner(rt, obj, dependents.get(obj["metadata"]["uid"], []))
             if rt.key == "core/namespaces" and obj["metadata"].get("deletionTimestamp"):
                 self._teardown_namespace(obj, objects, types)
-
-    def _orphaning(self, owner: Obj) -> bool:
-        return bool(owner["metadata"].get("deletionTimestamp")) and "orphan" in (owner["metadata"].get("finalizers") or [])
 
     def _delete(self, rt: ResourceType, obj: Obj) -> None:
         m = obj["metadata"]
@@ -122,7 +118,11 @@ class GarbageCollector:
 
     def _teardown_namespace(self, ns: Obj, objects: list[tuple[str, Obj]], types: dict[str, ResourceType]) -> None:
         name = ns["metadata"]["name"]
-        remaining = [(types[k], o) for k, o in objects if k in types and types[k].namespaced and o["metadata"].get("namespace") == name]
+        remaining = [
+            (types[k], o)
+            for k, o in objects
+            if k in types and types[k].namespaced and o["metadata"].get("namespace") == name
+        ]
         for rt, obj in remaining:
             self._delete(rt, obj)
         if not remaining:

@@ -20,7 +20,7 @@ import re
 import signal
 import socket
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -32,7 +32,7 @@ from lightkube.resources.core_v1 import Event, Node, Pod, PodBinding
 from lightkube.types import PatchType
 
 from trainyard.api.meta import format_time
-from trainyard.client import is_status, watch_forever
+from trainyard.client import build, is_status, watch_forever
 from trainyard.cluster.logs import LogWriter
 from trainyard.cluster.paths import Layout
 
@@ -72,8 +72,19 @@ class ContainerRun:
     def status(self) -> Obj:
         state: Obj
         if self.exit_code is not None:
-            term: Obj = {"exitCode": self.exit_code, "reason": self.reason or ("Completed" if self.exit_code == 0 else "Error")}
-            term |= {k: v for k, v in (("message", self.message), ("startedAt", self.started_at), ("finishedAt", self.finished_at)) if v}
+            term: Obj = {
+                "exitCode": self.exit_code,
+                "reason": self.reason or ("Completed" if self.exit_code == 0 else "Error"),
+            }
+            term |= {
+                k: v
+                for k, v in (
+                    ("message", self.message),
+                    ("startedAt", self.started_at),
+                    ("finishedAt", self.finished_at),
+                )
+                if v
+            }
             state = {"terminated": term}
         elif self.started_at is not None:
             state = {"running": {"startedAt": self.started_at}}
@@ -120,6 +131,12 @@ class NodeAgent:
         self.clock = clock
         self.address = address
         self.pods: dict[str, PodRun] = {}
+        self._background: set[asyncio.Task[None]] = set()
+
+    def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.create_task(work)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
 
     def now(self) -> str:
         return format_time(self.clock())
@@ -143,24 +160,45 @@ class NodeAgent:
         node: Obj = {
             "apiVersion": "v1",
             "kind": "Node",
-            "metadata": {"name": self.node_name, "labels": {"kubernetes.io/hostname": self.node_name, "kubernetes.io/os": "linux"}},
+            "metadata": {
+                "name": self.node_name,
+                "labels": {"kubernetes.io/hostname": self.node_name, "kubernetes.io/os": "linux"},
+            },
             "spec": {},
         }
         with contextlib.suppress(ApiError):
-            await self.client.create(Node.from_dict(node))
+            await self.client.create(build(Node, node))
         cpu = os.cpu_count() or 1
         memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 1024
         status = {
             "capacity": {"cpu": str(cpu), "memory": f"{memory}Ki", "pods": "110"},
             "allocatable": {"cpu": str(cpu), "memory": f"{memory}Ki", "pods": "110"},
-            "addresses": [{"type": "InternalIP", "address": self.address}, {"type": "Hostname", "address": self.node_name}],
-            "conditions": [
-                {"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "trainyard node agent is ready",
-                 "lastHeartbeatTime": self.now(), "lastTransitionTime": self.now()}
+            "addresses": [
+                {"type": "InternalIP", "address": self.address},
+                {"type": "Hostname", "address": self.node_name},
             ],
-            "nodeInfo": {"kubeletVersion": "v1.32.0-trainyard", "operatingSystem": "linux", "architecture": os.uname().machine,
-                         "containerRuntimeVersion": "trainyard-process://1", "osImage": os.uname().sysname,
-                         "kernelVersion": os.uname().release, "kubeProxyVersion": "", "machineID": "", "systemUUID": "", "bootID": ""},
+            "conditions": [
+                {
+                    "type": "Ready",
+                    "status": "True",
+                    "reason": "KubeletReady",
+                    "message": "trainyard node agent is ready",
+                    "lastHeartbeatTime": self.now(),
+                    "lastTransitionTime": self.now(),
+                }
+            ],
+            "nodeInfo": {
+                "kubeletVersion": "v1.32.0-trainyard",
+                "operatingSystem": "linux",
+                "architecture": os.uname().machine,
+                "containerRuntimeVersion": "trainyard-process://1",
+                "osImage": os.uname().sysname,
+                "kernelVersion": os.uname().release,
+                "kubeProxyVersion": "",
+                "machineID": "",
+                "systemUUID": "",
+                "bootID": "",
+            },
         }
         await self.client.patch(Node.Status, self.node_name, {"status": status}, patch_type=PatchType.MERGE)
 
@@ -183,7 +221,7 @@ class NodeAgent:
         if m.get("deletionTimestamp"):
             if run is not None and not run.stopping:
                 run.stopping = True
-                asyncio.create_task(self._stop_and_confirm(run, float(m.get("deletionGracePeriodSeconds") or 0)))
+                self._spawn(self._stop_and_confirm(run, float(m.get("deletionGracePeriodSeconds") or 0)))
             elif run is None:
                 await self._confirm_deleted(m["namespace"], m["name"])
             return
@@ -199,15 +237,24 @@ class NodeAgent:
 
     async def _bind(self, pod: Obj) -> None:
         m = pod["metadata"]
-        binding = {"apiVersion": "v1", "kind": "Binding", "metadata": {"name": m["name"]},
-                   "target": {"apiVersion": "v1", "kind": "Node", "name": self.node_name}}
+        binding = {
+            "apiVersion": "v1",
+            "kind": "Binding",
+            "metadata": {"name": m["name"]},
+            "target": {"apiVersion": "v1", "kind": "Node", "name": self.node_name},
+        }
         try:
-            await self.client.create(PodBinding.from_dict(binding), m["name"], namespace=m["namespace"])
+            await self.client.create(build(PodBinding, binding), m["name"], namespace=m["namespace"])
         except ApiError as exc:
             if not is_status(exc, 409):
                 raise
             return
-        await self._event(pod, "Normal", "Scheduled", f"Successfully assigned {m['namespace']}/{m['name']} to {self.node_name}")
+        await self._event(
+            pod,
+            "Normal",
+            "Scheduled",
+            f"Successfully assigned {m['namespace']}/{m['name']} to {self.node_name}",
+        )
 
     # -- running -----------------------------------------------------------------------------------
 
@@ -269,7 +316,7 @@ class NodeAgent:
         return known.get(path) if path else None
 
     def _working_dir(self, run: PodRun, container: Obj) -> Path:
-        wanted = container.get("workingDir")
+        wanted: str | None = container.get("workingDir")
         if not wanted:
             path = self.layout.pod_dir(run.namespace, run.name, run.uid) / "work"
             path.mkdir(parents=True, exist_ok=True)
@@ -283,8 +330,11 @@ class NodeAgent:
         argv = [expand(a, env) for a in (container.get("command") or []) + (container.get("args") or [])]
         cr.started_at = self.now()
         if not container.get("command"):
-            self._fail_start(cr, "the local node runs a container's command, and this container has none "
-                                 "(images are not run here): set spec.containers[].command")
+            self._fail_start(
+                cr,
+                "the local node runs a container's command, and this container has none "
+                "(images are not run here): set spec.containers[].command",
+            )
             return
         cwd = self._working_dir(run, container)
         if not cwd.is_dir():
@@ -293,17 +343,26 @@ class NodeAgent:
         writer = LogWriter(self.layout.container_log(run.namespace, run.name, run.uid, cr.name), self.clock)
         try:
             cr.process = await asyncio.create_subprocess_exec(
-                *argv, cwd=cwd, env=env, stdin=asyncio.subprocess.DEVNULL,
-                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, start_new_session=True,
+                *argv,
+                cwd=cwd,
+                env=env,
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                start_new_session=True,
             )
         except OSError as exc:
             writer.close()
             self._fail_start(cr, f"{argv[0]}: {exc.strerror or exc}")
             return
-        asyncio.create_task(self._pump(cr.process, writer))
-        await self._event(pod, "Normal", "Started",
-                          f"Started container {cr.name} (image {cr.image or '<none>'} is not pulled: the local node runs "
-                          "the command with trainyard's Python environment)")
+        self._spawn(self._pump(cr.process, writer))
+        await self._event(
+            pod,
+            "Normal",
+            "Started",
+            f"Started container {cr.name} (image {cr.image or '<none>'} is not pulled: the local node runs "
+            "the command with trainyard's Python environment)",
+        )
 
     def _fail_start(self, cr: ContainerRun, message: str) -> None:
         cr.exit_code, cr.reason, cr.message, cr.finished_at = 128, "StartError", message, self.now()
@@ -338,7 +397,9 @@ class NodeAgent:
         if run.stopping and cr.exit_code != 0:
             cr.reason = "Killed" if code == -signal.SIGKILL else "Error"
 
-    async def _report(self, run: PodRun, pod: Obj, phase: str, *, reason: str | None = None, message: str | None = None) -> None:
+    async def _report(
+        self, run: PodRun, pod: Obj, phase: str, *, reason: str | None = None, message: str | None = None
+    ) -> None:
         status: Obj = {
             "phase": phase,
             "hostIP": self.address,
@@ -361,7 +422,9 @@ class NodeAgent:
         if message:
             status["message"] = message
         try:
-            await self.client.patch(Pod.Status, run.name, {"status": status}, namespace=run.namespace, patch_type=PatchType.MERGE)
+            await self.client.patch(
+                Pod.Status, run.name, {"status": status}, namespace=run.namespace, patch_type=PatchType.MERGE
+            )
         except ApiError as exc:
             if not is_status(exc, 404):
                 raise
@@ -369,21 +432,38 @@ class NodeAgent:
     async def _mark_lost(self, pod: Obj) -> None:
         m = pod["metadata"]
         statuses = [
-            {"name": c["name"], "image": c.get("image", ""), "imageID": "", "ready": False, "restartCount": 0,
-             "state": {"terminated": {"exitCode": 137, "reason": "Lost", "finishedAt": self.now()}}}
+            {
+                "name": c["name"],
+                "image": c.get("image", ""),
+                "imageID": "",
+                "ready": False,
+                "restartCount": 0,
+                "state": {"terminated": {"exitCode": 137, "reason": "Lost", "finishedAt": self.now()}},
+            }
             for c in (pod.get("spec") or {}).get("containers") or []
         ]
-        status = {"phase": "Failed", "reason": "NodeRestarted",
-                  "message": "the node agent restarted while this pod ran; its processes are gone",
-                  "containerStatuses": statuses}
+        status = {
+            "phase": "Failed",
+            "reason": "NodeRestarted",
+            "message": "the node agent restarted while this pod ran; its processes are gone",
+            "containerStatuses": statuses,
+        }
         with contextlib.suppress(ApiError):
-            await self.client.patch(Pod.Status, m["name"], {"status": status}, namespace=m["namespace"], patch_type=PatchType.MERGE)
+            await self.client.patch(
+                Pod.Status,
+                m["name"],
+                {"status": status},
+                namespace=m["namespace"],
+                patch_type=PatchType.MERGE,
+            )
 
     # -- stopping ----------------------------------------------------------------------------------
 
     async def _kill(self, run: PodRun, grace: float) -> None:
         run.stopping = True
-        groups = [cr.process for cr in run.init_containers + run.containers if cr.process and cr.process.returncode is None]
+        groups = [
+            cr.process for cr in run.init_containers + run.containers if cr.process and cr.process.returncode is None
+        ]
         for process in groups:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(process.pid, signal.SIGTERM)
@@ -422,7 +502,13 @@ class NodeAgent:
             "apiVersion": "v1",
             "kind": "Event",
             "metadata": {"generateName": f"{m['name']}.", "namespace": m["namespace"]},
-            "involvedObject": {"apiVersion": "v1", "kind": "Pod", "name": m["name"], "namespace": m["namespace"], "uid": m["uid"]},
+            "involvedObject": {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "name": m["name"],
+                "namespace": m["namespace"],
+                "uid": m["uid"],
+            },
             "type": type_,
             "reason": reason,
             "message": message,
@@ -434,6 +520,6 @@ class NodeAgent:
             "count": 1,
         }
         try:
-            await self.client.create(Event.from_dict(event), namespace=m["namespace"])
+            await self.client.create(build(Event, event))
         except ApiError as exc:
             log.warning("could not record event %s for pod %s: %s", reason, m["name"], exc)

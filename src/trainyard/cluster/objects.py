@@ -147,7 +147,17 @@ class Objects:
             m.pop("namespace", None)
         if not m.get("name"):
             if not m.get("generateName"):
-                raise errors.invalid(rt, "", [("FieldValueRequired", "metadata.name", "Required value: name or generateName is required")])
+                raise errors.invalid(
+                    rt,
+                    "",
+                    [
+                        (
+                            "FieldValueRequired",
+                            "metadata.name",
+                            "Required value: name or generateName is required",
+                        )
+                    ],
+                )
             m["name"] = m["generateName"] + self.suffix()
         name = m["name"]
         for key in ("resourceVersion", "deletionTimestamp", "deletionGracePeriodSeconds"):
@@ -168,7 +178,13 @@ class Objects:
         return self.present(rt, stored)
 
     def update(
-        self, rt: ResourceType, namespace: str, name: str, body: Obj, *, subresource: str | None = None,
+        self,
+        rt: ResourceType,
+        namespace: str,
+        name: str,
+        body: Obj,
+        *,
+        subresource: str | None = None,
         dry_run: bool = False,
     ) -> Obj:
         if not isinstance(body, dict):
@@ -179,7 +195,9 @@ class Objects:
         if wanted_rv and wanted_rv != current["metadata"]["resourceVersion"]:
             raise errors.conflict(rt, name)
         if (body.get("metadata") or {}).get("name", name) != name:
-            raise errors.bad_request(f"the name of the object ({body['metadata']['name']}) does not match the name on the URL ({name})")
+            raise errors.bad_request(
+                f"the name of the object ({body['metadata']['name']}) does not match the name on the URL ({name})"
+            )
         return self._commit(rt, current, self._merge_update(rt, current, body, subresource), dry_run=dry_run)
 
     def patch(
@@ -209,8 +227,7 @@ class Objects:
                 patched = patching.strategic_merge_patch(base, body, kind=rt.kind)
             else:
                 raise errors.unsupported_media(
-                    "application/json-patch+json, application/merge-patch+json, "
-                    "application/strategic-merge-patch+json"
+                    "application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json"
                 )
         except patching.PatchError as exc:
             if exc.code == 422:
@@ -231,13 +248,17 @@ class Objects:
         if not node:
             raise errors.invalid(rt, name, [("FieldValueRequired", "target.name", "Required value")])
         if current.get("spec", {}).get("nodeName"):
-            raise errors.conflict(rt, name, f"pod {name} is already assigned to node \"{current['spec']['nodeName']}\"")
+            raise errors.conflict(rt, name, f'pod {name} is already assigned to node "{current["spec"]["nodeName"]}"')
         new = copy.deepcopy(current)
         new["spec"]["nodeName"] = node
         self._commit(rt, current, new)
         # The real server answers with a Status, which lightkube and the python client fail to
         # decode as a Binding; echoing the Binding is what every client can read.
-        return {"apiVersion": "v1", "kind": "Binding", **{k: v for k, v in body.items() if k not in ("apiVersion", "kind")}}
+        return {
+            "apiVersion": "v1",
+            "kind": "Binding",
+            **{k: v for k, v in body.items() if k not in ("apiVersion", "kind")},
+        }
 
     def delete(
         self,
@@ -299,7 +320,7 @@ class Objects:
 
     def _check_type(self, rt: ResourceType, obj: Obj) -> None:
         api_version, kind = obj.get("apiVersion"), obj.get("kind")
-        if api_version and api_version != rt.group_version or kind and kind != rt.kind:
+        if (api_version and api_version != rt.group_version) or (kind and kind != rt.kind):
             raise errors.bad_request(
                 f"the API version in the data ({api_version}) and kind ({kind}) do not match the endpoint "
                 f"({rt.group_version}, {rt.kind})"
@@ -311,7 +332,9 @@ class Objects:
             raise errors.not_found(self._rt("", "v1", "namespaces"), namespace)
         if ns["metadata"].get("deletionTimestamp"):
             raise errors.ApiError(
-                403, "Forbidden", f"unable to create new content in namespace {namespace} because it is being terminated"
+                403,
+                "Forbidden",
+                f"unable to create new content in namespace {namespace} because it is being terminated",
             )
 
     def _defaults_on_create(self, rt: ResourceType, obj: Obj) -> None:
@@ -386,7 +409,15 @@ class Objects:
         new = copy.deepcopy(body)
         m = new.setdefault("metadata", {})
         cm = current["metadata"]
-        for key in ("uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "namespace", "name", "generation"):
+        for key in (
+            "uid",
+            "creationTimestamp",
+            "deletionTimestamp",
+            "deletionGracePeriodSeconds",
+            "namespace",
+            "name",
+            "generation",
+        ):
             if key in cm:
                 m[key] = cm[key]
             else:
@@ -400,7 +431,10 @@ class Objects:
             added = set(m.get("finalizers") or []) - set(cm.get("finalizers") or [])
             if added:
                 raise errors.ApiError(
-                    422, "Invalid", f"no new finalizers can be added if the object is being deleted, found new finalizers {sorted(added)}"
+                    422,
+                    "Invalid",
+                    "no new finalizers can be added if the object is being deleted, "
+                    f"found new finalizers {sorted(added)}",
                 )
         return new
 
@@ -408,6 +442,7 @@ class Objects:
         m = new["metadata"]
         m["resourceVersion"] = current["metadata"]["resourceVersion"]
         if rt.has_spec and "generation" in current["metadata"]:
+
             def essence(o: Obj) -> Obj:
                 return {k: v for k, v in o.items() if k not in ("metadata", "status", "apiVersion", "kind")}
 
@@ -426,8 +461,10 @@ class Objects:
         return self.present(rt, stored)
 
     def _awaiting_node(self, rt: ResourceType, obj: Obj) -> bool:
-        return rt.key == "core/pods" and bool((obj.get("spec") or {}).get("nodeName")) and (
-            (obj.get("status") or {}).get("phase") not in TERMINAL_POD_PHASES
+        return (
+            rt.key == "core/pods"
+            and bool((obj.get("spec") or {}).get("nodeName"))
+            and ((obj.get("status") or {}).get("phase") not in TERMINAL_POD_PHASES)
         )
 
     def _remove(self, rt: ResourceType, obj: Obj) -> Obj:

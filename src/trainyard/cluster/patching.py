@@ -315,9 +315,7 @@ def _bad(message: str) -> PatchError:
     return PatchError(f"invalid strategic merge patch: {message}", 400)
 
 
-def _merge_map(
-    original: JSONObject, patch: Mapping[str, Any], type_name: str | None
-) -> JSONObject | _Deleted:
+def _merge_map(original: JSONObject, patch: Mapping[str, Any], type_name: str | None) -> JSONObject | _Deleted:
     """Merge `patch` into `original`, which the caller owns and which is modified in place."""
     if _PATCH in patch:
         directive = patch[_PATCH]
@@ -401,9 +399,7 @@ def _fresh(value: object, field: _Field | None, order: list[Any] | None = None) 
     return value
 
 
-def _merge_list(
-    original: list[Any], patch: list[Any], field: _Field | None, order: list[Any] | None
-) -> list[Any]:
+def _merge_list(original: list[Any], patch: list[Any], field: _Field | None, order: list[Any] | None) -> list[Any]:
     """Merge a patch list into an original list that the caller owns."""
     key = field.merge_key if field is not None else None
     replace = False
@@ -519,9 +515,7 @@ def _ordered(
     are slotted back in front of the first patched element that came after them in the live
     list, so an unrelated patch leaves the list as it was.
     """
-    patch_keys = (
-        [_order_key(item, key) for item in order] if order is not None else [_key_of(el, key) for el in plain]
-    )
+    patch_keys = [_order_key(item, key) for item in order] if order is not None else [_key_of(el, key) for el in plain]
     live_keys = [_key_of(el, key) for el in live]
 
     patched: list[tuple[int, Any]] = []

@@ -62,8 +62,7 @@ _DNS_SUBDOMAIN_RE = re.compile(rf"^{_DNS_LABEL}(\.{_DNS_LABEL})*$")
 _INTEGER_RE = re.compile(r"^[+-]?[0-9]+$")
 
 _NAME_HINT = (
-    "must consist of alphanumeric characters, '-', '_' or '.', "
-    "and must start and end with an alphanumeric character"
+    "must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character"
 )
 
 
@@ -131,9 +130,7 @@ class Requirement:
             if len(unique) != 1:
                 raise _requirement_error("for 'Gt', 'Lt' operators, exactly one value is required")
             if not _INTEGER_RE.match(unique[0]):
-                raise _requirement_error(
-                    f"for 'Gt', 'Lt' operators, the value must be an integer: {unique[0]!r}"
-                )
+                raise _requirement_error(f"for 'Gt', 'Lt' operators, the value must be an integer: {unique[0]!r}")
         if operator not in (LabelOperator.GREATER_THAN, LabelOperator.LESS_THAN):
             for value in unique:
                 problem = _label_value_problem(value)

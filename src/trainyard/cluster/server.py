@@ -198,8 +198,12 @@ class ApiServer:
         if method == "DELETE":
             opts = await _delete_options(request)
             deleted = self.objects.delete(
-                rt, namespace, name, propagation=opts.get("propagationPolicy"),
-                grace_seconds=opts.get("gracePeriodSeconds"), dry_run=dry_run,
+                rt,
+                namespace,
+                name,
+                propagation=opts.get("propagationPolicy"),
+                grace_seconds=opts.get("gracePeriodSeconds"),
+                dry_run=dry_run,
             )
             return self._object(request, rt, deleted)
         raise errors.method_not_allowed()
@@ -218,8 +222,15 @@ class ApiServer:
         labels, fields = self._selectors(request, rt)
         items, revision = self.objects.list(rt, namespace, labels, fields)
         if _wants_table(request):
-            return _json(tables.table(rt, items, now=self.now(), resource_version=str(revision),
-                                      include_object=request.query.get("includeObject", "Metadata")))
+            return _json(
+                tables.table(
+                    rt,
+                    items,
+                    now=self.now(),
+                    resource_version=str(revision),
+                    include_object=request.query.get("includeObject", "Metadata"),
+                )
+            )
         return _json(
             {
                 "kind": f"{rt.kind}List",
@@ -232,12 +243,26 @@ class ApiServer:
     def _object(self, request: web.Request, rt: ResourceType, obj: Obj, code: int = 200) -> web.Response:
         if _wants_table(request):
             rv = obj.get("metadata", {}).get("resourceVersion", "")
-            return _json(tables.table(rt, [obj], now=self.now(), resource_version=rv,
-                                      include_object=request.query.get("includeObject", "Metadata")), code)
+            return _json(
+                tables.table(
+                    rt,
+                    [obj],
+                    now=self.now(),
+                    resource_version=rv,
+                    include_object=request.query.get("includeObject", "Metadata"),
+                ),
+                code,
+            )
         return _json(obj, code)
 
     async def _patch(
-        self, request: web.Request, rt: ResourceType, namespace: str, name: str, sub: str | None, dry_run: bool
+        self,
+        request: web.Request,
+        rt: ResourceType,
+        namespace: str,
+        name: str,
+        sub: str | None,
+        dry_run: bool,
     ) -> web.Response:
         ctype = request.content_type
         raw = await request.read()
@@ -250,7 +275,9 @@ class ApiServer:
         patched = self.objects.patch(rt, namespace, name, ctype, body, subresource=sub, dry_run=dry_run)
         return self._object(request, rt, patched)
 
-    def _apply(self, request: web.Request, rt: ResourceType, namespace: str, name: str, raw: bytes, dry_run: bool) -> web.Response:
+    def _apply(
+        self, request: web.Request, rt: ResourceType, namespace: str, name: str, raw: bytes, dry_run: bool
+    ) -> web.Response:
         """Server-side apply, minimal: create when absent, otherwise merge the applied config.
 
         Field ownership (removing fields a manager stopped applying, conflicts) is not tracked yet.
@@ -279,12 +306,20 @@ class ApiServer:
         for item in items:
             m = item["metadata"]
             try:
-                self.objects.delete(rt, m.get("namespace", ""), m["name"], propagation=request.query.get("propagationPolicy"))
+                self.objects.delete(
+                    rt, m.get("namespace", ""), m["name"], propagation=request.query.get("propagationPolicy")
+                )
             except errors.ApiError as exc:
                 if exc.code != 404:
                     raise
-        return _json({"kind": f"{rt.kind}List", "apiVersion": rt.group_version,
-                      "metadata": {"resourceVersion": str(revision)}, "items": items})
+        return _json(
+            {
+                "kind": f"{rt.kind}List",
+                "apiVersion": rt.group_version,
+                "metadata": {"resourceVersion": str(revision)},
+                "items": items,
+            }
+        )
 
     async def _scale(self, request: web.Request, rt: ResourceType, namespace: str, name: str) -> web.Response:
         paths = rt.scale or {}
@@ -294,7 +329,11 @@ class ApiServer:
             return {
                 "kind": "Scale",
                 "apiVersion": "autoscaling/v1",
-                "metadata": {k: o["metadata"][k] for k in ("name", "namespace", "uid", "resourceVersion", "creationTimestamp") if k in o["metadata"]},
+                "metadata": {
+                    k: o["metadata"][k]
+                    for k in ("name", "namespace", "uid", "resourceVersion", "creationTimestamp")
+                    if k in o["metadata"]
+                },
                 "spec": {"replicas": get_path(o, paths["specReplicasPath"]) or 0},
                 "status": {
                     "replicas": get_path(o, paths.get("statusReplicasPath", ".status.replicas")) or 0,
@@ -319,7 +358,17 @@ class ApiServer:
             raise errors.method_not_allowed()
         replicas = (wanted.get("spec") or {}).get("replicas")
         if not isinstance(replicas, int) or replicas < 0:
-            raise errors.invalid(rt, name, [("FieldValueInvalid", "spec.replicas", f"Invalid value: {replicas}: must be a non-negative integer")])
+            raise errors.invalid(
+                rt,
+                name,
+                [
+                    (
+                        "FieldValueInvalid",
+                        "spec.replicas",
+                        f"Invalid value: {replicas}: must be a non-negative integer",
+                    )
+                ],
+            )
         updated = set_path({k: v for k, v in obj.items()}, paths["specReplicasPath"], replicas)
         result = self.objects.update(rt, namespace, name, updated, dry_run=request.query.get("dryRun") == "All")
         return _json(scale_of(result))
@@ -340,8 +389,13 @@ class ApiServer:
 
         async def send(kind: str, obj: Obj) -> None:
             if as_table and kind in ("ADDED", "MODIFIED", "DELETED"):
-                obj = tables.table(rt, [obj], now=self.now(), resource_version=obj["metadata"].get("resourceVersion", ""),
-                                   include_object=request.query.get("includeObject", "Metadata"))
+                obj = tables.table(
+                    rt,
+                    [obj],
+                    now=self.now(),
+                    resource_version=obj["metadata"].get("resourceVersion", ""),
+                    include_object=request.query.get("includeObject", "Metadata"),
+                )
             await response.write(json.dumps({"type": kind, "object": obj}, separators=(",", ":")).encode() + b"\n")
 
         try:
@@ -357,7 +411,11 @@ class ApiServer:
                         raise Expired(start, self.objects.store.revision)
                     backlog = self.objects.store.changes_since(start, rt.key)
                 except (Expired, ValueError) as exc:
-                    status = errors.ApiError(410, "Expired", str(exc) if isinstance(exc, Expired) else f"invalid resourceVersion {rv_param!r}")
+                    status = errors.ApiError(
+                        410,
+                        "Expired",
+                        str(exc) if isinstance(exc, Expired) else f"invalid resourceVersion {rv_param!r}",
+                    )
                     await send("ERROR", status.status())
                     return response
                 last = start
@@ -376,7 +434,14 @@ class ApiServer:
                 except TimeoutError:
                     if bookmarks and sub.queue.empty():
                         rv = str(self.objects.store.revision)
-                        await send("BOOKMARK", {"kind": rt.kind, "apiVersion": rt.group_version, "metadata": {"resourceVersion": rv}})
+                        await send(
+                            "BOOKMARK",
+                            {
+                                "kind": rt.kind,
+                                "apiVersion": rt.group_version,
+                                "metadata": {"resourceVersion": rv},
+                            },
+                        )
                     continue
                 if ev.rv <= last:
                     continue
@@ -416,8 +481,11 @@ class ApiServer:
         timestamps = _bool(q.get("timestamps"))
         limit = int(q["limitBytes"]) if q.get("limitBytes") else None
         text, offset = logs.read(
-            path, tail_lines=int(q["tailLines"]) if q.get("tailLines") else None, since=since,
-            timestamps=timestamps, limit_bytes=limit,
+            path,
+            tail_lines=int(q["tailLines"]) if q.get("tailLines") else None,
+            since=since,
+            timestamps=timestamps,
+            limit_bytes=limit,
         )
         if not _bool(q.get("follow")) or previous:
             return web.Response(body=text, content_type="text/plain")
@@ -469,9 +537,7 @@ def _wants_table(request: web.Request) -> bool:
 
 
 def _json(body: Any, code: int = 200) -> web.Response:
-    return web.Response(
-        body=json.dumps(body, separators=(",", ":")).encode(), status=code, content_type=JSON
-    )
+    return web.Response(body=json.dumps(body, separators=(",", ":")).encode(), status=code, content_type=JSON)
 
 
 async def _body(request: web.Request) -> Any:

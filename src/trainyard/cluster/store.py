@@ -9,6 +9,7 @@ the plane there is no gap between a list snapshot and the watch that follows it.
 
 from __future__ import annotations
 
+import builtins
 import json
 import sqlite3
 from collections.abc import Callable, Iterator
@@ -83,11 +84,12 @@ class Store:
 
     def get(self, resource: str, namespace: str, name: str) -> Obj | None:
         row = self._db.execute(
-            "SELECT body FROM objects WHERE resource=? AND namespace=? AND name=?", (resource, namespace, name)
+            "SELECT body FROM objects WHERE resource=? AND namespace=? AND name=?",
+            (resource, namespace, name),
         ).fetchone()
         return json.loads(row[0]) if row else None
 
-    def list(self, resource: str, namespace: str | None = None) -> tuple[list[Obj], int]:
+    def list(self, resource: str, namespace: str | None = None) -> tuple[builtins.list[Obj], int]:
         """A consistent snapshot and the revision it was taken at."""
         self._db.execute("BEGIN")
         try:
@@ -97,7 +99,8 @@ class Store:
                 ).fetchall()
             else:
                 rows = self._db.execute(
-                    "SELECT body FROM objects WHERE resource=? AND namespace=? ORDER BY name", (resource, namespace)
+                    "SELECT body FROM objects WHERE resource=? AND namespace=? ORDER BY name",
+                    (resource, namespace),
                 ).fetchall()
             revision = self.revision
         finally:
@@ -119,7 +122,7 @@ class Store:
             return None
         return self._write(resource, namespace, name, old, "DELETED", old)
 
-    def changes_since(self, revision: int, resource: str) -> list[Change]:
+    def changes_since(self, revision: int, resource: str) -> builtins.list[Change]:
         oldest = int(self._db.execute("SELECT value FROM meta WHERE key='compacted'").fetchone()[0])
         if revision < oldest:
             raise Expired(revision, oldest)
@@ -128,7 +131,9 @@ class Store:
             "WHERE resource=? AND rv>? ORDER BY rv",
             (resource, revision),
         ).fetchall()
-        return [Change(r[0], r[1], r[2], r[3], r[4], json.loads(r[5]), json.loads(r[6]) if r[6] else None) for r in rows]
+        return [
+            Change(r[0], r[1], r[2], r[3], r[4], json.loads(r[5]), json.loads(r[6]) if r[6] else None) for r in rows
+        ]
 
     def compact(self, keep: int = RETAINED_CHANGES) -> None:
         floor = self.revision - keep
@@ -147,7 +152,8 @@ class Store:
             body = json.dumps(obj, separators=(",", ":"))
             if kind == "DELETED":
                 self._db.execute(
-                    "DELETE FROM objects WHERE resource=? AND namespace=? AND name=?", (resource, namespace, name)
+                    "DELETE FROM objects WHERE resource=? AND namespace=? AND name=?",
+                    (resource, namespace, name),
                 )
             else:
                 self._db.execute(

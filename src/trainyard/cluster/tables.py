@@ -79,6 +79,11 @@ def _svc_ports(svc: Obj) -> str:
     return ",".join(f"{p.get('port')}/{p.get('protocol', 'TCP')}" for p in ports) or "<none>"
 
 
+def _involved(event: Obj) -> str:
+    ref = event.get("involvedObject") or {}
+    return f"{ref.get('kind', '').lower()}/{ref.get('name', '')}"
+
+
 def _name(obj: Obj, _: datetime) -> str:
     return str(obj.get("metadata", {}).get("name", ""))
 
@@ -104,7 +109,9 @@ BUILTIN_COLUMNS: dict[str, list[Column]] = {
             "Selector",
             "string",
             1,
-            lambda o, _: ",".join(f"{k}={v}" for k, v in ((o.get("spec") or {}).get("selector") or {}).items()) or "<none>",
+            lambda o, _: (
+                ",".join(f"{k}={v}" for k, v in ((o.get("spec") or {}).get("selector") or {}).items()) or "<none>"
+            ),
         ),
     ],
     "core/namespaces": [
@@ -113,14 +120,22 @@ BUILTIN_COLUMNS: dict[str, list[Column]] = {
         ("Age", "string", 0, _age),
     ],
     "core/events": [
-        ("Last Seen", "string", 0, lambda o, now: human_age(o.get("lastTimestamp") or o.get("eventTime") or o.get("metadata", {}).get("creationTimestamp"), now)),
+        (
+            "Last Seen",
+            "string",
+            0,
+            lambda o, now: human_age(
+                o.get("lastTimestamp") or o.get("eventTime") or o.get("metadata", {}).get("creationTimestamp"),
+                now,
+            ),
+        ),
         ("Type", "string", 0, lambda o, _: o.get("type", "")),
         ("Reason", "string", 0, lambda o, _: o.get("reason", "")),
         (
             "Object",
             "string",
             0,
-            lambda o, _: f"{(o.get('involvedObject') or {}).get('kind', '').lower()}/{(o.get('involvedObject') or {}).get('name', '')}",
+            lambda o, _: _involved(o),
         ),
         ("Message", "string", 0, lambda o, _: o.get("message", "")),
     ],
@@ -142,13 +157,22 @@ BUILTIN_COLUMNS: dict[str, list[Column]] = {
             "string",
             0,
             lambda o, _: next(
-                ("Ready" if c.get("status") == "True" else "NotReady" for c in (o.get("status") or {}).get("conditions") or [] if c.get("type") == "Ready"),
+                (
+                    "Ready" if c.get("status") == "True" else "NotReady"
+                    for c in (o.get("status") or {}).get("conditions") or []
+                    if c.get("type") == "Ready"
+                ),
                 "Unknown",
             ),
         ),
         ("Roles", "string", 0, lambda o, _: "<none>"),
         ("Age", "string", 0, _age),
-        ("Version", "string", 0, lambda o, _: ((o.get("status") or {}).get("nodeInfo") or {}).get("kubeletVersion", "")),
+        (
+            "Version",
+            "string",
+            0,
+            lambda o, _: ((o.get("status") or {}).get("nodeInfo") or {}).get("kubeletVersion", ""),
+        ),
     ],
     "apiextensions.k8s.io/customresourcedefinitions": [
         ("Name", "string", 0, _name),
@@ -182,23 +206,45 @@ def columns_for(rt: ResourceType) -> list[Column]:
         for pc in rt.printer_columns:
             # Dates print as ages, like kubectl does client-side for `date` columns.
             ctype = pc.get("type", "string")
-            cols.append((pc["name"], "string" if ctype == "date" else ctype, int(pc.get("priority", 0)), _cell_from_path(pc["jsonPath"], ctype)))
+            cols.append(
+                (
+                    pc["name"],
+                    "string" if ctype == "date" else ctype,
+                    int(pc.get("priority", 0)),
+                    _cell_from_path(pc["jsonPath"], ctype),
+                )
+            )
     else:
         cols.append(("Age", "string", 0, _age))
     return cols
 
 
-def table(rt: ResourceType, items: list[Obj], *, now: datetime, resource_version: str, include_object: str = "Metadata") -> Obj:
+def table(
+    rt: ResourceType,
+    items: list[Obj],
+    *,
+    now: datetime,
+    resource_version: str,
+    include_object: str = "Metadata",
+) -> Obj:
     cols = columns_for(rt)
     return {
         "kind": "Table",
         "apiVersion": "meta.k8s.io/v1",
         "metadata": {"resourceVersion": resource_version},
         "columnDefinitions": [
-            {"name": name, "type": ctype, "format": "name" if name == "Name" else "", "description": "", "priority": prio}
+            {
+                "name": name,
+                "type": ctype,
+                "format": "name" if name == "Name" else "",
+                "description": "",
+                "priority": prio,
+            }
             for name, ctype, prio, _ in cols
         ],
-        "rows": [{"cells": [cell(o, now) for *_, cell in cols], "object": _row_object(o, include_object)} for o in items],
+        "rows": [
+            {"cells": [cell(o, now) for *_, cell in cols], "object": _row_object(o, include_object)} for o in items
+        ],
     }
 
 
@@ -207,4 +253,8 @@ def _row_object(obj: Obj, include: str) -> Obj | None:
         return None
     if include == "Object":
         return obj
-    return {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": obj.get("metadata", {})}
+    return {
+        "kind": "PartialObjectMetadata",
+        "apiVersion": "meta.k8s.io/v1",
+        "metadata": obj.get("metadata", {}),
+    }

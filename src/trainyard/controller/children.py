@@ -130,7 +130,9 @@ def build_service(pod: Pod, plugin: Framework) -> Service:
     """One headless Service per replica, same name as its pod, selecting exactly that pod."""
     pod_labels = dict(pod.metadata.labels or {})
     pod_labels.pop(labels.JOB_ROLE, None)
-    selector = {k: pod_labels[k] for k in (labels.OPERATOR_NAME, labels.JOB_NAME, labels.REPLICA_TYPE, labels.REPLICA_INDEX)}
+    selector = {
+        k: pod_labels[k] for k in (labels.OPERATOR_NAME, labels.JOB_NAME, labels.REPLICA_TYPE, labels.REPLICA_INDEX)
+    }
     containers = pod.spec.containers
     ports = containers[default_container(containers, plugin)].ports or [] if containers else []
     return Service(

@@ -25,7 +25,7 @@ from pydantic import ValidationError
 from trainyard.api import labels
 from trainyard.api.core import Pod, Service
 from trainyard.api.meta import format_time
-from trainyard.client import is_status, job_resource, to_dict, watch_forever
+from trainyard.client import build, is_status, job_resource, selector, to_dict, watch_forever
 from trainyard.controller import ChildRef, Observed, Plan, reconcile
 from trainyard.frameworks.base import Framework
 from trainyard.operator.ports import PortAllocator
@@ -35,7 +35,7 @@ from trainyard.operator.workqueue import WorkQueue
 log = logging.getLogger(__name__)
 
 Key = tuple[str, str]
-_CHILD_RES = {"Pod": LkPod, "Service": LkService}
+_CHILD_RES: dict[str, Any] = {"Pod": LkPod, "Service": LkService}
 
 
 class JobController:
@@ -73,8 +73,8 @@ class JobController:
             self.queue.add((m["namespace"], m["name"]))
 
     async def _watch_children(self, res: Any) -> None:
-        selector = {labels.OPERATOR_NAME: self.plugin.info.controller_name}
-        async for _, obj in watch_forever(self.client, res, namespace=self.settings.namespace, labels=selector):
+        owned = selector({labels.OPERATOR_NAME: self.plugin.info.controller_name})
+        async for _, obj in watch_forever(self.client, res, namespace=self.settings.namespace, labels=owned):
             m = obj["metadata"]
             for ref in m.get("ownerReferences") or []:
                 if ref.get("controller") and ref.get("kind") == self.plugin.info.kind:
@@ -91,8 +91,13 @@ class JobController:
                 raise
             except Exception as exc:
                 delay = self.queue.add_rate_limited(key)
-                log.warning("reconcile %s/%s failed (%s); retrying in %.2fs", *key, exc, delay,
-                            exc_info=not isinstance(exc, ApiError))
+                log.warning(
+                    "reconcile %s/%s failed (%s); retrying in %.2fs",
+                    *key,
+                    exc,
+                    delay,
+                    exc_info=not isinstance(exc, ApiError),
+                )
             else:
                 self.queue.forget(key)
                 if requeue is not None:
@@ -114,13 +119,27 @@ class JobController:
             job = self.plugin.info.model.model_validate(raw)
         except ValidationError as exc:
             # Admission validates jobs; one that still does not parse cannot be reconciled.
-            log.error("%s %s does not match the %s schema: %s", self.plugin.info.kind, owner, self.plugin.info.kind, exc)
+            log.error(
+                "%s %s does not match the %s schema: %s",
+                self.plugin.info.kind,
+                owner,
+                self.plugin.info.kind,
+                exc,
+            )
             return None
         self.ports.hold(owner, _held_ports(job.metadata.annotations or {}))
-        selector = {labels.OPERATOR_NAME: self.plugin.info.controller_name, labels.JOB_NAME: name}
-        pods = tuple([Pod.model_validate(to_dict(p)) async for p in self.client.list(LkPod, namespace=namespace, labels=selector)])
+        sel = {labels.OPERATOR_NAME: self.plugin.info.controller_name, labels.JOB_NAME: name}
+        pods = tuple(
+            [
+                Pod.model_validate(to_dict(p))
+                async for p in self.client.list(LkPod, namespace=namespace, labels=selector(sel))
+            ]
+        )
         services = tuple(
-            [Service.model_validate(to_dict(s)) async for s in self.client.list(LkService, namespace=namespace, labels=selector)]
+            [
+                Service.model_validate(to_dict(s))
+                async for s in self.client.list(LkService, namespace=namespace, labels=selector(sel))
+            ]
         )
         plan = reconcile(Observed(job, pods, services, self.clock()), self.plugin, self.settings.controller)
         await self.apply(raw, plan)
@@ -141,7 +160,7 @@ class JobController:
         for obj in plan.create:
             kind = obj.kind or "Pod"
             try:
-                await self.client.create(_CHILD_RES[kind].from_dict(obj.to_dict()), namespace=namespace)
+                await self.client.create(build(_CHILD_RES[kind], obj.to_dict()))
             except ApiError as exc:
                 if is_status(exc, 409):
                     continue
@@ -152,7 +171,9 @@ class JobController:
             status = plan.status.to_dict()
             for rtype in (job.get("status") or {}).get("replicaStatuses") or {}:
                 status.setdefault("replicaStatuses", {}).setdefault(rtype, None)
-            await self.client.patch(self.res.Status, name, {"status": status}, namespace=namespace, patch_type=PatchType.MERGE)
+            await self.client.patch(
+                self.res.Status, name, {"status": status}, namespace=namespace, patch_type=PatchType.MERGE
+            )
         events += [(e.type.value, e.reason, e.message) for e in plan.events]
         await self._emit(job, events)
 
@@ -199,7 +220,7 @@ class JobController:
                 "count": 1,
             }
             try:
-                await self.client.create(Event.from_dict(event), namespace=m["namespace"])
+                await self.client.create(build(Event, event))
             except ApiError as exc:
                 log.warning("could not record event %s on %s/%s: %s", reason, m["namespace"], m["name"], exc)
 

@@ -17,7 +17,14 @@ class PortsExhausted(RuntimeError):
 
 
 class PortAllocator:
-    def __init__(self, *, low: int = 20000, high: int = 32767, host: str = "127.0.0.1", rng: random.Random | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        low: int = 20000,
+        high: int = 32767,
+        host: str = "127.0.0.1",
+        rng: random.Random | None = None,
+    ) -> None:
         self.low, self.high, self.host = low, high, host
         self._rng = rng or random.Random()
         self._held: dict[str, set[int]] = {}

@@ -46,7 +46,7 @@ class WorkQueue(Generic[K]):
     def add_rate_limited(self, key: K) -> float:
         failures = self._failures.get(key, 0)
         self._failures[key] = failures + 1
-        delay = min(self.base_delay * 2**failures, self.max_delay)
+        delay: float = min(self.base_delay * 2**failures, self.max_delay)
         self.add_after(key, delay)
         return delay
 

@@ -19,7 +19,7 @@ from lightkube.resources.core_v1 import Pod
 
 from trainyard.api import labels
 from trainyard.api.kinds import KINDS
-from trainyard.client import is_status, resource_for_kind, to_dict
+from trainyard.client import build, is_status, resource_for_kind, selector, to_dict
 
 Job = dict[str, Any]
 
@@ -38,7 +38,10 @@ class TrainingClient:
 
     def create_job(self, job: Job, *, namespace: str | None = None) -> Job:
         res = resource_for_kind(job["kind"])
-        created = self.client.create(res.from_dict(job), namespace=namespace or job.get("metadata", {}).get("namespace") or self.namespace)
+        created = self.client.create(
+            build(res, job),
+            namespace=namespace or job.get("metadata", {}).get("namespace") or self.namespace,
+        )
         return to_dict(created)
 
     def apply_file(self, path: Path, *, namespace: str | None = None) -> list[tuple[Job, str]]:
@@ -55,11 +58,14 @@ class TrainingClient:
             except ApiError as exc:
                 if not is_status(exc, 404):
                     raise
-                out.append((to_dict(self.client.create(res.from_dict(doc), namespace=ns)), "created"))
+                out.append((to_dict(self.client.create(build(res, doc), namespace=ns)), "created"))
                 continue
             merged = {**current, "spec": doc.get("spec", {})}
-            merged["metadata"] = {**current["metadata"], **{k: v for k, v in doc["metadata"].items() if k in ("labels", "annotations")}}
-            updated = to_dict(self.client.replace(res.from_dict(merged), namespace=ns))
+            merged["metadata"] = {
+                **current["metadata"],
+                **{k: v for k, v in doc["metadata"].items() if k in ("labels", "annotations")},
+            }
+            updated = to_dict(self.client.replace(build(res, merged)))
             rv_same = updated["metadata"].get("resourceVersion") == current["metadata"].get("resourceVersion")
             out.append((updated, "unchanged" if rv_same else "configured"))
         return out
@@ -73,7 +79,9 @@ class TrainingClient:
     def delete_job(self, name: str, *, kind: str = "PyTorchJob", namespace: str | None = None) -> None:
         self.client.delete(resource_for_kind(kind), name, namespace=namespace or self.namespace)
 
-    def get_job_conditions(self, name: str, *, kind: str = "PyTorchJob", namespace: str | None = None) -> list[dict[str, Any]]:
+    def get_job_conditions(
+        self, name: str, *, kind: str = "PyTorchJob", namespace: str | None = None
+    ) -> list[dict[str, Any]]:
         return list((self.get_job(name, kind=kind, namespace=namespace).get("status") or {}).get("conditions") or [])
 
     def wait_for_job_conditions(
@@ -100,14 +108,18 @@ class TrainingClient:
                 message = next(c.get("message", "") for c in job["status"]["conditions"] if c["type"] == "Failed")
                 raise JobFailedError(f"{kind} {name} failed: {message}")
             if time.monotonic() > deadline:
-                raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {kind} {name} to reach {sorted(expected_conditions)}")
+                raise TimeoutError(
+                    f"timed out after {timeout:.0f}s waiting for {kind} {name} to reach {sorted(expected_conditions)}"
+                )
             time.sleep(polling_interval)
 
     # -- pods and logs ---------------------------------------------------------------------------
 
-    def get_job_pods(self, name: str, *, kind: str = "PyTorchJob", namespace: str | None = None) -> list[dict[str, Any]]:
-        selector = {labels.OPERATOR_NAME: KINDS[kind].controller_name, labels.JOB_NAME: name}
-        return [to_dict(p) for p in self.client.list(Pod, namespace=namespace or self.namespace, labels=selector)]
+    def get_job_pods(
+        self, name: str, *, kind: str = "PyTorchJob", namespace: str | None = None
+    ) -> list[dict[str, Any]]:
+        sel = {labels.OPERATOR_NAME: KINDS[kind].controller_name, labels.JOB_NAME: name}
+        return [to_dict(p) for p in self.client.list(Pod, namespace=namespace or self.namespace, labels=selector(sel))]
 
     def get_job_logs(
         self,
@@ -126,13 +138,29 @@ class TrainingClient:
             if is_master and pod["metadata"]["labels"].get(labels.JOB_ROLE) != "master":
                 continue
             out[pod["metadata"]["name"]] = "".join(
-                self.stream_pod_log(pod["metadata"]["name"], namespace=namespace, container=container or KINDS[kind].default_container,
-                                    follow=follow, tail_lines=tail_lines)
+                self.stream_pod_log(
+                    pod["metadata"]["name"],
+                    namespace=namespace,
+                    container=container or KINDS[kind].default_container,
+                    follow=follow,
+                    tail_lines=tail_lines,
+                )
             )
         return out
 
     def stream_pod_log(
-        self, pod: str, *, namespace: str | None = None, container: str | None = None, follow: bool = False,
+        self,
+        pod: str,
+        *,
+        namespace: str | None = None,
+        container: str | None = None,
+        follow: bool = False,
         tail_lines: int | None = None,
     ) -> Iterator[str]:
-        yield from self.client.log(pod, namespace=namespace or self.namespace, container=container, follow=follow, tail_lines=tail_lines)
+        yield from self.client.log(
+            pod,
+            namespace=namespace or self.namespace,
+            container=container,
+            follow=follow,
+            tail_lines=tail_lines,
+        )

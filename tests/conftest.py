@@ -1,0 +1,107 @@
+"""Shared test fixtures: a real control plane in a temporary home, the real kubectl, polling.
+
+Nothing here fakes a trainyard component: ``plane`` starts ``yard up`` as a background process
+exactly as a user would, and ``kubectl`` runs the binary on PATH against it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+T = TypeVar("T")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def eventually(probe: Callable[[], T], *, timeout: float = 60.0, interval: float = 0.2, what: str = "") -> T:
+    """Poll ``probe`` until it returns a truthy value; fail with the last value seen."""
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while time.monotonic() < deadline:
+        last = probe()
+        if last:
+            return last
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what or probe}; last value: {last!r}")
+
+
+@dataclass
+class Plane:
+    home: Path
+    port: int
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def kubeconfig(self) -> Path:
+        return self.home / "kubeconfig"
+
+    def yard(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        cmd = [sys.executable, "-m", "trainyard.cli.main", "--home", str(self.home), *args]
+        result = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, timeout=120, stdin=subprocess.DEVNULL)
+        if check and result.returncode != 0:
+            raise AssertionError(
+                f"yard {' '.join(args)} failed ({result.returncode}):\n{result.stdout}\n{result.stderr}"
+            )
+        return result
+
+    def up(self) -> None:
+        self.yard("up", "--port", str(self.port), "--workspace", str(REPO))
+
+    def down(self) -> None:
+        self.yard("down", check=False)
+
+
+def start_plane(home: Path) -> Plane:
+    plane = Plane(home, free_port())
+    plane.up()
+    return plane
+
+
+@pytest.fixture(scope="session")
+def plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Plane]:
+    p = start_plane(tmp_path_factory.mktemp("yard-home"))
+    yield p
+    p.down()
+
+
+class Kubectl:
+    def __init__(self, plane: Plane, cache: Path) -> None:
+        self.env = {**os.environ, "KUBECONFIG": str(plane.kubeconfig), "KUBECACHEDIR": str(cache)}
+
+    def run(self, *args: str, input: str | None = None, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            ["kubectl", *args], capture_output=True, text=True, env=self.env, input=input, timeout=timeout, cwd=REPO
+        )
+
+    def __call__(self, *args: str, input: str | None = None, timeout: float = 120) -> str:
+        result = self.run(*args, input=input, timeout=timeout)
+        if result.returncode != 0:
+            raise AssertionError(f"kubectl {' '.join(args)} failed ({result.returncode}):\n{result.stderr}")
+        return result.stdout
+
+    def json(self, *args: str) -> Any:
+        return json.loads(self(*args, "-o", "json"))
+
+
+@pytest.fixture(scope="session")
+def kubectl(plane: Plane, tmp_path_factory: pytest.TempPathFactory) -> Kubectl:
+    return Kubectl(plane, tmp_path_factory.mktemp("kube-cache"))
