@@ -13,6 +13,7 @@ import subprocess
 import sys
 
 import pytest
+
 from conftest import REPO, Kubectl, Plane, eventually, start_plane
 
 pytestmark = pytest.mark.e2e

@@ -163,9 +163,7 @@ SET_PATH_CASES = [
 ]
 
 
-@pytest.mark.parametrize(
-    ("obj", "path", "value", "expected"), SET_PATH_CASES, ids=[c[1] for c in SET_PATH_CASES]
-)
+@pytest.mark.parametrize(("obj", "path", "value", "expected"), SET_PATH_CASES, ids=[c[1] for c in SET_PATH_CASES])
 def test_set_path(obj: dict[str, object], path: str, value: object, expected: dict[str, object]) -> None:
     before = copy.deepcopy(obj)
     result = set_path(obj, path, value)

@@ -43,9 +43,7 @@ MERGE_CASES = [
 ]
 
 
-@pytest.mark.parametrize(
-    ("target", "patch", "expected"), [c[1:] for c in MERGE_CASES], ids=[c[0] for c in MERGE_CASES]
-)
+@pytest.mark.parametrize(("target", "patch", "expected"), [c[1:] for c in MERGE_CASES], ids=[c[0] for c in MERGE_CASES])
 def test_merge_patch(target: object, patch: object, expected: object) -> None:
     target_before, patch_before = copy.deepcopy(target), copy.deepcopy(patch)
     assert merge_patch(target, patch) == expected
@@ -96,9 +94,7 @@ JSON_PATCH_CASES = [
 ]
 
 
-@pytest.mark.parametrize(
-    ("ops", "expected"), [c[1:] for c in JSON_PATCH_CASES], ids=[c[0] for c in JSON_PATCH_CASES]
-)
+@pytest.mark.parametrize(("ops", "expected"), [c[1:] for c in JSON_PATCH_CASES], ids=[c[0] for c in JSON_PATCH_CASES])
 def test_json_patch(ops: list[dict[str, Any]], expected: object) -> None:
     target = copy.deepcopy(OBJ)
     ops_before = copy.deepcopy(ops)
@@ -204,9 +200,7 @@ def containers(obj: object) -> list[dict[str, Any]]:
 
 def no_directives(value: object) -> bool:
     text = json.dumps(value)
-    return all(
-        d not in text for d in ("$patch", "$setElementOrder", "$retainKeys", "$deleteFromPrimitiveList")
-    )
+    return all(d not in text for d in ("$patch", "$setElementOrder", "$retainKeys", "$deleteFromPrimitiveList"))
 
 
 def test_kubectl_apply_payload_updates_only_the_image() -> None:
@@ -257,9 +251,7 @@ def test_kubectl_apply_payload_verbatim_from_reference() -> None:
 
 
 def test_rollout_restart_payload() -> None:
-    patch = {
-        "spec": {"template": {"metadata": {"annotations": {"kubectl.kubernetes.io/restartedAt": "now"}}}}
-    }
+    patch = {"spec": {"template": {"metadata": {"annotations": {"kubectl.kubernetes.io/restartedAt": "now"}}}}}
     result = strategic_merge_patch(deployment(), patch, kind="Deployment")
     assert isinstance(result, dict)
     assert result["spec"]["template"]["metadata"] == {
@@ -321,9 +313,7 @@ CONTAINER_CASES = [
 ]
 
 
-@pytest.mark.parametrize(
-    ("spec_patch", "names"), [c[1:] for c in CONTAINER_CASES], ids=[c[0] for c in CONTAINER_CASES]
-)
+@pytest.mark.parametrize(("spec_patch", "names"), [c[1:] for c in CONTAINER_CASES], ids=[c[0] for c in CONTAINER_CASES])
 def test_container_list_merges_by_name(spec_patch: dict[str, Any], names: list[str]) -> None:
     patch = pod_spec_patch(spec_patch)
     patch_before = copy.deepcopy(patch)
@@ -417,9 +407,7 @@ ORDER_CASES = [
 ]
 
 
-@pytest.mark.parametrize(
-    ("live", "patch", "expected"), [c[1:] for c in ORDER_CASES], ids=[c[0] for c in ORDER_CASES]
-)
+@pytest.mark.parametrize(("live", "patch", "expected"), [c[1:] for c in ORDER_CASES], ids=[c[0] for c in ORDER_CASES])
 def test_merged_list_order(live: list[str], patch: list[dict[str, Any]], expected: list[str]) -> None:
     pod = {"spec": {"containers": [{"name": name} for name in live]}}
     result = strategic_merge_patch(pod, {"spec": {"containers": patch}}, kind="Pod")
@@ -434,11 +422,7 @@ KIND_CASES = [
         "Service",
         {"spec": {"ports": [{"port": 80, "name": "http"}, {"port": 443, "name": "https"}]}},
         {"spec": {"ports": [{"port": 443, "targetPort": 8443}]}},
-        {
-            "spec": {
-                "ports": [{"port": 80, "name": "http"}, {"port": 443, "name": "https", "targetPort": 8443}]
-            }
-        },
+        {"spec": {"ports": [{"port": 80, "name": "http"}, {"port": 443, "name": "https", "targetPort": 8443}]}},
     ),
     (
         "pod-spec-at-spec",
@@ -447,26 +431,16 @@ KIND_CASES = [
         {"spec": {"containers": [{"name": "a", "ports": [{"containerPort": 81}]}]}},
         {
             "spec": {
-                "containers": [
-                    {"name": "a", "image": "1", "ports": [{"containerPort": 81}, {"containerPort": 80}]}
-                ]
+                "containers": [{"name": "a", "image": "1", "ports": [{"containerPort": 81}, {"containerPort": 80}]}]
             }
         },
     ),
     (
         "pod-status-conditions-by-type",
         "Pod",
-        {
-            "status": {
-                "conditions": [{"type": "Ready", "status": "False"}, {"type": "Scheduled", "status": "True"}]
-            }
-        },
+        {"status": {"conditions": [{"type": "Ready", "status": "False"}, {"type": "Scheduled", "status": "True"}]}},
         {"status": {"conditions": [{"type": "Ready", "status": "True"}]}},
-        {
-            "status": {
-                "conditions": [{"type": "Ready", "status": "True"}, {"type": "Scheduled", "status": "True"}]
-            }
-        },
+        {"status": {"conditions": [{"type": "Ready", "status": "True"}, {"type": "Scheduled", "status": "True"}]}},
     ),
     (
         "pod-volumes-and-pull-secrets-by-name",
@@ -558,9 +532,7 @@ KIND_CASES = [
         {
             "spec": {
                 "template": {
-                    "spec": {
-                        "containers": [{"name": "a", "image": "1", "env": [{"name": "X", "value": "1"}]}]
-                    }
+                    "spec": {"containers": [{"name": "a", "image": "1", "env": [{"name": "X", "value": "1"}]}]}
                 }
             }
         },
@@ -568,9 +540,7 @@ KIND_CASES = [
         {
             "spec": {
                 "template": {
-                    "spec": {
-                        "containers": [{"name": "a", "image": "2", "env": [{"name": "X", "value": "1"}]}]
-                    }
+                    "spec": {"containers": [{"name": "a", "image": "2", "env": [{"name": "X", "value": "1"}]}]}
                 }
             }
         },
@@ -622,9 +592,7 @@ KIND_CASES = [
         {
             "spec": {
                 "replicas": 1,
-                "template": {
-                    "spec": {"containers": [{"name": "b"}, {"name": "a"}], "securityContext": {"fsGroup": 2}}
-                },
+                "template": {"spec": {"containers": [{"name": "b"}, {"name": "a"}], "securityContext": {"fsGroup": 2}}},
             }
         },
     ),
@@ -655,9 +623,7 @@ KIND_CASES = [
 @pytest.mark.parametrize(
     ("kind", "live", "patch", "expected"), [c[1:] for c in KIND_CASES], ids=[c[0] for c in KIND_CASES]
 )
-def test_strategic_merge_by_kind(
-    kind: str, live: dict[str, Any], patch: dict[str, Any], expected: object
-) -> None:
+def test_strategic_merge_by_kind(kind: str, live: dict[str, Any], patch: dict[str, Any], expected: object) -> None:
     live_before, patch_before = copy.deepcopy(live), copy.deepcopy(patch)
     assert strategic_merge_patch(live, patch, kind=kind) == expected
     assert live == live_before

@@ -75,9 +75,7 @@ CANONICAL_CASES = [
 ]
 
 
-@pytest.mark.parametrize(
-    ("text", "expected"), CANONICAL_CASES, ids=[c[0] or "empty" for c in CANONICAL_CASES]
-)
+@pytest.mark.parametrize(("text", "expected"), CANONICAL_CASES, ids=[c[0] or "empty" for c in CANONICAL_CASES])
 def test_label_selector_canonical_string(text: str, expected: str) -> None:
     selector = parse_label_selector(text)
     assert str(selector) == expected
@@ -152,9 +150,7 @@ def test_label_selector_from_spec(
 
 
 def test_label_selector_from_spec_renders_like_the_query_parameter() -> None:
-    selector = label_selector_from_spec(
-        {"app": "web"}, [{"key": "env", "operator": "In", "values": ["prod", "dev"]}]
-    )
+    selector = label_selector_from_spec({"app": "web"}, [{"key": "env", "operator": "In", "values": ["prod", "dev"]}])
     assert str(selector) == "app=web,env in (dev,prod)"
     assert selector == parse_label_selector(str(selector))
 
@@ -230,9 +226,7 @@ def test_field_selector_keys_and_pinned_values() -> None:
     selector = parse_field_selector(
         "involvedObject.namespace=default,involvedObject.uid=u1,involvedObject.name=web,type!=Normal"
     )
-    assert selector.keys == frozenset(
-        {"involvedObject.namespace", "involvedObject.uid", "involvedObject.name", "type"}
-    )
+    assert selector.keys == frozenset({"involvedObject.namespace", "involvedObject.uid", "involvedObject.name", "type"})
     assert selector.required_value("involvedObject.name") == "web"
     assert selector.required_value("type") is None
     assert parse_field_selector("").keys == frozenset()
