@@ -112,6 +112,17 @@ def cmd_get(args: argparse.Namespace) -> int:
     return 0
 
 
+def pod_state(pod: dict[str, Any]) -> str:
+    """The phase, plus why a container is stuck, so a wait that cannot finish says so."""
+    status = pod.get("status") or {}
+    phase = str(status.get("phase", "Pending"))
+    for cs in status.get("containerStatuses") or []:
+        waiting = (cs.get("state") or {}).get("waiting") or {}
+        if waiting.get("reason") not in (None, "ContainerCreating"):
+            return f"{phase} ({waiting['reason']}: {waiting.get('message', '')})"
+    return phase
+
+
 def cmd_wait(args: argparse.Namespace) -> int:
     kind_text, _, name = args.target.partition("/")
     info = kind_of(kind_text)
@@ -124,7 +135,7 @@ def cmd_wait(args: argparse.Namespace) -> int:
         nonlocal last
         pods = client.get_job_pods(name, kind=info.kind)
         phases = ", ".join(
-            f"{p['metadata']['name'].removeprefix(name + '-')} {(p.get('status') or {}).get('phase', 'Pending')}"
+            f"{p['metadata']['name'].removeprefix(name + '-')} {pod_state(p)}"
             for p in sorted(pods, key=lambda p: p["metadata"]["name"])
         )
         line = ""

@@ -68,6 +68,7 @@ class ContainerRun:
     reason: str | None = None
     message: str | None = None
     finished_at: str | None = None
+    waiting: str = "ContainerCreating"
 
     def status(self) -> Obj:
         state: Obj
@@ -89,7 +90,7 @@ class ContainerRun:
         elif self.started_at is not None:
             state = {"running": {"startedAt": self.started_at}}
         else:
-            state = {"waiting": {"reason": "ContainerCreating"}}
+            state = {"waiting": {"reason": self.waiting, **({"message": self.message} if self.message else {})}}
         return {
             "name": self.name,
             "image": self.image,
@@ -262,6 +263,23 @@ class NodeAgent:
         spec = pod.get("spec") or {}
         run.init_containers = [ContainerRun(c["name"], c.get("image", "")) for c in spec.get("initContainers") or []]
         run.containers = [ContainerRun(c["name"], c.get("image", "")) for c in spec.get("containers") or []]
+        problems = [
+            (cr, problem)
+            for container, cr in zip(
+                [*(spec.get("initContainers") or []), *(spec.get("containers") or [])],
+                [*run.init_containers, *run.containers],
+                strict=True,
+            )
+            if (problem := self._config_error(run, container)) is not None
+        ]
+        if problems:
+            # As the kubelet does for CreateContainerConfigError: the pod stays Pending, nothing runs.
+            for cr, problem in problems:
+                cr.waiting, cr.message = "CreateContainerConfigError", problem
+            await self._report(run, pod, "Pending")
+            await self._event(pod, "Warning", "Failed", f"Error: {problems[0][1]}")
+            run.stopped.set()
+            return
         try:
             for container, cr in zip(spec.get("initContainers") or [], run.init_containers, strict=True):
                 await self._start(run, pod, container, cr)
@@ -325,21 +343,26 @@ class NodeAgent:
             return self.workspace / wanted[len(IMAGE_WORKSPACE) :].lstrip("/")
         return Path(wanted)
 
+    def _config_error(self, run: PodRun, container: Obj) -> str | None:
+        """What stops a container from being created at all, said so the user can fix it."""
+        if not container.get("command"):
+            return (
+                f"container {container['name']!r} has no command; the local node runs a container's command "
+                "and args (images are not run here): set spec.containers[].command"
+            )
+        cwd = self._working_dir(run, container)
+        if not cwd.is_dir():
+            return (
+                f"workingDir {container.get('workingDir')} is {cwd} on this node, which does not exist; an image's "
+                "/workspace is the plane's workspace (yard up --workspace DIR)"
+            )
+        return None
+
     async def _start(self, run: PodRun, pod: Obj, container: Obj, cr: ContainerRun) -> None:
         env = self._environment(pod, container)
         argv = [expand(a, env) for a in (container.get("command") or []) + (container.get("args") or [])]
         cr.started_at = self.now()
-        if not container.get("command"):
-            self._fail_start(
-                cr,
-                "the local node runs a container's command, and this container has none "
-                "(images are not run here): set spec.containers[].command",
-            )
-            return
         cwd = self._working_dir(run, container)
-        if not cwd.is_dir():
-            self._fail_start(cr, f"workingDir {container.get('workingDir')} does not exist on this node ({cwd})")
-            return
         writer = LogWriter(self.layout.container_log(run.namespace, run.name, run.uid, cr.name), self.clock)
         try:
             cr.process = await asyncio.create_subprocess_exec(
