@@ -7,6 +7,7 @@ would not fit a Service name (63 characters) are rejected up front instead of fa
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -68,7 +69,9 @@ def _path(loc: tuple[int | str, ...]) -> str:
 def parse_job(body: Mapping[str, Any], info: KindInfo) -> tuple[TrainingJob | None, list[FieldError]]:
     """Parse ``body`` as ``info``'s model; type errors become field errors, never exceptions."""
     try:
-        return info.model.model_validate(body), []
+        # Strict JSON-mode parsing: "2" is not an integer here, as it is not for a real API server
+        # checking the CRD schema; the operator itself parses leniently.
+        return info.model.model_validate_json(json.dumps(body), strict=True), []
     except ValidationError as exc:
         errors = [FieldError(ErrorType.TYPE_INVALID, _path(tuple(err["loc"])), err["msg"]) for err in exc.errors()]
         return None, errors

@@ -55,6 +55,18 @@ def reconcile(observed: Observed, plugin: Framework, settings: ControllerSetting
         status = _set(status, plugin, ConditionType.CREATED, f"{plugin.info.kind} {job.name} is created.", now)
     if conditions.is_finished(status):
         return _finished(raw.status, status, job, pods, services, now)
+    if job.run_policy.suspend:
+        return _suspended(raw.status, status, job, plugin, pods, services, now)
+    if conditions.is_true(status, ConditionType.SUSPENDED):
+        resumed = f"{plugin.info.kind} {job.name} is resumed."
+        status = conditions.set_condition(
+            status,
+            ConditionType.SUSPENDED,
+            reason=f"{plugin.info.kind}Resumed",
+            message=resumed,
+            now=now,
+            value=conditions.FALSE,
+        ).model_copy(update={"start_time": now})
     if status.start_time is None:
         status = status.model_copy(update={"start_time": now})
 
@@ -66,11 +78,14 @@ def reconcile(observed: Observed, plugin: Framework, settings: ControllerSetting
 
     restarting, permanent = _failed_pods(job, plugin, pods)
     counts = count_replicas(job, plugin, pods)
-    verdicts = list(plugin.verdicts(job, counts))
     if permanent:
+        # A non-retryable exit code fails the job outright; the plugin's counts would only
+        # (wrongly) call it Restarting, since the replica's policy is not Never.
         rtype = children.replica_type_of(permanent[0], plugin)
         msg = f'job "{job.name}" is failing because "{rtype}" replica(s) failed.'
-        verdicts.append(Verdict(ConditionType.FAILED, msg))
+        verdicts: list[Verdict] = [Verdict(ConditionType.FAILED, msg)]
+    else:
+        verdicts = list(plugin.verdicts(job, counts))
     status = _apply_verdicts(status, plugin, verdicts, now)
     status = status.model_copy(
         update={
@@ -169,12 +184,36 @@ def _sync_children(
     for kind, objects in (("Pod", pods), ("Service", services)):
         for obj in objects:
             owned_type, owned_index = children.replica_type_of(obj, plugin), children.replica_index(obj)
-            if owned_type is None or owned_index is None:
+            if owned_type is None or owned_index is None or (kind == "Pod" and obj.name in skip):
                 continue
             owned_spec = job.replica_specs.get(owned_type)
             if owned_spec is None or owned_index >= (owned_spec.replicas or 0):
                 surplus.append(ChildRef(kind, obj.name))
     return creates, surplus
+
+
+def _suspended(
+    before: JobStatus,
+    status: JobStatus,
+    job: TrainingJob,
+    plugin: Framework,
+    pods: Sequence[Pod],
+    services: Sequence[Service],
+    now: datetime,
+) -> Plan:
+    """Suspend (reference §6.1 step 3): every pod and Service goes, nothing is created."""
+    kind = plugin.info.kind
+    message = f"{kind} {job.name} is suspended."
+    if conditions.is_true(status, ConditionType.RUNNING):
+        status = conditions.set_condition(
+            status, ConditionType.RUNNING, reason=f"{kind}Suspended", message=message, now=now, value=conditions.FALSE
+        )
+    status = _set(status, plugin, ConditionType.SUSPENDED, message, now)
+    idle = {rtype: rs.model_copy(update={"active": 0}) for rtype, rs in status.replica_statuses.items()}
+    status = status.model_copy(update={"replica_statuses": idle})
+    deletes = [ChildRef("Pod", p.name) for p in pods if p.metadata.deletion_timestamp is None]
+    deletes += [ChildRef("Service", s.name) for s in services]
+    return _with_status(Plan(delete=tuple(deletes)), before, status, now)
 
 
 def _finished(
