@@ -283,6 +283,7 @@ def condition(ctype: str, status: str = "True", *, at: str = "2025-12-31T23:59:3
         "Restarting": f"PyTorchJob {NAME} is restarting because 1 Worker replica(s) failed.",
         "Succeeded": f"PyTorchJob {NAME} is successfully completed.",
         "Failed": f"PyTorchJob {NAME} is failed because 1 Worker replica(s) failed.",
+        "Suspended": f"PyTorchJob {NAME} is suspended.",
     }
     return {
         "type": ctype,
