@@ -16,6 +16,7 @@ from typing import Any
 from lightkube import ALL_NS, AsyncClient, KubeConfig
 from lightkube.core.exceptions import ApiError
 from lightkube.generic_resource import create_namespaced_resource
+from lightkube.resources.core_v1 import Event
 from lightkube.types import OnErrorAction, OnErrorResult
 
 from trainyard.api.kinds import KINDS, KindInfo
@@ -47,6 +48,40 @@ def build(res: Any, body: dict[str, Any]) -> Any:
 
 def selector(labels: dict[str, str]) -> dict[str, Any]:
     return dict(labels)
+
+
+async def record_event(
+    client: AsyncClient,
+    involved: dict[str, Any],
+    *,
+    type_: str,
+    reason: str,
+    message: str,
+    component: str,
+    now: str,
+    host: str | None = None,
+) -> None:
+    """Post a core/v1 Event about ``involved`` (an object reference); failures are only logged."""
+    source = {"component": component, **({"host": host} if host else {})}
+    event = {
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {"generateName": f"{involved['name']}.", "namespace": involved["namespace"]},
+        "involvedObject": involved,
+        "type": type_,
+        "reason": reason,
+        "message": message,
+        "source": source,
+        "reportingComponent": component,
+        "reportingInstance": host or component,
+        "firstTimestamp": now,
+        "lastTimestamp": now,
+        "count": 1,
+    }
+    try:
+        await client.create(build(Event, event))
+    except ApiError as exc:
+        log.warning("could not record event %s on %s/%s: %s", reason, involved["namespace"], involved["name"], exc)
 
 
 def to_dict(obj: Any) -> dict[str, Any]:

@@ -28,11 +28,11 @@ from typing import Any
 
 from lightkube import AsyncClient
 from lightkube.core.exceptions import ApiError
-from lightkube.resources.core_v1 import Event, Node, Pod, PodBinding
+from lightkube.resources.core_v1 import Node, Pod, PodBinding
 from lightkube.types import PatchType
 
 from trainyard.api.meta import format_time
-from trainyard.client import build, is_status, watch_forever
+from trainyard.client import build, is_status, record_event, watch_forever
 from trainyard.cluster.logs import LogWriter
 from trainyard.cluster.paths import Layout
 
@@ -520,29 +520,14 @@ class NodeAgent:
 
     async def _event(self, pod: Obj, type_: str, reason: str, message: str) -> None:
         m = pod["metadata"]
-        now = self.now()
-        event = {
-            "apiVersion": "v1",
-            "kind": "Event",
-            "metadata": {"generateName": f"{m['name']}.", "namespace": m["namespace"]},
-            "involvedObject": {
-                "apiVersion": "v1",
-                "kind": "Pod",
-                "name": m["name"],
-                "namespace": m["namespace"],
-                "uid": m["uid"],
-            },
-            "type": type_,
-            "reason": reason,
-            "message": message,
-            "source": {"component": "kubelet", "host": self.node_name},
-            "reportingComponent": "kubelet",
-            "reportingInstance": self.node_name,
-            "firstTimestamp": now,
-            "lastTimestamp": now,
-            "count": 1,
-        }
-        try:
-            await self.client.create(build(Event, event))
-        except ApiError as exc:
-            log.warning("could not record event %s for pod %s: %s", reason, m["name"], exc)
+        involved = {"apiVersion": "v1", "kind": "Pod", "name": m["name"], "namespace": m["namespace"], "uid": m["uid"]}
+        await record_event(
+            self.client,
+            involved,
+            type_=type_,
+            reason=reason,
+            message=message,
+            component="kubelet",
+            now=self.now(),
+            host=self.node_name,
+        )

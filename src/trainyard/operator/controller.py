@@ -16,7 +16,6 @@ from typing import Any
 
 from lightkube import AsyncClient
 from lightkube.core.exceptions import ApiError
-from lightkube.resources.core_v1 import Event
 from lightkube.resources.core_v1 import Pod as LkPod
 from lightkube.resources.core_v1 import Service as LkService
 from lightkube.types import PatchType
@@ -25,7 +24,7 @@ from pydantic import ValidationError
 from trainyard.api import labels
 from trainyard.api.core import Pod, Service
 from trainyard.api.meta import format_time
-from trainyard.client import build, is_status, job_resource, selector, to_dict, watch_forever
+from trainyard.client import build, is_status, job_resource, record_event, selector, to_dict, watch_forever
 from trainyard.controller import ChildRef, Observed, Plan, reconcile
 from trainyard.frameworks.base import Framework
 from trainyard.operator.ports import PortAllocator
@@ -197,32 +196,24 @@ class JobController:
 
     async def _emit(self, job: dict[str, Any], events: list[tuple[str, str, str]]) -> None:
         m = job["metadata"]
+        involved = {
+            "apiVersion": job.get("apiVersion", self.plugin.info.api_version),
+            "kind": self.plugin.info.kind,
+            "name": m["name"],
+            "namespace": m["namespace"],
+            "uid": m.get("uid"),
+        }
         now = format_time(self.clock())
         for type_, reason, message in events:
-            event = {
-                "apiVersion": "v1",
-                "kind": "Event",
-                "metadata": {"generateName": f"{m['name']}.", "namespace": m["namespace"]},
-                "involvedObject": {
-                    "apiVersion": job.get("apiVersion", self.plugin.info.api_version),
-                    "kind": self.plugin.info.kind,
-                    "name": m["name"],
-                    "namespace": m["namespace"],
-                    "uid": m.get("uid"),
-                },
-                "type": type_,
-                "reason": reason,
-                "message": message,
-                "source": {"component": self.plugin.info.controller_name},
-                "reportingComponent": self.settings.component,
-                "firstTimestamp": now,
-                "lastTimestamp": now,
-                "count": 1,
-            }
-            try:
-                await self.client.create(build(Event, event))
-            except ApiError as exc:
-                log.warning("could not record event %s on %s/%s: %s", reason, m["namespace"], m["name"], exc)
+            await record_event(
+                self.client,
+                involved,
+                type_=type_,
+                reason=reason,
+                message=message,
+                component=self.plugin.info.controller_name,
+                now=now,
+            )
 
 
 def _held_ports(annotations: dict[str, str]) -> list[int]:

@@ -14,7 +14,6 @@ class OperatorSettings:
     namespace: str = "*"
     """Namespace to watch; ``*`` watches all."""
     workers: int = 2
-    component: str = "trainyard-operator"
 
     @classmethod
     def host(cls, node_address: str = "127.0.0.1") -> OperatorSettings:
