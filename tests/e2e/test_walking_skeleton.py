@@ -11,6 +11,7 @@ import json
 import re
 import subprocess
 import sys
+import urllib.request
 
 import pytest
 
@@ -177,3 +178,18 @@ def test_yard_cli_is_installed_as_a_module() -> None:
 
 def test_plane_fixture_is_reachable(plane: Plane) -> None:
     assert plane.kubeconfig.exists()
+
+
+def test_streaming_list_watch_ends_its_initial_events_with_a_bookmark(plane: Plane) -> None:
+    # client-go's WatchList (kubectl >= 1.35 waits for deletions this way) relies on this marker.
+    url = (
+        f"{plane.url}/api/v1/namespaces?watch=true&sendInitialEvents=true&allowWatchBookmarks=true"
+        "&resourceVersionMatch=NotOlderThan&timeoutSeconds=1"
+    )
+    with urllib.request.urlopen(url, timeout=10) as response:
+        events = [json.loads(line) for line in response.read().splitlines() if line.strip()]
+    kinds = [e["type"] for e in events]
+    assert kinds[: kinds.index("BOOKMARK")] and set(kinds[: kinds.index("BOOKMARK")]) == {"ADDED"}
+    marker = events[kinds.index("BOOKMARK")]["object"]["metadata"]
+    assert marker["annotations"] == {"k8s.io/initial-events-end": "true"}
+    assert int(marker["resourceVersion"]) > 0

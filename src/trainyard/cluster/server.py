@@ -400,10 +400,15 @@ class ApiServer:
 
         try:
             rv_param = request.query.get("resourceVersion") or "0"
-            if rv_param == "0":
+            initial_events = _bool(request.query.get("sendInitialEvents"))
+            if rv_param == "0" or initial_events:
                 items, last = self.objects.list(rt, store_ns, labels, fields)
                 for item in items:
                     await send("ADDED", item)
+                if initial_events and bookmarks:
+                    # Streaming lists (client-go's WatchList, kubectl >= 1.35) wait for this marker.
+                    end = {"resourceVersion": str(last), "annotations": {"k8s.io/initial-events-end": "true"}}
+                    await send("BOOKMARK", {"kind": rt.kind, "apiVersion": rt.group_version, "metadata": end})
             else:
                 try:
                     start = int(rv_param)
