@@ -10,10 +10,9 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator
 from functools import cache
-from pathlib import Path
 from typing import Any
 
-from lightkube import ALL_NS, AsyncClient, KubeConfig
+from lightkube import ALL_NS, AsyncClient
 from lightkube.core.exceptions import ApiError
 from lightkube.generic_resource import create_namespaced_resource
 from lightkube.resources.core_v1 import Event
@@ -32,13 +31,6 @@ def job_resource(info: KindInfo) -> Any:
 
 def resource_for_kind(kind: str) -> Any:
     return job_resource(KINDS[kind])
-
-
-def make_client(
-    kubeconfig: Path | None = None, *, namespace: str | None = None, field_manager: str = "trainyard"
-) -> AsyncClient:
-    config = KubeConfig.from_file(kubeconfig) if kubeconfig else KubeConfig.from_env()
-    return AsyncClient(config, namespace=namespace, field_manager=field_manager)
 
 
 def build(res: Any, body: dict[str, Any]) -> Any:

@@ -206,13 +206,12 @@ def cmd_status(args: argparse.Namespace) -> int:
     from trainyard.sdk.client import TrainingClient
 
     client = TrainingClient(layout.kubeconfig)
+    jobs = [(kind, j) for kind in state["kinds"] for j in client.list_jobs(kind=kind, namespace="*")]
     pods = [
         p
-        for kind in state["kinds"]
-        for j in client.list_jobs(kind=kind, namespace="*")
+        for kind, j in jobs
         for p in client.get_job_pods(j["metadata"]["name"], kind=kind, namespace=j["metadata"]["namespace"])
     ]
-    jobs = sum(len(client.list_jobs(kind=kind, namespace="*")) for kind in state["kinds"])
     running_pods = sum(1 for p in pods if (p.get("status") or {}).get("phase") == "Running")
     print(f"trainyard control plane: running (pid {state['pid']})")
     print(f"  API server   {state['url']}   kubectl: KUBECONFIG={layout.kubeconfig}")
@@ -221,7 +220,7 @@ def cmd_status(args: argparse.Namespace) -> int:
         f"  node agent   node {state['node']!r}: {running_pods} training pod(s) running;"
         f" /workspace = {state['workspace']}"
     )
-    print(f"  operator     network mode {state['network']}; kinds {', '.join(state['kinds'])}; {jobs} job(s)")
+    print(f"  operator     network mode {state['network']}; kinds {', '.join(state['kinds'])}; {len(jobs)} job(s)")
     print(f"  log          {layout.log_file}")
     return 0
 

@@ -11,14 +11,14 @@ import json
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import yaml
 from aiohttp import web
 
 from trainyard.api.meta import parse_time
-from trainyard.cluster import discovery, errors, logs, tables
+from trainyard.cluster import discovery, errors, logs, patching, tables
 from trainyard.cluster.jsonpath import get_path, set_path
 from trainyard.cluster.objects import Objects, field_keys, matches
 from trainyard.cluster.paths import Layout
@@ -147,7 +147,9 @@ class ApiServer:
         if rest[0] == "namespaces" and len(rest) >= 3:
             rt = lookup(group, version, rest[2])
             if rt is not None and rt.namespaced:
-                return Target(rt, rest[1], _at(rest, 3), _at(rest, 4)) if len(rest) <= 5 else _bad_path()
+                if len(rest) > 5:
+                    raise errors.unknown_path()
+                return Target(rt, rest[1], _at(rest, 3), _at(rest, 4))
         rt = lookup(group, version, rest[0])
         if rt is None or len(rest) > 3:
             raise errors.unknown_path()
@@ -347,8 +349,6 @@ class ApiServer:
         if request.method == "PUT":
             wanted = await _body(request)
         elif request.method == "PATCH":
-            from trainyard.cluster import patching
-
             body = json.loads(await request.read() or b"null")
             if request.content_type == "application/json-patch+json":
                 wanted = patching.json_patch(current, body)
@@ -532,10 +532,6 @@ def _at(parts: list[str], index: int) -> str | None:
     return parts[index] if len(parts) > index else None
 
 
-def _bad_path() -> Target:
-    raise errors.unknown_path()
-
-
 def _wants_table(request: web.Request) -> bool:
     accept = request.headers.get("Accept", "")
     return "as=Table" in accept.split(",")[0] or accept.startswith("application/json;as=Table")
@@ -576,7 +572,3 @@ async def _delete_options(request: web.Request) -> dict[str, Any]:
     if opts.get("orphanDependents") is True and "propagationPolicy" not in opts:
         opts["propagationPolicy"] = "Orphan"
     return opts
-
-
-def utcnow() -> datetime:
-    return datetime.now(UTC)

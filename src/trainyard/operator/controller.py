@@ -25,7 +25,7 @@ from trainyard.api import labels
 from trainyard.api.core import Pod, Service
 from trainyard.api.meta import format_time
 from trainyard.client import build, is_status, job_resource, record_event, selector, to_dict, watch_forever
-from trainyard.controller import ChildRef, Observed, Plan, reconcile
+from trainyard.controller import ChildRef, Observed, Plan, children, reconcile
 from trainyard.frameworks.base import Framework
 from trainyard.operator.ports import PortAllocator
 from trainyard.operator.settings import OperatorSettings
@@ -126,7 +126,7 @@ class JobController:
                 exc,
             )
             return None
-        self.ports.hold(owner, _held_ports(job.metadata.annotations or {}))
+        self.ports.hold(owner, children.allocated_ports(job).values())
         sel = {labels.OPERATOR_NAME: self.plugin.info.controller_name, labels.JOB_NAME: name}
         pods = tuple(
             [
@@ -214,11 +214,3 @@ class JobController:
                 component=self.plugin.info.controller_name,
                 now=now,
             )
-
-
-def _held_ports(annotations: dict[str, str]) -> list[int]:
-    try:
-        parsed = json.loads(annotations.get(labels.HOST_PORTS) or "{}")
-    except ValueError:
-        return []
-    return [v for v in parsed.values() if isinstance(v, int)] if isinstance(parsed, dict) else []
