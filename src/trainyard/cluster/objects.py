@@ -18,7 +18,7 @@ from typing import Any
 from trainyard.api.kinds import KINDS
 from trainyard.api.meta import format_time
 from trainyard.api.validation import validate_job
-from trainyard.cluster import errors, patching
+from trainyard.cluster import errors, fieldmanager, patching
 from trainyard.cluster.registry import Registry, ResourceType
 from trainyard.cluster.selectors import FieldSelector, LabelSelector
 from trainyard.cluster.store import Obj, Store
@@ -84,6 +84,10 @@ def matches(rt: ResourceType, obj: Obj, labels: LabelSelector | None, fields: Fi
     return fields is None or fields.matches(field_values(rt, obj))
 
 
+def _versionless(obj: Obj) -> Obj:
+    return {k: v for k, v in obj.items() if k not in ("apiVersion", "kind")}
+
+
 def meta(obj: Obj) -> dict[str, Any]:
     value = obj.setdefault("metadata", {})
     assert isinstance(value, dict)
@@ -105,6 +109,8 @@ class Objects:
         self.clock = clock
         self.new_uid = new_uid
         self.suffix = suffix
+        # openAPIV3Schema per served CR version, for field ownership; dropped when a CRD changes.
+        self._schemas: dict[tuple[str, str, str], Any] = {}
 
     # -- reads ---------------------------------------------------------------------------------
 
@@ -130,11 +136,15 @@ class Objects:
 
     # -- writes --------------------------------------------------------------------------------
 
-    def create(self, rt: ResourceType, namespace: str, body: Obj, *, dry_run: bool = False) -> Obj:
+    def create(
+        self, rt: ResourceType, namespace: str, body: Obj, *, dry_run: bool = False, manager: str | None = None
+    ) -> Obj:
         if not isinstance(body, dict):
             raise errors.bad_request("the request body must be a JSON object")
         obj = copy.deepcopy(body)
         self._check_type(rt, obj)
+        obj.pop("apiVersion", None)  # stored version-free; ``present`` stamps the served version
+        obj.pop("kind", None)
         m = meta(obj)
         if rt.namespaced:
             if m.get("namespace") and m["namespace"] != namespace:
@@ -168,6 +178,8 @@ class Objects:
             m["generation"] = 1
         self._defaults_on_create(rt, obj)
         self._admit(rt, obj)
+        if manager is not None and "managedFields" not in m:
+            self._track(rt, None, obj, manager, None)
         if self.store.get(rt.key, m.get("namespace", ""), name) is not None:
             raise errors.already_exists(rt, name)
         if dry_run:
@@ -175,6 +187,7 @@ class Objects:
         stored = self.store.put(rt.key, m.get("namespace", ""), name, obj, created=True)
         if rt.key == "apiextensions.k8s.io/customresourcedefinitions":
             self.registry.add_crd(stored)
+            self._schemas.clear()
         return self.present(rt, stored)
 
     def update(
@@ -186,6 +199,7 @@ class Objects:
         *,
         subresource: str | None = None,
         dry_run: bool = False,
+        manager: str | None = None,
     ) -> Obj:
         if not isinstance(body, dict):
             raise errors.bad_request("the request body must be a JSON object")
@@ -198,7 +212,8 @@ class Objects:
             raise errors.bad_request(
                 f"the name of the object ({body['metadata']['name']}) does not match the name on the URL ({name})"
             )
-        return self._commit(rt, current, self._merge_update(rt, current, body, subresource), dry_run=dry_run)
+        new = self._merge_update(rt, current, body, subresource)
+        return self._commit(rt, current, new, dry_run=dry_run, manager=manager, subresource=subresource)
 
     def patch(
         self,
@@ -210,6 +225,7 @@ class Objects:
         *,
         subresource: str | None = None,
         dry_run: bool = False,
+        manager: str | None = None,
     ) -> Obj:
         current = self._current(rt, namespace, name)
         base = {k: v for k, v in current.items() if k not in ("apiVersion", "kind")}
@@ -238,7 +254,70 @@ class Objects:
         wanted_rv = (patched.get("metadata") or {}).get("resourceVersion")
         if wanted_rv and wanted_rv != current["metadata"]["resourceVersion"]:
             raise errors.conflict(rt, name)
-        return self._commit(rt, current, self._merge_update(rt, current, patched, subresource), dry_run=dry_run)
+        new = self._merge_update(rt, current, patched, subresource)
+        return self._commit(rt, current, new, dry_run=dry_run, manager=manager, subresource=subresource)
+
+    def apply(
+        self,
+        rt: ResourceType,
+        namespace: str,
+        name: str,
+        config: Any,
+        *,
+        manager: str,
+        force: bool = False,
+        subresource: str | None = None,
+        dry_run: bool = False,
+    ) -> tuple[Obj, bool]:
+        """Server-side apply of ``config`` by ``manager``; returns the object and whether it was created."""
+        if not isinstance(config, dict):
+            raise errors.bad_request("the applied configuration must be an object")
+        self._check_type(rt, config)
+        m = config.get("metadata") or {}
+        if not isinstance(m, dict):
+            raise errors.bad_request("metadata must be an object")
+        if m.get("name", name) != name:
+            raise errors.bad_request(
+                f"the name of the object ({m.get('name')}) does not match the name on the URL ({name})"
+            )
+        if rt.namespaced and m.get("namespace") and m["namespace"] != namespace:
+            raise errors.bad_request(
+                "the namespace of the provided object does not match the namespace sent on the request"
+            )
+        write = self._write(rt, manager, subresource)
+        shape = self._shape(rt)
+        current = self.store.get(rt.key, namespace if rt.namespaced else "", name)
+        try:
+            if current is None:
+                if subresource is not None:
+                    raise errors.not_found(rt, name)
+                fresh = fieldmanager.apply(None, config, shape, write, force=force)
+                meta(fresh)["name"] = name
+                return self.create(rt, namespace, fresh, dry_run=dry_run), True
+            wanted_rv = m.get("resourceVersion")
+            if wanted_rv and wanted_rv != current["metadata"]["resourceVersion"]:
+                raise errors.conflict(rt, name)
+            try:
+                applied = fieldmanager.apply(current, config, shape, write, force=force)
+            except fieldmanager.ApplyConflict as exc:
+                # Upstream moves fields from client-side to server-side apply without conflicts
+                # when they are what the last client-side apply set (the lastAppliedManager rule).
+                if not fieldmanager.upgrades_client_side_apply(current, exc.conflicts, shape):
+                    raise
+                applied = fieldmanager.apply(current, config, shape, write, force=True)
+        except fieldmanager.ApplyConflict as exc:
+            causes = [
+                {
+                    "reason": "FieldManagerConflict",
+                    "message": f'conflict with "{c.manager}" using {c.api_version}',
+                    "field": fieldmanager.describe(c.path),
+                }
+                for c in exc.conflicts
+            ]
+            raise errors.ApiError(409, "Conflict", str(exc), {"causes": causes}) from exc
+        new = self._merge_update(rt, current, applied, subresource)
+        meta(new)["managedFields"] = applied["metadata"]["managedFields"]
+        return self._commit(rt, current, new, dry_run=dry_run), False
 
     def bind(self, namespace: str, name: str, body: Obj) -> Obj:
         """``pods/binding``: the scheduler's one way to set ``spec.nodeName``."""
@@ -438,9 +517,23 @@ class Objects:
                 )
         return new
 
-    def _commit(self, rt: ResourceType, current: Obj, new: Obj, *, dry_run: bool = False) -> Obj:
+    def _commit(
+        self,
+        rt: ResourceType,
+        current: Obj,
+        new: Obj,
+        *,
+        dry_run: bool = False,
+        manager: str | None = None,
+        subresource: str | None = None,
+    ) -> Obj:
         m = new["metadata"]
         m["resourceVersion"] = current["metadata"]["resourceVersion"]
+        owned = current["metadata"].get("managedFields")
+        if "managedFields" not in m and owned is not None:
+            m["managedFields"] = owned  # a write that omits managedFields keeps them, as upstream
+        if manager is not None and m.get("managedFields") == owned:
+            self._track(rt, current, new, manager, subresource)
         if rt.has_spec and "generation" in current["metadata"]:
 
             def essence(o: Obj) -> Obj:
@@ -448,7 +541,7 @@ class Objects:
 
             if essence(new) != essence(current):
                 m["generation"] = current["metadata"]["generation"] + 1
-        if new == current:
+        if _versionless(new) == _versionless(current):
             return self.present(rt, current)  # a no-op write bumps nothing and emits no event
         self._admit(rt, new)
         if dry_run:
@@ -458,7 +551,36 @@ class Objects:
         stored = self.store.put(rt.key, m.get("namespace", ""), m["name"], new, created=False)
         if rt.key == "apiextensions.k8s.io/customresourcedefinitions":
             self.registry.add_crd(stored)
+            self._schemas.clear()
         return self.present(rt, stored)
+
+    def _write(self, rt: ResourceType, manager: str, subresource: str | None) -> fieldmanager.Write:
+        return fieldmanager.Write(
+            manager=manager,
+            api_version=rt.group_version,
+            now=format_time(self.clock()),
+            subresource=subresource,
+            status_separate="status" in rt.subresources,
+        )
+
+    def _shape(self, rt: ResourceType) -> fieldmanager.Shape:
+        if not rt.custom:
+            return fieldmanager.builtin_shape(rt.kind)
+        key = (rt.group, rt.version, rt.plural)
+        if key not in self._schemas:
+            crd = self.store.get("apiextensions.k8s.io/customresourcedefinitions", "", f"{rt.plural}.{rt.group}")
+            versions = ((crd or {}).get("spec") or {}).get("versions") or []
+            version: dict[str, Any] = next((v for v in versions if v.get("name") == rt.version), {})
+            self._schemas[key] = (version.get("schema") or {}).get("openAPIV3Schema")
+        return fieldmanager.SchemaShape(self._schemas[key], root=True)
+
+    def _track(self, rt: ResourceType, old: Obj | None, new: Obj, manager: str, subresource: str | None) -> None:
+        """Record in ``new`` that ``manager`` owns what this write changed."""
+        managed = fieldmanager.track_update(old, new, self._shape(rt), self._write(rt, manager, subresource))
+        if managed:
+            meta(new)["managedFields"] = managed
+        else:
+            meta(new).pop("managedFields", None)
 
     def _awaiting_node(self, rt: ResourceType, obj: Obj) -> bool:
         return (
@@ -472,4 +594,5 @@ class Objects:
         removed = self.store.remove(rt.key, m.get("namespace", ""), m["name"]) or obj
         if rt.key == "apiextensions.k8s.io/customresourcedefinitions":
             self.registry.remove_crd(m["name"])
+            self._schemas.clear()
         return removed

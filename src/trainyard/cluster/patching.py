@@ -558,3 +558,30 @@ def strategic_merge_patch(target: object, patch: object, *, kind: str) -> object
     base: JSONObject = copy.deepcopy(target) if isinstance(target, dict) else {}
     merged = _merge_map(base, patch, _KIND_ROOTS.get(kind))
     return {} if isinstance(merged, _Deleted) else merged
+
+
+# --------------------------------------------------------------------------------------------
+# The same table, read by server-side apply (``fieldmanager``)
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ListStrategy:
+    """What a field of a built-in is, as far as field ownership goes."""
+
+    type: str | None  # the struct type of the field's value (of its elements for a list)
+    kind: str  # "atomic" | "map" (keyed list) | "set" (list of primitives)
+    key: str | None = None
+
+
+def root_type(kind: str) -> str | None:
+    return _KIND_ROOTS.get(kind)
+
+
+def field_strategy(type_name: str | None, name: str) -> ListStrategy:
+    field = _fields_of(type_name).get(name)
+    if field is None:
+        return ListStrategy(None, "atomic")
+    if field.merge and field.merge_key:
+        return ListStrategy(field.type, "map", field.merge_key)
+    return ListStrategy(field.type, "set" if field.merge else "atomic")

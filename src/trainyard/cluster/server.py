@@ -173,7 +173,7 @@ class ApiServer:
                 return self._list(request, rt, ns)
             if method == "POST" and (ns is not None or not rt.namespaced):
                 body = await _body(request)
-                created = self.objects.create(rt, ns or "", body, dry_run=dry_run)
+                created = self.objects.create(rt, ns or "", body, dry_run=dry_run, manager=_manager(request))
                 return self._object(request, rt, created, 201)
             if method == "DELETE" and (ns is not None or not rt.namespaced):
                 return self._delete_collection(request, rt, ns)
@@ -193,7 +193,9 @@ class ApiServer:
             return self._object(request, rt, self.objects.get(rt, namespace, name))
         if method == "PUT":
             body = await _body(request)
-            updated = self.objects.update(rt, namespace, name, body, subresource=sub, dry_run=dry_run)
+            updated = self.objects.update(
+                rt, namespace, name, body, subresource=sub, dry_run=dry_run, manager=_manager(request)
+            )
             return self._object(request, rt, updated)
         if method == "PATCH":
             return await self._patch(request, rt, namespace, name, sub, dry_run)
@@ -269,38 +271,45 @@ class ApiServer:
         ctype = request.content_type
         raw = await request.read()
         if ctype == "application/apply-patch+yaml":
-            return self._apply(request, rt, namespace, name, raw, dry_run)
+            return self._apply(request, rt, namespace, name, sub, raw, dry_run)
         try:
             body = json.loads(raw or b"null")
         except ValueError as exc:
             raise errors.bad_request(f"error decoding patch: {exc}") from exc
-        patched = self.objects.patch(rt, namespace, name, ctype, body, subresource=sub, dry_run=dry_run)
+        patched = self.objects.patch(
+            rt, namespace, name, ctype, body, subresource=sub, dry_run=dry_run, manager=_manager(request)
+        )
         return self._object(request, rt, patched)
 
     def _apply(
-        self, request: web.Request, rt: ResourceType, namespace: str, name: str, raw: bytes, dry_run: bool
+        self,
+        request: web.Request,
+        rt: ResourceType,
+        namespace: str,
+        name: str,
+        sub: str | None,
+        raw: bytes,
+        dry_run: bool,
     ) -> web.Response:
-        """Server-side apply, minimal: create when absent, otherwise merge the applied config.
-
-        Field ownership (removing fields a manager stopped applying, conflicts) is not tracked yet.
-        """
-        if not request.query.get("fieldManager"):
+        """Server-side apply: field ownership, removal of unapplied fields and conflicts live in ``fieldmanager``."""
+        manager = request.query.get("fieldManager")
+        if not manager:
             raise errors.bad_request("PATCH, fieldManager is required for apply requests")
         try:
             body = yaml.safe_load(raw)
         except yaml.YAMLError as exc:
             raise errors.bad_request(f"error decoding YAML: {exc}") from exc
-        if not isinstance(body, dict):
-            raise errors.bad_request("the applied configuration must be an object")
-        try:
-            self.objects.get(rt, namespace, name)
-        except errors.ApiError as exc:
-            if exc.code != 404:
-                raise
-            body.setdefault("metadata", {})["name"] = name
-            return self._object(request, rt, self.objects.create(rt, namespace, body, dry_run=dry_run), 201)
-        patched = self.objects.patch(rt, namespace, name, "application/merge-patch+json", body, dry_run=dry_run)
-        return self._object(request, rt, patched)
+        obj, created = self.objects.apply(
+            rt,
+            namespace,
+            name,
+            body,
+            manager=manager,
+            force=_bool(request.query.get("force")),
+            subresource=sub,
+            dry_run=dry_run,
+        )
+        return self._object(request, rt, obj, 201 if created else 200)
 
     def _delete_collection(self, request: web.Request, rt: ResourceType, namespace: str | None) -> web.Response:
         labels, fields = self._selectors(request, rt)
@@ -526,6 +535,17 @@ def _container_done(pod: Obj, container: str) -> bool:
         if cs.get("name") == container and (cs.get("state") or {}).get("terminated"):
             return True
     return False
+
+
+def _manager(request: web.Request) -> str:
+    """The field manager of a write: ``?fieldManager=``, else the client's User-Agent product, as upstream."""
+    manager = request.query.get("fieldManager")
+    if manager:
+        if len(manager) > 128:
+            raise errors.bad_request("fieldManager: Too long: may not be more than 128 bytes")
+        return manager
+    agent = request.headers.get("User-Agent", "")
+    return agent.split("/", 1)[0].strip() or "unknown"
 
 
 def _at(parts: list[str], index: int) -> str | None:
