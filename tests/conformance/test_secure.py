@@ -223,11 +223,13 @@ def _other_addresses() -> list[str]:
     return found
 
 
-def test_the_api_server_listens_on_loopback_only(secure_plane: Plane) -> None:
-    assert _listeners(secure_plane.port) == ["0100007F"], "one listener, on 127.0.0.1"
+@pytest.mark.parametrize("which", ["secure_plane", "plane"])
+def test_the_api_server_listens_on_loopback_only(which: str, request: pytest.FixtureRequest) -> None:
+    served: Plane = request.getfixturevalue(which)
+    assert _listeners(served.port) == ["0100007F"], "one listener, on 127.0.0.1"
     for address in _other_addresses():
         with pytest.raises(ConnectionRefusedError):
-            socket.create_connection((address, secure_plane.port), timeout=10).close()
+            socket.create_connection((address, served.port), timeout=10).close()
 
 
 def test_restarts_keep_secure_mode_and_credentials_until_they_are_deleted(
