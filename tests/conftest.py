@@ -45,10 +45,11 @@ def eventually(probe: Callable[[], T], *, timeout: float = 60.0, interval: float
 class Plane:
     home: Path
     port: int
+    secure: bool = False
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"{'https' if self.secure else 'http'}://127.0.0.1:{self.port}"
 
     @property
     def kubeconfig(self) -> Path:
@@ -64,14 +65,14 @@ class Plane:
         return result
 
     def up(self) -> None:
-        self.yard("up", "--port", str(self.port), "--workspace", str(REPO))
+        self.yard("up", "--port", str(self.port), "--workspace", str(REPO), *(["--secure"] if self.secure else []))
 
     def down(self) -> None:
         self.yard("down", check=False)
 
 
-def start_plane(home: Path) -> Plane:
-    plane = Plane(home, free_port())
+def start_plane(home: Path, *, secure: bool = False) -> Plane:
+    plane = Plane(home, free_port(), secure)
     plane.up()
     return plane
 

@@ -8,6 +8,7 @@ cluster; the operator runs in ``host`` network mode because every replica shares
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import json
 import logging
@@ -19,6 +20,7 @@ from pathlib import Path
 import yaml
 from lightkube import AsyncClient, KubeConfig
 
+from trainyard.cluster.auth import Credentials, write_private
 from trainyard.cluster.node import NodeAgent
 from trainyard.cluster.paths import Layout
 from trainyard.cluster.plane import DEFAULT_PORT, ApiPlane
@@ -31,12 +33,17 @@ log = logging.getLogger(__name__)
 CONTEXT = "trainyard"
 
 
-def kubeconfig(server: str) -> dict[str, object]:
+def kubeconfig(server: str, credentials: Credentials | None = None) -> dict[str, object]:
+    cluster: dict[str, str] = {"server": server}
+    user: dict[str, str] = {}
+    if credentials is not None:
+        cluster["certificate-authority-data"] = base64.b64encode(credentials.ca_pem).decode()
+        user["token"] = credentials.token
     return {
         "apiVersion": "v1",
         "kind": "Config",
-        "clusters": [{"name": CONTEXT, "cluster": {"server": server}}],
-        "users": [{"name": CONTEXT, "user": {}}],
+        "clusters": [{"name": CONTEXT, "cluster": cluster}],
+        "users": [{"name": CONTEXT, "user": user}],
         "contexts": [{"name": CONTEXT, "context": {"cluster": CONTEXT, "user": CONTEXT, "namespace": "default"}}],
         "current-context": CONTEXT,
         "preferences": {},
@@ -49,13 +56,14 @@ class PlaneOptions:
     host: str = "127.0.0.1"
     port: int = DEFAULT_PORT
     workspace: Path | None = None
+    secure: bool = False
 
 
 class EmbeddedPlane:
     def __init__(self, options: PlaneOptions) -> None:
         self.options = options
         self.layout = Layout(options.home)
-        self.api = ApiPlane(self.layout, host=options.host, port=options.port)
+        self.api = ApiPlane(self.layout, host=options.host, port=options.port, secure=options.secure)
         self._tasks: list[asyncio.Task[None]] = []
         self.node: NodeAgent | None = None
         self._client: AsyncClient | None = None
@@ -63,8 +71,10 @@ class EmbeddedPlane:
     async def start(self) -> None:
         self.layout.home.mkdir(parents=True, exist_ok=True)
         await self.api.start()
-        self.layout.kubeconfig.write_text(yaml.safe_dump(kubeconfig(self.api.url), sort_keys=False))
-        self._client = AsyncClient(KubeConfig.from_dict(kubeconfig(self.api.url)), field_manager="trainyard")
+        # the operator and node agent use exactly what kubectl gets: same CA, same token
+        config = kubeconfig(self.api.url, self.api.credentials)
+        write_private(self.layout.kubeconfig, yaml.safe_dump(config, sort_keys=False).encode())
+        self._client = AsyncClient(KubeConfig.from_dict(config), field_manager="trainyard")
         self.node = NodeAgent(self._client, self.layout, workspace=self.options.workspace, address=self.options.host)
         operator = Operator(self._client, OperatorSettings.host(self.options.host))
         self._tasks = [
@@ -76,6 +86,7 @@ class EmbeddedPlane:
                 {
                     "pid": os.getpid(),
                     "url": self.api.url,
+                    "secure": self.options.secure,
                     "home": str(self.layout.home),
                     "workspace": str(self.node.workspace),
                     "node": self.node.node_name,

@@ -9,6 +9,7 @@ import json
 import logging
 import os
 import signal
+import ssl
 import subprocess
 import sys
 import time
@@ -32,6 +33,13 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         help=f"API server port on 127.0.0.1 (default {DEFAULT_PORT})",
     )
     up.add_argument("--foreground", action="store_true", help="run in this terminal until Ctrl-C")
+    up.add_argument(
+        "--secure",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="serve HTTPS with a self-signed CA and a bearer token (kept in $TRAINYARD_HOME/pki); --no-secure "
+        "serves plain http on loopback; default: as the last `yard up` of this home (plain http the first time)",
+    )
     up.add_argument(
         "--workspace",
         type=Path,
@@ -67,14 +75,15 @@ def running(layout: Layout) -> dict[str, Any] | None:
         state = json.loads(layout.state_file.read_text())
     except (FileNotFoundError, ValueError):
         return None
-    if not _alive(int(state.get("pid", 0))) or not _healthy(state["url"]):
+    if not _alive(int(state.get("pid", 0))) or not _healthy(state["url"], layout):
         return None
     return dict(state)
 
 
-def _healthy(url: str) -> bool:
+def _healthy(url: str, layout: Layout) -> bool:
     try:
-        with urllib.request.urlopen(f"{url}/healthz", timeout=2) as response:
+        context = ssl.create_default_context(cafile=layout.ca_cert) if url.startswith("https:") else None
+        with urllib.request.urlopen(f"{url}/healthz", timeout=2, context=context) as response:
             return bool(response.status == 200)
     except OSError:
         return False
@@ -85,15 +94,29 @@ def cmd_up(args: argparse.Namespace) -> int:
     state = running(layout)
     if state is not None:
         print(f"trainyard is already running at {state['url']} (pid {state['pid']}, home {layout.home})")
+        if args.secure is not None and bool(state.get("secure")) != args.secure:
+            flag = "--secure" if args.secure else "--no-secure"
+            print(f"error: it is not serving as {flag} asks; run `yard down` first to switch", file=sys.stderr)
+            return 1
         return 0
     layout.home.mkdir(parents=True, exist_ok=True)
+    secure = remembered_secure(layout) if args.secure is None else args.secure
+    layout.settings_file.write_text(json.dumps({"secure": secure}) + "\n")
     workspace = (args.workspace or Path.cwd()).resolve()
     if args.foreground:
-        return _foreground(layout, args.port, workspace)
-    return _background(layout, args.port, workspace)
+        return _foreground(layout, args.port, workspace, secure)
+    return _background(layout, args.port, workspace, secure)
 
 
-def _foreground(layout: Layout, port: int, workspace: Path) -> int:
+def remembered_secure(layout: Layout) -> bool:
+    """Whether the last ``yard up`` of this home served securely: a plain ``yard up`` never downgrades."""
+    try:
+        return bool(json.loads(layout.settings_file.read_text()).get("secure"))
+    except (FileNotFoundError, ValueError, AttributeError):
+        return False
+
+
+def _foreground(layout: Layout, port: int, workspace: Path, secure: bool) -> int:
     from trainyard.embedded import EmbeddedPlane, PlaneOptions
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -101,7 +124,8 @@ def _foreground(layout: Layout, port: int, workspace: Path) -> int:
     logging.getLogger("httpx").setLevel(logging.WARNING)
     layout.pid_file.write_text(str(os.getpid()))
     try:
-        asyncio.run(EmbeddedPlane(PlaneOptions(home=layout.home, port=port, workspace=workspace)).serve_forever())
+        options = PlaneOptions(home=layout.home, port=port, workspace=workspace, secure=secure)
+        asyncio.run(EmbeddedPlane(options).serve_forever())
     except OSError as exc:
         logging.getLogger("trainyard").error(
             "cannot start the API server on 127.0.0.1:%s: %s; stop whatever uses it or choose another port with "
@@ -116,7 +140,7 @@ def _foreground(layout: Layout, port: int, workspace: Path) -> int:
     return 0
 
 
-def _background(layout: Layout, port: int, workspace: Path) -> int:
+def _background(layout: Layout, port: int, workspace: Path, secure: bool) -> int:
     argv = [
         sys.executable,
         "-m",
@@ -129,6 +153,7 @@ def _background(layout: Layout, port: int, workspace: Path) -> int:
         str(port),
         "--workspace",
         str(workspace),
+        "--secure" if secure else "--no-secure",
     ]
     with layout.log_file.open("ab") as log_file:
         child = subprocess.Popen(
@@ -215,6 +240,8 @@ def cmd_status(args: argparse.Namespace) -> int:
     running_pods = sum(1 for p in pods if (p.get("status") or {}).get("phase") == "Running")
     print(f"trainyard control plane: running (pid {state['pid']})")
     print(f"  API server   {state['url']}   kubectl: KUBECONFIG={layout.kubeconfig}")
+    if state.get("secure"):
+        print(f"  security     TLS (CA {layout.ca_cert}) and a bearer token ({layout.token_file})")
     print(f"  store        {layout.database}")
     print(
         f"  node agent   node {state['node']!r}: {running_pods} training pod(s) running;"

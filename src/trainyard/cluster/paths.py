@@ -36,6 +36,36 @@ class Layout:
         """What the running plane serves (URL, pid), for ``yard status``."""
         return self.home / "plane.json"
 
+    @property
+    def settings_file(self) -> Path:
+        """How ``yard up`` was last asked to serve (secure or not), so a plain ``yard up`` keeps it."""
+        return self.home / "yard.json"
+
+    @property
+    def pki(self) -> Path:
+        """Secure mode's CA, server certificate and bearer token (see ``cluster.auth``)."""
+        return self.home / "pki"
+
+    @property
+    def ca_cert(self) -> Path:
+        return self.pki / "ca.crt"
+
+    @property
+    def ca_key(self) -> Path:
+        return self.pki / "ca.key"
+
+    @property
+    def server_cert(self) -> Path:
+        return self.pki / "server.crt"
+
+    @property
+    def server_key(self) -> Path:
+        return self.pki / "server.key"
+
+    @property
+    def token_file(self) -> Path:
+        return self.pki / "token"
+
     def pod_dir(self, namespace: str, name: str, uid: str) -> Path:
         return self.home / "pods" / f"{namespace}_{name}_{uid}"
 

@@ -16,7 +16,7 @@ from aiohttp import web
 
 from trainyard.api.crd import crd_for
 from trainyard.api.kinds import KINDS
-from trainyard.cluster import errors
+from trainyard.cluster import auth, errors
 from trainyard.cluster.gc import GarbageCollector
 from trainyard.cluster.objects import SYSTEM_NAMESPACES, Objects
 from trainyard.cluster.paths import Layout
@@ -37,11 +37,14 @@ class ApiPlane:
         *,
         host: str = "127.0.0.1",
         port: int = DEFAULT_PORT,
+        secure: bool = False,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
         self.layout = layout
         self.host = host
         self.port = port
+        self.secure = secure
+        self.credentials: auth.Credentials | None = None
         self.store = Store(layout.database)
         self.registry = Registry()
         self.hub = Hub()
@@ -54,7 +57,7 @@ class ApiPlane:
 
     @property
     def url(self) -> str:
-        return f"http://{self.host}:{self.port}"
+        return f"{'https' if self.secure else 'http'}://{self.host}:{self.port}"
 
     def bootstrap(self) -> None:
         crd_rt = self.registry.lookup("apiextensions.k8s.io", "v1", "customresourcedefinitions")
@@ -78,9 +81,19 @@ class ApiPlane:
 
     async def start(self) -> None:
         self.bootstrap()
-        self._runner = web.AppRunner(self.server.app(), handler_cancellation=True, access_log=None)
+        app = self.server.app()
+        if self.secure:
+            self.credentials = auth.ensure(self.layout, self.host)
+            app.middlewares.append(auth.bearer_middleware(self.credentials.token))
+        self._runner = web.AppRunner(app, handler_cancellation=True, access_log=None)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, self.host, self.port, reuse_address=True)
+        site = web.TCPSite(
+            self._runner,
+            self.host,
+            self.port,
+            reuse_address=True,
+            ssl_context=self.credentials.server_context() if self.credentials else None,
+        )
         await site.start()
         if self.port == 0:
             server = site._server
