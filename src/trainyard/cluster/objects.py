@@ -18,7 +18,7 @@ from typing import Any
 from trainyard.api.kinds import KINDS
 from trainyard.api.meta import format_time
 from trainyard.api.validation import validate_job
-from trainyard.cluster import errors, patching
+from trainyard.cluster import defaulting, errors, patching
 from trainyard.cluster.registry import Registry, ResourceType
 from trainyard.cluster.selectors import FieldSelector, LabelSelector
 from trainyard.cluster.store import Obj, Store
@@ -82,6 +82,18 @@ def matches(rt: ResourceType, obj: Obj, labels: LabelSelector | None, fields: Fi
     if labels is not None and not labels.matches(obj.get("metadata", {}).get("labels") or {}):
         return False
     return fields is None or fields.matches(field_values(rt, obj))
+
+
+def patch_failure(exc: patching.PatchError) -> errors.ApiError:
+    """The Status for a patch that cannot be applied, as the real API server words it.
+
+    A JSON patch that is well formed but does not apply (a failed ``test``, a missing path)
+    gets the apiserver's generic 422 with empty details, which kubectl prints as
+    ``The request is invalid: the server rejected our request ...`` and kopf retries.
+    """
+    if exc.code == 422:
+        return errors.ApiError(422, "Invalid", "the server rejected our request due to an error in our request", {})
+    return errors.bad_request(str(exc))
 
 
 def meta(obj: Obj) -> dict[str, Any]:
@@ -167,6 +179,7 @@ class Objects:
         if rt.has_spec and rt.kind not in ("Namespace",):
             m["generation"] = 1
         self._defaults_on_create(rt, obj)
+        defaulting.on_write(rt.key, obj)
         self._admit(rt, obj)
         if self.store.get(rt.key, m.get("namespace", ""), name) is not None:
             raise errors.already_exists(rt, name)
@@ -230,9 +243,7 @@ class Objects:
                     "application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json"
                 )
         except patching.PatchError as exc:
-            if exc.code == 422:
-                raise errors.invalid(rt, name, [("FieldValueInvalid", "", str(exc))]) from exc
-            raise errors.bad_request(str(exc)) from exc
+            raise patch_failure(exc) from exc
         if not isinstance(patched, dict):
             raise errors.bad_request("the patch must leave a JSON object")
         wanted_rv = (patched.get("metadata") or {}).get("resourceVersion")
@@ -342,11 +353,6 @@ class Objects:
             obj.setdefault("spec", {}).setdefault("finalizers", ["kubernetes"])
             obj["status"] = {"phase": "Active"}
         elif rt.key == "core/pods":
-            spec = obj.setdefault("spec", {})
-            spec.setdefault("restartPolicy", "Always")
-            spec.setdefault("terminationGracePeriodSeconds", 30)
-            spec.setdefault("dnsPolicy", "ClusterFirst")
-            spec.setdefault("schedulerName", "default-scheduler")
             obj["status"] = {"phase": "Pending", "qosClass": "BestEffort"}
         elif rt.key == "core/services":
             spec = obj.setdefault("spec", {})
@@ -354,9 +360,6 @@ class Objects:
             spec.setdefault("sessionAffinity", "None")
             if spec.get("clusterIP") is None:
                 spec["clusterIP"] = "127.0.0.1"
-            for port in spec.get("ports") or []:
-                port.setdefault("protocol", "TCP")
-                port.setdefault("targetPort", port.get("port"))
             obj.setdefault("status", {"loadBalancer": {}})
         elif rt.key == "apiextensions.k8s.io/customresourcedefinitions":
             obj["status"] = self._crd_status(obj)
@@ -427,6 +430,11 @@ class Objects:
                 new["status"] = current["status"]
             else:
                 new.pop("status", None)
+        defaulting.on_write(rt.key, new)
+        if rt.key == "core/pods":
+            forbidden = defaulting.pod_spec_change(current.get("spec") or {}, new.get("spec") or {})
+            if forbidden:
+                raise errors.invalid(rt, cm["name"], [("FieldValueForbidden", "spec", forbidden)])
         if cm.get("deletionTimestamp"):
             added = set(m.get("finalizers") or []) - set(cm.get("finalizers") or [])
             if added:

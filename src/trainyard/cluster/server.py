@@ -20,7 +20,7 @@ from aiohttp import web
 from trainyard.api.meta import parse_time
 from trainyard.cluster import discovery, errors, logs, patching, tables
 from trainyard.cluster.jsonpath import get_path, set_path
-from trainyard.cluster.objects import Objects, field_keys, matches
+from trainyard.cluster.objects import Objects, field_keys, matches, patch_failure
 from trainyard.cluster.paths import Layout
 from trainyard.cluster.registry import ResourceType
 from trainyard.cluster.selectors import (
@@ -349,13 +349,21 @@ class ApiServer:
         if request.method == "PUT":
             wanted = await _body(request)
         elif request.method == "PATCH":
-            body = json.loads(await request.read() or b"null")
-            if request.content_type == "application/json-patch+json":
-                wanted = patching.json_patch(current, body)
-            else:
-                wanted = patching.merge_patch(current, body)
+            try:
+                body = json.loads(await request.read() or b"null")
+            except ValueError as exc:
+                raise errors.bad_request(f"error decoding patch: {exc}") from exc
+            try:
+                if request.content_type == "application/json-patch+json":
+                    wanted = patching.json_patch(current, body)
+                else:
+                    wanted = patching.merge_patch(current, body)
+            except patching.PatchError as exc:
+                raise patch_failure(exc) from exc
         else:
             raise errors.method_not_allowed()
+        if not isinstance(wanted, dict) or not isinstance(wanted.get("spec") or {}, dict):
+            raise errors.bad_request("the Scale must be a JSON object with an object spec")
         replicas = (wanted.get("spec") or {}).get("replicas")
         if not isinstance(replicas, int) or replicas < 0:
             raise errors.invalid(
@@ -477,7 +485,9 @@ class ApiServer:
         if not path.exists():
             if previous:
                 raise errors.bad_request(f'previous terminated container "{container}" in pod "{name}" not found')
-            raise errors.bad_request(f'container "{container}" in pod "{name}" is waiting to start: ContainerCreating')
+            raise errors.bad_request(
+                f'container "{container}" in pod "{name}" is waiting to start: {_waiting_reason(pod, container)}'
+            )
         since = None
         if q.get("sinceSeconds"):
             since = self.now() - timedelta(seconds=int(q["sinceSeconds"]))
@@ -516,6 +526,14 @@ class ApiServer:
         except (ConnectionResetError, asyncio.CancelledError):
             pass
         return response
+
+
+def _waiting_reason(pod: Obj, container: str) -> str:
+    status = pod.get("status") or {}
+    for cs in (status.get("containerStatuses") or []) + (status.get("initContainerStatuses") or []):
+        if cs.get("name") == container:
+            return str(((cs.get("state") or {}).get("waiting") or {}).get("reason") or "ContainerCreating")
+    return "ContainerCreating"
 
 
 def _container_done(pod: Obj, container: str) -> bool:
