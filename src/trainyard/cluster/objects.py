@@ -96,6 +96,10 @@ def patch_failure(exc: patching.PatchError) -> errors.ApiError:
     return errors.bad_request(str(exc))
 
 
+def _unversioned(obj: Obj) -> Obj:
+    return {k: v for k, v in obj.items() if k not in ("apiVersion", "kind")}
+
+
 def meta(obj: Obj) -> dict[str, Any]:
     value = obj.setdefault("metadata", {})
     assert isinstance(value, dict)
@@ -147,6 +151,9 @@ class Objects:
             raise errors.bad_request("the request body must be a JSON object")
         obj = copy.deepcopy(body)
         self._check_type(rt, obj)
+        # Stored version-free, as updates already are: ``present`` stamps the served version.
+        obj.pop("apiVersion", None)
+        obj.pop("kind", None)
         m = meta(obj)
         if rt.namespaced:
             if m.get("namespace") and m["namespace"] != namespace:
@@ -456,7 +463,7 @@ class Objects:
 
             if essence(new) != essence(current):
                 m["generation"] = current["metadata"]["generation"] + 1
-        if new == current:
+        if _unversioned(new) == _unversioned(current):
             return self.present(rt, current)  # a no-op write bumps nothing and emits no event
         self._admit(rt, new)
         if dry_run:
