@@ -445,12 +445,12 @@ class Objects:
         if cm.get("deletionTimestamp"):
             added = set(m.get("finalizers") or []) - set(cm.get("finalizers") or [])
             if added:
-                raise errors.ApiError(
-                    422,
-                    "Invalid",
-                    "no new finalizers can be added if the object is being deleted, "
-                    f"found new finalizers {sorted(added)}",
+                found = ", ".join(f'"{f}"' for f in sorted(added))
+                message = (
+                    "Forbidden: no new finalizers can be added if the object is being deleted, "
+                    f"found new finalizers []string{{{found}}}"
                 )
+                raise errors.invalid(rt, cm["name"], [("FieldValueForbidden", "metadata.finalizers", message)])
         return new
 
     def _commit(self, rt: ResourceType, current: Obj, new: Obj, *, dry_run: bool = False) -> Obj:

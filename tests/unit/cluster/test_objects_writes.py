@@ -118,3 +118,17 @@ def test_a_json_patch_that_does_not_apply_gets_the_apiservers_generic_invalid(ob
     with pytest.raises(errors.ApiError) as malformed:
         objects.patch(configmaps, "ns", "c", JSON_PATCH, {"op": "add"})
     assert malformed.value.code == 400
+
+
+def test_no_finalizer_may_be_added_while_deleting(objects: Objects) -> None:
+    configmaps = rt(objects, "", "configmaps")
+    objects.create(configmaps, "ns", {"metadata": {"name": "c", "finalizers": ["x/y"]}})
+    objects.delete(configmaps, "ns", "c")
+    with pytest.raises(errors.ApiError) as caught:
+        objects.patch(configmaps, "ns", "c", MERGE, {"metadata": {"finalizers": ["x/y", "a/b"]}})
+    status = caught.value.status()
+    assert status["message"] == (
+        'ConfigMap "c" is invalid: metadata.finalizers: Forbidden: no new finalizers can be added if the object '
+        'is being deleted, found new finalizers []string{"a/b"}'
+    )
+    assert status["details"]["causes"][0]["field"] == "metadata.finalizers"
