@@ -468,8 +468,9 @@ class ApiServer:
 
     async def _log(self, request: web.Request, namespace: str, name: str) -> web.StreamResponse:
         rt = self.registry.lookup("", "v1", "pods")
-        pod = self.objects.get(rt, namespace, name)
         q = request.query
+        tail, limit, since_seconds = _log_options(q, name)
+        pod = self.objects.get(rt, namespace, name)
         names = [c["name"] for c in pod.get("spec", {}).get("containers", [])]
         names += [c["name"] for c in pod.get("spec", {}).get("initContainers") or []]
         container = q.get("container")
@@ -489,15 +490,17 @@ class ApiServer:
                 f'container "{container}" in pod "{name}" is waiting to start: {_waiting_reason(pod, container)}'
             )
         since = None
-        if q.get("sinceSeconds"):
-            since = self.now() - timedelta(seconds=int(q["sinceSeconds"]))
+        if since_seconds is not None:
+            since = self.now() - timedelta(seconds=since_seconds)
         elif q.get("sinceTime"):
-            since = parse_time(q["sinceTime"])
+            try:
+                since = parse_time(q["sinceTime"])
+            except ValueError as exc:
+                raise errors.bad_request(f'invalid sinceTime "{q["sinceTime"]}": not an RFC3339 time') from exc
         timestamps = _bool(q.get("timestamps"))
-        limit = int(q["limitBytes"]) if q.get("limitBytes") else None
         text, offset = logs.read(
             path,
-            tail_lines=int(q["tailLines"]) if q.get("tailLines") else None,
+            tail_lines=tail,
             since=since,
             timestamps=timestamps,
             limit_bytes=limit,
@@ -526,6 +529,45 @@ class ApiServer:
         except (ConnectionResetError, asyncio.CancelledError):
             pass
         return response
+
+
+def _log_options(q: Any, name: str) -> tuple[int | None, int | None, int | None]:
+    """tailLines, limitBytes and sinceSeconds, checked as ``ValidatePodLogOptions`` does."""
+    values: dict[str, int | None] = {}
+    causes = []
+    for key, minimum, rule in (
+        ("tailLines", 0, "must be greater than or equal to 0"),
+        ("limitBytes", 1, "must be greater than 0"),
+        ("sinceSeconds", 1, "must be greater than 0"),
+    ):
+        raw = q.get(key)
+        if raw is None or raw == "":
+            values[key] = None
+            continue
+        try:
+            value = int(raw)
+        except ValueError:
+            raise errors.bad_request(f'invalid {key} "{raw}": not an integer') from None
+        values[key] = value
+        if value < minimum:
+            causes.append({"reason": "FieldValueInvalid", "field": key, "message": f"Invalid value: {raw}: {rule}"})
+    if values["sinceSeconds"] is not None and q.get("sinceTime"):
+        causes.append(
+            {
+                "reason": "FieldValueForbidden",
+                "field": "",
+                "message": "Forbidden: at most one of `sinceTime` or `sinceSeconds` may be specified",
+            }
+        )
+    if causes:
+        summary = ", ".join(f"{c['field']}: {c['message']}" if c["field"] else c["message"] for c in causes)
+        raise errors.ApiError(
+            422,
+            "Invalid",
+            f'PodLogOptions "{name}" is invalid: {summary}',
+            {"name": name, "kind": "PodLogOptions", "causes": causes},
+        )
+    return values["tailLines"], values["limitBytes"], values["sinceSeconds"]
 
 
 def _waiting_reason(pod: Obj, container: str) -> str:
