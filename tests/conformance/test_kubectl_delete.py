@@ -144,6 +144,12 @@ def test_finalizer_holds_an_object_until_removed(kubectl: Kubectl, ns: str) -> N
 def test_delete_by_label_and_all(kubectl: Kubectl, ns: str) -> None:
     for name, tier in (("a", "fe"), ("b", "fe"), ("c", "be"), ("d", "be")):
         create(kubectl, configmap(name, ns, labels={"tier": tier}))
+    dry = kubectl("delete", "configmaps", "-n", ns, "-l", "tier=fe", "--dry-run=server")
+    assert sorted(dry.splitlines()) == [
+        'configmap "a" deleted (server dry run)',
+        'configmap "b" deleted (server dry run)',
+    ]
+    assert len(kubectl("get", "configmaps", "-n", ns, "-o", "name").split()) == 4
     out = kubectl("delete", "configmaps", "-n", ns, "-l", "tier=fe")
     assert sorted(out.splitlines()) == ['configmap "a" deleted', 'configmap "b" deleted']
     assert kubectl("get", "configmaps", "-n", ns, "-o", "name").split() == ["configmap/c", "configmap/d"]

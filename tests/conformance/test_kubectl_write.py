@@ -164,7 +164,7 @@ def test_create_and_replace(kubectl: Kubectl, ns: str) -> None:
     assert kubectl.json("get", "configmap", "cfg", "-n", ns)["data"] == {"b": "2"}
 
 
-def test_diff_shows_changes_and_persists_nothing(kubectl: Kubectl, ns: str) -> None:
+def test_diff_and_server_dry_runs_persist_nothing(kubectl: Kubectl, ns: str) -> None:
     ensure_widget_crd(kubectl)
     apply(kubectl, configmap("cfg", ns, {"a": "1"}))
     apply(kubectl, widget("gear", ns, size=1))
@@ -187,6 +187,18 @@ def test_diff_shows_changes_and_persists_nothing(kubectl: Kubectl, ns: str) -> N
     new = kubectl.run("diff", "-f", "-", input=manifest(configmap("fresh", ns, {"k": "v"})))
     assert new.returncode == 1 and re.search(r"^\+  name: fresh$", new.stdout, re.M)
     assert kubectl.run("get", "configmap", "fresh", "-n", ns).returncode == 1
+
+    dry = apply(kubectl, configmap("cfg", ns, {"a": "9"}), "--dry-run=server")
+    assert dry.strip() == "configmap/cfg configured (server dry run)"
+    kubectl("patch", "configmap", "cfg", "-n", ns, "-p", '{"data":{"a":"8"}}', "--dry-run=server")
+    kubectl("label", "configmap", "cfg", "-n", ns, "x=y", "--dry-run=server")
+    kubectl("replace", "-f", "-", "--dry-run=server", input=manifest(configmap("cfg", ns, {"z": "1"})))
+    assert kubectl("delete", "configmap", "cfg", "-n", ns, "--dry-run=server").strip() == (
+        'configmap "cfg" deleted (server dry run)'
+    )
+    live = kubectl.json("get", "configmap", "cfg", "-n", ns)
+    assert live["data"] == {"a": "1"} and "labels" not in live["metadata"]
+    assert live["metadata"]["resourceVersion"] == rv
 
 
 def test_patch_strategic_merge_json_and_errors(kubectl: Kubectl, ns: str) -> None:

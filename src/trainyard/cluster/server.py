@@ -176,7 +176,7 @@ class ApiServer:
                 created = self.objects.create(rt, ns or "", body, dry_run=dry_run)
                 return self._object(request, rt, created, 201)
             if method == "DELETE" and (ns is not None or not rt.namespaced):
-                return self._delete_collection(request, rt, ns)
+                return await self._delete_collection(request, rt, ns)
             raise errors.method_not_allowed()
         namespace = ns or ""
         if sub == "log":
@@ -205,7 +205,7 @@ class ApiServer:
                 name,
                 propagation=opts.get("propagationPolicy"),
                 grace_seconds=opts.get("gracePeriodSeconds"),
-                dry_run=dry_run,
+                dry_run=dry_run or _dry_run_all(opts),
             )
             return self._object(request, rt, deleted)
         raise errors.method_not_allowed()
@@ -302,14 +302,22 @@ class ApiServer:
         patched = self.objects.patch(rt, namespace, name, "application/merge-patch+json", body, dry_run=dry_run)
         return self._object(request, rt, patched)
 
-    def _delete_collection(self, request: web.Request, rt: ResourceType, namespace: str | None) -> web.Response:
+    async def _delete_collection(
+        self, request: web.Request, rt: ResourceType, namespace: str | None
+    ) -> web.Response:
         labels, fields = self._selectors(request, rt)
+        opts = await _delete_options(request)
         items, revision = self.objects.list(rt, namespace, labels, fields)
         for item in items:
             m = item["metadata"]
             try:
                 self.objects.delete(
-                    rt, m.get("namespace", ""), m["name"], propagation=request.query.get("propagationPolicy")
+                    rt,
+                    m.get("namespace", ""),
+                    m["name"],
+                    propagation=opts.get("propagationPolicy"),
+                    grace_seconds=opts.get("gracePeriodSeconds"),
+                    dry_run=_dry_run_all(opts),
                 )
             except errors.ApiError as exc:
                 if exc.code != 404:
@@ -614,6 +622,12 @@ async def _body(request: web.Request) -> Any:
         raise errors.bad_request(f"the request body could not be decoded: {exc}") from exc
 
 
+def _dry_run_all(opts: dict[str, Any]) -> bool:
+    """kubectl sends ``dryRun: ["All"]`` inside the DeleteOptions body, not as a query parameter."""
+    value = opts.get("dryRun")
+    return value == "All" or (isinstance(value, list) and "All" in value)
+
+
 async def _delete_options(request: web.Request) -> dict[str, Any]:
     opts: dict[str, Any] = {}
     raw = await request.read()
@@ -628,7 +642,12 @@ async def _delete_options(request: web.Request) -> dict[str, Any]:
     if q.get("propagationPolicy"):
         opts["propagationPolicy"] = q["propagationPolicy"]
     if q.get("gracePeriodSeconds"):
-        opts["gracePeriodSeconds"] = int(q["gracePeriodSeconds"])
+        try:
+            opts["gracePeriodSeconds"] = int(q["gracePeriodSeconds"])
+        except ValueError:
+            raise errors.bad_request(f'invalid gracePeriodSeconds "{q["gracePeriodSeconds"]}"') from None
+    if q.get("dryRun"):
+        opts["dryRun"] = q.getall("dryRun")
     if opts.get("orphanDependents") is True and "propagationPolicy" not in opts:
         opts["propagationPolicy"] = "Orphan"
     return opts
