@@ -123,10 +123,6 @@ def configmap(name: str, ns: str, data: dict[str, str] | None = None, **metadata
     }
 
 
-def phase(kubectl: Kubectl, ns: str, name: str) -> str:
-    return kubectl("get", "pod", name, "-n", ns, "-o", "jsonpath={.status.phase}")
-
-
 def wait_running(kubectl: Kubectl, ns: str, name: str) -> None:
     out = kubectl("wait", "--for=condition=Ready", f"pod/{name}", "-n", ns, "--timeout=60s")
     assert f"pod/{name} condition met" in out

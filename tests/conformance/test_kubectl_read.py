@@ -163,11 +163,18 @@ def test_builtin_kinds_print_server_side_tables(kubectl: Kubectl, ns: str) -> No
     ns_out = kubectl("get", "namespace", ns)
     assert headers(ns_out) == ["NAME", "STATUS", "AGE"] and table(ns_out)[0]["STATUS"] == "Active"
 
-    events_out = kubectl("get", "events", "-n", ns)
-    assert headers(events_out) == ["LAST SEEN", "TYPE", "REASON", "OBJECT", "MESSAGE"]
-    events = table(events_out)
-    assert any(e["REASON"] == "Scheduled" and e["OBJECT"] == "pod/runner" and e["TYPE"] == "Normal" for e in events)
-    assert any(e["REASON"] == "Failed" and e["OBJECT"] == "pod/stuck" and e["TYPE"] == "Warning" for e in events)
+    def events() -> list[dict[str, str]]:
+        out = kubectl("get", "events", "-n", ns)
+        assert headers(out) == ["LAST SEEN", "TYPE", "REASON", "OBJECT", "MESSAGE"]
+        return table(out)
+
+    # The node records its Warning just after reporting the status, so poll for it.
+    seen = eventually(
+        lambda: (found := events()) and any(e["REASON"] == "Failed" for e in found) and found,
+        what="the Warning event of the pod that cannot start",
+    )
+    assert any(e["REASON"] == "Scheduled" and e["OBJECT"] == "pod/runner" and e["TYPE"] == "Normal" for e in seen)
+    assert any(e["REASON"] == "Failed" and e["OBJECT"] == "pod/stuck" and e["TYPE"] == "Warning" for e in seen)
 
     wide_events = kubectl("get", "events", "-n", ns, "-o", "wide", "--field-selector", "reason=Scheduled")
     assert headers(wide_events) == [
