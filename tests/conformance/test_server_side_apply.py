@@ -92,13 +92,14 @@ def test_client_side_apply_migrates_to_server_side_apply(kubectl: Kubectl) -> No
     )
     kubectl("apply", "-f", "-", input=manifest)
     assert ("kubectl-client-side-apply", "Update") in managers(kubectl, "pod", "migrate")
-    kubectl("apply", "--server-side", "-f", "-", input=manifest.replace('value: "2"', 'value: "3"'))
+    kubectl("apply", "--server-side", "-f", "-", input=manifest.replace("image: busybox", "image: busybox:1.37"))
     owners = managers(kubectl, "pod", "migrate")
     assert ("kubectl-client-side-apply", "Update") not in owners
     env = owners[("kubectl", "Apply")]["f:spec"]["f:containers"]['k:{"name":"c"}']["f:env"]
     assert set(env) == {'k:{"name":"ONE"}', 'k:{"name":"TWO"}'}
     pod = kubectl.json("get", "pod", "migrate", "-n", NS)
-    assert pod["spec"]["containers"][0]["env"] == [{"name": "ONE", "value": "1"}, {"name": "TWO", "value": "3"}]
+    assert pod["spec"]["containers"][0]["image"] == "busybox:1.37"
+    assert pod["spec"]["containers"][0]["env"] == [{"name": "ONE", "value": "1"}, {"name": "TWO", "value": "2"}]
     kubectl("delete", "pod", "migrate", "-n", NS, "--grace-period=0", "--force")
 
 

@@ -18,7 +18,7 @@ from typing import Any
 from trainyard.api.kinds import KINDS
 from trainyard.api.meta import format_time
 from trainyard.api.validation import validate_job
-from trainyard.cluster import errors, fieldmanager, patching
+from trainyard.cluster import defaulting, errors, fieldmanager, patching
 from trainyard.cluster.registry import Registry, ResourceType
 from trainyard.cluster.selectors import FieldSelector, LabelSelector
 from trainyard.cluster.store import Obj, Store
@@ -84,7 +84,19 @@ def matches(rt: ResourceType, obj: Obj, labels: LabelSelector | None, fields: Fi
     return fields is None or fields.matches(field_values(rt, obj))
 
 
-def _versionless(obj: Obj) -> Obj:
+def patch_failure(exc: patching.PatchError) -> errors.ApiError:
+    """The Status for a patch that cannot be applied, as the real API server words it.
+
+    A JSON patch that is well formed but does not apply (a failed ``test``, a missing path)
+    gets the apiserver's generic 422 with empty details, which kubectl prints as
+    ``The request is invalid: the server rejected our request ...`` and kopf retries.
+    """
+    if exc.code == 422:
+        return errors.ApiError(422, "Invalid", "the server rejected our request due to an error in our request", {})
+    return errors.bad_request(str(exc))
+
+
+def _unversioned(obj: Obj) -> Obj:
     return {k: v for k, v in obj.items() if k not in ("apiVersion", "kind")}
 
 
@@ -143,7 +155,8 @@ class Objects:
             raise errors.bad_request("the request body must be a JSON object")
         obj = copy.deepcopy(body)
         self._check_type(rt, obj)
-        obj.pop("apiVersion", None)  # stored version-free; ``present`` stamps the served version
+        # Stored version-free, as updates already are: ``present`` stamps the served version.
+        obj.pop("apiVersion", None)
         obj.pop("kind", None)
         m = meta(obj)
         if rt.namespaced:
@@ -177,6 +190,7 @@ class Objects:
         if rt.has_spec and rt.kind not in ("Namespace",):
             m["generation"] = 1
         self._defaults_on_create(rt, obj)
+        defaulting.on_write(rt.key, obj)
         self._admit(rt, obj)
         if manager is not None and "managedFields" not in m:
             self._track(rt, None, obj, manager, None)
@@ -246,9 +260,7 @@ class Objects:
                     "application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json"
                 )
         except patching.PatchError as exc:
-            if exc.code == 422:
-                raise errors.invalid(rt, name, [("FieldValueInvalid", "", str(exc))]) from exc
-            raise errors.bad_request(str(exc)) from exc
+            raise patch_failure(exc) from exc
         if not isinstance(patched, dict):
             raise errors.bad_request("the patch must leave a JSON object")
         wanted_rv = (patched.get("metadata") or {}).get("resourceVersion")
@@ -421,11 +433,6 @@ class Objects:
             obj.setdefault("spec", {}).setdefault("finalizers", ["kubernetes"])
             obj["status"] = {"phase": "Active"}
         elif rt.key == "core/pods":
-            spec = obj.setdefault("spec", {})
-            spec.setdefault("restartPolicy", "Always")
-            spec.setdefault("terminationGracePeriodSeconds", 30)
-            spec.setdefault("dnsPolicy", "ClusterFirst")
-            spec.setdefault("schedulerName", "default-scheduler")
             obj["status"] = {"phase": "Pending", "qosClass": "BestEffort"}
         elif rt.key == "core/services":
             spec = obj.setdefault("spec", {})
@@ -433,9 +440,6 @@ class Objects:
             spec.setdefault("sessionAffinity", "None")
             if spec.get("clusterIP") is None:
                 spec["clusterIP"] = "127.0.0.1"
-            for port in spec.get("ports") or []:
-                port.setdefault("protocol", "TCP")
-                port.setdefault("targetPort", port.get("port"))
             obj.setdefault("status", {"loadBalancer": {}})
         elif rt.key == "apiextensions.k8s.io/customresourcedefinitions":
             obj["status"] = self._crd_status(obj)
@@ -506,15 +510,20 @@ class Objects:
                 new["status"] = current["status"]
             else:
                 new.pop("status", None)
+        defaulting.on_write(rt.key, new)
+        if rt.key == "core/pods":
+            forbidden = defaulting.pod_spec_change(current.get("spec") or {}, new.get("spec") or {})
+            if forbidden:
+                raise errors.invalid(rt, cm["name"], [("FieldValueForbidden", "spec", forbidden)])
         if cm.get("deletionTimestamp"):
             added = set(m.get("finalizers") or []) - set(cm.get("finalizers") or [])
             if added:
-                raise errors.ApiError(
-                    422,
-                    "Invalid",
-                    "no new finalizers can be added if the object is being deleted, "
-                    f"found new finalizers {sorted(added)}",
+                found = ", ".join(f'"{f}"' for f in sorted(added))
+                message = (
+                    "Forbidden: no new finalizers can be added if the object is being deleted, "
+                    f"found new finalizers []string{{{found}}}"
                 )
+                raise errors.invalid(rt, cm["name"], [("FieldValueForbidden", "metadata.finalizers", message)])
         return new
 
     def _commit(
@@ -541,7 +550,7 @@ class Objects:
 
             if essence(new) != essence(current):
                 m["generation"] = current["metadata"]["generation"] + 1
-        if _versionless(new) == _versionless(current):
+        if _unversioned(new) == _unversioned(current):
             return self.present(rt, current)  # a no-op write bumps nothing and emits no event
         self._admit(rt, new)
         if dry_run:

@@ -20,7 +20,7 @@ from aiohttp import web
 from trainyard.api.meta import parse_time
 from trainyard.cluster import discovery, errors, logs, patching, tables
 from trainyard.cluster.jsonpath import get_path, set_path
-from trainyard.cluster.objects import Objects, field_keys, matches
+from trainyard.cluster.objects import Objects, field_keys, matches, patch_failure
 from trainyard.cluster.paths import Layout
 from trainyard.cluster.registry import ResourceType
 from trainyard.cluster.selectors import (
@@ -176,7 +176,7 @@ class ApiServer:
                 created = self.objects.create(rt, ns or "", body, dry_run=dry_run, manager=_manager(request))
                 return self._object(request, rt, created, 201)
             if method == "DELETE" and (ns is not None or not rt.namespaced):
-                return self._delete_collection(request, rt, ns)
+                return await self._delete_collection(request, rt, ns)
             raise errors.method_not_allowed()
         namespace = ns or ""
         if sub == "log":
@@ -207,7 +207,7 @@ class ApiServer:
                 name,
                 propagation=opts.get("propagationPolicy"),
                 grace_seconds=opts.get("gracePeriodSeconds"),
-                dry_run=dry_run,
+                dry_run=dry_run or _dry_run_all(opts),
             )
             return self._object(request, rt, deleted)
         raise errors.method_not_allowed()
@@ -311,14 +311,22 @@ class ApiServer:
         )
         return self._object(request, rt, obj, 201 if created else 200)
 
-    def _delete_collection(self, request: web.Request, rt: ResourceType, namespace: str | None) -> web.Response:
+    async def _delete_collection(
+        self, request: web.Request, rt: ResourceType, namespace: str | None
+    ) -> web.Response:
         labels, fields = self._selectors(request, rt)
+        opts = await _delete_options(request)
         items, revision = self.objects.list(rt, namespace, labels, fields)
         for item in items:
             m = item["metadata"]
             try:
                 self.objects.delete(
-                    rt, m.get("namespace", ""), m["name"], propagation=request.query.get("propagationPolicy")
+                    rt,
+                    m.get("namespace", ""),
+                    m["name"],
+                    propagation=opts.get("propagationPolicy"),
+                    grace_seconds=opts.get("gracePeriodSeconds"),
+                    dry_run=_dry_run_all(opts),
                 )
             except errors.ApiError as exc:
                 if exc.code != 404:
@@ -358,13 +366,21 @@ class ApiServer:
         if request.method == "PUT":
             wanted = await _body(request)
         elif request.method == "PATCH":
-            body = json.loads(await request.read() or b"null")
-            if request.content_type == "application/json-patch+json":
-                wanted = patching.json_patch(current, body)
-            else:
-                wanted = patching.merge_patch(current, body)
+            try:
+                body = json.loads(await request.read() or b"null")
+            except ValueError as exc:
+                raise errors.bad_request(f"error decoding patch: {exc}") from exc
+            try:
+                if request.content_type == "application/json-patch+json":
+                    wanted = patching.json_patch(current, body)
+                else:
+                    wanted = patching.merge_patch(current, body)
+            except patching.PatchError as exc:
+                raise patch_failure(exc) from exc
         else:
             raise errors.method_not_allowed()
+        if not isinstance(wanted, dict) or not isinstance(wanted.get("spec") or {}, dict):
+            raise errors.bad_request("the Scale must be a JSON object with an object spec")
         replicas = (wanted.get("spec") or {}).get("replicas")
         if not isinstance(replicas, int) or replicas < 0:
             raise errors.invalid(
@@ -469,8 +485,9 @@ class ApiServer:
 
     async def _log(self, request: web.Request, namespace: str, name: str) -> web.StreamResponse:
         rt = self.registry.lookup("", "v1", "pods")
-        pod = self.objects.get(rt, namespace, name)
         q = request.query
+        tail, limit, since_seconds = _log_options(q, name)
+        pod = self.objects.get(rt, namespace, name)
         names = [c["name"] for c in pod.get("spec", {}).get("containers", [])]
         names += [c["name"] for c in pod.get("spec", {}).get("initContainers") or []]
         container = q.get("container")
@@ -486,17 +503,21 @@ class ApiServer:
         if not path.exists():
             if previous:
                 raise errors.bad_request(f'previous terminated container "{container}" in pod "{name}" not found')
-            raise errors.bad_request(f'container "{container}" in pod "{name}" is waiting to start: ContainerCreating')
+            raise errors.bad_request(
+                f'container "{container}" in pod "{name}" is waiting to start: {_waiting_reason(pod, container)}'
+            )
         since = None
-        if q.get("sinceSeconds"):
-            since = self.now() - timedelta(seconds=int(q["sinceSeconds"]))
+        if since_seconds is not None:
+            since = self.now() - timedelta(seconds=since_seconds)
         elif q.get("sinceTime"):
-            since = parse_time(q["sinceTime"])
+            try:
+                since = parse_time(q["sinceTime"])
+            except ValueError as exc:
+                raise errors.bad_request(f'invalid sinceTime "{q["sinceTime"]}": not an RFC3339 time') from exc
         timestamps = _bool(q.get("timestamps"))
-        limit = int(q["limitBytes"]) if q.get("limitBytes") else None
         text, offset = logs.read(
             path,
-            tail_lines=int(q["tailLines"]) if q.get("tailLines") else None,
+            tail_lines=tail,
             since=since,
             timestamps=timestamps,
             limit_bytes=limit,
@@ -525,6 +546,53 @@ class ApiServer:
         except (ConnectionResetError, asyncio.CancelledError):
             pass
         return response
+
+
+def _log_options(q: Any, name: str) -> tuple[int | None, int | None, int | None]:
+    """tailLines, limitBytes and sinceSeconds, checked as ``ValidatePodLogOptions`` does."""
+    values: dict[str, int | None] = {}
+    causes = []
+    for key, minimum, rule in (
+        ("tailLines", 0, "must be greater than or equal to 0"),
+        ("limitBytes", 1, "must be greater than 0"),
+        ("sinceSeconds", 1, "must be greater than 0"),
+    ):
+        raw = q.get(key)
+        if raw is None or raw == "":
+            values[key] = None
+            continue
+        try:
+            value = int(raw)
+        except ValueError:
+            raise errors.bad_request(f'invalid {key} "{raw}": not an integer') from None
+        values[key] = value
+        if value < minimum:
+            causes.append({"reason": "FieldValueInvalid", "field": key, "message": f"Invalid value: {raw}: {rule}"})
+    if values["sinceSeconds"] is not None and q.get("sinceTime"):
+        causes.append(
+            {
+                "reason": "FieldValueForbidden",
+                "field": "",
+                "message": "Forbidden: at most one of `sinceTime` or `sinceSeconds` may be specified",
+            }
+        )
+    if causes:
+        summary = ", ".join(f"{c['field']}: {c['message']}" if c["field"] else c["message"] for c in causes)
+        raise errors.ApiError(
+            422,
+            "Invalid",
+            f'PodLogOptions "{name}" is invalid: {summary}',
+            {"name": name, "kind": "PodLogOptions", "causes": causes},
+        )
+    return values["tailLines"], values["limitBytes"], values["sinceSeconds"]
+
+
+def _waiting_reason(pod: Obj, container: str) -> str:
+    status = pod.get("status") or {}
+    for cs in (status.get("containerStatuses") or []) + (status.get("initContainerStatuses") or []):
+        if cs.get("name") == container:
+            return str(((cs.get("state") or {}).get("waiting") or {}).get("reason") or "ContainerCreating")
+    return "ContainerCreating"
 
 
 def _container_done(pod: Obj, container: str) -> bool:
@@ -574,6 +642,12 @@ async def _body(request: web.Request) -> Any:
         raise errors.bad_request(f"the request body could not be decoded: {exc}") from exc
 
 
+def _dry_run_all(opts: dict[str, Any]) -> bool:
+    """kubectl sends ``dryRun: ["All"]`` inside the DeleteOptions body, not as a query parameter."""
+    value = opts.get("dryRun")
+    return value == "All" or (isinstance(value, list) and "All" in value)
+
+
 async def _delete_options(request: web.Request) -> dict[str, Any]:
     opts: dict[str, Any] = {}
     raw = await request.read()
@@ -588,7 +662,12 @@ async def _delete_options(request: web.Request) -> dict[str, Any]:
     if q.get("propagationPolicy"):
         opts["propagationPolicy"] = q["propagationPolicy"]
     if q.get("gracePeriodSeconds"):
-        opts["gracePeriodSeconds"] = int(q["gracePeriodSeconds"])
+        try:
+            opts["gracePeriodSeconds"] = int(q["gracePeriodSeconds"])
+        except ValueError:
+            raise errors.bad_request(f'invalid gracePeriodSeconds "{q["gracePeriodSeconds"]}"') from None
+    if q.get("dryRun"):
+        opts["dryRun"] = q.getall("dryRun")
     if opts.get("orphanDependents") is True and "propagationPolicy" not in opts:
         opts["propagationPolicy"] = "Orphan"
     return opts

@@ -74,6 +74,23 @@ def _pod_restarts(pod: Obj) -> int:
     return sum(int(s.get("restartCount", 0)) for s in (pod.get("status") or {}).get("containerStatuses") or [])
 
 
+def _readiness_gates(pod: Obj) -> str:
+    gates = (pod.get("spec") or {}).get("readinessGates") or []
+    if not gates:
+        return "<none>"
+    true = {c.get("type") for c in (pod.get("status") or {}).get("conditions") or [] if c.get("status") == "True"}
+    return f"{sum(1 for g in gates if g.get('conditionType') in true)}/{len(gates)}"
+
+
+def _node_address(node: Obj, kind: str) -> str:
+    found = [a.get("address", "") for a in (node.get("status") or {}).get("addresses") or [] if a.get("type") == kind]
+    return found[0] if found else "<none>"
+
+
+def _node_info(node: Obj, key: str) -> str:
+    return str(((node.get("status") or {}).get("nodeInfo") or {}).get(key) or "<unknown>")
+
+
 def _svc_ports(svc: Obj) -> str:
     ports = (svc.get("spec") or {}).get("ports") or []
     return ",".join(f"{p.get('port')}/{p.get('protocol', 'TCP')}" for p in ports) or "<none>"
@@ -82,6 +99,13 @@ def _svc_ports(svc: Obj) -> str:
 def _involved(event: Obj) -> str:
     ref = event.get("involvedObject") or {}
     return f"{ref.get('kind', '').lower()}/{ref.get('name', '')}"
+
+
+def _event_source(event: Obj) -> str:
+    source = event.get("source") or {}
+    component = source.get("component") or event.get("reportingComponent") or ""
+    instance = source.get("host") or event.get("reportingInstance") or ""
+    return ", ".join(part for part in (component, instance) if part)
 
 
 def _name(obj: Obj, _: datetime) -> str:
@@ -97,6 +121,8 @@ BUILTIN_COLUMNS: dict[str, list[Column]] = {
         ("Age", "string", 0, _age),
         ("IP", "string", 1, lambda o, _: (o.get("status") or {}).get("podIP") or "<none>"),
         ("Node", "string", 1, lambda o, _: (o.get("spec") or {}).get("nodeName") or "<none>"),
+        ("Nominated Node", "string", 1, lambda o, _: (o.get("status") or {}).get("nominatedNodeName") or "<none>"),
+        ("Readiness Gates", "string", 1, lambda o, _: _readiness_gates(o)),
     ],
     "core/services": [
         ("Name", "string", 0, _name),
@@ -137,7 +163,17 @@ BUILTIN_COLUMNS: dict[str, list[Column]] = {
             0,
             lambda o, _: _involved(o),
         ),
+        ("Subobject", "string", 1, lambda o, _: (o.get("involvedObject") or {}).get("fieldPath", "")),
+        ("Source", "string", 1, lambda o, _: _event_source(o)),
         ("Message", "string", 0, lambda o, _: o.get("message", "")),
+        (
+            "First Seen",
+            "string",
+            1,
+            lambda o, now: human_age(o.get("firstTimestamp") or o.get("eventTime"), now),
+        ),
+        ("Count", "integer", 1, lambda o, _: int(o.get("count") or 1)),
+        ("Name", "string", 1, _name),
     ],
     "core/configmaps": [
         ("Name", "string", 0, _name),
@@ -173,6 +209,11 @@ BUILTIN_COLUMNS: dict[str, list[Column]] = {
             0,
             lambda o, _: ((o.get("status") or {}).get("nodeInfo") or {}).get("kubeletVersion", ""),
         ),
+        ("Internal-IP", "string", 1, lambda o, _: _node_address(o, "InternalIP")),
+        ("External-IP", "string", 1, lambda o, _: _node_address(o, "ExternalIP")),
+        ("OS-Image", "string", 1, lambda o, _: _node_info(o, "osImage")),
+        ("Kernel-Version", "string", 1, lambda o, _: _node_info(o, "kernelVersion")),
+        ("Container-Runtime", "string", 1, lambda o, _: _node_info(o, "containerRuntimeVersion")),
     ],
     "apiextensions.k8s.io/customresourcedefinitions": [
         ("Name", "string", 0, _name),
