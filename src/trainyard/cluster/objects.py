@@ -8,40 +8,51 @@ subresource separation, optimistic concurrency, finalizers, graceful pod deletio
 from __future__ import annotations
 
 import copy
+import json
 import secrets
 import string
 import uuid
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 from trainyard.api.kinds import KINDS
 from trainyard.api.meta import format_time
 from trainyard.api.validation import validate_job
-from trainyard.cluster import errors, patching
+from trainyard.cluster import admission, errors, paging, patching
 from trainyard.cluster.registry import Registry, ResourceType
 from trainyard.cluster.selectors import FieldSelector, LabelSelector
-from trainyard.cluster.store import Obj, Store
+from trainyard.cluster.store import Expired, Obj, Store
 
 Clock = Callable[[], datetime]
+Warnings = list[str]  # the Warning headers a write collects (unknown fields under fieldValidation=Warn)
 
 TERMINAL_POD_PHASES = ("Succeeded", "Failed")
 SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 _SUFFIX = string.ascii_lowercase + string.digits
 
-# fieldSelector keys each resource supports (reference §3.2); the rest answer 400.
+# fieldSelector keys of the kinds that register their own (reference §3.2, core/v1 conversion.go);
+# an unknown key is 400 "field label not supported: X". Other kinds take metadata.name and
+# metadata.namespace (CRs also their CRD's selectableFields) and word the refusal differently.
 FIELD_KEYS: dict[str, tuple[str, ...]] = {
     "core/pods": (
+        "metadata.name",
+        "metadata.namespace",
         "spec.nodeName",
+        "spec.host",  # what old clients send for spec.nodeName
         "spec.restartPolicy",
         "spec.schedulerName",
         "spec.serviceAccountName",
         "spec.hostNetwork",
         "status.phase",
         "status.podIP",
+        "status.podIPs",
         "status.nominatedNodeName",
     ),
     "core/events": (
+        "metadata.name",
+        "metadata.namespace",
         "involvedObject.kind",
         "involvedObject.namespace",
         "involvedObject.name",
@@ -54,27 +65,43 @@ FIELD_KEYS: dict[str, tuple[str, ...]] = {
         "source",
         "type",
     ),
-    "core/secrets": ("type",),
-    "core/namespaces": ("status.phase",),
-    "core/nodes": ("spec.unschedulable",),
+    "core/secrets": ("metadata.name", "metadata.namespace", "type"),
+    "core/namespaces": ("metadata.name", "status.phase"),
+    "core/nodes": ("metadata.name", "spec.unschedulable"),
+    "core/services": ("metadata.name", "metadata.namespace", "spec.clusterIP", "spec.type"),
 }
+_FIELD_ALIASES = {"spec.host": "spec.nodeName"}
 
 
 def field_keys(rt: ResourceType) -> tuple[str, ...]:
-    return ("metadata.name", "metadata.namespace", *FIELD_KEYS.get(rt.key, ()))
+    return FIELD_KEYS.get(rt.key) or ("metadata.name", "metadata.namespace", *rt.selectable_fields)
+
+
+def check_fields(rt: ResourceType, fields: FieldSelector) -> None:
+    """400 for a fieldSelector key the resource cannot filter on, in the API server's words."""
+    supported = field_keys(rt)
+    for term in fields.terms:
+        if term.key not in supported:
+            if rt.key in FIELD_KEYS or rt.custom:
+                raise errors.bad_request(f"field label not supported: {term.key}")
+            raise errors.bad_request(
+                f'"{term.key}" is not a known field selector: only "metadata.name", "metadata.namespace"'
+            )
 
 
 def field_values(rt: ResourceType, obj: Obj) -> dict[str, str]:
     out = {}
     for key in field_keys(rt):
         node: Any = obj
-        for part in key.split("."):
+        for part in _FIELD_ALIASES.get(key, key).split("."):
             node = node.get(part) if isinstance(node, dict) else None
         if key == "source" and isinstance(node, dict):
             node = node.get("component")
+        if key == "status.podIPs" and isinstance(node, list):
+            node = (node[0] or {}).get("ip") if node and isinstance(node[0], dict) else None
         if isinstance(node, bool):
             node = "true" if node else "false"
-        out[key] = "" if node is None else str(node)
+        out[key] = "" if node is None or isinstance(node, (dict, list)) else str(node)
     return out
 
 
@@ -88,6 +115,16 @@ def meta(obj: Obj) -> dict[str, Any]:
     value = obj.setdefault("metadata", {})
     assert isinstance(value, dict)
     return value
+
+
+@dataclass(frozen=True)
+class Page:
+    """One chunk of a list: its items, the revision it was read at and how to get the rest."""
+
+    items: list[Obj]
+    revision: int
+    continue_token: str = ""
+    remaining: int | None = None
 
 
 class Objects:
@@ -124,17 +161,77 @@ class Objects:
         items, revision = self.store.list(rt.key, namespace if rt.namespaced else None)
         return [self.present(rt, o) for o in items if matches(rt, o, labels, fields)], revision
 
+    def list_page(
+        self,
+        rt: ResourceType,
+        namespace: str | None,
+        labels: LabelSelector | None,
+        fields: FieldSelector | None,
+        opts: paging.ListOptions,
+    ) -> Page:
+        """One chunk of a list, read at the revision the options (or the continue token) name."""
+        store_ns = namespace if rt.namespaced else None
+        across = rt.namespaced and namespace is None
+        limit, revision, start, token_start = opts.limit, None, None, ""
+        if opts.continue_token:
+            token = paging.decode(opts.continue_token)
+            token_start = token.start
+            start = paging.split_start(token.start, namespace or "", across_namespaces=across)
+            revision = None if token.revision == paging.NEWEST else token.revision
+        elif opts.resource_version == "0":
+            limit = 0  # upstream serves resourceVersion=0 from its watch cache, ignoring limit
+        elif opts.resource_version:
+            wanted = paging.parse_revision(opts.resource_version)
+            if limit or opts.match == "Exact":
+                revision = wanted
+            elif wanted > self.store.revision:
+                raise paging.too_large(wanted, self.store.revision)
+        try:
+            rows, at = self.store.snapshot(rt.key, store_ns, revision=revision, start=start)
+        except Expired as exc:
+            if opts.continue_token:
+                raise paging.expired_continue(token_start) from exc
+            raise errors.ApiError(410, "Expired", paging.EXPIRED_LIST) from exc
+        except ValueError as exc:
+            if opts.continue_token:
+                raise errors.bad_request("invalid continue token: continue key is not valid") from exc
+            raise paging.too_large(revision or 0, self.store.revision) from exc
+        items: list[Obj] = []
+        for i, (ns, name, body) in enumerate(rows):
+            obj = json.loads(body)
+            if not matches(rt, obj, labels, fields):
+                continue
+            items.append(self.present(rt, obj))
+            if limit and len(items) == limit:
+                rest = len(rows) - i - 1
+                if rest:
+                    token_out = paging.encode(at, paging.start_key(ns, name, across_namespaces=across))
+                    filtered = labels is not None or fields is not None
+                    return Page(items, at, token_out, None if filtered else rest)
+                break
+        return Page(items, at)
+
     def present(self, rt: ResourceType, obj: Obj) -> Obj:
         """Objects are stored version-free; stamp the served apiVersion and kind on the way out."""
         return {"apiVersion": rt.group_version, "kind": rt.kind, **obj}
 
     # -- writes --------------------------------------------------------------------------------
 
-    def create(self, rt: ResourceType, namespace: str, body: Obj, *, dry_run: bool = False) -> Obj:
+    def create(
+        self,
+        rt: ResourceType,
+        namespace: str,
+        body: Obj,
+        *,
+        dry_run: bool = False,
+        field_validation: str = "",
+        warnings: Warnings | None = None,
+    ) -> Obj:
         if not isinstance(body, dict):
             raise errors.bad_request("the request body must be a JSON object")
         obj = copy.deepcopy(body)
         self._check_type(rt, obj)
+        admission.decode_body(rt, obj, field_validation, warnings)
         m = meta(obj)
         if rt.namespaced:
             if m.get("namespace") and m["namespace"] != namespace:
@@ -186,11 +283,15 @@ class Objects:
         *,
         subresource: str | None = None,
         dry_run: bool = False,
+        field_validation: str = "",
+        warnings: Warnings | None = None,
     ) -> Obj:
         if not isinstance(body, dict):
             raise errors.bad_request("the request body must be a JSON object")
         current = self._current(rt, namespace, name)
         self._check_type(rt, body)
+        body = copy.deepcopy(body)
+        admission.decode_body(rt, body, field_validation, warnings)
         wanted_rv = (body.get("metadata") or {}).get("resourceVersion")
         if wanted_rv and wanted_rv != current["metadata"]["resourceVersion"]:
             raise errors.conflict(rt, name)
@@ -198,7 +299,8 @@ class Objects:
             raise errors.bad_request(
                 f"the name of the object ({body['metadata']['name']}) does not match the name on the URL ({name})"
             )
-        return self._commit(rt, current, self._merge_update(rt, current, body, subresource), dry_run=dry_run)
+        new = self._merge_update(rt, current, body, subresource)
+        return self._commit(rt, current, new, dry_run=dry_run, subresource=subresource)
 
     def patch(
         self,
@@ -210,6 +312,8 @@ class Objects:
         *,
         subresource: str | None = None,
         dry_run: bool = False,
+        field_validation: str = "",
+        warnings: Warnings | None = None,
     ) -> Obj:
         current = self._current(rt, namespace, name)
         base = {k: v for k, v in current.items() if k not in ("apiVersion", "kind")}
@@ -235,10 +339,12 @@ class Objects:
             raise errors.bad_request(str(exc)) from exc
         if not isinstance(patched, dict):
             raise errors.bad_request("the patch must leave a JSON object")
+        admission.decode_body(rt, patched, field_validation, warnings, patch=True)
         wanted_rv = (patched.get("metadata") or {}).get("resourceVersion")
         if wanted_rv and wanted_rv != current["metadata"]["resourceVersion"]:
             raise errors.conflict(rt, name)
-        return self._commit(rt, current, self._merge_update(rt, current, patched, subresource), dry_run=dry_run)
+        new = self._merge_update(rt, current, patched, subresource)
+        return self._commit(rt, current, new, dry_run=dry_run, subresource=subresource)
 
     def bind(self, namespace: str, name: str, body: Obj) -> Obj:
         """``pods/binding``: the scheduler's one way to set ``spec.nodeName``."""
@@ -378,20 +484,11 @@ class Objects:
             ],
         }
 
-    def _admit(self, rt: ResourceType, obj: Obj) -> None:
+    def _admit(self, rt: ResourceType, obj: Obj, subresource: str | None = None) -> None:
         name = obj.get("metadata", {}).get("name", "")
-        causes: list[tuple[str, str, str]] = []
-        if rt.key == "core/pods":
-            containers = (obj.get("spec") or {}).get("containers")
-            if not containers:
-                causes.append(("FieldValueRequired", "spec.containers", "Required value"))
-            for i, c in enumerate(containers or []):
-                if not isinstance(c, dict) or not c.get("name"):
-                    causes.append(("FieldValueRequired", f"spec.containers[{i}].name", "Required value"))
-        elif rt.key == "core/events":
-            if not obj.get("involvedObject"):
-                causes.append(("FieldValueRequired", "involvedObject", "Required value"))
-        elif rt.custom and rt.group == "kubeflow.org" and rt.kind in KINDS:
+        causes = admission.validate(rt, obj, subresource)
+        if not causes and subresource is None and rt.custom and rt.group == "kubeflow.org" and rt.kind in KINDS:
+            # The job webhook runs only on objects the CRD schema accepted, as admission does.
             causes += [(e.type.value, e.field, e.message) for e in validate_job(obj, KINDS[rt.kind])]
         if causes:
             raise errors.invalid(rt, name, causes)
@@ -438,7 +535,9 @@ class Objects:
                 )
         return new
 
-    def _commit(self, rt: ResourceType, current: Obj, new: Obj, *, dry_run: bool = False) -> Obj:
+    def _commit(
+        self, rt: ResourceType, current: Obj, new: Obj, *, dry_run: bool = False, subresource: str | None = None
+    ) -> Obj:
         m = new["metadata"]
         m["resourceVersion"] = current["metadata"]["resourceVersion"]
         if rt.has_spec and "generation" in current["metadata"]:
@@ -450,7 +549,7 @@ class Objects:
                 m["generation"] = current["metadata"]["generation"] + 1
         if new == current:
             return self.present(rt, current)  # a no-op write bumps nothing and emits no event
-        self._admit(rt, new)
+        self._admit(rt, new, subresource)
         if dry_run:
             return self.present(rt, new)
         if m.get("deletionTimestamp") and not m.get("finalizers") and not self._awaiting_node(rt, new):
