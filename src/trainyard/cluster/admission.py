@@ -189,9 +189,7 @@ def decode(rt: ResourceType, obj: dict[str, Any]) -> list[str]:
         if key in meta and meta[key] is not None and not isinstance(meta[key], str):
             raise _unmarshal(meta[key], f"ObjectMeta.metadata.{key}", go_type)
     finalizers = meta.get("finalizers")
-    if finalizers is not None and (
-        not isinstance(finalizers, list) or not all(isinstance(f, str) for f in finalizers)
-    ):
+    if finalizers is not None and (not isinstance(finalizers, list) or not all(isinstance(f, str) for f in finalizers)):
         raise _unmarshal(finalizers, "ObjectMeta.metadata.finalizers", "[]string")
     refs = meta.get("ownerReferences")
     if refs is not None and (not isinstance(refs, list) or not all(isinstance(r, dict) for r in refs)):
@@ -380,11 +378,15 @@ def _container(c: dict[str, Any], path: str, names: set[str]) -> list[Cause]:
         if not port.get("containerPort"):
             out.append(causes.required(f"{where}.containerPort"))
         else:
-            out += [causes.invalid(f"{where}.containerPort", port["containerPort"], m)
-                    for m in causes.is_port_number(port["containerPort"])]
+            out += [
+                causes.invalid(f"{where}.containerPort", port["containerPort"], m)
+                for m in causes.is_port_number(port["containerPort"])
+            ]
         if port.get("hostPort"):
-            out += [causes.invalid(f"{where}.hostPort", port["hostPort"], m)
-                    for m in causes.is_port_number(port["hostPort"])]
+            out += [
+                causes.invalid(f"{where}.hostPort", port["hostPort"], m)
+                for m in causes.is_port_number(port["hostPort"])
+            ]
         if port.get("protocol") is not None and port["protocol"] not in _PROTOCOLS:
             out.append(causes.not_supported(f"{where}.protocol", port["protocol"], _PROTOCOLS))
     for i, env in enumerate(c.get("env") or []):

@@ -644,9 +644,7 @@ def validate_scale(
             shown = node if isinstance(node, (str, int, float, bool)) else json.dumps(node)
             kind = {bool: "bool", str: "string", float: "float64"}.get(type(node), "map[string]interface {}")
             out.append(
-                causes.invalid(
-                    jsonpath, 0, f"{jsonpath} accessor error: {shown} is of the type {kind}, expected int64"
-                )
+                causes.invalid(jsonpath, 0, f"{jsonpath} accessor error: {shown} is of the type {kind}, expected int64")
             )
         elif node < 0:
             out.append(causes.invalid(jsonpath, node, "should be a non-negative integer"))
