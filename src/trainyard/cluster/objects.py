@@ -71,6 +71,7 @@ FIELD_KEYS: dict[str, tuple[str, ...]] = {
     "core/services": ("metadata.name", "metadata.namespace", "spec.clusterIP", "spec.type"),
 }
 _FIELD_ALIASES = {"spec.host": "spec.nodeName"}
+_BOOLEAN_FIELDS = ("spec.hostNetwork", "spec.unschedulable")  # Go's FormatBool: unset reads "false"
 
 
 def field_keys(rt: ResourceType) -> tuple[str, ...]:
@@ -99,6 +100,8 @@ def field_values(rt: ResourceType, obj: Obj) -> dict[str, str]:
             node = node.get("component")
         if key == "status.podIPs" and isinstance(node, list):
             node = (node[0] or {}).get("ip") if node and isinstance(node[0], dict) else None
+        if key in _BOOLEAN_FIELDS and node is None:
+            node = False
         if isinstance(node, bool):
             node = "true" if node else "false"
         out[key] = "" if node is None or isinstance(node, (dict, list)) else str(node)
