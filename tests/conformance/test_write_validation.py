@@ -321,3 +321,16 @@ def test_labels_and_annotation_budget(plane: Plane, ns: str) -> None:
         422,
         'ConfigMap "annotated" is invalid: metadata.annotations: Too long: may not be more than 262144 bytes',
     )
+
+
+def test_a_crd_whose_schema_is_not_structural_is_rejected(kubectl: Kubectl) -> None:
+    crd = json.loads(json.dumps(CRD).replace("widgets", "gadgets").replace('"Widget"', '"Gadget"'))
+    crd["spec"]["names"]["singular"] = "gadget"
+    crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["loose"] = {}
+    result = kubectl.run("apply", "-f", "-", input=json.dumps(crd))
+    assert result.returncode != 0
+    assert (
+        f'The CustomResourceDefinition "gadgets.{GROUP}" is invalid: spec.versions[0].schema.openAPIV3Schema'
+        ".properties[spec].properties[loose].type: Required value: must not be empty for specified object fields"
+    ) in result.stderr
+    assert kubectl.run("get", "crd", f"gadgets.{GROUP}").returncode != 0

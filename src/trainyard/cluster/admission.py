@@ -490,9 +490,12 @@ def _crd(obj: dict[str, Any]) -> list[Cause]:
             continue
         if not version.get("name"):
             out.append(causes.required(f"spec.versions[{i}].name"))
-        schema = (version.get("schema") or {}).get("openAPIV3Schema")
-        if not isinstance(schema, dict) and not (spec.get("validation") or {}).get("openAPIV3Schema"):
-            out.append(causes.required(f"spec.versions[{i}].schema.openAPIV3Schema", "schemas are required"))
+        where = f"spec.versions[{i}].schema.openAPIV3Schema"
+        version_schema = (version.get("schema") or {}).get("openAPIV3Schema")
+        if version_schema is None:
+            out.append(causes.required(where, "schemas are required"))
+        else:
+            out += schema.structural_problems(version_schema, where)
     return out
 
 

@@ -651,3 +651,64 @@ def validate_scale(
         elif node > 2**31 - 1:
             out.append(causes.invalid(jsonpath, node, "should be less than or equal to 2147483647"))
     return out
+
+
+# -- CRD schemas must be structural ---------------------------------------------------------
+
+
+def structural_problems(s: Any, path: str) -> list[Cause]:
+    """The main structural-schema rules a v1.32 server enforces on a CRD version's schema.
+
+    Not checked: value validations (allOf/anyOf/...) and ``default`` values against the schema.
+    """
+    out = _structural(s, path, "root")
+    return sorted(out, key=lambda c: f"{c[1]}: {c[2]}")
+
+
+def _structural(s: Any, path: str, level: str) -> list[Cause]:
+    if not isinstance(s, dict):
+        return [causes.invalid(path, "", "must be an object")] if s is not None else []
+    out: list[Cause] = []
+    kind = s.get("type") or ""
+    props = s.get("properties") or {}
+    additional = s.get("additionalProperties")
+    if kind == "array" and "items" not in s:
+        out.append(causes.required(f"{path}.items", "must be specified"))
+    if isinstance(s.get("items"), dict):
+        out += _structural(s["items"], f"{path}.items", "item")
+    for key, sub in props.items():
+        out += _structural(sub, f"{path}.properties[{key}]", "field")
+    if additional is not None and additional is not True:
+        if level == "root":
+            out.append(causes.forbidden(f"{path}.additionalProperties", "must not be used at the root"))
+        if props:
+            detail = "additionalProperties and properties are mutual exclusive"
+            out.append(causes.forbidden(f"{path}.additionalProperties", detail))
+        if isinstance(additional, dict):
+            out += _structural(additional, f"{path}.additionalProperties", "field")
+    if s.get(PRESERVE) is False:
+        out.append(causes.invalid(f"{path}.{PRESERVE}", False, "must be true or undefined"))
+    if s.get(EMBEDDED) and kind != "object":
+        detail = "must be object if x-kubernetes-embedded-resource is true"
+        out.append(causes.invalid(f"{path}.type", kind, detail) if kind else causes.required(f"{path}.type", detail))
+    elif not kind and not s.get(INT_OR_STRING) and not s.get(PRESERVE):
+        where = {"root": "at the root", "item": "for specified array items", "field": "for specified object fields"}
+        out.append(causes.required(f"{path}.type", f"must not be empty {where[level]}"))
+    if level == "root" and kind and kind != "object":
+        out.append(causes.invalid(f"{path}.type", kind, "must be object at the root"))
+    if s.get(EMBEDDED) and not s.get(PRESERVE) and not props:
+        detail = f"must not be empty if {EMBEDDED} is true without {PRESERVE}"
+        out.append(causes.required(f"{path}.properties", detail))
+    meta = props.get("metadata")
+    if level == "root" and isinstance(meta, dict):
+        extra = (set(meta) - {"type", "properties"}) | (set(meta.get("properties") or {}) - {"name", "generateName"})
+        if meta.get("type") not in (None, "object"):
+            out.append(causes.invalid(f"{path}.properties[metadata].type", meta["type"], "must be object"))
+        if extra:
+            out.append(
+                causes.forbidden(
+                    f"{path}.properties[metadata]",
+                    "must not specify anything other than name and generateName, but metadata is implicitly specified",
+                )
+            )
+    return out

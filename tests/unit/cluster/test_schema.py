@@ -483,3 +483,43 @@ def test_version_schema_picks_the_named_version() -> None:
     }
     assert schema.version_schema(crd, "v2") == {"type": "object", "description": "two"}
     assert schema.version_schema(crd, "v3") is None
+
+
+# -- CRD schemas must be structural ---------------------------------------------------------
+
+
+def test_our_generated_crd_schemas_are_structural() -> None:
+    for info in KINDS.values():
+        assert schema.structural_problems(schema.version_schema(crd_for(info), info.version), "s") == []
+
+
+def test_structural_rules_with_the_api_servers_paths_and_words() -> None:
+    bad = {
+        "type": "object",
+        "additionalProperties": {"type": "string"},
+        "properties": {
+            "spec": {"properties": {"a": {}, "free": {"x-kubernetes-preserve-unknown-fields": True}}},
+            "list": {"type": "array"},
+            "metadata": {"type": "object", "properties": {"labels": {"type": "object"}}},
+            "inner": {"x-kubernetes-embedded-resource": True},
+            "closed": {"type": "object", "x-kubernetes-preserve-unknown-fields": False},
+        },
+    }
+    root = "spec.versions[0].schema.openAPIV3Schema"
+    assert [f"{f}: {m}" for _, f, m in schema.structural_problems(bad, root)] == [
+        f"{root}.additionalProperties: Forbidden: additionalProperties and properties are mutual exclusive",
+        f"{root}.additionalProperties: Forbidden: must not be used at the root",
+        f"{root}.properties[closed].x-kubernetes-preserve-unknown-fields: Invalid value: false: "
+        "must be true or undefined",
+        f"{root}.properties[inner].properties: Required value: must not be empty if x-kubernetes-embedded-resource "
+        "is true without x-kubernetes-preserve-unknown-fields",
+        f"{root}.properties[inner].type: Required value: must be object if x-kubernetes-embedded-resource is true",
+        f"{root}.properties[list].items: Required value: must be specified",
+        f"{root}.properties[metadata]: Forbidden: must not specify anything other than name and generateName, "
+        "but metadata is implicitly specified",
+        f"{root}.properties[spec].properties[a].type: Required value: must not be empty for specified object fields",
+        f"{root}.properties[spec].type: Required value: must not be empty for specified object fields",
+    ]
+    assert schema.structural_problems({"type": "string"}, "s") == [
+        ("FieldValueInvalid", "s.type", 'Invalid value: "string": must be object at the root')
+    ]
