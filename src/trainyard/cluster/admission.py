@@ -74,7 +74,8 @@ def decode_body(
     Unknown fields are dropped; ``Strict`` rejects them instead (400 on create and update, 422
     on patch, as upstream), ``Warn`` (the default) appends one warning per field.
     """
-    patched = json.dumps(obj, sort_keys=True, separators=(",", ":")) if patch else ""
+    # The Strict answer to a patch quotes the patched object as it was before pruning.
+    patched = json.dumps(obj, sort_keys=True, separators=(",", ":")) if patch and directive == "Strict" else ""
     try:
         unknown = decode(rt, obj)
     except DecodeError as exc:
@@ -212,8 +213,6 @@ def decode(rt: ResourceType, obj: dict[str, Any]) -> list[str]:
         # stringData is write-only: it is merged into data on the way in, as the real server does.
         for key, value in (obj.pop("stringData", None) or {}).items():
             obj.setdefault("data", {})[key] = base64.b64encode(value.encode()).decode()
-        if not obj.get("type"):
-            obj["type"] = "Opaque"
     elif rt.key == "core/pods":
         spec = obj.get("spec")
         if spec is not None and not isinstance(spec, dict):
@@ -222,6 +221,12 @@ def decode(rt: ResourceType, obj: dict[str, Any]) -> list[str]:
             value = (spec or {}).get(key)
             if value is not None and (not isinstance(value, list) or not all(isinstance(c, dict) for c in value)):
                 raise _unmarshal(value, f"PodSpec.spec.{key}", "[]v1.Container")
+            for container in value or []:
+                for field in ("name", "image"):
+                    _scalar(container.get(field), str, f"Container.spec.{key}.{field}", "string")
+                for port in container.get("ports") or []:
+                    for field in ("containerPort", "hostPort"):
+                        _scalar((port or {}).get(field), int, f"ContainerPort.spec.{key}.ports.{field}", "int32")
     elif rt.key == "core/services":
         spec = obj.get("spec")
         if spec is not None and not isinstance(spec, dict):
@@ -229,7 +234,16 @@ def decode(rt: ResourceType, obj: dict[str, Any]) -> list[str]:
         ports = (spec or {}).get("ports")
         if ports is not None and (not isinstance(ports, list) or not all(isinstance(p, dict) for p in ports)):
             raise _unmarshal(ports, "ServiceSpec.spec.ports", "[]v1.ServicePort")
+        for port in ports or []:
+            _scalar(port.get("port"), int, "ServicePort.spec.ports.port", "int32")
     return unknown
+
+
+def _scalar(value: Any, kind: type, struct_field: str, go_type: str) -> None:
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, kind):
+        raise _unmarshal(value, struct_field, go_type)
 
 
 def _check_base64(value: Any, struct_field: str) -> None:
@@ -343,6 +357,19 @@ def _pod(obj: dict[str, Any]) -> list[Cause]:
             out += _container(container, f"spec.{key}[{i}]", names)
     if not spec.get("containers"):
         out.insert(0, causes.required("spec.containers"))
+    volumes: set[str] = set()
+    for i, volume in enumerate(spec.get("volumes") or []):
+        name = volume.get("name") if isinstance(volume, dict) else None
+        if not name:
+            out.append(causes.required(f"spec.volumes[{i}].name"))
+            continue
+        out += [causes.invalid(f"spec.volumes[{i}].name", name, m) for m in causes.is_dns1123_label(str(name))]
+        if name in volumes:
+            out.append(causes.duplicate(f"spec.volumes[{i}].name", name))
+        volumes.add(name)
+    for key in ("initContainers", "containers"):
+        for i, container in enumerate(spec.get(key) or []):
+            out += _mounts(container.get("volumeMounts") or [], f"spec.{key}[{i}].volumeMounts", volumes)
     policy = spec.get("restartPolicy")
     if policy is not None and policy not in _RESTART_POLICIES:
         out.append(causes.not_supported("spec.restartPolicy", policy, _RESTART_POLICIES))
@@ -392,6 +419,19 @@ def _container(c: dict[str, Any], path: str, names: set[str]) -> list[Cause]:
     for i, env in enumerate(c.get("env") or []):
         if not isinstance(env, dict) or not env.get("name"):
             out.append(causes.required(f"{path}.env[{i}].name"))
+    return out
+
+
+def _mounts(mounts: list[Any], path: str, volumes: set[str]) -> list[Cause]:
+    out: list[Cause] = []
+    for i, mount in enumerate(mounts):
+        mount = mount if isinstance(mount, dict) else {}
+        if not mount.get("name"):
+            out.append(causes.required(f"{path}[{i}].name"))
+        elif mount["name"] not in volumes:
+            out.append(causes.not_found(f"{path}[{i}].name", mount["name"]))
+        if not mount.get("mountPath"):
+            out.append(causes.required(f"{path}[{i}].mountPath"))
     return out
 
 

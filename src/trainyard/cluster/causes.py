@@ -30,6 +30,7 @@ DUPLICATE = "FieldValueDuplicate"
 FORBIDDEN = "FieldValueForbidden"
 TOO_LONG = "FieldValueTooLong"
 TOO_MANY = "FieldValueTooMany"
+NOT_FOUND = "FieldValueNotFound"
 
 
 # -- Go value rendering ----------------------------------------------------------------------
@@ -122,6 +123,10 @@ def type_invalid(field: str, value: Any, detail: str) -> Cause:
 def not_supported(field: str, value: Any, supported: Sequence[str]) -> Cause:
     detail = "supported values: " + ", ".join(go_quote(v) for v in supported) if supported else ""
     return NOT_SUPPORTED, field, _with_detail(f"Unsupported value: {bad_value(value)}", detail)
+
+
+def not_found(field: str, value: Any) -> Cause:
+    return NOT_FOUND, field, f"Not found: {bad_value(value)}"
 
 
 def duplicate(field: str, value: Any) -> Cause:

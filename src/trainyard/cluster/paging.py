@@ -9,10 +9,10 @@ page was read at and the key is the object's storage key relative to the list (`
 
 What is guaranteed: every page of one chunked list is served *at revision R*, as etcd does: the
 store rebuilds the state at R from its change log, so items are never duplicated or skipped and
-objects created, changed or deleted after the first page do not leak into later pages. Once R
-falls behind the retained change log (``store.RETAINED_CHANGES`` writes later) the next page is
-410 ``Expired`` with upstream's message and a fresh token (``rv: -1``) that continues at the
-newest revision, which may then be inconsistent with the earlier pages.
+objects created, changed or deleted after the first page do not leak into later pages. Once the
+store has compacted its change log past R (``Store.compact``) the next page is 410 ``Expired``
+with upstream's message and a fresh token (``rv: -1``) that continues at the newest revision,
+which may then be inconsistent with the earlier pages.
 
 Revision choice (v1.32): ``resourceVersion`` unset: newest; ``"0"``: newest, and ``limit`` is
 ignored (upstream answers from its watch cache); ``N`` with ``limit`` or with

@@ -325,7 +325,7 @@ def test_undecodable_values_are_bad_requests(kind: str, obj: dict[str, Any], mes
 def test_secret_string_data_is_folded_into_data() -> None:
     obj: dict[str, Any] = {"metadata": {"name": "s"}, "data": {"a": "eA=="}, "stringData": {"b": "hello"}}
     admission.decode_body(RT["Secret"], obj, "Strict", None)
-    assert obj == {"metadata": {"name": "s"}, "data": {"a": "eA==", "b": "aGVsbG8="}, "type": "Opaque"}
+    assert obj == {"metadata": {"name": "s"}, "data": {"a": "eA==", "b": "aGVsbG8="}}
 
 
 @pytest.mark.parametrize(
@@ -381,3 +381,30 @@ def test_custom_resource_status_writes_validate_status_only() -> None:
         'spec.size: Invalid value: "string": spec.size in body must be of type integer: "string"',
         'status.ready: Invalid value: "string": status.ready in body must be of type boolean: "string"',
     ]
+
+
+def test_volumes_and_mounts() -> None:
+    obj = pod({**MAIN, "volumeMounts": [{"name": "data", "mountPath": "/data"}, {"name": "gone"}, {"mountPath": "/x"}]})
+    obj["spec"]["volumes"] = [{"name": "data", "emptyDir": {}}, {"name": "data"}, {"emptyDir": {}}]
+    assert lines(RT["Pod"], obj) == [
+        'spec.volumes[1].name: Duplicate value: "data"',
+        "spec.volumes[2].name: Required value",
+        'spec.containers[0].volumeMounts[1].name: Not found: "gone"',
+        "spec.containers[0].volumeMounts[1].mountPath: Required value",
+        "spec.containers[0].volumeMounts[2].name: Required value",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("kind", "obj", "struct_field"),
+    [
+        ("Pod", pod({**MAIN, "ports": [{"containerPort": "80"}]}), "ContainerPort.spec.containers.ports.containerPort"),
+        ("Pod", pod({"name": 5, "image": "x"}), "Container.spec.containers.name"),
+        ("Service", {"metadata": {"name": "s"}, "spec": {"ports": [{"port": "80"}]}}, "ServicePort.spec.ports.port"),
+    ],
+)
+def test_wrongly_typed_scalars_fail_decoding(kind: str, obj: dict[str, Any], struct_field: str) -> None:
+    with pytest.raises(errors.ApiError) as caught:
+        admission.decode_body(RT[kind], obj, "Strict", None)
+    assert caught.value.code == 400
+    assert f"into Go struct field {struct_field} of type" in caught.value.message
