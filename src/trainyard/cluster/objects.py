@@ -185,7 +185,7 @@ class Objects:
             limit = 0  # upstream serves resourceVersion=0 from its watch cache, ignoring limit
         elif opts.resource_version:
             wanted = paging.parse_revision(opts.resource_version)
-            if limit or opts.match == "Exact":
+            if opts.match == "Exact" or (limit and not opts.match):  # a limit without a match is legacy "exact"
                 revision = wanted
             elif wanted > self.store.revision:
                 raise paging.too_large(wanted, self.store.revision)

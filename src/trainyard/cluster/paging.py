@@ -15,8 +15,8 @@ with upstream's message and a fresh token (``rv: -1``) that continues at the new
 which may then be inconsistent with the earlier pages.
 
 Revision choice (v1.32): ``resourceVersion`` unset: newest; ``"0"``: newest, and ``limit`` is
-ignored (upstream answers from its watch cache); ``N`` with ``limit`` or with
-``resourceVersionMatch=Exact``: exactly N; ``N`` otherwise: not older than N (newest).
+ignored (upstream answers from its watch cache); ``N`` with ``resourceVersionMatch=Exact``, or with
+``limit`` and no match (legacy): exactly N; ``N`` otherwise: not older than N (the newest).
 A revision newer than the store's is 504 ``Too large resource version``.
 
 Callers: ``server`` parses the options, ``objects.list_page`` reads the page. Pure.

@@ -159,6 +159,8 @@ def test_resource_version_choices(objects: Objects) -> None:
     exact = page(objects, "default", resourceVersion=str(then), resourceVersionMatch="Exact")
     assert names(exact) == ["cm-a"] and exact.revision == then
     assert names(page(objects, "default", resourceVersion=str(then))) == ["cm-a", "cm-b"]
+    newest = page(objects, "default", resourceVersion=str(then), resourceVersionMatch="NotOlderThan", limit="5")
+    assert names(newest) == ["cm-a", "cm-b"]
     with pytest.raises(errors.ApiError) as caught:
         page(objects, "default", resourceVersion="999999")
     assert caught.value.code == 504 and caught.value.message.startswith("Too large resource version: 999999")
