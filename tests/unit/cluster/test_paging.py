@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from trainyard.cluster import errors, paging
-from trainyard.cluster.objects import Objects, Page
+from trainyard.cluster.objects import Objects, Page, check_fields
 from trainyard.cluster.registry import Registry, ResourceType
 from trainyard.cluster.selectors import parse_field_selector, parse_label_selector
 from trainyard.cluster.store import Store
@@ -197,3 +197,37 @@ def test_list_option_errors(query: dict[str, str], code: int, message: str) -> N
     with pytest.raises(errors.ApiError) as caught:
         paging.list_options(query)
     assert (caught.value.code, caught.value.message) == (code, message)
+
+
+def test_custom_resources_select_on_their_crds_selectable_fields(objects: Objects) -> None:
+    crd = {
+        "metadata": {"name": "widgets.test.dev"},
+        "spec": {
+            "group": "test.dev",
+            "scope": "Namespaced",
+            "names": {"plural": "widgets", "kind": "Widget"},
+            "versions": [
+                {
+                    "name": "v1",
+                    "served": True,
+                    "storage": True,
+                    "selectableFields": [{"jsonPath": ".spec.color"}],
+                    "schema": {
+                        "openAPIV3Schema": {
+                            "type": "object",
+                            "properties": {"spec": {"type": "object", "properties": {"color": {"type": "string"}}}},
+                        }
+                    },
+                }
+            ],
+        },
+    }
+    objects.create(objects._rt("apiextensions.k8s.io", "v1", "customresourcedefinitions"), "", crd)
+    rt = objects._rt("test.dev", "v1", "widgets")
+    for name, color in (("a", "red"), ("b", "blue")):
+        objects.create(rt, "default", {"metadata": {"name": name}, "spec": {"color": color}})
+    blue = objects.list_page(rt, "default", None, parse_field_selector("spec.color=blue"), paging.ListOptions())
+    assert names(blue) == ["b"]
+    with pytest.raises(errors.ApiError) as caught:
+        check_fields(rt, parse_field_selector("spec.size=1"))
+    assert (caught.value.code, caught.value.message) == (400, "field label not supported: spec.size")
