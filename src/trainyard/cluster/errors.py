@@ -15,12 +15,13 @@ class ApiError(Exception):
         self.reason = reason
         self.message = message
         self.details = details
+        self.metadata: dict[str, Any] = {}  # ListMeta of the Status, e.g. a fresh continue token on 410
 
     def status(self) -> dict[str, Any]:
         body: dict[str, Any] = {
             "kind": "Status",
             "apiVersion": "v1",
-            "metadata": {},
+            "metadata": dict(self.metadata),
             "status": "Failure",
             "message": self.message,
             "reason": self.reason,

@@ -8,40 +8,51 @@ subresource separation, optimistic concurrency, finalizers, graceful pod deletio
 from __future__ import annotations
 
 import copy
+import json
 import secrets
 import string
 import uuid
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 from trainyard.api.kinds import KINDS
 from trainyard.api.meta import format_time
 from trainyard.api.validation import validate_job
-from trainyard.cluster import defaulting, errors, fieldmanager, patching
+from trainyard.cluster import admission, defaulting, errors, fieldmanager, paging, patching
 from trainyard.cluster.registry import Registry, ResourceType
 from trainyard.cluster.selectors import FieldSelector, LabelSelector
-from trainyard.cluster.store import Obj, Store
+from trainyard.cluster.store import Expired, Obj, Store
 
 Clock = Callable[[], datetime]
+Warnings = list[str]  # the Warning headers a write collects (unknown fields under fieldValidation=Warn)
 
 TERMINAL_POD_PHASES = ("Succeeded", "Failed")
 SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 _SUFFIX = string.ascii_lowercase + string.digits
 
-# fieldSelector keys each resource supports (reference §3.2); the rest answer 400.
+# fieldSelector keys of the kinds that register their own (reference §3.2, core/v1 conversion.go);
+# an unknown key is 400 "field label not supported: X". Other kinds take metadata.name and
+# metadata.namespace (CRs also their CRD's selectableFields) and word the refusal differently.
 FIELD_KEYS: dict[str, tuple[str, ...]] = {
     "core/pods": (
+        "metadata.name",
+        "metadata.namespace",
         "spec.nodeName",
+        "spec.host",  # what old clients send for spec.nodeName
         "spec.restartPolicy",
         "spec.schedulerName",
         "spec.serviceAccountName",
         "spec.hostNetwork",
         "status.phase",
         "status.podIP",
+        "status.podIPs",
         "status.nominatedNodeName",
     ),
     "core/events": (
+        "metadata.name",
+        "metadata.namespace",
         "involvedObject.kind",
         "involvedObject.namespace",
         "involvedObject.name",
@@ -54,27 +65,46 @@ FIELD_KEYS: dict[str, tuple[str, ...]] = {
         "source",
         "type",
     ),
-    "core/secrets": ("type",),
-    "core/namespaces": ("status.phase",),
-    "core/nodes": ("spec.unschedulable",),
+    "core/secrets": ("metadata.name", "metadata.namespace", "type"),
+    "core/namespaces": ("metadata.name", "status.phase"),
+    "core/nodes": ("metadata.name", "spec.unschedulable"),
+    "core/services": ("metadata.name", "metadata.namespace", "spec.clusterIP", "spec.type"),
 }
+_FIELD_ALIASES = {"spec.host": "spec.nodeName"}
+_BOOLEAN_FIELDS = ("spec.hostNetwork", "spec.unschedulable")  # Go's FormatBool: unset reads "false"
 
 
 def field_keys(rt: ResourceType) -> tuple[str, ...]:
-    return ("metadata.name", "metadata.namespace", *FIELD_KEYS.get(rt.key, ()))
+    return FIELD_KEYS.get(rt.key) or ("metadata.name", "metadata.namespace", *rt.selectable_fields)
+
+
+def check_fields(rt: ResourceType, fields: FieldSelector) -> None:
+    """400 for a fieldSelector key the resource cannot filter on, in the API server's words."""
+    supported = field_keys(rt)
+    for term in fields.terms:
+        if term.key not in supported:
+            if rt.key in FIELD_KEYS or rt.custom:
+                raise errors.bad_request(f"field label not supported: {term.key}")
+            raise errors.bad_request(
+                f'"{term.key}" is not a known field selector: only "metadata.name", "metadata.namespace"'
+            )
 
 
 def field_values(rt: ResourceType, obj: Obj) -> dict[str, str]:
     out = {}
     for key in field_keys(rt):
         node: Any = obj
-        for part in key.split("."):
+        for part in _FIELD_ALIASES.get(key, key).split("."):
             node = node.get(part) if isinstance(node, dict) else None
         if key == "source" and isinstance(node, dict):
             node = node.get("component")
+        if key == "status.podIPs" and isinstance(node, list):
+            node = (node[0] or {}).get("ip") if node and isinstance(node[0], dict) else None
+        if key in _BOOLEAN_FIELDS and node is None:
+            node = False
         if isinstance(node, bool):
             node = "true" if node else "false"
-        out[key] = "" if node is None else str(node)
+        out[key] = "" if node is None or isinstance(node, (dict, list)) else str(node)
     return out
 
 
@@ -106,6 +136,16 @@ def meta(obj: Obj) -> dict[str, Any]:
     return value
 
 
+@dataclass(frozen=True)
+class Page:
+    """One chunk of a list: its items, the revision it was read at and how to get the rest."""
+
+    items: list[Obj]
+    revision: int
+    continue_token: str = ""
+    remaining: int | None = None
+
+
 class Objects:
     def __init__(
         self,
@@ -121,8 +161,6 @@ class Objects:
         self.clock = clock
         self.new_uid = new_uid
         self.suffix = suffix
-        # openAPIV3Schema per served CR version, for field ownership; dropped when a CRD changes.
-        self._schemas: dict[tuple[str, str, str], Any] = {}
 
     # -- reads ---------------------------------------------------------------------------------
 
@@ -142,6 +180,56 @@ class Objects:
         items, revision = self.store.list(rt.key, namespace if rt.namespaced else None)
         return [self.present(rt, o) for o in items if matches(rt, o, labels, fields)], revision
 
+    def list_page(
+        self,
+        rt: ResourceType,
+        namespace: str | None,
+        labels: LabelSelector | None,
+        fields: FieldSelector | None,
+        opts: paging.ListOptions,
+    ) -> Page:
+        """One chunk of a list, read at the revision the options (or the continue token) name."""
+        store_ns = namespace if rt.namespaced else None
+        across = rt.namespaced and namespace is None
+        limit, revision, start, token_start = opts.limit, None, None, ""
+        if opts.continue_token:
+            token = paging.decode(opts.continue_token)
+            token_start = token.start
+            start = paging.split_start(token.start, namespace or "", across_namespaces=across)
+            revision = None if token.revision == paging.NEWEST else token.revision
+        elif opts.resource_version == "0":
+            limit = 0  # upstream serves resourceVersion=0 from its watch cache, ignoring limit
+        elif opts.resource_version:
+            wanted = paging.parse_revision(opts.resource_version)
+            if opts.match == "Exact" or (limit and not opts.match):  # a limit without a match is legacy "exact"
+                revision = wanted
+            elif wanted > self.store.revision:
+                raise paging.too_large(wanted, self.store.revision)
+        try:
+            rows, at = self.store.snapshot(rt.key, store_ns, revision=revision, start=start)
+        except Expired as exc:
+            if opts.continue_token:
+                raise paging.expired_continue(token_start) from exc
+            raise errors.ApiError(410, "Expired", paging.EXPIRED_LIST) from exc
+        except ValueError as exc:
+            if opts.continue_token:
+                raise errors.bad_request("invalid continue token: continue key is not valid") from exc
+            raise paging.too_large(revision or 0, self.store.revision) from exc
+        items: list[Obj] = []
+        for i, (ns, name, body) in enumerate(rows):
+            obj = json.loads(body)
+            if not matches(rt, obj, labels, fields):
+                continue
+            items.append(self.present(rt, obj))
+            if limit and len(items) == limit:
+                rest = len(rows) - i - 1
+                if rest:
+                    token_out = paging.encode(at, paging.start_key(ns, name, across_namespaces=across))
+                    filtered = labels is not None or fields is not None
+                    return Page(items, at, token_out, None if filtered else rest)
+                break
+        return Page(items, at)
+
     def present(self, rt: ResourceType, obj: Obj) -> Obj:
         """Objects are stored version-free; stamp the served apiVersion and kind on the way out."""
         return {"apiVersion": rt.group_version, "kind": rt.kind, **obj}
@@ -149,7 +237,15 @@ class Objects:
     # -- writes --------------------------------------------------------------------------------
 
     def create(
-        self, rt: ResourceType, namespace: str, body: Obj, *, dry_run: bool = False, manager: str | None = None
+        self,
+        rt: ResourceType,
+        namespace: str,
+        body: Obj,
+        *,
+        dry_run: bool = False,
+        field_validation: str = "",
+        warnings: Warnings | None = None,
+        manager: str | None = None,
     ) -> Obj:
         if not isinstance(body, dict):
             raise errors.bad_request("the request body must be a JSON object")
@@ -158,6 +254,7 @@ class Objects:
         # Stored version-free, as updates already are: ``present`` stamps the served version.
         obj.pop("apiVersion", None)
         obj.pop("kind", None)
+        admission.decode_body(rt, obj, field_validation, warnings)
         m = meta(obj)
         if rt.namespaced:
             if m.get("namespace") and m["namespace"] != namespace:
@@ -201,7 +298,6 @@ class Objects:
         stored = self.store.put(rt.key, m.get("namespace", ""), name, obj, created=True)
         if rt.key == "apiextensions.k8s.io/customresourcedefinitions":
             self.registry.add_crd(stored)
-            self._schemas.clear()
         return self.present(rt, stored)
 
     def update(
@@ -213,12 +309,16 @@ class Objects:
         *,
         subresource: str | None = None,
         dry_run: bool = False,
+        field_validation: str = "",
+        warnings: Warnings | None = None,
         manager: str | None = None,
     ) -> Obj:
         if not isinstance(body, dict):
             raise errors.bad_request("the request body must be a JSON object")
         current = self._current(rt, namespace, name)
         self._check_type(rt, body)
+        body = copy.deepcopy(body)
+        admission.decode_body(rt, body, field_validation, warnings)
         wanted_rv = (body.get("metadata") or {}).get("resourceVersion")
         if wanted_rv and wanted_rv != current["metadata"]["resourceVersion"]:
             raise errors.conflict(rt, name)
@@ -239,6 +339,8 @@ class Objects:
         *,
         subresource: str | None = None,
         dry_run: bool = False,
+        field_validation: str = "",
+        warnings: Warnings | None = None,
         manager: str | None = None,
     ) -> Obj:
         current = self._current(rt, namespace, name)
@@ -263,6 +365,7 @@ class Objects:
             raise patch_failure(exc) from exc
         if not isinstance(patched, dict):
             raise errors.bad_request("the patch must leave a JSON object")
+        admission.decode_body(rt, patched, field_validation, warnings, patch=True)
         wanted_rv = (patched.get("metadata") or {}).get("resourceVersion")
         if wanted_rv and wanted_rv != current["metadata"]["resourceVersion"]:
             raise errors.conflict(rt, name)
@@ -280,6 +383,8 @@ class Objects:
         force: bool = False,
         subresource: str | None = None,
         dry_run: bool = False,
+        field_validation: str = "",
+        warnings: Warnings | None = None,
     ) -> tuple[Obj, bool]:
         """Server-side apply of ``config`` by ``manager``; returns the object and whether it was created."""
         if not isinstance(config, dict):
@@ -305,7 +410,10 @@ class Objects:
                     raise errors.not_found(rt, name)
                 fresh = fieldmanager.apply(None, config, shape, write, force=force)
                 meta(fresh)["name"] = name
-                return self.create(rt, namespace, fresh, dry_run=dry_run), True
+                created = self.create(
+                    rt, namespace, fresh, dry_run=dry_run, field_validation=field_validation, warnings=warnings
+                )
+                return created, True
             wanted_rv = m.get("resourceVersion")
             if wanted_rv and wanted_rv != current["metadata"]["resourceVersion"]:
                 raise errors.conflict(rt, name)
@@ -327,6 +435,7 @@ class Objects:
                 for c in exc.conflicts
             ]
             raise errors.ApiError(409, "Conflict", str(exc), {"causes": causes}) from exc
+        admission.decode_body(rt, applied, field_validation, warnings, patch=True)
         new = self._merge_update(rt, current, applied, subresource)
         meta(new)["managedFields"] = applied["metadata"]["managedFields"]
         return self._commit(rt, current, new, dry_run=dry_run), False
@@ -441,6 +550,8 @@ class Objects:
             if spec.get("clusterIP") is None:
                 spec["clusterIP"] = "127.0.0.1"
             obj.setdefault("status", {"loadBalancer": {}})
+        elif rt.key == "core/secrets":
+            obj["type"] = obj.get("type") or "Opaque"
         elif rt.key == "apiextensions.k8s.io/customresourcedefinitions":
             obj["status"] = self._crd_status(obj)
         elif "status" in rt.subresources:
@@ -461,20 +572,11 @@ class Objects:
             ],
         }
 
-    def _admit(self, rt: ResourceType, obj: Obj) -> None:
+    def _admit(self, rt: ResourceType, obj: Obj, subresource: str | None = None) -> None:
         name = obj.get("metadata", {}).get("name", "")
-        causes: list[tuple[str, str, str]] = []
-        if rt.key == "core/pods":
-            containers = (obj.get("spec") or {}).get("containers")
-            if not containers:
-                causes.append(("FieldValueRequired", "spec.containers", "Required value"))
-            for i, c in enumerate(containers or []):
-                if not isinstance(c, dict) or not c.get("name"):
-                    causes.append(("FieldValueRequired", f"spec.containers[{i}].name", "Required value"))
-        elif rt.key == "core/events":
-            if not obj.get("involvedObject"):
-                causes.append(("FieldValueRequired", "involvedObject", "Required value"))
-        elif rt.custom and rt.group == "kubeflow.org" and rt.kind in KINDS:
+        causes = admission.validate(rt, obj, subresource)
+        if not causes and subresource is None and rt.custom and rt.group == "kubeflow.org" and rt.kind in KINDS:
+            # The job webhook runs only on objects the CRD schema accepted, as admission does.
             causes += [(e.type.value, e.field, e.message) for e in validate_job(obj, KINDS[rt.kind])]
         if causes:
             raise errors.invalid(rt, name, causes)
@@ -552,7 +654,7 @@ class Objects:
                 m["generation"] = current["metadata"]["generation"] + 1
         if _unversioned(new) == _unversioned(current):
             return self.present(rt, current)  # a no-op write bumps nothing and emits no event
-        self._admit(rt, new)
+        self._admit(rt, new, subresource)
         if dry_run:
             return self.present(rt, new)
         if m.get("deletionTimestamp") and not m.get("finalizers") and not self._awaiting_node(rt, new):
@@ -560,7 +662,6 @@ class Objects:
         stored = self.store.put(rt.key, m.get("namespace", ""), m["name"], new, created=False)
         if rt.key == "apiextensions.k8s.io/customresourcedefinitions":
             self.registry.add_crd(stored)
-            self._schemas.clear()
         return self.present(rt, stored)
 
     def _write(self, rt: ResourceType, manager: str, subresource: str | None) -> fieldmanager.Write:
@@ -575,13 +676,7 @@ class Objects:
     def _shape(self, rt: ResourceType) -> fieldmanager.Shape:
         if not rt.custom:
             return fieldmanager.builtin_shape(rt.kind)
-        key = (rt.group, rt.version, rt.plural)
-        if key not in self._schemas:
-            crd = self.store.get("apiextensions.k8s.io/customresourcedefinitions", "", f"{rt.plural}.{rt.group}")
-            versions = ((crd or {}).get("spec") or {}).get("versions") or []
-            version: dict[str, Any] = next((v for v in versions if v.get("name") == rt.version), {})
-            self._schemas[key] = (version.get("schema") or {}).get("openAPIV3Schema")
-        return fieldmanager.SchemaShape(self._schemas[key], root=True)
+        return fieldmanager.SchemaShape(rt.schema, root=True)
 
     def _track(self, rt: ResourceType, old: Obj | None, new: Obj, manager: str, subresource: str | None) -> None:
         """Record in ``new`` that ``manager`` owns what this write changed."""
@@ -603,5 +698,4 @@ class Objects:
         removed = self.store.remove(rt.key, m.get("namespace", ""), m["name"]) or obj
         if rt.key == "apiextensions.k8s.io/customresourcedefinitions":
             self.registry.remove_crd(m["name"])
-            self._schemas.clear()
         return removed

@@ -29,6 +29,9 @@ class ResourceType:
     scale: dict[str, str] | None = None
     has_spec: bool = True
     custom: bool = False
+    # The version's openAPIV3Schema (custom resources only) and its CRD's selectableFields paths.
+    schema: dict[str, Any] | None = field(default=None, compare=False, repr=False)
+    selectable_fields: tuple[str, ...] = ()
 
     @property
     def key(self) -> str:
@@ -107,6 +110,12 @@ def from_crd(crd: dict[str, Any]) -> list[ResourceType]:
                 printer_columns=tuple(version.get("additionalPrinterColumns") or ()),
                 scale=subs.get("scale"),
                 custom=True,
+                schema=((version.get("schema") or {}).get("openAPIV3Schema")) or None,
+                selectable_fields=tuple(
+                    f["jsonPath"].lstrip(".")
+                    for f in version.get("selectableFields") or []
+                    if isinstance(f, dict) and isinstance(f.get("jsonPath"), str)
+                ),
             )
         )
     return out

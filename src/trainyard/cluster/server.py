@@ -18,16 +18,15 @@ import yaml
 from aiohttp import web
 
 from trainyard.api.meta import parse_time
-from trainyard.cluster import discovery, errors, logs, patching, tables
+from trainyard.cluster import admission, discovery, errors, logs, paging, patching, tables
 from trainyard.cluster.jsonpath import get_path, set_path
-from trainyard.cluster.objects import Objects, field_keys, matches, patch_failure
+from trainyard.cluster.objects import Objects, check_fields, matches, patch_failure
 from trainyard.cluster.paths import Layout
 from trainyard.cluster.registry import ResourceType
 from trainyard.cluster.selectors import (
     FieldSelector,
     LabelSelector,
     SelectorError,
-    check_field_selector,
     parse_field_selector,
     parse_label_selector,
 )
@@ -173,8 +172,13 @@ class ApiServer:
                 return self._list(request, rt, ns)
             if method == "POST" and (ns is not None or not rt.namespaced):
                 body = await _body(request)
-                created = self.objects.create(rt, ns or "", body, dry_run=dry_run, manager=_manager(request))
-                return self._object(request, rt, created, 201)
+                directive = admission.field_validation(query.get("fieldValidation"), "CreateOptions")
+                warnings: list[str] = []
+                created = self.objects.create(
+                    rt, ns or "", body, dry_run=dry_run, field_validation=directive, warnings=warnings,
+                    manager=_manager(request),
+                )
+                return _warn(self._object(request, rt, created, 201), warnings)
             if method == "DELETE" and (ns is not None or not rt.namespaced):
                 return await self._delete_collection(request, rt, ns)
             raise errors.method_not_allowed()
@@ -193,10 +197,14 @@ class ApiServer:
             return self._object(request, rt, self.objects.get(rt, namespace, name))
         if method == "PUT":
             body = await _body(request)
+            directive = admission.field_validation(query.get("fieldValidation"), "UpdateOptions")
+            warnings = []
             updated = self.objects.update(
-                rt, namespace, name, body, subresource=sub, dry_run=dry_run, manager=_manager(request)
+                rt, namespace, name, body, subresource=sub, dry_run=dry_run, field_validation=directive,
+                warnings=warnings,
+                manager=_manager(request),
             )
-            return self._object(request, rt, updated)
+            return _warn(self._object(request, rt, updated), warnings)
         if method == "PATCH":
             return await self._patch(request, rt, namespace, name, sub, dry_run)
         if method == "DELETE":
@@ -219,28 +227,33 @@ class ApiServer:
         fields = None
         if request.query.get("fieldSelector"):
             fields = parse_field_selector(request.query["fieldSelector"])
-            check_field_selector(fields, field_keys(rt))
+            check_fields(rt, fields)
         return labels, fields
 
     def _list(self, request: web.Request, rt: ResourceType, namespace: str | None) -> web.Response:
         labels, fields = self._selectors(request, rt)
-        items, revision = self.objects.list(rt, namespace, labels, fields)
+        page = self.objects.list_page(rt, namespace, labels, fields, paging.list_options(request.query))
+        list_meta: dict[str, Any] = {"resourceVersion": str(page.revision)}
+        if page.continue_token:
+            list_meta["continue"] = page.continue_token
+        if page.remaining is not None:
+            list_meta["remainingItemCount"] = page.remaining
         if _wants_table(request):
-            return _json(
-                tables.table(
-                    rt,
-                    items,
-                    now=self.now(),
-                    resource_version=str(revision),
-                    include_object=request.query.get("includeObject", "Metadata"),
-                )
+            table = tables.table(
+                rt,
+                page.items,
+                now=self.now(),
+                resource_version=str(page.revision),
+                include_object=request.query.get("includeObject", "Metadata"),
             )
+            table["metadata"] = list_meta
+            return _json(table)
         return _json(
             {
                 "kind": f"{rt.kind}List",
                 "apiVersion": rt.group_version,
-                "metadata": {"resourceVersion": str(revision)},
-                "items": items,
+                "metadata": list_meta,
+                "items": page.items,
             }
         )
 
@@ -276,10 +289,14 @@ class ApiServer:
             body = json.loads(raw or b"null")
         except ValueError as exc:
             raise errors.bad_request(f"error decoding patch: {exc}") from exc
+        directive = admission.field_validation(request.query.get("fieldValidation"), "PatchOptions")
+        warnings: list[str] = []
         patched = self.objects.patch(
-            rt, namespace, name, ctype, body, subresource=sub, dry_run=dry_run, manager=_manager(request)
+            rt, namespace, name, ctype, body, subresource=sub, dry_run=dry_run, field_validation=directive,
+            warnings=warnings,
+            manager=_manager(request),
         )
-        return self._object(request, rt, patched)
+        return _warn(self._object(request, rt, patched), warnings)
 
     def _apply(
         self,
@@ -299,6 +316,7 @@ class ApiServer:
             body = yaml.safe_load(raw)
         except yaml.YAMLError as exc:
             raise errors.bad_request(f"error decoding YAML: {exc}") from exc
+        warnings: list[str] = []
         obj, created = self.objects.apply(
             rt,
             namespace,
@@ -308,8 +326,10 @@ class ApiServer:
             force=_bool(request.query.get("force")),
             subresource=sub,
             dry_run=dry_run,
+            field_validation=admission.field_validation(request.query.get("fieldValidation"), "PatchOptions"),
+            warnings=warnings,
         )
-        return self._object(request, rt, obj, 201 if created else 200)
+        return _warn(self._object(request, rt, obj, 201 if created else 200), warnings)
 
     async def _delete_collection(
         self, request: web.Request, rt: ResourceType, namespace: str | None
@@ -623,6 +643,14 @@ def _at(parts: list[str], index: int) -> str | None:
 def _wants_table(request: web.Request) -> bool:
     accept = request.headers.get("Accept", "")
     return "as=Table" in accept.split(",")[0] or accept.startswith("application/json;as=Table")
+
+
+def _warn(response: web.Response, warnings: list[str]) -> web.Response:
+    """Warning headers as kube-apiserver sends them; kubectl prints each as ``Warning: ...``."""
+    for text in dict.fromkeys(warnings):
+        quoted = text.replace("\\", "\\\\").replace('"', '\\"')
+        response.headers.add("Warning", f'299 - "{quoted}"')
+    return response
 
 
 def _json(body: Any, code: int = 200) -> web.Response:

@@ -107,6 +107,54 @@ class Store:
             self._db.execute("COMMIT")
         return [json.loads(r[0]) for r in rows], revision
 
+    def snapshot(
+        self,
+        resource: str,
+        namespace: str | None = None,
+        *,
+        revision: int | None = None,
+        start: tuple[str, str] | None = None,
+    ) -> tuple[builtins.list[tuple[str, str, str]], int]:
+        """Rows ``(namespace, name, body JSON)`` as of ``revision`` (default: now), in key order.
+
+        ``start`` is an inclusive lower bound on ``(namespace, name)``. A past revision is rebuilt
+        from the change log: a key written since then reads as it was before its first later
+        write (absent if that write created it). Raises ``Expired`` when the log no longer
+        reaches back that far and ``ValueError`` for a revision the store has not reached.
+        """
+        where, args = "resource=?", [resource]
+        if namespace is not None:
+            where += " AND namespace=?"
+            args.append(namespace)
+        if start is not None:
+            where += " AND (namespace, name) >= (?, ?)"
+            args += list(start)
+        self._db.execute("BEGIN")
+        try:
+            current = self.revision
+            at = current if revision is None else revision
+            if at > current:
+                raise ValueError(f"revision {at} is newer than the store's {current}")
+            oldest = int(self._db.execute("SELECT value FROM meta WHERE key='compacted'").fetchone()[0])
+            if at < oldest:
+                raise Expired(at, oldest)
+            rows = self._db.execute(
+                f"SELECT namespace, name, body FROM objects WHERE {where} ORDER BY namespace, name", args
+            ).fetchall()
+            if at < current:
+                before: dict[tuple[str, str], str | None] = {}
+                for ns, name, kind, old in self._db.execute(
+                    f"SELECT namespace, name, type, old_body FROM changes WHERE {where} AND rv>? ORDER BY rv",
+                    [*args, at],
+                ):
+                    before.setdefault((ns, name), None if kind == "ADDED" else old)
+                rows = [r for r in rows if (r[0], r[1]) not in before]
+                rows += [(ns, name, old) for (ns, name), old in before.items() if old is not None]
+                rows.sort(key=lambda r: (r[0], r[1]))
+        finally:
+            self._db.execute("COMMIT")
+        return rows, at
+
     def all_objects(self) -> Iterator[tuple[str, Obj]]:
         for resource, body in self._db.execute("SELECT resource, body FROM objects").fetchall():
             yield resource, json.loads(body)

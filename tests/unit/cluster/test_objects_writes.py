@@ -22,7 +22,15 @@ WIDGETS = {
         "group": "example.com",
         "scope": "Namespaced",
         "names": {"plural": "widgets", "singular": "widget", "kind": "Widget"},
-        "versions": [{"name": "v1", "served": True, "storage": True, "subresources": {"status": {}}}],
+        "versions": [
+            {
+                "name": "v1",
+                "served": True,
+                "storage": True,
+                "subresources": {"status": {}},
+                "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}},
+            }
+        ],
     },
 }
 
@@ -64,12 +72,13 @@ def test_secret_string_data_is_folded_into_data_on_every_write(objects: Objects)
 
 def test_service_ports_added_by_an_update_are_defaulted(objects: Objects) -> None:
     services = rt(objects, "", "services")
-    objects.create(services, "ns", {"metadata": {"name": "web"}, "spec": {"ports": [{"port": 80}]}})
-    patch = {"spec": {"$setElementOrder/ports": [{"port": 80}, {"port": 443}], "ports": [{"port": 443}]}}
+    objects.create(services, "ns", {"metadata": {"name": "web"}, "spec": {"ports": [{"name": "http", "port": 80}]}})
+    ports = [{"name": "http", "port": 80}, {"name": "https", "port": 443}]
+    patch = {"spec": {"$setElementOrder/ports": [{"port": 80}, {"port": 443}], "ports": ports}}
     patched = objects.patch(services, "ns", "web", SMP, patch)
     assert patched["spec"]["ports"] == [
-        {"port": 80, "protocol": "TCP", "targetPort": 80},
-        {"port": 443, "protocol": "TCP", "targetPort": 443},
+        {"name": "http", "port": 80, "protocol": "TCP", "targetPort": 80},
+        {"name": "https", "port": 443, "protocol": "TCP", "targetPort": 443},
     ]
 
 
