@@ -205,6 +205,7 @@ class ApiServer:
                 name,
                 propagation=opts.get("propagationPolicy"),
                 grace_seconds=opts.get("gracePeriodSeconds"),
+                preconditions=opts.get("preconditions"),
                 dry_run=dry_run,
             )
             return self._object(request, rt, deleted)
