@@ -150,6 +150,15 @@ def configmaps(ns: str) -> None:
     noop = v1.patch_namespaced_config_map("cm1", ns, {"data": {"d": "4"}})
     assert noop.metadata.resource_version == patched.metadata.resource_version, "a no-op patch bumped the RV"
 
+    # A dry run deletes nothing (and emits no watch event), whether dryRun travels in the
+    # DeleteOptions body (as kubectl sends it) or as a query parameter.
+    v1.delete_namespaced_config_map("cm1", ns, body=client.V1DeleteOptions(dry_run=["All"]))
+    v1.delete_namespaced_config_map("cm1", ns, dry_run="All")
+    v1.delete_collection_namespaced_config_map(ns, dry_run="All")
+    v1.delete_collection_namespaced_config_map(ns, body=client.V1DeleteOptions(dry_run=["All"]))
+    names = [c.metadata.name for c in v1.list_namespaced_config_map(ns).items]
+    assert names == ["cm1", "cm2"], names
+
     def delete_if(**preconditions: str) -> Any:
         options = client.V1DeleteOptions(preconditions=client.V1Preconditions(**preconditions))
         return v1.delete_namespaced_config_map("cm1", ns, body=options)
@@ -176,6 +185,8 @@ def configmaps(ns: str) -> None:
     assert rvs[2:4] == [replaced.metadata.resource_version, patched.metadata.resource_version]
     assert events[3]["object"].data == {"b": "2", "c": "3", "d": "4"}
     assert int(rvs[4]) > int(rvs[3]), "DELETED carries the deletion's own RV"
+    v1.delete_collection_namespaced_config_map(ns, label_selector="app=other")
+    assert not v1.list_namespaced_config_map(ns).items
 
 
 def services(ns: str) -> None:

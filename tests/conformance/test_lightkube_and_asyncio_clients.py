@@ -128,6 +128,12 @@ def test_lightkube_sync_watch_patch_apply(lk: Client) -> None:
     again = lk.apply(ConfigMap(metadata=ObjectMeta(name="ssa", namespace=ns, labels={"v": "2"}), data={"a": "b"}))
     assert again.metadata.labels == {"v": "2"} and again.data == {"a": "b"}
     assert lk.get(ConfigMap, "ssa", namespace=ns).metadata.labels == {"v": "2"}
+
+    # deletecollection honours dryRun (a query parameter here) and then really deletes.
+    lk.deletecollection(ConfigMap, namespace=ns, dry_run=True)
+    assert sorted(c.metadata.name for c in lk.list(ConfigMap, namespace=ns)) == ["pre", "ssa"]
+    lk.deletecollection(ConfigMap, namespace=ns)
+    assert not list(lk.list(ConfigMap, namespace=ns))
     lk.delete(Namespace, ns)
 
 

@@ -176,7 +176,7 @@ class ApiServer:
                 created = self.objects.create(rt, ns or "", body, dry_run=dry_run)
                 return self._object(request, rt, created, 201)
             if method == "DELETE" and (ns is not None or not rt.namespaced):
-                return self._delete_collection(request, rt, ns)
+                return await self._delete_collection(request, rt, ns)
             raise errors.method_not_allowed()
         namespace = ns or ""
         if sub == "log":
@@ -206,7 +206,7 @@ class ApiServer:
                 propagation=opts.get("propagationPolicy"),
                 grace_seconds=opts.get("gracePeriodSeconds"),
                 preconditions=opts.get("preconditions"),
-                dry_run=dry_run,
+                dry_run=opts["dryRun"] == ["All"],
             )
             return self._object(request, rt, deleted)
         raise errors.method_not_allowed()
@@ -303,14 +303,22 @@ class ApiServer:
         patched = self.objects.patch(rt, namespace, name, "application/merge-patch+json", body, dry_run=dry_run)
         return self._object(request, rt, patched)
 
-    def _delete_collection(self, request: web.Request, rt: ResourceType, namespace: str | None) -> web.Response:
+    async def _delete_collection(
+        self, request: web.Request, rt: ResourceType, namespace: str | None
+    ) -> web.Response:
         labels, fields = self._selectors(request, rt)
+        opts = await _delete_options(request)
         items, revision = self.objects.list(rt, namespace, labels, fields)
         for item in items:
             m = item["metadata"]
             try:
                 self.objects.delete(
-                    rt, m.get("namespace", ""), m["name"], propagation=request.query.get("propagationPolicy")
+                    rt,
+                    m.get("namespace", ""),
+                    m["name"],
+                    propagation=opts.get("propagationPolicy"),
+                    grace_seconds=opts.get("gracePeriodSeconds"),
+                    dry_run=opts["dryRun"] == ["All"],
                 )
             except errors.ApiError as exc:
                 if exc.code != 404:
@@ -569,7 +577,16 @@ async def _delete_options(request: web.Request) -> dict[str, Any]:
     if q.get("propagationPolicy"):
         opts["propagationPolicy"] = q["propagationPolicy"]
     if q.get("gracePeriodSeconds"):
-        opts["gracePeriodSeconds"] = int(q["gracePeriodSeconds"])
+        try:
+            opts["gracePeriodSeconds"] = int(q["gracePeriodSeconds"])
+        except ValueError:
+            raise errors.bad_request(f"invalid gracePeriodSeconds {q['gracePeriodSeconds']!r}") from None
     if opts.get("orphanDependents") is True and "propagationPolicy" not in opts:
         opts["propagationPolicy"] = "Orphan"
+    # kubectl --dry-run=server sends dryRun in the body, the Python clients as a query parameter.
+    if q.get("dryRun"):
+        opts["dryRun"] = q.getall("dryRun")
+    opts["dryRun"] = opts.get("dryRun") or []
+    if opts["dryRun"] not in ([], ["All"]):
+        raise errors.bad_request(f'dryRun: Unsupported value: {opts["dryRun"]!r}: supported values: "All"')
     return opts
