@@ -156,7 +156,7 @@ def configmaps(ns: str) -> None:
     v1.delete_namespaced_config_map("cm1", ns, dry_run="All")
     v1.delete_collection_namespaced_config_map(ns, dry_run="All")
     v1.delete_collection_namespaced_config_map(ns, body=client.V1DeleteOptions(dry_run=["All"]))
-    names = [c.metadata.name for c in v1.list_namespaced_config_map(ns).items]
+    names = [c.metadata.name for c in v1.list_namespaced_config_map(ns, label_selector="app").items]
     assert names == ["cm1", "cm2"], names
 
     def delete_if(**preconditions: str) -> Any:
@@ -186,7 +186,7 @@ def configmaps(ns: str) -> None:
     assert events[3]["object"].data == {"b": "2", "c": "3", "d": "4"}
     assert int(rvs[4]) > int(rvs[3]), "DELETED carries the deletion's own RV"
     v1.delete_collection_namespaced_config_map(ns, label_selector="app=other")
-    assert not v1.list_namespaced_config_map(ns).items
+    assert not v1.list_namespaced_config_map(ns, label_selector="app").items
 
 
 def services(ns: str) -> None:
