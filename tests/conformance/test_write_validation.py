@@ -24,15 +24,15 @@ from conftest import REPO, Kubectl, Plane
 pytestmark = pytest.mark.e2e
 
 GROUP = "conformance.trainyard.dev"
-WIDGETS = f"/apis/{GROUP}/v1/namespaces/{{ns}}/widgets"
+WIDGETS = f"/apis/{GROUP}/v1/namespaces/{{ns}}/sprockets"
 CRD = {
     "apiVersion": "apiextensions.k8s.io/v1",
     "kind": "CustomResourceDefinition",
-    "metadata": {"name": f"widgets.{GROUP}"},
+    "metadata": {"name": f"sprockets.{GROUP}"},
     "spec": {
         "group": GROUP,
         "scope": "Namespaced",
-        "names": {"plural": "widgets", "singular": "widget", "kind": "Widget"},
+        "names": {"plural": "sprockets", "singular": "sprocket", "kind": "Sprocket"},
         "versions": [
             {
                 "name": "v1",
@@ -90,61 +90,62 @@ def ns(plane: Plane, kubectl: Kubectl) -> Iterator[str]:
     kubectl.run("delete", "namespace", name, "--wait=false")
 
 
-def widget(name: str, **spec: Any) -> str:
-    return json.dumps({"apiVersion": f"{GROUP}/v1", "kind": "Widget", "metadata": {"name": name}, "spec": spec})
+def sprocket(name: str, **spec: Any) -> str:
+    return json.dumps({"apiVersion": f"{GROUP}/v1", "kind": "Sprocket", "metadata": {"name": name}, "spec": spec})
 
 
 # -- custom resources through kubectl -------------------------------------------------------
 
 
 def test_kubectl_create_of_a_typo_fails_like_a_real_cluster(kubectl: Kubectl, ns: str) -> None:
-    result = kubectl.run("apply", "-n", ns, "-f", "-", input=widget("typo", size=3, colour="red"))
+    result = kubectl.run("apply", "-n", ns, "-f", "-", input=sprocket("typo", size=3, colour="red"))
     assert result.returncode != 0
     assert (
-        'Error from server (BadRequest): error when creating "STDIN": Widget in version "v1" cannot be handled '
-        'as a Widget: strict decoding error: unknown field "spec.colour"'
+        'Error from server (BadRequest): error when creating "STDIN": Sprocket in version "v1" cannot be handled '
+        'as a Sprocket: strict decoding error: unknown field "spec.colour"'
     ) in result.stderr
-    assert kubectl.run("get", "widget", "typo", "-n", ns).returncode != 0
+    assert kubectl.run("get", "sprocket", "typo", "-n", ns).returncode != 0
 
 
 def test_kubectl_validate_warn_prunes_and_warns(kubectl: Kubectl, ns: str) -> None:
-    result = kubectl.run("apply", "--validate=warn", "-n", ns, "-f", "-", input=widget("warned", size=3, colour="red"))
+    manifest = sprocket("warned", size=3, colour="red")
+    result = kubectl.run("apply", "--validate=warn", "-n", ns, "-f", "-", input=manifest)
     assert result.returncode == 0, result.stderr
     assert 'Warning: unknown field "spec.colour"' in result.stderr
-    assert kubectl.json("get", "widget", "warned", "-n", ns)["spec"] == {"size": 3, "mode": "fast"}
+    assert kubectl.json("get", "sprocket", "warned", "-n", ns)["spec"] == {"size": 3, "mode": "fast"}
 
 
 def test_kubectl_apply_update_with_a_typo_is_an_invalid_patch(kubectl: Kubectl, ns: str) -> None:
-    kubectl("apply", "-n", ns, "-f", "-", input=widget("updated", size=3))
-    result = kubectl.run("apply", "-n", ns, "-f", "-", input=widget("updated", size=4, colour="red"))
+    kubectl("apply", "-n", ns, "-f", "-", input=sprocket("updated", size=3))
+    result = kubectl.run("apply", "-n", ns, "-f", "-", input=sprocket("updated", size=4, colour="red"))
     assert result.returncode != 0
     assert "The request is invalid: patch: Invalid value: " in result.stderr
     assert 'strict decoding error: unknown field "spec.colour"' in result.stderr
-    assert kubectl.json("get", "widget", "updated", "-n", ns)["spec"]["size"] == 3
+    assert kubectl.json("get", "sprocket", "updated", "-n", ns)["spec"]["size"] == 3
 
 
 def test_kubectl_shows_schema_violations_with_field_paths(kubectl: Kubectl, ns: str) -> None:
-    result = kubectl.run("apply", "-n", ns, "-f", "-", input=widget("bad", size="3", mode="medium", tags=["a", "a"]))
+    result = kubectl.run("apply", "-n", ns, "-f", "-", input=sprocket("bad", size="3", mode="medium", tags=["a", "a"]))
     assert result.returncode != 0
-    assert 'The Widget "bad" is invalid:' in result.stderr
+    assert 'The Sprocket "bad" is invalid:' in result.stderr
     for line in (
         'spec.size: Invalid value: "string": spec.size in body must be of type integer: "string"',
         'spec.mode: Unsupported value: "medium": supported values: "fast", "slow"',
         'spec.tags[1]: Duplicate value: "a"',
     ):
         assert line in result.stderr
-    missing = kubectl.run("apply", "-n", ns, "-f", "-", input=widget("empty"))
-    assert 'The Widget "empty" is invalid: spec.size: Required value' in missing.stderr
-    big = kubectl.run("apply", "-n", ns, "-f", "-", input=widget("big", size=11))
+    missing = kubectl.run("apply", "-n", ns, "-f", "-", input=sprocket("empty"))
+    assert 'The Sprocket "empty" is invalid: spec.size: Required value' in missing.stderr
+    big = kubectl.run("apply", "-n", ns, "-f", "-", input=sprocket("big", size=11))
     assert "spec.size: Invalid value: 11: spec.size in body should be less than or equal to 10" in big.stderr
 
 
 def test_preserved_subtrees_and_int_or_string_are_accepted(kubectl: Kubectl, ns: str) -> None:
     template = {"spec": {"containers": [{"name": "c", "image": "x", "resources": {"limits": {"cpu": "1"}}}]}}
-    kubectl("apply", "-n", ns, "-f", "-", input=widget("free", size=2, port="http", template=template))
-    kubectl("apply", "-n", ns, "-f", "-", input=widget("numbered", size=2, port=8080))
-    assert kubectl.json("get", "widget", "free", "-n", ns)["spec"]["template"] == template
-    assert kubectl.json("get", "widget", "numbered", "-n", ns)["spec"]["port"] == 8080
+    kubectl("apply", "-n", ns, "-f", "-", input=sprocket("free", size=2, port="http", template=template))
+    kubectl("apply", "-n", ns, "-f", "-", input=sprocket("numbered", size=2, port=8080))
+    assert kubectl.json("get", "sprocket", "free", "-n", ns)["spec"]["template"] == template
+    assert kubectl.json("get", "sprocket", "numbered", "-n", ns)["spec"]["port"] == 8080
 
 
 # -- custom resources through the raw API ---------------------------------------------------
@@ -161,7 +162,7 @@ def test_preserved_subtrees_and_int_or_string_are_accepted(kubectl: Kubectl, ns:
 )
 def test_field_validation_directives(plane: Plane, ns: str, query: str, code: int, warning: str | None) -> None:
     name = f"d-{uuid.uuid4().hex[:6]}"
-    body = json.loads(widget(name, size=1, colour="red"))
+    body = json.loads(sprocket(name, size=1, colour="red"))
     status, answer, headers = call(plane, "POST", WIDGETS.format(ns=ns) + query, body)
     assert status == code, answer
     assert headers.get("Warning") == warning
@@ -174,7 +175,7 @@ def test_field_validation_directives(plane: Plane, ns: str, query: str, code: in
 
 def test_unknown_field_validation_value_is_rejected(plane: Plane, ns: str) -> None:
     status, answer, _ = call(
-        plane, "POST", WIDGETS.format(ns=ns) + "?fieldValidation=Loud", json.loads(widget("x", size=1))
+        plane, "POST", WIDGETS.format(ns=ns) + "?fieldValidation=Loud", json.loads(sprocket("x", size=1))
     )
     assert status == 422
     assert answer["message"] == (
@@ -184,13 +185,13 @@ def test_unknown_field_validation_value_is_rejected(plane: Plane, ns: str) -> No
 
 
 def test_invalid_status_shape(plane: Plane, ns: str) -> None:
-    status, answer, _ = call(plane, "POST", WIDGETS.format(ns=ns), json.loads(widget("shape", size=0)))
+    status, answer, _ = call(plane, "POST", WIDGETS.format(ns=ns), json.loads(sprocket("shape", size=0)))
     assert status == 422
     assert answer["reason"] == "Invalid"
     assert answer["details"] == {
         "name": "shape",
         "group": GROUP,
-        "kind": "Widget",
+        "kind": "Sprocket",
         "causes": [
             {
                 "reason": "FieldValueInvalid",
@@ -200,14 +201,14 @@ def test_invalid_status_shape(plane: Plane, ns: str) -> None:
         ],
     }
     assert answer["message"] == (
-        f'Widget.{GROUP} "shape" is invalid: spec.size: Invalid value: 0: '
+        f'Sprocket.{GROUP} "shape" is invalid: spec.size: Invalid value: 0: '
         "spec.size in body should be greater than or equal to 1"
     )
 
 
 def test_status_subresource_is_validated_against_the_status_schema(plane: Plane, ns: str) -> None:
     base = WIDGETS.format(ns=ns)
-    assert call(plane, "POST", base, json.loads(widget("st", size=1)))[0] == 201
+    assert call(plane, "POST", base, json.loads(sprocket("st", size=1)))[0] == 201
     merge = "application/merge-patch+json"
     status, answer, _ = call(plane, "PATCH", f"{base}/st/status", {"status": {"ready": "yes"}}, merge)
     assert status == 422
@@ -324,7 +325,7 @@ def test_labels_and_annotation_budget(plane: Plane, ns: str) -> None:
 
 
 def test_a_crd_whose_schema_is_not_structural_is_rejected(kubectl: Kubectl) -> None:
-    crd = json.loads(json.dumps(CRD).replace("widgets", "gadgets").replace('"Widget"', '"Gadget"'))
+    crd = json.loads(json.dumps(CRD).replace("sprockets", "gadgets").replace('"Sprocket"', '"Gadget"'))
     crd["spec"]["names"]["singular"] = "gadget"
     crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["loose"] = {}
     result = kubectl.run("apply", "-f", "-", input=json.dumps(crd))

@@ -468,10 +468,12 @@ class Objects:
         *,
         propagation: str | None = None,
         grace_seconds: int | None = None,
+        preconditions: Any = None,
         dry_run: bool = False,
     ) -> Obj:
         current = self._current(rt, namespace, name)
         m = current["metadata"]
+        _check_preconditions(rt, m, preconditions)
         if dry_run:
             return self.present(rt, current)
         finalizers = list(m.get("finalizers") or [])
@@ -699,3 +701,19 @@ class Objects:
         if rt.key == "apiextensions.k8s.io/customresourcedefinitions":
             self.registry.remove_crd(m["name"])
         return removed
+
+
+def _check_preconditions(rt: ResourceType, meta: dict[str, Any], preconditions: Any) -> None:
+    """``DeleteOptions.preconditions``: delete only the object the client means (uid) or saw (RV)."""
+    if preconditions is None:
+        return
+    if not isinstance(preconditions, dict):
+        raise errors.bad_request("DeleteOptions.preconditions must be an object")
+    for key, label in (("uid", "UID"), ("resourceVersion", "ResourceVersion")):
+        wanted = preconditions.get(key)
+        if wanted is not None and wanted != meta.get(key):
+            raise errors.conflict(
+                rt,
+                meta["name"],
+                f"Precondition failed: {label} in precondition: {wanted}, {label} in object meta: {meta.get(key)}",
+            )

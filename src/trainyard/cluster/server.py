@@ -215,6 +215,7 @@ class ApiServer:
                 name,
                 propagation=opts.get("propagationPolicy"),
                 grace_seconds=opts.get("gracePeriodSeconds"),
+                preconditions=opts.get("preconditions"),
                 dry_run=dry_run or _dry_run_all(opts),
             )
             return self._object(request, rt, deleted)
@@ -694,8 +695,12 @@ async def _delete_options(request: web.Request) -> dict[str, Any]:
             opts["gracePeriodSeconds"] = int(q["gracePeriodSeconds"])
         except ValueError:
             raise errors.bad_request(f'invalid gracePeriodSeconds "{q["gracePeriodSeconds"]}"') from None
-    if q.get("dryRun"):
-        opts["dryRun"] = q.getall("dryRun")
     if opts.get("orphanDependents") is True and "propagationPolicy" not in opts:
         opts["propagationPolicy"] = "Orphan"
+    # kubectl --dry-run=server sends dryRun in the body, the Python clients as a query parameter.
+    if q.get("dryRun"):
+        opts["dryRun"] = q.getall("dryRun")
+    opts["dryRun"] = opts.get("dryRun") or []
+    if opts["dryRun"] not in ([], ["All"]):
+        raise errors.bad_request(f'dryRun: Unsupported value: {opts["dryRun"]!r}: supported values: "All"')
     return opts
