@@ -242,6 +242,16 @@ def test_our_example_job_applies_unchanged_and_job_rules_still_run(kubectl: Kube
     webhook = example.replace("Master:\n      replicas: 1", "Master:\n      replicas: 2", 1)
     result = kubectl.run("apply", "--dry-run=server", "-n", ns, "-f", "-", input=webhook)
     assert "spec.pytorchReplicaSpecs.Master.replicas: Forbidden: must be 1" in result.stderr
+    # The job types are modelled whole, as upstream's CRDs are: a typo is an unknown field,
+    # while the pod template below keeps every pod field.
+    typo = example.replace("  pytorchReplicaSpecs:", "  runPolicy: {cleanPodPolicyy: All}\n  pytorchReplicaSpecs:", 1)
+    assert typo != example
+    result = kubectl.run("apply", "--dry-run=server", "-n", ns, "-f", "-", input=typo)
+    assert 'strict decoding error: unknown field "spec.runPolicy.cleanPodPolicyy"' in result.stderr
+    pruned = json.loads(
+        kubectl("apply", "--validate=false", "--dry-run=server", "-n", ns, "-f", "-", "-o", "json", input=typo)
+    )
+    assert "cleanPodPolicyy" not in pruned["spec"]["runPolicy"]
 
 
 # -- built-in kinds -------------------------------------------------------------------------

@@ -7,6 +7,7 @@ manifests run unchanged.
 from __future__ import annotations
 
 from enum import StrEnum
+from typing import Any
 
 from pydantic import Field
 
@@ -70,6 +71,7 @@ class ReplicaStatus(K8sModel):
     active: int | None = None
     succeeded: int | None = None
     failed: int | None = None
+    label_selector: dict[str, Any] | None = None
     selector: str | None = None
 
 

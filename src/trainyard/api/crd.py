@@ -3,23 +3,37 @@
 The JSON schema pydantic produces is turned into a Kubernetes *structural* schema: references
 inlined, ``anyOf [X, null]`` turned into ``nullable``, titles dropped, and objects that keep
 unknown fields marked ``x-kubernetes-preserve-unknown-fields`` (pod templates carry every pod
-field, most of which trainyard does not model).
+field, most of which trainyard does not model). Only Kubernetes' own types are open that way:
+the job types are modelled whole, so a typo in them is pruned, or with kubectl's default
+``fieldValidation=Strict`` rejected, as it is by the upstream CRDs.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from pydantic import BaseModel
+
+from trainyard.api import core, meta
 from trainyard.api.kinds import KindInfo
 
 _DROP = {"title", "default", "description", "examples", "discriminator"}
 
+# Kubernetes types we model only in part (pod templates, metadata): they keep unknown fields.
+_OPEN = frozenset(
+    name
+    for module in (core, meta)
+    for name, value in vars(module).items()
+    if isinstance(value, type) and issubclass(value, BaseModel)
+)
 
-def _structural(node: Any, defs: dict[str, Any]) -> dict[str, Any]:
+
+def _structural(node: Any, defs: dict[str, Any], open_object: bool = False) -> dict[str, Any]:
     if not isinstance(node, dict):
         return {}
     if "$ref" in node:
-        return _structural(defs[node["$ref"].split("/")[-1]], defs)
+        name = node["$ref"].split("/")[-1]
+        return _structural(defs[name], defs, name in _OPEN)
     if "anyOf" in node:
         options = [o for o in node["anyOf"] if o.get("type") != "null"]
         nullable = len(options) < len(node["anyOf"])
@@ -38,7 +52,9 @@ def _structural(node: Any, defs: dict[str, Any]) -> dict[str, Any]:
         elif key == "items":
             out["items"] = _structural(value, defs)
         elif key == "additionalProperties":
-            if value is True:
+            # A closed model says additionalProperties too (extra="allow" keeps what it reads), but
+            # only free-form maps and Kubernetes' own types should keep unknown fields.
+            if value is True and (open_object or "properties" not in node):
                 out["x-kubernetes-preserve-unknown-fields"] = True
             elif isinstance(value, dict):
                 out["additionalProperties"] = _structural(value, defs)
@@ -46,8 +62,7 @@ def _structural(node: Any, defs: dict[str, Any]) -> dict[str, Any]:
             out["enum"] = [value]
         else:
             out[key] = value
-    if out.get("type") == "object" and "properties" in out:
-        # Our models keep unknown fields; a structural schema must say so or they would be pruned.
+    if open_object and out.get("type") == "object" and "properties" in out:
         out["x-kubernetes-preserve-unknown-fields"] = True
     if "enum" in out and "type" not in out:
         out["type"] = "string"

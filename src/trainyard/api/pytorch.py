@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field
 
@@ -26,6 +26,8 @@ class ElasticPolicy(K8sModel):
     standalone: bool | None = None
     n_proc_per_node: int | None = None
     max_restarts: int | None = None
+    # autoscaling/v2 MetricSpec items, passed through to the HPA upstream creates
+    metrics: list[dict[str, Any]] | None = None
 
 
 class PyTorchJobSpec(K8sModel):
