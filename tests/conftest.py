@@ -84,6 +84,19 @@ def plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Plane]:
     p.down()
 
 
+@pytest.fixture(scope="session")
+def secure_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Plane]:
+    """A second plane behind ``--secure`` (HTTPS + token), for client suites that run against both."""
+    p = start_plane(tmp_path_factory.mktemp("yard-secure-home"), secure=True)
+    yield p
+    p.down()
+
+
+def plain_and_secure(request: pytest.FixtureRequest, plane: Plane) -> Plane:
+    """Body of a module's ``plane`` override parametrized over ``http`` and ``https``."""
+    return request.getfixturevalue("secure_plane") if request.param == "https" else plane
+
+
 class Kubectl:
     def __init__(self, plane: Plane, cache: Path) -> None:
         self.env = {**os.environ, "KUBECONFIG": str(plane.kubeconfig), "KUBECACHEDIR": str(cache)}

@@ -24,7 +24,7 @@ import pytest
 from kubernetes import client, config
 from kubernetes.client.rest import ApiException
 
-from conftest import REPO, Kubectl, Plane, eventually
+from conftest import REPO, Kubectl, Plane, eventually, plain_and_secure
 
 pytestmark = pytest.mark.e2e
 
@@ -93,6 +93,12 @@ def crd() -> dict[str, Any]:
     }
 
 
+
+@pytest.fixture(scope="module", params=["http", "https"])
+def plane(request: pytest.FixtureRequest, plane: Plane) -> Plane:
+    # Every client here must work against the default plane and against `yard up --secure`.
+    return plain_and_secure(request, plane)
+
 @pytest.fixture
 def api(plane: Plane) -> Iterator[client.ApiClient]:
     with config.new_client_from_config(config_file=str(plane.kubeconfig)) as api_client:
@@ -130,7 +136,8 @@ def kopf_run(plane: Plane, tmp_path: Path) -> Iterator[Path]:
         assert rc == 0, f"kopf exited with {rc}:\n{log.read_text()[-4000:]}"
 
 
-def test_kopf_operator_lifecycle(api: client.ApiClient, kopf_run: Path, kubectl: Kubectl) -> None:
+def test_kopf_operator_lifecycle(api: client.ApiClient, kopf_run: Path, plane: Plane, tmp_path: Path) -> None:
+    kubectl = Kubectl(plane, tmp_path / "kube-cache")
     co = client.CustomObjectsApi(api)
     core = client.CoreV1Api(api)
     args = (GROUP, VERSION, NS, PLURAL)

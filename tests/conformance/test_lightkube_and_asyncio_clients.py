@@ -24,7 +24,7 @@ from lightkube.resources.apiextensions_v1 import CustomResourceDefinition
 from lightkube.resources.core_v1 import ConfigMap, Namespace, Service
 from lightkube.types import PatchType
 
-from conftest import Plane, eventually
+from conftest import Plane, eventually, plain_and_secure
 
 pytestmark = pytest.mark.e2e
 
@@ -33,6 +33,12 @@ Gadget = create_namespaced_resource(GROUP, VERSION, "Gadget", PLURAL)
 TIMEOUT = 60.0
 OURS = {"pre", "live", "ssa"}
 
+
+
+@pytest.fixture(scope="module", params=["http", "https"])
+def plane(request: pytest.FixtureRequest, plane: Plane) -> Plane:
+    # Every client here must work against the default plane and against `yard up --secure`.
+    return plain_and_secure(request, plane)
 
 @pytest.fixture(scope="module")
 def lk(plane: Plane) -> Iterator[Client]:
