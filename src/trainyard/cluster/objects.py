@@ -358,6 +358,8 @@ class Objects:
                 port.setdefault("protocol", "TCP")
                 port.setdefault("targetPort", port.get("port"))
             obj.setdefault("status", {"loadBalancer": {}})
+        elif rt.key == "core/secrets":
+            obj["type"] = obj.get("type") or "Opaque"
         elif rt.key == "apiextensions.k8s.io/customresourcedefinitions":
             obj["status"] = self._crd_status(obj)
         elif "status" in rt.subresources:

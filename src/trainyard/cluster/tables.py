@@ -150,6 +150,11 @@ BUILTIN_COLUMNS: dict[str, list[Column]] = {
         ("Data", "integer", 0, lambda o, _: len(o.get("data") or {})),
         ("Age", "string", 0, _age),
     ],
+    "core/serviceaccounts": [
+        ("Name", "string", 0, _name),
+        ("Secrets", "integer", 0, lambda o, _: len(o.get("secrets") or [])),
+        ("Age", "string", 0, _age),
+    ],
     "core/nodes": [
         ("Name", "string", 0, _name),
         (
