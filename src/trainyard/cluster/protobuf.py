@@ -186,6 +186,15 @@ LOAD_BALANCER_INGRESS: Message = {
     4: _f("ports", PORT_STATUS, repeated=True),
 }
 
+DELETE_OPTIONS: Message = {
+    1: _f("gracePeriodSeconds", "int", keep=True),
+    2: _f("preconditions", {1: _f("uid", keep=True), 2: _f("resourceVersion", keep=True)}),
+    3: _f("orphanDependents", "bool", keep=True),
+    4: _f("propagationPolicy", keep=True),
+    5: _f("dryRun", repeated=True),
+    6: _f("ignoreStoreReadErrorWithClusterBreakingPotential", "bool", keep=True),
+}
+
 METADATA = _f("metadata", OBJECT_META)
 KINDS: dict[tuple[str, str], Message] = {
     ("v1", "ConfigMap"): {
@@ -223,6 +232,8 @@ KINDS: dict[tuple[str, str], Message] = {
             },
         ),
     },
+    ("policy/v1", "Eviction"): {1: METADATA, 2: _f("deleteOptions", DELETE_OPTIONS)},
+    ("policy/v1beta1", "Eviction"): {1: METADATA, 2: _f("deleteOptions", DELETE_OPTIONS)},
 }
 
 
