@@ -18,7 +18,7 @@ from typing import Any
 from trainyard.api.kinds import KINDS
 from trainyard.api.meta import format_time
 from trainyard.api.validation import validate_job
-from trainyard.cluster import errors, patching
+from trainyard.cluster import errors, patching, shapes
 from trainyard.cluster.registry import Registry, ResourceType
 from trainyard.cluster.selectors import FieldSelector, LabelSelector
 from trainyard.cluster.store import Obj, Store
@@ -133,7 +133,7 @@ class Objects:
     def create(self, rt: ResourceType, namespace: str, body: Obj, *, dry_run: bool = False) -> Obj:
         if not isinstance(body, dict):
             raise errors.bad_request("the request body must be a JSON object")
-        obj = copy.deepcopy(body)
+        obj = shapes.check(rt, copy.deepcopy(body))
         self._check_type(rt, obj)
         m = meta(obj)
         if rt.namespaced:
@@ -190,6 +190,7 @@ class Objects:
         if not isinstance(body, dict):
             raise errors.bad_request("the request body must be a JSON object")
         current = self._current(rt, namespace, name)
+        body = shapes.check(rt, body)
         self._check_type(rt, body)
         wanted_rv = (body.get("metadata") or {}).get("resourceVersion")
         if wanted_rv and wanted_rv != current["metadata"]["resourceVersion"]:
@@ -235,6 +236,7 @@ class Objects:
             raise errors.bad_request(str(exc)) from exc
         if not isinstance(patched, dict):
             raise errors.bad_request("the patch must leave a JSON object")
+        patched = shapes.check(rt, patched)
         wanted_rv = (patched.get("metadata") or {}).get("resourceVersion")
         if wanted_rv and wanted_rv != current["metadata"]["resourceVersion"]:
             raise errors.conflict(rt, name)
@@ -382,7 +384,7 @@ class Objects:
 
     def _admit(self, rt: ResourceType, obj: Obj) -> None:
         name = obj.get("metadata", {}).get("name", "")
-        causes: list[tuple[str, str, str]] = []
+        causes = shapes.admission_causes(rt, obj)
         if rt.key == "core/pods":
             containers = (obj.get("spec") or {}).get("containers")
             if not containers:

@@ -83,7 +83,8 @@ class ApiServer:
         # Bodies are read by ``bodies.read``, which answers 413 with a Status at bodies.MAX_BYTES;
         # aiohttp's own limit (a plain-text 413) must never be the one that fires.
         app = web.Application(client_max_size=2 * bodies.MAX_BYTES)
-        app.router.add_route("*", "/{tail:.*}", self.handle)
+        # Every path, including ones with an encoded newline (``.`` would not match it), is ours to answer.
+        app.router.add_route("*", r"/{tail:[\s\S]*}", self.handle)
         return app
 
     # -- dispatch ------------------------------------------------------------------------------
@@ -104,6 +105,8 @@ class ApiServer:
     async def _dispatch(self, request: web.Request) -> web.StreamResponse:
         path = request.path.rstrip("/") or "/"
         parts = [p for p in path.split("/") if p]
+        if request.method not in ("GET", "HEAD") and _read_only(parts):
+            raise errors.method_not_allowed()
         if path in ("/healthz", "/readyz", "/livez"):
             return web.Response(text="ok", content_type="text/plain")
         if path == "/version":
@@ -295,6 +298,10 @@ class ApiServer:
         body = bodies.decode(raw, "application/apply-patch+yaml", what="the applied configuration")
         if not isinstance(body, dict):
             raise errors.bad_request("the applied configuration must be an object")
+        if body.get("metadata") is None:
+            body["metadata"] = {}  # no opinion on metadata, as a typed decoder reads null
+        if not isinstance(body["metadata"], dict):
+            raise errors.bad_request("metadata of the applied configuration must be an object")
         try:
             self.objects.get(rt, namespace, name)
         except errors.ApiError as exc:
@@ -576,6 +583,13 @@ def _container_done(pod: Obj, container: str) -> bool:
         if cs.get("name") == container and (cs.get("state") or {}).get("terminated"):
             return True
     return False
+
+
+def _read_only(parts: list[str]) -> bool:
+    """Health, version, discovery and OpenAPI documents: only GET reads them."""
+    if parts[:1] in (["healthz"], ["readyz"], ["livez"], ["version"], ["openapi"]):
+        return True
+    return (parts[:1] == ["api"] and len(parts) <= 2) or (parts[:1] == ["apis"] and len(parts) <= 3)
 
 
 def _int(query: Mapping[str, str], name: str, *, minimum: int | None = None) -> int | None:
