@@ -287,3 +287,145 @@ def test_eviction_deletes_the_pod(plane: Plane, kubectl: Kubectl) -> None:
     assert (status, body["status"], body["code"]) == (201, "Success", 201)
     eventually(lambda: kubectl.run("get", "pod", "edge-evicted").returncode != 0, timeout=60, what="the pod to go")
     assert_status(call(plane, "POST", path, json.dumps(eviction).encode()), 404, "NotFound")
+
+
+# -- regressions: each of these was a 500 (or a plain-text answer) before, found by test_fuzz.py ----
+
+
+def test_a_path_with_an_encoded_newline_is_still_answered_with_json(plane: Plane) -> None:
+    # aiohttp's catch-all route pattern `.*` does not match "\n": its own plain-text 404 answered.
+    status, body = call(plane, "GET", "/api/v1/namespaces/%0A/configmaps")
+    assert status == 200 and body["kind"] == "ConfigMapList" and body["items"] == []
+    assert_status(call(plane, "GET", "/nope%0A"), 404, "NotFound")
+
+
+@pytest.mark.parametrize(
+    ("kind", "path", "body"),
+    [
+        ("Namespace", "/api/v1/namespaces", {"metadata": {"name": "edge-null-spec"}, "spec": None, "status": None}),
+        ("Pod", "/api/v1/namespaces/default/pods", {"metadata": {"name": "edge-null"}, "spec": None}),
+        ("Service", "/api/v1/namespaces/default/services", {"metadata": {"name": "edge-null"}, "spec": None}),
+    ],
+)
+def test_null_structs_read_as_empty(plane: Plane, kind: str, path: str, body: dict[str, Any]) -> None:
+    # A typed decoder reads `"spec": null` as the zero value; the defaulting code crashed on None.
+    status, created = call(plane, "POST", path, json.dumps(body).encode())
+    if kind == "Pod":  # an empty spec has no containers, which admission refuses
+        assert_status((status, created), 422, "Invalid", "spec.containers: Required value")
+    else:
+        assert status == 201, created
+        assert isinstance(created["spec"], dict)
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "message"),
+    [
+        (CM, {"metadata": []}, "metadata: expected object, got array"),
+        (CM, {"metadata": {"name": "x", "labels": ["a"]}}, "metadata.labels: expected object, got array"),
+        (CM, {"metadata": {"name": "x", "labels": {"a": 1}}}, "metadata.labels[a]: expected string, got number"),
+        (CM, {"metadata": {"name": "x", "finalizers": "f"}}, "metadata.finalizers: expected array"),
+        (CM, {"metadata": {"name": "x"}, "data": {"k": {"v": 1}}}, "data[k]: expected string, got object"),
+        (
+            "/api/v1/namespaces/default/services",
+            {"metadata": {"name": "x"}, "spec": {"ports": [80]}},
+            "spec.ports[0]: expected object, got number",
+        ),
+        (
+            "/api/v1/namespaces/default/pods",
+            {"metadata": {"name": "x"}, "spec": {"containers": [{"name": "c", "command": "ls -l"}]}},
+            "spec.containers[0].command: expected array, got string",
+        ),
+    ],
+)
+def test_fields_of_the_wrong_json_type_are_400(plane: Plane, path: str, body: dict[str, Any], message: str) -> None:
+    result = call(plane, "POST", path, json.dumps(body).encode())
+    status = assert_status(result, 400, "BadRequest", message)
+    assert "cannot be handled as a" in status["message"]
+
+
+def test_owner_references_without_uid_and_bad_names_are_422(plane: Plane) -> None:
+    owner = {"apiVersion": "v1", "kind": "ConfigMap", "name": "o"}
+    body = {"metadata": {"name": "edge-orphan", "ownerReferences": [owner]}}
+    result = call(plane, "POST", CM, json.dumps(body).encode())
+    assert_status(result, 422, "Invalid", "metadata.ownerReferences[0].uid: Required value")
+    for name in ("../etc", "UPPER", "a/b", "x" * 254):
+        result = call(plane, "POST", CM, json.dumps({"metadata": {"name": name}}).encode())
+        assert_status(result, 422, "Invalid", "metadata.name: Invalid value")
+
+
+def test_malformed_crds_are_422_and_leave_discovery_intact(plane: Plane) -> None:
+    path = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
+    for spec in (
+        {},
+        {"group": "", "names": {"plural": "configmaps", "kind": "ConfigMap"}, "scope": "Namespaced"},
+        {"group": "x.example.com", "names": {"plural": "things"}, "scope": "Sideways", "versions": []},
+    ):
+        body = {"metadata": {"name": "things.x.example.com"}, "spec": spec}
+        assert_status(call(plane, "POST", path, json.dumps(body).encode()), 422, "Invalid")
+    _, core = call(plane, "GET", "/api/v1")
+    assert "configmaps" in {r["name"] for r in core["resources"]}
+    assert call(plane, "GET", CM)[0] == 200
+
+
+def test_server_side_apply_with_null_metadata_creates_from_the_url_name(plane: Plane) -> None:
+    path = f"{CM}/edge-ssa-null?fieldManager=edge"
+    body = b'{"apiVersion": "v1", "kind": "ConfigMap", "metadata": null, "data": {"a": "b"}}'
+    status, created = call(plane, "PATCH", path, body, ctype="application/apply-patch+yaml")
+    assert status == 201, created
+    assert created["metadata"]["name"] == "edge-ssa-null" and created["data"] == {"a": "b"}
+
+
+def test_event_tables_survive_timestamps_that_are_not_rfc3339(plane: Plane, kubectl: Kubectl) -> None:
+    event = {
+        "metadata": {"name": "edge-bad-time"},
+        "involvedObject": {"kind": "Pod", "name": "x", "namespace": "default"},
+        "reason": "Odd",
+        "lastTimestamp": "yesterday-ish",
+    }
+    assert call(plane, "POST", "/api/v1/namespaces/default/events", json.dumps(event).encode())[0] == 201
+    listing = kubectl("get", "events", "--field-selector", "reason=Odd")
+    assert "<invalid>" in listing and "Odd" in listing
+
+
+@pytest.mark.parametrize(
+    ("method", "path"),
+    [
+        ("GET", "/api/v1/namespaces/default/pods/edge-runner/log?tailLines=ten"),
+        ("GET", "/api/v1/namespaces/default/pods/edge-runner/log?sinceSeconds=0"),
+        ("GET", "/api/v1/namespaces/default/pods/edge-runner/log?sinceTime=yesterday"),
+        ("GET", "/api/v1/namespaces/default/pods/edge-runner/log?limitBytes=-1"),
+        ("DELETE", f"{CM}/edge-any?gracePeriodSeconds=soon"),
+    ],
+)
+def test_malformed_query_parameters_of_logs_and_delete_are_400(
+    plane: Plane, runner: str, method: str, path: str
+) -> None:
+    assert_status(call(plane, method, path), 400, "BadRequest", "invalid value for")
+
+
+@pytest.mark.parametrize(
+    ("method", "path"),
+    [("POST", "/version"), ("PUT", "/healthz"), ("DELETE", "/api"), ("PATCH", "/apis"), ("POST", "/openapi/v3")],
+)
+def test_read_only_documents_refuse_writes_with_405(plane: Plane, method: str, path: str) -> None:
+    assert_status(call(plane, method, path, b"{}"), 405, "MethodNotAllowed")
+
+
+def test_scale_patches_that_fail_are_4xx(plane: Plane) -> None:
+    job = {
+        "metadata": {"name": "edge-scale"},
+        "spec": {
+            "pytorchReplicaSpecs": {
+                "Master": {"replicas": 1, "template": {"spec": {"containers": [{"name": "pytorch", "image": "x"}]}}}
+            },
+            "runPolicy": {"suspend": True},
+        },
+    }
+    jobs = "/apis/kubeflow.org/v1/namespaces/default/pytorchjobs"
+    assert call(plane, "POST", jobs, json.dumps(job).encode())[0] == 201
+    scale = f"{jobs}/edge-scale/scale"
+    failing = b'[{"op": "test", "path": "/spec/replicas", "value": 99}]'
+    assert_status(call(plane, "PATCH", scale, failing, ctype="application/json-patch+json"), 422, "Invalid")
+    missing = b'[{"op": "remove", "path": "/nope"}]'
+    assert call(plane, "PATCH", scale, missing, ctype="application/json-patch+json")[0] in (400, 422)
+    call(plane, "DELETE", f"{jobs}/edge-scale")

@@ -104,8 +104,8 @@ def _key(key: Any) -> str:
 
 def _jsonable(value: Any, depth: int, budget: list[int] | None) -> Any:
     """``value`` as plain JSON types, refusing depth past ``MAX_DEPTH`` and YAML alias bombs."""
-    if depth > MAX_DEPTH:
-        raise ValueError(f"objects may be nested at most {MAX_DEPTH} levels deep")
+    if depth >= MAX_DEPTH and isinstance(value, dict | list | tuple | set | frozenset):
+        raise ValueError(f"objects and arrays may be nested at most {MAX_DEPTH} levels deep")
     if budget is not None:
         budget[0] -= 1
         if budget[0] < 0:

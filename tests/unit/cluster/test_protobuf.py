@@ -220,3 +220,19 @@ def test_malformed_bodies_raise_protobuf_error(body: bytes, message: str) -> Non
 def test_supported_kinds() -> None:
     assert protobuf.supports("v1", "ConfigMap") and protobuf.supports("v1", "ServiceAccount")
     assert not protobuf.supports("v1", "Pod") and not protobuf.supports("kubeflow.org/v1", "PyTorchJob")
+
+
+def test_eviction_with_delete_options() -> None:
+    options = vi(1, 0) + ld(2, ld(1, "uid-1")) + ld(4, "Foreground") + ld(5, "All")
+    raw = ld(1, ld(1, "pod-1") + ld(3, "ns")) + ld(2, options)
+    assert protobuf.decode(wrap("policy/v1", "Eviction", raw)) == {
+        "kind": "Eviction",
+        "apiVersion": "policy/v1",
+        "metadata": {"name": "pod-1", "namespace": "ns"},
+        "deleteOptions": {
+            "gracePeriodSeconds": 0,  # a pointer: zero is an explicit "now"
+            "preconditions": {"uid": "uid-1"},
+            "propagationPolicy": "Foreground",
+            "dryRun": ["All"],
+        },
+    }
