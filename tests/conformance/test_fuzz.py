@@ -329,6 +329,13 @@ DELETE_OPTIONS = st.fixed_dictionaries(
         "orphanDependents": json_values,
     },
 )
+SMP_DIRECTIVES = {
+    "$patch": mostly(st.sampled_from(["replace", "merge", "delete"]), json_values),
+    "$retainKeys": mostly(st.lists(st.sampled_from(["containers", "labels", "name"])), json_values),
+    "$setElementOrder/containers": mostly(st.lists(st.fixed_dictionaries({"name": st.just("c")})), json_values),
+    "$deleteFromPrimitiveList/finalizers": mostly(st.lists(st.just("example.com/f")), json_values),
+    "containers": st.lists(st.fixed_dictionaries({"name": st.just("c"), "$patch": st.sampled_from(["delete", "x"])})),
+}
 PATCH_TYPES = [
     "application/merge-patch+json",
     "application/json-patch+json",
@@ -350,6 +357,10 @@ def draw_body(draw: st.DrawFn, method: str, api_version: str, kind: str, name: s
         patch = draw_object(draw, api_version, kind, name)
         for key in draw(st.lists(st.sampled_from(sorted(patch)), max_size=3)):
             patch.pop(key, None)  # a patch names only what it changes
+        if ctype == "application/strategic-merge-patch+json" and draw(chance(0.5)):
+            target = patch.get(draw(st.sampled_from(["metadata", "spec"])))
+            directive = draw(st.sampled_from(sorted(SMP_DIRECTIVES)))
+            (target if isinstance(target, dict) else patch)[directive] = draw(SMP_DIRECTIVES[directive])
         return _dumps(patch), ctype
     obj = draw_object(draw, api_version, kind, name)
     form = draw(st.sampled_from(["json", "json", "yaml", "truncated"]))
