@@ -429,3 +429,12 @@ def test_scale_patches_that_fail_are_4xx(plane: Plane) -> None:
     missing = b'[{"op": "remove", "path": "/nope"}]'
     assert call(plane, "PATCH", scale, missing, ctype="application/json-patch+json")[0] in (400, 422)
     call(plane, "DELETE", f"{jobs}/edge-scale")
+
+
+def test_delete_options_with_nulls_read_as_absent(plane: Plane) -> None:
+    # The python client and lightkube may send null for every unset DeleteOptions field.
+    call(plane, "POST", CM, json.dumps(configmap("edge-null-opts")).encode())
+    opts = {"gracePeriodSeconds": None, "propagationPolicy": None, "dryRun": None, "preconditions": None}
+    status, _ = call(plane, "DELETE", f"{CM}/edge-null-opts", json.dumps(opts).encode())
+    assert status == 200
+    assert call(plane, "GET", f"{CM}/edge-null-opts")[0] == 404

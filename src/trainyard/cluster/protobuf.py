@@ -1,10 +1,11 @@
 """Kubernetes protobuf request bodies, decoded into the JSON dict the JSON path would carry.
 
 ``kubectl create configmap|secret|namespace|serviceaccount|service ...`` POSTs
-``application/vnd.kubernetes.protobuf`` and has no JSON fallback (reference §3.6). A body is the
-magic ``k8s\\x00`` and a ``runtime.Unknown`` envelope whose ``raw`` is the typed message of
-``k8s.io/api/core/v1/generated.proto``. This module owns a small generic wire decoder and the
-field maps of the kinds above; anything else is for the caller to refuse with 415.
+``application/vnd.kubernetes.protobuf`` and has no JSON fallback (reference §3.6); client-go's
+typed clients may send a ``pods/eviction`` the same way. A body is the magic ``k8s\\x00`` and a
+``runtime.Unknown`` envelope whose ``raw`` is the typed message of ``k8s.io/api/*/generated.proto``.
+This module owns a small generic wire decoder and the field maps of those kinds (plus
+``policy/v1`` Eviction); anything else is for the caller to refuse with 415.
 
 Zero values follow Go's JSON encoding of the same object: gogo-protobuf writes every non-pointer
 field (so empty strings and zero ints arrive on the wire) while ``encoding/json`` drops the

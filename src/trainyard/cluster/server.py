@@ -420,7 +420,7 @@ class ApiServer:
             name,
             propagation=opts.get("propagationPolicy"),
             grace_seconds=opts.get("gracePeriodSeconds"),
-            dry_run=dry_run or "All" in opts.get("dryRun", []),
+            dry_run=dry_run or "All" in opts.get("dryRun", ()),
         )
         return _json({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}, 201)
 
@@ -644,11 +644,12 @@ async def _delete_options(request: web.Request) -> dict[str, Any]:
 
 def _checked_delete_options(opts: dict[str, Any]) -> dict[str, Any]:
     """DeleteOptions whose fields have the types the apiserver decodes them into; 400 otherwise."""
-    grace, policy, dry_run = opts.get("gracePeriodSeconds"), opts.get("propagationPolicy"), opts.get("dryRun", [])
+    # null reads as absent, as in a typed decoder
+    grace, policy, dry_run = opts.get("gracePeriodSeconds"), opts.get("propagationPolicy"), opts.get("dryRun")
     if grace is not None and type(grace) is not int:
         raise errors.bad_request(f"gracePeriodSeconds must be an integer, not {grace!r}")
-    if policy is not None and policy not in ("Orphan", "Background", "Foreground"):
+    if policy and policy not in ("Orphan", "Background", "Foreground"):
         raise errors.bad_request(f"propagationPolicy must be one of Orphan, Background or Foreground, not {policy!r}")
-    if not isinstance(dry_run, list) or not all(isinstance(d, str) for d in dry_run):
+    if dry_run is not None and (not isinstance(dry_run, list) or not all(isinstance(d, str) for d in dry_run)):
         raise errors.bad_request(f"dryRun must be a list of strings, not {dry_run!r}")
-    return opts
+    return {k: v for k, v in opts.items() if v is not None}
