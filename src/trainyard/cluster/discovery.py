@@ -84,6 +84,8 @@ def _entries(rt: ResourceType) -> list[dict[str, Any]]:
             entry |= {"kind": "Pod", "verbs": ["get"]}
         elif sub == "binding":
             entry |= {"kind": "Binding", "verbs": ["create"]}
+        elif sub == "eviction":
+            entry |= {"group": "policy", "version": "v1", "kind": "Eviction", "verbs": ["create"]}
         out.append(entry)
     return out
 

@@ -93,3 +93,7 @@ def invalid(rt: ResourceType, name: str, causes: Sequence[tuple[str, str, str]])
     if rt.group:
         details["group"] = rt.group
     return ApiError(422, "Invalid", f'{rt.kind}{group} "{name}" is invalid: {summary}', details)
+
+
+def too_large(limit: int) -> ApiError:
+    return ApiError(413, "RequestEntityTooLarge", f"Request entity too large: limit is {limit}")

@@ -20,7 +20,7 @@ from typing import Any
 from trainyard.api.kinds import KINDS
 from trainyard.api.meta import format_time
 from trainyard.api.validation import validate_job
-from trainyard.cluster import admission, defaulting, errors, fieldmanager, paging, patching
+from trainyard.cluster import admission, defaulting, errors, fieldmanager, paging, patching, shapes
 from trainyard.cluster.registry import Registry, ResourceType
 from trainyard.cluster.selectors import FieldSelector, LabelSelector
 from trainyard.cluster.store import Expired, Obj, Store
@@ -254,7 +254,10 @@ class Objects:
         # Stored version-free, as updates already are: ``present`` stamps the served version.
         obj.pop("apiVersion", None)
         obj.pop("kind", None)
+        # Decoding first words type errors as the apiserver's JSON decoder does; the shape check
+        # then reads the nulls the decoder let through as zero values.
         admission.decode_body(rt, obj, field_validation, warnings)
+        obj = shapes.check(rt, obj)
         m = meta(obj)
         if rt.namespaced:
             if m.get("namespace") and m["namespace"] != namespace:
@@ -319,6 +322,7 @@ class Objects:
         self._check_type(rt, body)
         body = copy.deepcopy(body)
         admission.decode_body(rt, body, field_validation, warnings)
+        body = shapes.check(rt, body)
         wanted_rv = (body.get("metadata") or {}).get("resourceVersion")
         if wanted_rv and wanted_rv != current["metadata"]["resourceVersion"]:
             raise errors.conflict(rt, name)
@@ -366,6 +370,7 @@ class Objects:
         if not isinstance(patched, dict):
             raise errors.bad_request("the patch must leave a JSON object")
         admission.decode_body(rt, patched, field_validation, warnings, patch=True)
+        patched = shapes.check(rt, patched)
         wanted_rv = (patched.get("metadata") or {}).get("resourceVersion")
         if wanted_rv and wanted_rv != current["metadata"]["resourceVersion"]:
             raise errors.conflict(rt, name)

@@ -60,7 +60,7 @@ BUILTINS = (
         "Pod",
         short_names=("po",),
         categories=("all",),
-        subresources=frozenset({"status", "log", "binding"}),
+        subresources=frozenset({"status", "log", "binding", "eviction"}),
     ),
     _core(
         "services",
@@ -73,6 +73,7 @@ BUILTINS = (
     _core("events", "event", "Event", short_names=("ev",), has_spec=False),
     _core("configmaps", "configmap", "ConfigMap", short_names=("cm",), has_spec=False),
     _core("secrets", "secret", "Secret", has_spec=False),
+    _core("serviceaccounts", "serviceaccount", "ServiceAccount", short_names=("sa",), has_spec=False),
     _core("nodes", "node", "Node", False, short_names=("no",), subresources=frozenset({"status"})),
     ResourceType(
         "apiextensions.k8s.io",

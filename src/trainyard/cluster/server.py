@@ -9,16 +9,16 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Callable
+import re
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-import yaml
 from aiohttp import web
 
 from trainyard.api.meta import parse_time
-from trainyard.cluster import admission, discovery, errors, logs, paging, patching, tables
+from trainyard.cluster import admission, bodies, connect, discovery, errors, logs, paging, patching, tables
 from trainyard.cluster.jsonpath import get_path, set_path
 from trainyard.cluster.objects import Objects, check_fields, matches, patch_failure
 from trainyard.cluster.paths import Layout
@@ -40,6 +40,7 @@ _TRUE = {"1", "t", "T", "true", "TRUE", "True"}
 # Without timeoutSeconds a real server keeps a watch open 30-60 minutes.
 DEFAULT_WATCH_SECONDS = 1800
 BOOKMARK_SECONDS = 60.0
+MAX_SINCE_SECONDS = 100 * 365 * 86400
 
 
 def _bool(value: str | None) -> bool:
@@ -78,8 +79,11 @@ class ApiServer:
         return self.objects.clock()
 
     def app(self) -> web.Application:
-        app = web.Application(client_max_size=64 * 1024 * 1024)
-        app.router.add_route("*", "/{tail:.*}", self.handle)
+        # Bodies are read by ``bodies.read``, which answers 413 with a Status at bodies.MAX_BYTES;
+        # aiohttp's own limit (a plain-text 413) must never be the one that fires.
+        app = web.Application(client_max_size=2 * bodies.MAX_BYTES)
+        # Every path, including ones with an encoded newline (``.`` would not match it), is ours to answer.
+        app.router.add_route("*", r"/{tail:[\s\S]*}", self.handle)
         return app
 
     # -- dispatch ------------------------------------------------------------------------------
@@ -100,6 +104,8 @@ class ApiServer:
     async def _dispatch(self, request: web.Request) -> web.StreamResponse:
         path = request.path.rstrip("/") or "/"
         parts = [p for p in path.split("/") if p]
+        if request.method not in ("GET", "HEAD") and _read_only(parts):
+            raise errors.method_not_allowed()
         if path in ("/healthz", "/readyz", "/livez"):
             return web.Response(text="ok", content_type="text/plain")
         if path == "/version":
@@ -146,11 +152,11 @@ class ApiServer:
         if rest[0] == "namespaces" and len(rest) >= 3:
             rt = lookup(group, version, rest[2])
             if rt is not None and rt.namespaced:
-                if len(rest) > 5:
+                if len(rest) > 5 and rest[4] != "proxy":
                     raise errors.unknown_path()
                 return Target(rt, rest[1], _at(rest, 3), _at(rest, 4))
         rt = lookup(group, version, rest[0])
-        if rt is None or len(rest) > 3:
+        if rt is None or (len(rest) > 3 and rest[2] != "proxy"):
             raise errors.unknown_path()
         if rt.namespaced:
             # A namespaced resource without /namespaces/{ns}: only cluster-wide list and watch exist.
@@ -163,6 +169,8 @@ class ApiServer:
         rt, ns, name, sub = target.rt, target.namespace, target.name, target.subresource
         method, query = request.method, request.query
         dry_run = query.get("dryRun") == "All"
+        if sub is not None and name is not None and connect.served(rt.key, sub):
+            return self._connect(request, rt, ns or "", name, sub)
         if sub is not None and sub not in rt.subresources:
             raise errors.unknown_path()
         if name is None:
@@ -171,7 +179,7 @@ class ApiServer:
                     return await self._watch(request, rt, ns)
                 return self._list(request, rt, ns)
             if method == "POST" and (ns is not None or not rt.namespaced):
-                body = await _body(request)
+                body = await _body(request, rt)
                 directive = admission.field_validation(query.get("fieldValidation"), "CreateOptions")
                 warnings: list[str] = []
                 created = self.objects.create(
@@ -190,13 +198,17 @@ class ApiServer:
         if sub == "binding":
             if method != "POST":
                 raise errors.method_not_allowed()
-            return _json(self.objects.bind(namespace, name, await _body(request)), 201)
+            return _json(self.objects.bind(namespace, name, await _body(request, None)), 201)
+        if sub == "eviction":
+            if method != "POST":
+                raise errors.method_not_allowed()
+            return await self._evict(request, rt, namespace, name, dry_run)
         if sub == "scale":
             return await self._scale(request, rt, namespace, name)
         if method == "GET":
             return self._object(request, rt, self.objects.get(rt, namespace, name))
         if method == "PUT":
-            body = await _body(request)
+            body = await _body(request, rt if sub is None else None)
             directive = admission.field_validation(query.get("fieldValidation"), "UpdateOptions")
             warnings = []
             updated = self.objects.update(
@@ -283,13 +295,10 @@ class ApiServer:
         dry_run: bool,
     ) -> web.Response:
         ctype = request.content_type
-        raw = await request.read()
+        raw = await bodies.read(request)
         if ctype == "application/apply-patch+yaml":
             return self._apply(request, rt, namespace, name, sub, raw, dry_run)
-        try:
-            body = json.loads(raw or b"null")
-        except ValueError as exc:
-            raise errors.bad_request(f"error decoding patch: {exc}") from exc
+        body = bodies.decode(raw or b"null", "application/json", what="the patch")
         directive = admission.field_validation(request.query.get("fieldValidation"), "PatchOptions")
         warnings: list[str] = []
         patched = self.objects.patch(
@@ -313,10 +322,13 @@ class ApiServer:
         manager = request.query.get("fieldManager")
         if not manager:
             raise errors.bad_request("PATCH, fieldManager is required for apply requests")
-        try:
-            body = yaml.safe_load(raw)
-        except yaml.YAMLError as exc:
-            raise errors.bad_request(f"error decoding YAML: {exc}") from exc
+        body = bodies.decode(raw, "application/apply-patch+yaml", what="the applied configuration")
+        if not isinstance(body, dict):
+            raise errors.bad_request("the applied configuration must be an object")
+        if body.get("metadata") is None:
+            body["metadata"] = {}  # no opinion on metadata, as a typed decoder reads null
+        if not isinstance(body["metadata"], dict):
+            raise errors.bad_request("metadata of the applied configuration must be an object")
         warnings: list[str] = []
         obj, created = self.objects.apply(
             rt,
@@ -384,13 +396,11 @@ class ApiServer:
         if request.method == "GET":
             return _json(scale_of(obj))
         current = scale_of(obj)
+        wanted: Any
         if request.method == "PUT":
-            wanted = await _body(request)
+            wanted = await _body(request, ("autoscaling/v1", "Scale"))
         elif request.method == "PATCH":
-            try:
-                body = json.loads(await request.read() or b"null")
-            except ValueError as exc:
-                raise errors.bad_request(f"error decoding patch: {exc}") from exc
+            body = bodies.decode(await bodies.read(request) or b"null", "application/json", what="the patch")
             try:
                 if request.content_type == "application/json-patch+json":
                     wanted = patching.json_patch(current, body)
@@ -400,10 +410,9 @@ class ApiServer:
                 raise patch_failure(exc) from exc
         else:
             raise errors.method_not_allowed()
-        if not isinstance(wanted, dict) or not isinstance(wanted.get("spec") or {}, dict):
-            raise errors.bad_request("the Scale must be a JSON object with an object spec")
-        replicas = (wanted.get("spec") or {}).get("replicas")
-        if not isinstance(replicas, int) or replicas < 0:
+        spec = wanted.get("spec") if isinstance(wanted, dict) else None
+        replicas = spec.get("replicas") if isinstance(spec, dict) else None
+        if type(replicas) is not int or replicas < 0:
             raise errors.invalid(
                 rt,
                 name,
@@ -419,13 +428,50 @@ class ApiServer:
         result = self.objects.update(rt, namespace, name, updated, dry_run=request.query.get("dryRun") == "All")
         return _json(scale_of(result))
 
+    def _connect(self, request: web.Request, rt: ResourceType, namespace: str, name: str, sub: str) -> web.Response:
+        """exec, attach, portforward and proxy: a 404 for a missing object, as a real server, else a refusal."""
+        if sub in connect.STREAMING and request.method not in ("GET", "POST"):
+            raise errors.method_not_allowed()
+        self.objects.get(rt, namespace, connect.object_name(sub, name))
+        raise connect.refusal(rt.key, rt.plural, sub, request.headers)
+
+    async def _evict(
+        self, request: web.Request, rt: ResourceType, namespace: str, name: str, dry_run: bool
+    ) -> web.Response:
+        """``pods/eviction``: no PodDisruptionBudgets are served, so every eviction is allowed."""
+        body = await _body(request, ("policy/v1", "Eviction"))
+        if body.get("kind", "Eviction") != "Eviction":
+            raise errors.bad_request(f"the body of a pods/eviction request must be an Eviction, not {body['kind']}")
+        if (body.get("metadata") or {}).get("name", name) != name:
+            raise errors.bad_request("name in URL does not match name in Eviction object")
+        opts = body.get("deleteOptions") or {}
+        pre = opts.get("preconditions") or {} if isinstance(opts, dict) else None
+        if not isinstance(pre, dict):
+            raise errors.bad_request("deleteOptions and its preconditions must be objects")
+        m = self.objects.get(rt, namespace, name)["metadata"]
+        for key in ("uid", "resourceVersion"):
+            if pre.get(key) and pre[key] != m.get(key):
+                why = f"Precondition failed: {key}: {pre[key]}, {key} in object meta: {m.get(key)}"
+                raise errors.conflict(rt, name, why)
+        opts = _checked_delete_options(opts)
+        self.objects.delete(
+            rt,
+            namespace,
+            name,
+            propagation=opts.get("propagationPolicy"),
+            grace_seconds=opts.get("gracePeriodSeconds"),
+            dry_run=dry_run or "All" in opts.get("dryRun", ()),
+        )
+        return _json({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}, 201)
+
     # -- streams -------------------------------------------------------------------------------
 
     async def _watch(self, request: web.Request, rt: ResourceType, namespace: str | None) -> web.StreamResponse:
         labels, fields = self._selectors(request, rt)
         as_table = _wants_table(request)
         bookmarks = _bool(request.query.get("allowWatchBookmarks"))
-        timeout = float(request.query.get("timeoutSeconds") or DEFAULT_WATCH_SECONDS)
+        timeout = _int(request.query, "timeoutSeconds")
+        timeout = DEFAULT_WATCH_SECONDS if timeout is None else timeout
         deadline = asyncio.get_running_loop().time() + timeout
         store_ns = namespace if rt.namespaced else None
         sub = self.hub.subscribe(rt.key, store_ns, lambda o: matches(rt, o, labels, fields))
@@ -529,7 +575,8 @@ class ApiServer:
             )
         since = None
         if since_seconds is not None:
-            since = self.now() - timedelta(seconds=since_seconds)
+            # Anything older than the plane's logs means "everything"; a huge value must not overflow.
+            since = self.now() - timedelta(seconds=min(since_seconds, MAX_SINCE_SECONDS))
         elif q.get("sinceTime"):
             try:
                 since = parse_time(q["sinceTime"])
@@ -637,6 +684,26 @@ def _manager(request: web.Request) -> str:
     return agent.split("/", 1)[0].strip() or "unknown"
 
 
+def _read_only(parts: list[str]) -> bool:
+    """Health, version, discovery and OpenAPI documents: only GET reads them."""
+    if parts[:1] in (["healthz"], ["readyz"], ["livez"], ["version"], ["openapi"]):
+        return True
+    return (parts[:1] == ["api"] and len(parts) <= 2) or (parts[:1] == ["apis"] and len(parts) <= 3)
+
+
+def _int(query: Mapping[str, str], name: str, *, minimum: int | None = None) -> int | None:
+    """An int64 query parameter as Go's ParseInt reads it; 400 when it is not one."""
+    raw = query.get(name)
+    if not raw:
+        return None
+    if not re.fullmatch(r"[+-]?[0-9]{1,19}", raw) or not -(2**63) <= int(raw) < 2**63:
+        raise errors.bad_request(f"invalid value for query parameter {name}: {raw!r} is not a 64-bit integer")
+    value = int(raw)
+    if minimum is not None and value < minimum:
+        raise errors.bad_request(f"invalid value for query parameter {name}: {value} must be at least {minimum}")
+    return value
+
+
 def _at(parts: list[str], index: int) -> str | None:
     return parts[index] if len(parts) > index else None
 
@@ -658,17 +725,11 @@ def _json(body: Any, code: int = 200) -> web.Response:
     return web.Response(body=json.dumps(body, separators=(",", ":")).encode(), status=code, content_type=JSON)
 
 
-async def _body(request: web.Request) -> Any:
-    raw = await request.read()
-    ctype = request.content_type
-    if ctype == "application/vnd.kubernetes.protobuf":
-        raise errors.unsupported_media("application/json, application/yaml")
-    try:
-        if ctype in ("application/yaml", "application/apply-patch+yaml"):
-            return yaml.safe_load(raw)
-        return json.loads(raw or b"{}")
-    except (ValueError, yaml.YAMLError) as exc:
-        raise errors.bad_request(f"the request body could not be decoded: {exc}") from exc
+async def _body(request: web.Request, endpoint: ResourceType | tuple[str, str] | None) -> dict[str, Any]:
+    """The one object of a create or update body; ``endpoint`` says what a protobuf body may be."""
+    if isinstance(endpoint, ResourceType):
+        endpoint = (endpoint.group_version, endpoint.kind)
+    return bodies.decode_object(await bodies.read(request), request.content_type, endpoint)
 
 
 def _dry_run_all(opts: dict[str, Any]) -> bool:
@@ -679,28 +740,36 @@ def _dry_run_all(opts: dict[str, Any]) -> bool:
 
 async def _delete_options(request: web.Request) -> dict[str, Any]:
     opts: dict[str, Any] = {}
-    raw = await request.read()
+    raw = await bodies.read(request)
     if raw:
-        try:
-            parsed = json.loads(raw)
-        except ValueError as exc:
-            raise errors.bad_request(f"the DeleteOptions body could not be decoded: {exc}") from exc
+        parsed = bodies.decode(raw, "application/json", what="the DeleteOptions body")
         if isinstance(parsed, dict):
             opts.update(parsed)
     q = request.query
     if q.get("propagationPolicy"):
         opts["propagationPolicy"] = q["propagationPolicy"]
     if q.get("gracePeriodSeconds"):
-        try:
-            opts["gracePeriodSeconds"] = int(q["gracePeriodSeconds"])
-        except ValueError:
-            raise errors.bad_request(f'invalid gracePeriodSeconds "{q["gracePeriodSeconds"]}"') from None
+        opts["gracePeriodSeconds"] = _int(q, "gracePeriodSeconds")
     if opts.get("orphanDependents") is True and "propagationPolicy" not in opts:
         opts["propagationPolicy"] = "Orphan"
     # kubectl --dry-run=server sends dryRun in the body, the Python clients as a query parameter.
     if q.get("dryRun"):
         opts["dryRun"] = q.getall("dryRun")
+    opts = _checked_delete_options(opts)
     opts["dryRun"] = opts.get("dryRun") or []
     if opts["dryRun"] not in ([], ["All"]):
         raise errors.bad_request(f'dryRun: Unsupported value: {opts["dryRun"]!r}: supported values: "All"')
     return opts
+
+
+def _checked_delete_options(opts: dict[str, Any]) -> dict[str, Any]:
+    """DeleteOptions whose fields have the types the apiserver decodes them into; 400 otherwise."""
+    # null reads as absent, as in a typed decoder
+    grace, policy, dry_run = opts.get("gracePeriodSeconds"), opts.get("propagationPolicy"), opts.get("dryRun")
+    if grace is not None and type(grace) is not int:
+        raise errors.bad_request(f"gracePeriodSeconds must be an integer, not {grace!r}")
+    if policy and policy not in ("Orphan", "Background", "Foreground"):
+        raise errors.bad_request(f"propagationPolicy must be one of Orphan, Background or Foreground, not {policy!r}")
+    if dry_run is not None and (not isinstance(dry_run, list) or not all(isinstance(d, str) for d in dry_run)):
+        raise errors.bad_request(f"dryRun must be a list of strings, not {dry_run!r}")
+    return {k: v for k, v in opts.items() if v is not None}

@@ -22,7 +22,10 @@ def human_age(since: str | None, now: datetime) -> str:
     """kubectl's ``HumanDuration``: 45s, 5m, 3h12m, 4d, 2y..."""
     if not since:
         return "<unknown>"
-    seconds = int((now - parse_time(since)).total_seconds())
+    try:
+        seconds = int((now - parse_time(since)).total_seconds())
+    except (ValueError, TypeError, OverflowError):
+        return "<invalid>"  # a client wrote a timestamp that is not RFC 3339; kubectl shows the same
     if seconds < 0:
         return "0s"
     minutes, hours, days = seconds // 60, seconds // 3600, seconds // 86400
@@ -184,6 +187,11 @@ BUILTIN_COLUMNS: dict[str, list[Column]] = {
         ("Name", "string", 0, _name),
         ("Type", "string", 0, lambda o, _: o.get("type", "Opaque")),
         ("Data", "integer", 0, lambda o, _: len(o.get("data") or {})),
+        ("Age", "string", 0, _age),
+    ],
+    "core/serviceaccounts": [
+        ("Name", "string", 0, _name),
+        ("Secrets", "integer", 0, lambda o, _: len(o.get("secrets") or [])),
         ("Age", "string", 0, _age),
     ],
     "core/nodes": [
