@@ -8,7 +8,8 @@ The server runs as a separate process in a temporary home, in one of two shapes:
   watching too). The benchmark's pods name a node that does not exist, so the node agent leaves
   them Pending either way.
 
-The clients are other processes talking plain HTTP/1.1 with keep-alive connections (aiohttp).
+The clients are other processes talking plain HTTP/1.1 over keep-alive connections, through a
+minimal client (``rawhttp``) so that on a small machine the load generator costs little CPU.
 Phases, each reported with the machine's load average and the server's CPU seconds:
 
 1. sustained writes: concurrent clients create ConfigMaps and merge-patch each one once;
@@ -37,13 +38,13 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import aiohttp
+from rawhttp import Connection
 
 REPO = Path(__file__).resolve().parents[1]
 TABLE_ACCEPT = (
@@ -72,12 +73,34 @@ def serve_api_plane(home: Path, profile: str | None) -> None:
         await stop.wait()
         await plane.stop()
 
+    if os.environ.get("BENCH_GCSTATS"):
+        import gc
+
+        spent = {0: [0, 0.0], 1: [0, 0.0], 2: [0, 0.0]}
+        began = [0.0]
+
+        def track(phase: str, info: dict[str, int]) -> None:
+            if phase == "start":
+                began[0] = time.perf_counter()
+            else:
+                spent[info["generation"]][0] += 1
+                spent[info["generation"]][1] += time.perf_counter() - began[0]
+
+        gc.callbacks.append(track)
+        import atexit
+
+        atexit.register(lambda: print(f"gc: {spent}", file=sys.stderr))
     if profile is None:
+        if os.environ.get("BENCH_UVLOOP"):
+            import uvloop
+
+            uvloop.run(run())
+            return
         asyncio.run(run())
         return
     import cProfile
 
-    profiler = cProfile.Profile()
+    profiler = cProfile.Profile(time.process_time)  # CPU time: wall time on a shared machine is noise
     profiler.enable()
     try:
         asyncio.run(run())
@@ -134,9 +157,20 @@ def proc_status(pid: int) -> dict[str, str]:
     return out
 
 
-def cpu_seconds(pid: int) -> float:
+def cpu_times(pid: int) -> tuple[float, float]:
+    """(user, system) CPU seconds of a process so far."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    tick = os.sysconf("SC_CLK_TCK")
+    return int(fields[11]) / tick, int(fields[12]) / tick
+
+
+def cpu_seconds(pid: int) -> float:
+    return sum(cpu_times(pid))
+
+
+def cpu_split(pid: int, before: tuple[float, float]) -> str:
+    user, system = cpu_times(pid)
+    return f"user {user - before[0]:.2f} s + system {system - before[1]:.2f} s"
 
 
 def load() -> str:
@@ -157,68 +191,84 @@ def verdict(measured: float, target: float, higher_is_better: bool) -> str:
     return f"{ratio:.2f}x target ({'meets' if ratio >= 1 else 'MISSES'})"
 
 
-async def check(response: aiohttp.ClientResponse, *codes: int) -> Any:
-    body = await response.read()
-    if response.status not in codes:
-        raise RuntimeError(f"{response.method} {response.url}: {response.status} {body[:300]!r}")
-    return json.loads(body)
+async def call(conn: Connection, method: str, path: str, body: Any = None, *codes: int, patch: bool = False) -> Any:
+    data = b"" if body is None else json.dumps(body).encode()
+    ctype = "application/merge-patch+json" if patch else "application/json"
+    status, raw = await conn.request(method, path, data, ctype)
+    if status not in (codes or (200, 201)):
+        raise RuntimeError(f"{method} {path}: {status} {raw[:300]!r}")
+    return raw
 
 
-async def ensure_namespace(client: aiohttp.ClientSession, url: str, name: str) -> None:
-    async with client.post(f"{url}/api/v1/namespaces", json={"metadata": {"name": name}}) as r:
-        await check(r, 201, 409)
-
-
-async def pool(workers: int, work: Callable[[int], Awaitable[None]]) -> None:
-    await asyncio.gather(*(work(w) for w in range(workers)))
-
-
-def session(connections: int) -> aiohttp.ClientSession:
-    # One keep-alive connection per concurrent client coroutine.
-    return aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=connections, force_close=False))
+async def ensure_namespace(url: str, name: str) -> None:
+    conn = await Connection.open(url)
+    await call(conn, "POST", "/api/v1/namespaces", {"metadata": {"name": name}}, 201, 409)
+    conn.close()
 
 
 # -- phase 1: sustained writes -----------------------------------------------------------------
 
 
-async def sustained_writes(url: str, clients: int, seconds: float) -> dict[str, Any]:
-    base = f"{url}/api/v1/namespaces/bench-write/configmaps"
-    latencies: list[float] = []
-    counts = {"create": 0, "update": 0}
-    async with session(clients) as client:
-        await ensure_namespace(client, url, "bench-write")
-        deadline = time.monotonic() + seconds
+def writer_process(url: str, proc: int, clients: int, start_at: float, seconds: float, results: Any) -> None:
+    """One client process of phase 1: ``clients`` connections writing until the shared deadline."""
+
+    async def run() -> None:
+        base = "/api/v1/namespaces/bench-write/configmaps"
+        latencies: list[float] = []
+        counts = {"create": 0, "update": 0}
+        deadline = start_at + seconds
+        conns = [await Connection.open(url) for _ in range(clients)]
 
         async def worker(w: int) -> None:
-            i = 0
+            conn, i = conns[w], 0
             while time.monotonic() < deadline:
-                name = f"cm-{w}-{i}"
+                name = f"cm-{proc}-{w}-{i}"
                 t = time.monotonic()
                 body = {"metadata": {"name": name, "labels": {"app": "bench"}}, "data": {"payload": "v" * 200}}
-                async with client.post(base, json=body) as r:
-                    await check(r, 201)
+                await call(conn, "POST", base, body, 201)
                 latencies.append(time.monotonic() - t)
                 counts["create"] += 1
                 t = time.monotonic()
-                patch = json.dumps({"data": {"step": str(i)}})
-                headers = {"Content-Type": "application/merge-patch+json"}
-                async with client.patch(f"{base}/{name}", data=patch, headers=headers) as r:
-                    await check(r, 200)
+                await call(conn, "PATCH", f"{base}/{name}", {"data": {"step": str(i)}}, 200, patch=True)
                 latencies.append(time.monotonic() - t)
                 counts["update"] += 1
                 i += 1
 
-        start = time.monotonic()
-        await pool(clients, worker)
-        elapsed = time.monotonic() - start
-    total = counts["create"] + counts["update"]
+        await asyncio.sleep(max(0.0, start_at - time.monotonic()))
+        cpu = time.process_time()
+        await asyncio.gather(*(worker(w) for w in range(clients)))
+        results.put((counts, latencies, time.monotonic() - start_at, time.process_time() - cpu))
+
+    asyncio.run(run())
+
+
+async def sustained_writes(url: str, procs: int, clients: int, seconds: float) -> dict[str, Any]:
+    await ensure_namespace(url, "bench-write")
+    ctx = mp.get_context("spawn")
+    results = ctx.Queue()
+    start_at = time.monotonic() + 3.0  # every process connected and waiting before the clock starts
+    workers = [
+        ctx.Process(target=writer_process, args=(url, p, clients, start_at, seconds, results)) for p in range(procs)
+    ]
+    for w in workers:
+        w.start()
+    loop = asyncio.get_running_loop()
+    outcomes = [await loop.run_in_executor(None, results.get, True, seconds + 120) for _ in workers]
+    for w in workers:
+        w.join(timeout=30)
+    latencies = [x for _, lat, _, _ in outcomes for x in lat]
+    creates = sum(c["create"] for c, _, _, _ in outcomes)
+    updates = sum(c["update"] for c, _, _, _ in outcomes)
+    elapsed = max(e for _, _, e, _ in outcomes)
     return {
-        "writes": total,
+        "writes": creates + updates,
+        "create": creates,
+        "update": updates,
         "seconds": elapsed,
-        "rate": total / elapsed,
+        "rate": (creates + updates) / elapsed,
         "p50_ms": pct(latencies, 0.5) * 1000,
         "p99_ms": pct(latencies, 0.99) * 1000,
-        **counts,
+        "client_cpu": sum(c for _, _, _, c in outcomes),
     }
 
 
@@ -230,67 +280,76 @@ def watcher_process(url: str, rv: str, watchers: int, expected: int, ready: Any,
 
     async def run() -> None:
         latencies: list[list[int]] = [[] for _ in range(watchers)]
-        path = f"{url}/api/v1/namespaces/bench-watch/configmaps?watch=1&resourceVersion={rv}&timeoutSeconds=600"
-        async with session(watchers) as client:
-            streams = [await client.get(path) for _ in range(watchers)]
-            ready.put(True)
+        path = f"/api/v1/namespaces/bench-watch/configmaps?watch=1&resourceVersion={rv}&timeoutSeconds=600"
+        conns = [await Connection.open(url) for _ in range(watchers)]
+        streams = [conn.stream(path) for conn in conns]
 
-            async def consume(i: int) -> None:
-                mine = latencies[i]
-                async for line in streams[i].content:
-                    arrived = time.monotonic_ns()
-                    event = json.loads(line)
-                    mine.append(arrived - int(event["object"]["data"]["sent"]))
-                    if len(mine) >= expected:
-                        return
+        async def consume(i: int) -> None:
+            mine = latencies[i]
+            async for line in streams[i]:
+                arrived = time.monotonic_ns()
+                event = json.loads(line)
+                mine.append(arrived - int(event["object"]["data"]["sent"]))
+                if len(mine) >= expected:
+                    return
 
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(asyncio.gather(*(consume(i) for i in range(watchers))), 120)
-            for s in streams:
-                s.close()
-        results.put(latencies)
+        tasks = [asyncio.create_task(consume(i)) for i in range(watchers)]
+        # No event can come before the writer starts; a moment lets the server subscribe them all.
+        await asyncio.sleep(1.0)
+        ready.put(True)
+        cpu = time.process_time()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(asyncio.gather(*tasks), 180)
+        results.put((latencies, time.process_time() - cpu))
+        for conn in conns:
+            conn.close()
 
     asyncio.run(run())
 
 
 async def watch_latency(url: str, watchers: int, rate: float, seconds: float, objects: int) -> dict[str, Any]:
-    base = f"{url}/api/v1/namespaces/bench-watch/configmaps"
+    base = "/api/v1/namespaces/bench-watch/configmaps"
     total = int(rate * seconds)
-    async with session(64) as client:
-        await ensure_namespace(client, url, "bench-watch")
-        for i in range(objects):
-            async with client.post(base, json={"metadata": {"name": f"w-{i}"}, "data": {"sent": "0"}}) as r:
-                await check(r, 201, 409)
-        async with client.get(base) as r:
-            rv = (await check(r, 200))["metadata"]["resourceVersion"]
-        ctx = mp.get_context("spawn")
-        ready, results = ctx.Queue(), ctx.Queue()
-        proc = ctx.Process(target=watcher_process, args=(url, rv, watchers, total, ready, results))
-        proc.start()
-        ready.get(timeout=120)
-        write_ms: list[float] = []
-        in_flight = asyncio.Semaphore(64)
-        headers = {"Content-Type": "application/merge-patch+json"}
+    await ensure_namespace(url, "bench-watch")
+    conn = await Connection.open(url)
+    for i in range(objects):
+        await call(conn, "POST", base, {"metadata": {"name": f"w-{i}"}, "data": {"sent": "0"}}, 201, 409)
+    rv = json.loads(await call(conn, "GET", base))["metadata"]["resourceVersion"]
+    conn.close()
+    ctx = mp.get_context("spawn")
+    ready, results = ctx.Queue(), ctx.Queue()
+    proc = ctx.Process(target=watcher_process, args=(url, rv, watchers, total, ready, results))
+    proc.start()
+    loop = asyncio.get_running_loop()
+    await loop.run_in_executor(None, ready.get, True, 120)
+    # A pool of keep-alive connections, so a slow response never holds back the pace.
+    free: asyncio.Queue[Connection] = asyncio.Queue()
+    for _ in range(32):
+        free.put_nowait(await Connection.open(url))
+    write_ms: list[float] = []
 
-        async def write(i: int) -> None:
-            async with in_flight:
-                sent = time.monotonic_ns()
-                body = json.dumps({"data": {"sent": str(sent)}})
-                async with client.patch(f"{base}/w-{i % objects}", data=body, headers=headers) as r:
-                    await check(r, 200)
-                write_ms.append((time.monotonic_ns() - sent) / 1e6)
+    async def write(i: int) -> None:
+        c = await free.get()
+        sent = time.monotonic_ns()
+        await call(c, "PATCH", f"{base}/w-{i % objects}", {"data": {"sent": str(sent)}}, 200, patch=True)
+        write_ms.append((time.monotonic_ns() - sent) / 1e6)
+        free.put_nowait(c)
 
-        start = time.monotonic()
-        tasks = []
-        for i in range(total):
-            delay = start + i / rate - time.monotonic()
-            if delay > 0:
-                await asyncio.sleep(delay)
-            tasks.append(asyncio.create_task(write(i)))
-        await asyncio.gather(*tasks)
-        elapsed = time.monotonic() - start
-        per_watcher: list[list[int]] = await asyncio.get_running_loop().run_in_executor(None, results.get, True, 180)
-        proc.join(timeout=30)
+    cpu = time.process_time()
+    start = time.monotonic()
+    tasks = []
+    for i in range(total):
+        delay = start + i / rate - time.monotonic()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        tasks.append(asyncio.create_task(write(i)))
+    await asyncio.gather(*tasks)
+    elapsed = time.monotonic() - start
+    writer_cpu = time.process_time() - cpu
+    per_watcher, watcher_cpu = await loop.run_in_executor(None, results.get, True, 240)
+    proc.join(timeout=30)
+    while not free.empty():
+        free.get_nowait().close()
     samples = [ns / 1e6 for lat in per_watcher for ns in lat]
     return {
         "writes": total,
@@ -302,6 +361,8 @@ async def watch_latency(url: str, watchers: int, rate: float, seconds: float, ob
         "max_ms": max(samples),
         "write_p50_ms": pct(write_ms, 0.5),
         "write_p99_ms": pct(write_ms, 0.99),
+        "watcher_cpu": watcher_cpu,
+        "writer_cpu": writer_cpu,
     }
 
 
@@ -344,37 +405,34 @@ def pod(name: str, i: int) -> dict[str, Any]:
 
 
 async def list_pods(url: str, count: int, clients: int, repeats: int) -> dict[str, Any]:
-    base = f"{url}/api/v1/namespaces/bench-list/pods"
-    async with session(clients) as client:
-        await ensure_namespace(client, url, "bench-list")
-        next_index = iter(range(count))
-        start = time.monotonic()
+    base = "/api/v1/namespaces/bench-list/pods"
+    await ensure_namespace(url, "bench-list")
+    next_index = iter(range(count))
+    start = time.monotonic()
 
-        async def creator(_: int) -> None:
-            for i in next_index:
-                async with client.post(base, json=pod(f"pod-{i:05d}", i)) as r:
-                    await check(r, 201)
+    async def creator() -> None:
+        conn = await Connection.open(url)
+        for i in next_index:
+            await call(conn, "POST", base, pod(f"pod-{i:05d}", i), 201)
+        conn.close()
 
-        await pool(clients, creator)
-        create_rate = count / (time.monotonic() - start)
-
-        async def timed(headers: dict[str, str]) -> tuple[float, int, Any]:
+    await asyncio.gather(*(creator() for _ in range(clients)))
+    figures: dict[str, Any] = {"create_rate": count / (time.monotonic() - start)}
+    conn = await Connection.open(url)
+    for label, accept in (("json", "application/json"), ("table", TABLE_ACCEPT)):
+        runs = []
+        for _ in range(repeats):
             t = time.monotonic()
-            async with client.get(base, headers=headers) as r:
-                body = await r.read()
-                assert r.status == 200, body[:300]
-            return time.monotonic() - t, len(body), body
-
-        figures: dict[str, Any] = {"create_rate": create_rate}
-        for label, headers in (("json", {"Accept": "application/json"}), ("table", {"Accept": TABLE_ACCEPT})):
-            runs = []
-            for _ in range(repeats):
-                seconds, size, body = await timed(headers)
-                runs.append(seconds)
-            doc = json.loads(body)
-            items = doc["items"] if label == "json" else doc["rows"]
-            assert len(items) == count, f"{label} list returned {len(items)} of {count}"
-            figures[label] = {"median_s": statistics.median(runs), "min_s": min(runs), "bytes": size}
+            conn.writer.write(f"GET {base} HTTP/1.1\r\nHost: {conn.host}\r\nAccept: {accept}\r\n\r\n".encode())
+            status, headers = await conn._head()
+            body = await conn.reader.readexactly(int(headers["content-length"]))
+            runs.append(time.monotonic() - t)
+            assert status == 200, body[:300]
+        doc = json.loads(body)
+        items = doc["items"] if label == "json" else doc["rows"]
+        assert len(items) == count, f"{label} list returned {len(items)} of {count}"
+        figures[label] = {"median_s": statistics.median(runs), "min_s": min(runs), "bytes": len(body)}
+    conn.close()
     return figures
 
 
@@ -386,40 +444,72 @@ async def bench(args: argparse.Namespace, server: Server) -> None:
     machine = platform.processor() or platform.machine()
     print(f"machine:  {machine}, {os.cpu_count()} cpus, Python {platform.python_version()}")
     print(f"server:   {server.shape}, pid {server.pid}, {server.url}")
-    print(f"clients:  separate processes, aiohttp over HTTP/1.1 keep-alive; {load()} at start\n")
+    print(f"clients:  separate processes, HTTP/1.1 keep-alive (bench/rawhttp.py); {load()} at start\n")
 
+    if "writes" in args.phases:
+        await phase_writes(args, server)
+    if "watch" in args.phases:
+        await phase_watch(args, server)
+    if "list" in args.phases:
+        await phase_list(args, server)
+    st = proc_status(server.pid)
+    print(f"4. server memory after the run: VmRSS {st['VmRSS']}, peak VmHWM {st['VmHWM']}")
+    sizes = {f.name: f.stat().st_size / 1e6 for f in Path(args.home).glob("store.db*")}
+    print("   store on disk: " + ", ".join(f"{name} {mb:.1f} MB" for name, mb in sorted(sizes.items())))
+
+
+async def phase_writes(args: argparse.Namespace, server: Server) -> None:
+    split0 = cpu_times(server.pid)
     cpu0 = cpu_seconds(server.pid)
-    w = await sustained_writes(server.url, args.writers, args.write_seconds)
-    cpu1 = cpu_seconds(server.pid)
-    print(f"1. sustained writes: {args.writers} concurrent clients (one asyncio process, a keep-alive connection")
-    print("   each),")
-    print(f"   each looping POST a ConfigMap then merge-PATCH it, for {w['seconds']:.1f} s")
+    w = await sustained_writes(server.url, args.write_procs, args.writers, args.write_seconds)
+    cpu = cpu_seconds(server.pid) - cpu0
+    print(
+        f"1. sustained writes: {args.write_procs} client processes x {args.writers} asyncio clients, "
+        "one keep-alive connection each;"
+    )
+    print(f"   every client loops: POST a ConfigMap, then merge-PATCH it; for {w['seconds']:.1f} s")
     print(f"   {w['writes']} writes ({w['create']} creates, {w['update']} updates) -> {w['rate']:.0f} writes/s")
-    print(f"   per-request latency p50 {w['p50_ms']:.2f} ms, p99 {w['p99_ms']:.2f} ms;")
-    print(f"   server CPU {cpu1 - cpu0:.2f} s = {(cpu1 - cpu0) / w['writes'] * 1e6:.0f} us per write; {load()}")
+    print(f"   per-request latency p50 {w['p50_ms']:.2f} ms, p99 {w['p99_ms']:.2f} ms")
+    print(
+        f"   server CPU {cpu:.2f} s = {cpu / w['writes'] * 1e6:.0f} us per write "
+        f"(one core would sustain {w['writes'] / cpu:.0f} writes/s); clients' CPU {w['client_cpu']:.1f} s"
+    )
+    print(f"   ({cpu_split(server.pid, split0)}); {load()}")
     print(f"   target >= {TARGET_WRITES:.0f} writes/s: {verdict(w['rate'], TARGET_WRITES, True)}\n")
 
+
+async def phase_watch(args: argparse.Namespace, server: Server) -> None:
+    split0 = cpu_times(server.pid)
     cpu0 = cpu_seconds(server.pid)
     lat = await watch_latency(server.url, args.watchers, args.rate, args.watch_seconds, args.watch_objects)
     cpu1 = cpu_seconds(server.pid)
     print(f"2. watch delivery: {args.watchers} watchers (one separate asyncio process) on namespace bench-watch;")
     print(
-        f"   one paced writer merge-patching {args.watch_objects} ConfigMaps at {args.rate:.0f}/s "
-        f"for {args.watch_seconds:.0f} s (achieved {lat['achieved_rate']:.0f}/s)"
+        f"   a paced writer (32 keep-alive connections) merge-patches {args.watch_objects} ConfigMaps at "
+        f"{args.rate:.0f}/s for {args.watch_seconds:.0f} s (achieved {lat['achieved_rate']:.0f}/s)"
     )
     print("   latency = from just before the writer sends the PATCH (CLOCK_MONOTONIC, stamped into the object)")
     print("             to the moment a watcher has read and decoded that event's line")
     print(f"   events received {lat['events']} of {lat['expected_events']}")
     print(f"   p50 {lat['p50_ms']:.2f} ms, p99 {lat['p99_ms']:.2f} ms, max {lat['max_ms']:.1f} ms")
     print(f"   (the PATCH responses alone: p50 {lat['write_p50_ms']:.2f} ms, p99 {lat['write_p99_ms']:.2f} ms)")
-    print(f"   server CPU {cpu1 - cpu0:.2f} s; {load()}")
+    print(
+        f"   server CPU {cpu1 - cpu0:.2f} s = {(cpu1 - cpu0) / lat['writes'] * 1e6:.0f} us per write delivered to "
+        f"{args.watchers} watchers;"
+    )
+    print(
+        f"   clients' CPU: watchers' process {lat['watcher_cpu']:.1f} s, writer {lat['writer_cpu']:.1f} s"
+    )
+    print(f"   ({cpu_split(server.pid, split0)}); {load()}")
     print(f"   target p99 <= {TARGET_WATCH_P99_MS:.0f} ms: {verdict(lat['p99_ms'], TARGET_WATCH_P99_MS, False)}\n")
 
+
+async def phase_list(args: argparse.Namespace, server: Server) -> None:
     cpu0 = cpu_seconds(server.pid)
-    lp = await list_pods(server.url, args.pods, args.writers, args.repeats)
+    lp = await list_pods(server.url, args.pods, args.writers * args.write_procs, args.repeats)
     cpu1 = cpu_seconds(server.pid)
     print(f"3. list {args.pods} Pending pods in one namespace")
-    print(f"   (created beforehand at {lp['create_rate']:.0f} pods/s by {args.writers} clients)")
+    print(f"   (created beforehand at {lp['create_rate']:.0f} pods/s by {args.writers * args.write_procs} clients)")
     print(f"   time = request sent to the last byte of the body received; median of {args.repeats} (min)")
     for label, accept in (("json", "application/json"), ("table", "kubectl's Table Accept")):
         f = lp[label]
@@ -430,16 +520,13 @@ async def bench(args: argparse.Namespace, server: Server) -> None:
         )
     print(f"   server CPU for the phase {cpu1 - cpu0:.2f} s; {load()}\n")
 
-    st = proc_status(server.pid)
-    print(f"4. server memory after the run: VmRSS {st['VmRSS']}, peak VmHWM {st['VmHWM']}")
-    disk = sum(f.stat().st_size for f in Path(args.home).glob("store.db*"))
-    print(f"   store: {disk / 1e6:.1f} MB on disk (db + WAL)")
-
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--plane", choices=("api", "yard"), default="api")
-    parser.add_argument("--writers", type=int, default=16, help="concurrent write clients (phases 1 and 3)")
+    parser.add_argument("--phases", default="writes,watch,list", help="which of writes,watch,list to run")
+    parser.add_argument("--write-procs", type=int, default=2, help="client processes in phase 1")
+    parser.add_argument("--writers", type=int, default=8, help="concurrent clients per process (phases 1, 3)")
     parser.add_argument("--write-seconds", type=float, default=10.0)
     parser.add_argument("--watchers", type=int, default=20)
     parser.add_argument("--rate", type=float, default=500.0, help="paced writes/s during the watch phase")
