@@ -117,8 +117,8 @@ class Server:
     stop: Callable[[], None]
 
 
-def start_server(kind: str, home: Path, profile: str | None) -> Server:
-    env = {**os.environ, "PYTHONPATH": f"{REPO / 'src'}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+def start_server(kind: str, home: Path, profile: str | None, src: Path) -> Server:
+    env = {**os.environ, "PYTHONPATH": f"{src}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
     if kind == "api":
         argv = [sys.executable, str(Path(__file__).resolve()), "--serve", str(home)]
         if profile:
@@ -444,6 +444,7 @@ async def bench(args: argparse.Namespace, server: Server) -> None:
     machine = platform.processor() or platform.machine()
     print(f"machine:  {machine}, {os.cpu_count()} cpus, Python {platform.python_version()}")
     print(f"server:   {server.shape}, pid {server.pid}, {server.url}")
+    print(f"          running {args.src}")
     print(f"clients:  separate processes, HTTP/1.1 keep-alive (bench/rawhttp.py); {load()} at start\n")
 
     if "writes" in args.phases:
@@ -535,6 +536,9 @@ def main() -> None:
     parser.add_argument("--pods", type=int, default=10_000)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--profile", default=None, help="api plane: write the server's cProfile stats here")
+    parser.add_argument(
+        "--src", default=str(REPO / "src"), help="the trainyard sources the server runs (e.g. a baseline checkout)"
+    )
     parser.add_argument("--serve", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve:
@@ -542,7 +546,7 @@ def main() -> None:
         return
     with tempfile.TemporaryDirectory(prefix="yard-bench-") as home:
         args.home = home
-        server = start_server(args.plane, Path(home), args.profile)
+        server = start_server(args.plane, Path(home), args.profile, Path(args.src).resolve())
         try:
             asyncio.run(bench(args, server))
         finally:
