@@ -138,12 +138,14 @@ class Store:
         ).fetchall():
             self._objects.setdefault(resource, {}).setdefault(namespace, {})[name] = _bytes(body)
         self._listeners: list[Listener] = []
-        self._unchecked = 0
-        self._checkpointer = _Checkpointer(path)
-        self._checkpointer.start()
+        self._path = path
+        self._unchecked = 0  # writes since the WAL last started over
+        # Started by the first CHECKPOINT_WRITES writes: a store written a little needs none.
+        self._checkpointer: _Checkpointer | None = None
 
     def close(self) -> None:
-        self._checkpointer.stop()
+        if self._checkpointer is not None:
+            self._checkpointer.stop()
         self._db.close()
 
     def subscribe(self, listener: Listener) -> None:
@@ -261,8 +263,9 @@ class Store:
             for r in rows
         ]
 
-    def compact(self, keep: int = RETAINED_CHANGES) -> None:
-        floor = self._revision - keep
+    def compact(self, keep: int | None = None) -> None:
+        """Drop the change log up to ``keep`` (default ``RETAINED_CHANGES``) changes before now."""
+        floor = self._revision - (RETAINED_CHANGES if keep is None else keep)
         if floor <= self._compacted:
             return
         self._db.execute("BEGIN IMMEDIATE")
@@ -319,6 +322,9 @@ class Store:
             self.compact()
         self._unchecked += 1
         if self._unchecked % CHECKPOINT_WRITES == 0:
+            if self._checkpointer is None:
+                self._checkpointer = _Checkpointer(self._path)
+                self._checkpointer.start()
             self._checkpointer.wake.set()
         if self._unchecked >= WAL_RESET_WRITES and self._finish_checkpoint():
             self._unchecked = 0
