@@ -548,7 +548,7 @@ class ApiServer:
             loop = asyncio.get_running_loop()
             if not as_table and request.transport is not None:
                 # Plain watchers take changes straight from the hub (see watch.ChunkedSink).
-                direct = ChunkedSink(request.transport, live_line)
+                direct = ChunkedSink(request.transport, live_line, self.hub.flusher)
                 sub.attach(direct)
             while True:
                 remaining = deadline - loop.time()

@@ -108,6 +108,7 @@ class Hub:
     def __init__(self) -> None:
         # By resource, so a change costs nothing to the watchers of other resources.
         self._subs: dict[str, set[Subscription]] = {}
+        self.flusher = Flusher()
 
     def subscribe(self, resource: str, namespace: str | None, accepts: Filter | None) -> Subscription:
         sub = Subscription(resource, namespace, accepts)
@@ -131,6 +132,23 @@ class Hub:
         return sum(len(subs) for subs in self._subs.values())
 
 
+class Flusher:
+    """Flushes every sink written to during one event-loop pass, from one scheduled callback."""
+
+    def __init__(self) -> None:
+        self._dirty: list[ChunkedSink] = []
+
+    def mark(self, sink: ChunkedSink) -> None:
+        if not self._dirty:
+            asyncio.get_running_loop().call_soon(self._flush)
+        self._dirty.append(sink)
+
+    def _flush(self) -> None:
+        dirty, self._dirty = self._dirty, []
+        for sink in dirty:
+            sink.flush()
+
+
 class ChunkedSink:
     """Writes watch lines to a chunked HTTP response's transport, batched per event-loop pass.
 
@@ -138,11 +156,11 @@ class ChunkedSink:
     stream while the sink is attached must go through it (``raw``), to keep lines in order.
     """
 
-    def __init__(self, transport: Transport, encode: Callable[[Event], bytes | None]) -> None:
+    def __init__(self, transport: Transport, encode: Callable[[Event], bytes | None], flusher: Flusher) -> None:
         self._transport = transport
         self._encode = encode
+        self._flusher = flusher
         self._pending: list[bytes] = []
-        self._scheduled = False
 
     def __call__(self, event: Event) -> None:
         line = self._encode(event)
@@ -150,13 +168,11 @@ class ChunkedSink:
             self.raw(line)
 
     def raw(self, line: bytes) -> None:
+        if not self._pending:
+            self._flusher.mark(self)
         self._pending.append(line)
-        if not self._scheduled:
-            self._scheduled = True
-            asyncio.get_running_loop().call_soon(self.flush)
 
     def flush(self) -> None:
-        self._scheduled = False
         if not self._pending:
             return
         data = b"".join(self._pending)
