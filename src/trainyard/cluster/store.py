@@ -18,9 +18,11 @@ before the client is answered, so every acknowledged write survives the server p
 killed (SIGKILL, OOM); a power loss or kernel crash may lose the writes since the last
 checkpoint, but never corrupts the database. Checkpoints (copying the WAL into the database
 file, with its fsyncs) run on a thread of their own with its own connection, so the event loop
-rarely waits for the disk: under a steady stream of writes a background checkpoint never quite
-catches up, so every ``WAL_RESET_WRITES`` writes the loop finishes the last few frames itself,
-which lets the next write start the WAL over instead of growing it without end.
+rarely waits for the disk. Under a steady stream of writes a background checkpoint never quite
+catches up (a write always lands while it runs), and the WAL would grow without end; so every
+``WAL_RESET_WRITES`` writes the loop asks for a checkpoint and, once it is done, finishes the
+few frames written meanwhile itself (no write can land during that), which lets the next write
+start the WAL over.
 """
 
 from __future__ import annotations
@@ -71,7 +73,7 @@ COMPACT_EVERY = 1_000
 _FORMAT = 2
 # Checkpoint at least this often (seconds), and as soon as this many writes have accumulated.
 CHECKPOINT_SECONDS = 1.0
-CHECKPOINT_WRITES = 500
+CHECKPOINT_WRITES = 200
 WAL_RESET_WRITES = 1_000
 
 
@@ -140,6 +142,7 @@ class Store:
         self._listeners: list[Listener] = []
         self._path = path
         self._unchecked = 0  # writes since the WAL last started over
+        self._asked: int | None = None  # checkpoints started when the loop asked for one
         # Started by the first CHECKPOINT_WRITES writes: a store written a little needs none.
         self._checkpointer: _Checkpointer | None = None
 
@@ -326,8 +329,12 @@ class Store:
                 self._checkpointer = _Checkpointer(self._path)
                 self._checkpointer.start()
             self._checkpointer.wake.set()
-        if self._unchecked >= WAL_RESET_WRITES and self._finish_checkpoint():
-            self._unchecked = 0
+        if self._unchecked >= WAL_RESET_WRITES and self._checkpointer is not None:
+            if self._asked is None:
+                self._asked = self._checkpointer.started
+                self._checkpointer.wake.set()
+            elif self._checkpointer.rounds > self._asked and self._finish_checkpoint():
+                self._unchecked, self._asked = 0, None
         return obj
 
     def _finish_checkpoint(self) -> bool:
@@ -365,6 +372,8 @@ class _Checkpointer(threading.Thread):
         super().__init__(name="store-checkpointer", daemon=True)
         self._path = path
         self.wake = threading.Event()
+        self.started = 0  # checkpoints begun so far
+        self.rounds = 0  # checkpoints done so far
         self._stopping = False
 
     def run(self) -> None:
@@ -373,10 +382,12 @@ class _Checkpointer(threading.Thread):
             while not self._stopping:
                 self.wake.wait(CHECKPOINT_SECONDS)
                 self.wake.clear()
+                self.started += 1
                 try:
                     db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
                 except sqlite3.Error as exc:
                     log.warning("store checkpoint failed (retrying): %s", exc)
+                self.rounds += 1
         finally:
             db.close()
 
