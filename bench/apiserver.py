@@ -45,7 +45,7 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
-from rawhttp import Connection
+from rawhttp import Connection, LineStream
 
 REPO = Path(__file__).resolve().parents[1]
 TABLE_ACCEPT = (
@@ -278,35 +278,36 @@ async def sustained_writes(url: str, procs: int, clients: int, seconds: float) -
 
 def watcher_process(url: str, rv: str, watchers: int, expected: int, ready: Any, results: Any) -> None:
     """A separate process holding ``watchers`` watch streams; reports each event's latency."""
-
     # A fast decoder, like client-go's: this process's CPU time is part of the latency it measures.
     decode = msgspec.json.Decoder().decode
 
     async def run() -> None:
         latencies: list[list[int]] = [[] for _ in range(watchers)]
         path = f"/api/v1/namespaces/bench-watch/configmaps?watch=1&resourceVersion={rv}&timeoutSeconds=600"
-        conns = [await Connection.open(url) for _ in range(watchers)]
-        streams = [conn.stream(path) for conn in conns]
+        complete = asyncio.get_running_loop().create_future()
+        left = [watchers]
 
-        async def consume(i: int) -> None:
-            mine = latencies[i]
-            async for line in streams[i]:
+        def receiver(mine: list[int]) -> Callable[[bytes], None]:
+            def on_line(line: bytes) -> None:
                 arrived = time.monotonic_ns()
-                event = decode(line)
-                mine.append(arrived - int(event["object"]["data"]["sent"]))
-                if len(mine) >= expected:
-                    return
+                mine.append(arrived - int(decode(line)["object"]["data"]["sent"]))
+                if len(mine) == expected:
+                    left[0] -= 1
+                    if not left[0]:
+                        complete.set_result(None)
 
-        tasks = [asyncio.create_task(consume(i)) for i in range(watchers)]
+            return on_line
+
+        streams = [await LineStream.open(url, path, receiver(latencies[i])) for i in range(watchers)]
         # No event can come before the writer starts; a moment lets the server subscribe them all.
         await asyncio.sleep(1.0)
         ready.put(True)
         cpu = time.process_time()
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(asyncio.gather(*tasks), 180)
+            await asyncio.wait_for(complete, 180)
         results.put((latencies, time.process_time() - cpu))
-        for conn in conns:
-            conn.close()
+        for transport, _ in streams:
+            transport.close()
 
     asyncio.run(run())
 

@@ -8,7 +8,7 @@ one only writes a request and reads a ``Content-Length`` or chunked response, li
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from urllib.parse import urlsplit
 
 
@@ -78,3 +78,74 @@ class Connection:
             if size == 0:
                 return
             yield data[:-2]
+
+
+class LineStream(asyncio.Protocol):
+    """A watch read with callbacks instead of awaits: ``on_line`` gets each line as it arrives.
+
+    Twenty watchers at 500 events/s are 10,000 lines a second for one process; parsing the
+    chunked framing in ``data_received`` costs a fraction of a StreamReader's await per chunk.
+    """
+
+    def __init__(self, on_line: Callable[[bytes], None]) -> None:
+        self.on_line = on_line
+        self.done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._buffer = b""
+        self._in_body = False
+        self._chunk_left = 0
+        self._partial = b""
+
+    @classmethod
+    async def open(cls, url: str, path: str, on_line: Callable[[bytes], None]) -> tuple[asyncio.Transport, LineStream]:
+        parts = urlsplit(url)
+        loop = asyncio.get_running_loop()
+        transport, protocol = await loop.create_connection(lambda: cls(on_line), parts.hostname, parts.port)
+        transport.write(f"GET {path} HTTP/1.1\r\nHost: {parts.netloc}\r\nAccept: application/json\r\n\r\n".encode())
+        return transport, protocol
+
+    def data_received(self, data: bytes) -> None:
+        if self.done.done():
+            return  # the last chunk's trailer, or anything after it
+        buf = self._buffer + data
+        if not self._in_body:
+            end = buf.find(b"\r\n\r\n")
+            if end < 0:
+                self._buffer = buf
+                return
+            if not buf.startswith(b"HTTP/1.1 200"):
+                raise HttpError(buf[:end].decode("latin-1"))
+            self._in_body, buf = True, buf[end + 4 :]
+        pos = 0
+        while True:
+            if self._chunk_left == 0:
+                eol = buf.find(b"\r\n", pos)
+                if eol < 0:
+                    break
+                size = int(buf[pos:eol].split(b";")[0], 16)
+                if size == 0:  # the last chunk
+                    self._finish()
+                    return
+                pos, self._chunk_left = eol + 2, size + 2  # the data and its trailing CRLF
+            take = min(self._chunk_left, len(buf) - pos)
+            if take <= 0:
+                break
+            piece = buf[pos : pos + take]
+            pos += take
+            self._chunk_left -= take
+            if self._chunk_left < 2:  # strip what of the trailing CRLF this piece holds
+                piece = piece[: len(piece) - (2 - self._chunk_left)]
+            self._feed(piece)
+        self._buffer = buf[pos:]
+
+    def _feed(self, piece: bytes) -> None:
+        data = self._partial + piece
+        *lines, self._partial = data.split(b"\n")
+        for line in lines:
+            self.on_line(line)
+
+    def _finish(self) -> None:
+        if not self.done.done():
+            self.done.set_result(None)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._finish()
