@@ -443,8 +443,8 @@ def table_encoded(
         try:
             pod = _pod_decoder.decode(body)
             meta = _meta_decoder.decode(pod.metadata)
-        except msgspec.ValidationError:
-            # A field of an unexpected type: the generic path copes with anything.
+        except msgspec.MsgspecError:
+            # A field of an unexpected type (or text msgspec will not read): the generic path copes.
             obj = codec.loads(body)
             cells = [cell(obj, now) for *_, cell in BUILTIN_COLUMNS["core/pods"]]
             rows.append({"cells": cells, "object": _row_object(obj, include_object)})

@@ -126,3 +126,15 @@ def test_yaml_keys_msgspec_refuses_are_encoded_as_json_does() -> None:
     assert json.loads(codec.dumps({"data": {True: "x", None: "y", "k": datetime(2026, 1, 1, tzinfo=UTC)}})) == {
         "data": {"true": "x", "null": "y", "k": "2026-01-01T00:00:00+00:00"}
     }
+
+
+def test_lone_surrogates_round_trip_through_the_codec() -> None:
+    # A JSON body may escape half a UTF-16 pair; msgspec can neither write nor read that text.
+    value = json.loads('{"data": {"k": "a\\ud800b"}, "spec": {"containers": [{"name": "\\udfff"}]}}')
+    encoded = codec.dumps(value)
+    assert codec.loads(encoded) == value == codec.clone(value)
+    assert codec.loads_many([encoded]) == [value]
+    pods_rt = Registry().lookup("", "v1", "pods")
+    assert pods_rt is not None
+    fast = tables.table_encoded(pods_rt, [encoded], now=NOW, list_meta={})
+    assert fast is not None and json.loads(fast)["rows"][0]["cells"][1] == "0/1"
