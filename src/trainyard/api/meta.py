@@ -19,7 +19,9 @@ TIME_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
 
 def format_time(moment: datetime) -> str:
     """RFC 3339 with second precision and a ``Z``, as Kubernetes writes ``metav1.Time``."""
-    return moment.astimezone(UTC).strftime(TIME_FORMAT)
+    # isoformat, not strftime: glibc's strftime stats /etc/localtime on every call (no TZ set),
+    # and every object write stamps a time.
+    return moment.astimezone(UTC).replace(microsecond=0, tzinfo=None).isoformat() + "Z"
 
 
 def parse_time(text: str) -> datetime:

@@ -7,8 +7,8 @@ subresource separation, optimistic concurrency, finalizers, graceful pod deletio
 
 from __future__ import annotations
 
+import builtins
 import copy
-import json
 import secrets
 import string
 import uuid
@@ -20,7 +20,7 @@ from typing import Any
 from trainyard.api.kinds import KINDS
 from trainyard.api.meta import format_time
 from trainyard.api.validation import validate_job
-from trainyard.cluster import admission, defaulting, errors, fieldmanager, paging, patching, shapes
+from trainyard.cluster import admission, codec, defaulting, errors, fieldmanager, paging, patching, shapes
 from trainyard.cluster.registry import Registry, ResourceType
 from trainyard.cluster.selectors import FieldSelector, LabelSelector
 from trainyard.cluster.store import Expired, Obj, Store
@@ -146,6 +146,27 @@ class Page:
     remaining: int | None = None
 
 
+@dataclass(frozen=True)
+class EncodedPage:
+    """A ``Page`` whose items are already encoded as served (see ``Objects.list_page_encoded``)."""
+
+    items: list[bytes]
+    revision: int
+    continue_token: str = ""
+    remaining: int | None = None
+
+
+def selection(
+    rt: ResourceType, labels: LabelSelector | None, fields: FieldSelector | None
+) -> Callable[[bytes], bool] | None:
+    """``matches`` for an encoded object, decoding only what the selectors read; None: all."""
+    if fields is not None:
+        return lambda body: matches(rt, codec.loads(body), labels, fields)
+    if labels is not None:
+        return lambda body: labels.matches(codec.labels(body))
+    return None
+
+
 class Objects:
     def __init__(
         self,
@@ -189,6 +210,18 @@ class Objects:
         opts: paging.ListOptions,
     ) -> Page:
         """One chunk of a list, read at the revision the options (or the continue token) name."""
+        page = self.list_page_encoded(rt, namespace, labels, fields, opts)
+        return Page(codec.loads_many(page.items), page.revision, page.continue_token, page.remaining)
+
+    def list_page_encoded(
+        self,
+        rt: ResourceType,
+        namespace: str | None,
+        labels: LabelSelector | None,
+        fields: FieldSelector | None,
+        opts: paging.ListOptions,
+    ) -> EncodedPage:
+        """``list_page`` with the items as served JSON: stored bytes spliced, never re-encoded."""
         store_ns = namespace if rt.namespaced else None
         across = rt.namespaced and namespace is None
         limit, revision, start, token_start = opts.limit, None, None, ""
@@ -215,24 +248,39 @@ class Objects:
             if opts.continue_token:
                 raise errors.bad_request("invalid continue token: continue key is not valid") from exc
             raise paging.too_large(revision or 0, self.store.revision) from exc
-        items: list[Obj] = []
+        accepts = selection(rt, labels, fields)
+        head = codec.type_head(rt.group_version, rt.kind)
+        items: list[bytes] = []
         for i, (ns, name, body) in enumerate(rows):
-            obj = json.loads(body)
-            if not matches(rt, obj, labels, fields):
+            if accepts is not None and not accepts(body):
                 continue
-            items.append(self.present(rt, obj))
+            items.append(codec.splice(head, body))
             if limit and len(items) == limit:
                 rest = len(rows) - i - 1
                 if rest:
                     token_out = paging.encode(at, paging.start_key(ns, name, across_namespaces=across))
-                    filtered = labels is not None or fields is not None
-                    return Page(items, at, token_out, None if filtered else rest)
+                    return EncodedPage(items, at, token_out, None if accepts is not None else rest)
                 break
-        return Page(items, at)
+        return EncodedPage(items, at)
 
     def present(self, rt: ResourceType, obj: Obj) -> Obj:
         """Objects are stored version-free; stamp the served apiVersion and kind on the way out."""
         return {"apiVersion": rt.group_version, "kind": rt.kind, **obj}
+
+    def list_encoded(
+        self,
+        rt: ResourceType,
+        namespace: str | None,
+        labels: LabelSelector | None = None,
+        fields: FieldSelector | None = None,
+    ) -> tuple[builtins.list[bytes], int]:
+        """``list`` with each item already encoded as served: stored bytes spliced, not re-encoded."""
+        bodies, revision = self.store.list_raw(rt.key, namespace if rt.namespaced else None)
+        accepts = selection(rt, labels, fields)
+        if accepts is not None:
+            bodies = [b for b in bodies if accepts(b)]
+        head = codec.type_head(rt.group_version, rt.kind)
+        return [codec.splice(head, b) for b in bodies], revision
 
     # -- writes --------------------------------------------------------------------------------
 
@@ -249,7 +297,7 @@ class Objects:
     ) -> Obj:
         if not isinstance(body, dict):
             raise errors.bad_request("the request body must be a JSON object")
-        obj = copy.deepcopy(body)
+        obj = codec.clone(body)
         self._check_type(rt, obj)
         # Stored version-free, as updates already are: ``present`` stamps the served version.
         obj.pop("apiVersion", None)
@@ -592,13 +640,14 @@ class Objects:
         """The object after a PUT or PATCH, honouring the status subresource and immutable metadata."""
         body = {k: v for k, v in body.items() if k not in ("apiVersion", "kind")}
         if subresource == "status":
-            new = copy.deepcopy(current)
+            new: Obj = codec.clone(current)
             if "status" in body:
                 new["status"] = body["status"]
             else:
                 new.pop("status", None)
             return new
-        new = copy.deepcopy(body)
+        new = codec.clone(body)
+        assert isinstance(new, dict)
         m = new.setdefault("metadata", {})
         cm = current["metadata"]
         for key in (

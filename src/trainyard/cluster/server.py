@@ -7,7 +7,6 @@ logs, and renders every failure as a ``Status``. What an operation means lives i
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import re
 from collections.abc import Callable, Mapping
@@ -18,7 +17,7 @@ from typing import Any
 from aiohttp import web
 
 from trainyard.api.meta import parse_time
-from trainyard.cluster import admission, bodies, connect, discovery, errors, logs, paging, patching, tables
+from trainyard.cluster import admission, bodies, codec, connect, discovery, errors, logs, paging, patching, tables
 from trainyard.cluster.jsonpath import get_path, set_path
 from trainyard.cluster.objects import Objects, check_fields, matches, patch_failure
 from trainyard.cluster.paths import Layout
@@ -31,7 +30,7 @@ from trainyard.cluster.selectors import (
     parse_label_selector,
 )
 from trainyard.cluster.store import Expired, Obj
-from trainyard.cluster.watch import Event, Hub
+from trainyard.cluster.watch import ChunkedSink, Event, Hub
 
 log = logging.getLogger(__name__)
 
@@ -245,30 +244,27 @@ class ApiServer:
 
     def _list(self, request: web.Request, rt: ResourceType, namespace: str | None) -> web.Response:
         labels, fields = self._selectors(request, rt)
-        page = self.objects.list_page(rt, namespace, labels, fields, paging.list_options(request.query))
+        page = self.objects.list_page_encoded(rt, namespace, labels, fields, paging.list_options(request.query))
         list_meta: dict[str, Any] = {"resourceVersion": str(page.revision)}
         if page.continue_token:
             list_meta["continue"] = page.continue_token
         if page.remaining is not None:
             list_meta["remainingItemCount"] = page.remaining
-        if _wants_table(request):
-            table = tables.table(
-                rt,
-                page.items,
-                now=self.now(),
-                resource_version=str(page.revision),
-                include_object=request.query.get("includeObject", "Metadata"),
-            )
-            table["metadata"] = list_meta
-            return _json(table)
-        return _json(
-            {
-                "kind": f"{rt.kind}List",
-                "apiVersion": rt.group_version,
-                "metadata": list_meta,
-                "items": page.items,
-            }
+        if not _wants_table(request):
+            return _encoded_list(rt, page.items, list_meta)
+        include = request.query.get("includeObject", "Metadata")
+        fast = tables.table_encoded(rt, page.items, now=self.now(), list_meta=list_meta, include_object=include)
+        if fast is not None:
+            return web.Response(body=fast, content_type=JSON)
+        table = tables.table(
+            rt,
+            codec.loads_many(page.items),
+            now=self.now(),
+            resource_version=str(page.revision),
+            include_object=include,
         )
+        table["metadata"] = list_meta
+        return _json(table)
 
     def _object(self, request: web.Request, rt: ResourceType, obj: Obj, code: int = 200) -> web.Response:
         if _wants_table(request):
@@ -474,12 +470,15 @@ class ApiServer:
         timeout = DEFAULT_WATCH_SECONDS if timeout is None else timeout
         deadline = asyncio.get_running_loop().time() + timeout
         store_ns = namespace if rt.namespaced else None
-        sub = self.hub.subscribe(rt.key, store_ns, lambda o: matches(rt, o, labels, fields))
+        selected = None if labels is None and fields is None else lambda o: matches(rt, o, labels, fields)
+        sub = self.hub.subscribe(rt.key, store_ns, selected)
         response = web.StreamResponse(headers={"Content-Type": JSON, "Cache-Control": "no-cache"})
         response.enable_chunked_encoding()
         await response.prepare(request)
+        direct: ChunkedSink | None = None
+        last = 0  # the newest revision this watcher has been sent
 
-        async def send(kind: str, obj: Obj) -> None:
+        def line(kind: str, obj: Obj) -> bytes:
             if as_table and kind in ("ADDED", "MODIFIED", "DELETED"):
                 obj = tables.table(
                     rt,
@@ -488,15 +487,38 @@ class ApiServer:
                     resource_version=obj["metadata"].get("resourceVersion", ""),
                     include_object=request.query.get("includeObject", "Metadata"),
                 )
-            await response.write(json.dumps({"type": kind, "object": obj}, separators=(",", ":")).encode() + b"\n")
+            return codec.dumps({"type": kind, "object": obj}) + b"\n"
+
+        def event_line(ev: Event) -> bytes:
+            # Plain watchers share the change's one encoding; Tables are per watcher (ages, columns).
+            shared = None if as_table else ev.line(rt.group_version, rt.kind)
+            return shared if shared is not None else line(ev.type, self.objects.present(rt, ev.obj))
+
+        async def send(kind: str, obj: Obj) -> None:
+            await response.write(line(kind, obj))
+
+        def live_line(ev: Event) -> bytes | None:
+            nonlocal last
+            if ev.rv <= last:
+                return None
+            last = ev.rv
+            return event_line(ev)
+
+        def bookmark() -> Obj:
+            rv = str(self.objects.store.revision)
+            return {"kind": rt.kind, "apiVersion": rt.group_version, "metadata": {"resourceVersion": rv}}
 
         try:
             rv_param = request.query.get("resourceVersion") or "0"
             initial_events = _bool(request.query.get("sendInitialEvents"))
             if rv_param == "0" or initial_events:
-                items, last = self.objects.list(rt, store_ns, labels, fields)
-                for item in items:
-                    await send("ADDED", item)
+                if as_table:
+                    items, last = self.objects.list(rt, store_ns, labels, fields)
+                    for item in items:
+                        await send("ADDED", item)
+                else:
+                    encoded, last = self.objects.list_encoded(rt, store_ns, labels, fields)
+                    await _write_lines(response, [codec.watch_line("ADDED", item) for item in encoded])
                 if initial_events and bookmarks:
                     # Streaming lists (client-go's WatchList, kubectl >= 1.35) wait for this marker.
                     end = {"resourceVersion": str(last), "annotations": {"k8s.io/initial-events-end": "true"}}
@@ -516,38 +538,46 @@ class ApiServer:
                     await send("ERROR", status.status())
                     return response
                 last = start
+                lines = []
                 for change in backlog:
                     event = sub.translate(change)
                     if event is not None:
-                        await send(event.type, self.objects.present(rt, event.obj))
+                        lines.append(event_line(event))
                     last = change.rv
+                await _write_lines(response, lines)
             loop = asyncio.get_running_loop()
+            if not as_table and request.transport is not None:
+                # Plain watchers take changes straight from the hub (see watch.ChunkedSink).
+                direct = ChunkedSink(request.transport, live_line, self.hub.flusher)
+                sub.attach(direct)
             while True:
                 remaining = deadline - loop.time()
                 if remaining <= 0:
                     break
-                try:
-                    ev: Event = await asyncio.wait_for(sub.queue.get(), min(remaining, self.bookmark_seconds))
-                except TimeoutError:
+                if direct is not None:
+                    await asyncio.sleep(min(remaining, self.bookmark_seconds))
+                    if bookmarks and loop.time() < deadline:
+                        direct.raw(line("BOOKMARK", bookmark()))
+                    continue
+                batch = await sub.next_batch(min(remaining, self.bookmark_seconds))
+                if not batch:
                     if bookmarks and sub.queue.empty():
-                        rv = str(self.objects.store.revision)
-                        await send(
-                            "BOOKMARK",
-                            {
-                                "kind": rt.kind,
-                                "apiVersion": rt.group_version,
-                                "metadata": {"resourceVersion": rv},
-                            },
-                        )
+                        await send("BOOKMARK", bookmark())
                     continue
-                if ev.rv <= last:
-                    continue
-                last = ev.rv
-                await send(ev.type, self.objects.present(rt, ev.obj))
+                lines = []
+                for ev in batch:
+                    if ev.rv <= last:
+                        continue
+                    last = ev.rv
+                    lines.append(event_line(ev))
+                if lines:
+                    await response.write(b"".join(lines))
         except (ConnectionResetError, asyncio.CancelledError):
             pass
         finally:
             self.hub.unsubscribe(sub)
+            if direct is not None:
+                direct.flush()  # before the response's last chunk
         return response
 
     async def _log(self, request: web.Request, namespace: str, name: str) -> web.StreamResponse:
@@ -722,7 +752,20 @@ def _warn(response: web.Response, warnings: list[str]) -> web.Response:
 
 
 def _json(body: Any, code: int = 200) -> web.Response:
-    return web.Response(body=json.dumps(body, separators=(",", ":")).encode(), status=code, content_type=JSON)
+    return web.Response(body=codec.dumps(body), status=code, content_type=JSON)
+
+
+def _encoded_list(rt: ResourceType, items: list[bytes], list_meta: dict[str, Any]) -> web.Response:
+    """A ``<Kind>List`` around items that are already encoded, without decoding them again."""
+    head = codec.dumps({"kind": f"{rt.kind}List", "apiVersion": rt.group_version, "metadata": list_meta})[:-1]
+    body = b"".join((head, b',"items":[', b",".join(items), b"]}"))
+    return web.Response(body=body, content_type=JSON)
+
+
+async def _write_lines(response: web.StreamResponse, lines: list[bytes], chunk: int = 256) -> None:
+    # A few large writes instead of one per event; bounded so a huge backlog still streams.
+    for start in range(0, len(lines), chunk):
+        await response.write(b"".join(lines[start : start + chunk]))
 
 
 async def _body(request: web.Request, endpoint: ResourceType | tuple[str, str] | None) -> dict[str, Any]:

@@ -1,0 +1,140 @@
+"""The pod Table fast path (``table_encoded``) against the generic ``table``, row for row.
+
+kubectl's ``get pods`` is served from the encoded objects without decoding them whole; whatever
+shape a pod has, the answer must be the Table the generic column functions compute.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+import msgspec
+import pytest
+
+from trainyard.cluster import codec, tables
+from trainyard.cluster.registry import Registry, ResourceType
+
+NOW = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
+
+
+def pod(name: str, *, spec: dict[str, Any] | None = None, status: dict[str, Any] | None = None, **meta: Any) -> Any:
+    body: dict[str, Any] = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": "ns", "creationTimestamp": "2026-03-01T11:00:00Z", **meta},
+        "spec": {"containers": [{"name": "c", "image": "x"}], **(spec or {})},
+    }
+    if status is not None:
+        body["status"] = status
+    return body
+
+
+def running(ready: bool, restarts: int) -> dict[str, Any]:
+    return {"name": "c", "ready": ready, "restartCount": restarts, "state": {"running": {}}}
+
+
+PODS = [
+    pod("pending", status={"phase": "Pending"}),
+    pod("no-status"),
+    pod("no-metadata-times", creationTimestamp=None),
+    pod(
+        "running",
+        spec={"nodeName": "n1", "containers": [{"name": "a"}, {"name": "b"}]},
+        status={
+            "phase": "Running",
+            "podIP": "10.0.0.1",
+            "containerStatuses": [running(True, 2), running(False, 1)],
+        },
+    ),
+    pod(
+        "waiting",
+        status={"phase": "Pending", "containerStatuses": [{"name": "c", "state": {"waiting": {"reason": "Pull"}}}]},
+    ),
+    pod(
+        "failed",
+        status={"phase": "Failed", "containerStatuses": [{"name": "c", "state": {"terminated": {"exitCode": 3}}}]},
+    ),
+    pod(
+        "completed",
+        status={
+            "phase": "Succeeded",
+            "containerStatuses": [{"name": "c", "state": {"terminated": {"reason": "Completed", "exitCode": 0}}}],
+        },
+    ),
+    pod("evicted", status={"phase": "Failed", "reason": "Evicted", "nominatedNodeName": "n2"}),
+    pod("terminating", deletionTimestamp="2026-03-01T11:59:00Z", status={"phase": "Running"}),
+    pod(
+        "gated",
+        spec={"readinessGates": [{"conditionType": "a"}, {"conditionType": "b"}]},
+        status={"conditions": [{"type": "a", "status": "True"}, {"type": "b", "status": "False"}]},
+    ),
+    # Fields of unexpected types: the fast path must fall back, not fail or differ.
+    pod("odd", status={"containerStatuses": [{"name": "c", "ready": "yes", "restartCount": "4"}]}),
+    pod("labelled", labels={"app": "x"}, annotations={"a": "b"}, ownerReferences=[{"uid": "u", "name": "o"}]),
+]
+
+
+@pytest.fixture
+def pods() -> ResourceType:
+    rt = Registry().lookup("", "v1", "pods")
+    assert rt is not None
+    return rt
+
+
+@pytest.mark.parametrize("include", ["Metadata", "Object", "None"])
+def test_the_pod_fast_path_equals_the_generic_table(pods: ResourceType, include: str) -> None:
+    list_meta = {"resourceVersion": "42", "continue": "token"}
+    generic = tables.table(pods, PODS, now=NOW, resource_version="42", include_object=include)
+    generic["metadata"] = list_meta
+    encoded = [codec.dumps(p) for p in PODS]
+    fast = tables.table_encoded(pods, encoded, now=NOW, list_meta=list_meta, include_object=include)
+    assert fast is not None
+    assert json.loads(fast) == json.loads(json.dumps(generic))
+
+
+def test_well_formed_pods_take_the_fast_path_and_odd_ones_fall_back() -> None:
+    decodable = []
+    for p in PODS:
+        try:
+            tables._pod_decoder.decode(codec.dumps(p))
+            decodable.append(p["metadata"]["name"])
+        except msgspec.ValidationError:
+            pass
+    assert decodable == [p["metadata"]["name"] for p in PODS if p["metadata"]["name"] != "odd"]
+
+
+def test_kinds_without_a_fast_path_say_so() -> None:
+    configmaps = Registry().lookup("", "v1", "configmaps")
+    assert configmaps is not None
+    assert tables.table_encoded(configmaps, [b"{}"], now=NOW, list_meta={}) is None
+
+
+def test_splicing_the_type_into_a_stored_body() -> None:
+    head = codec.type_head("kubeflow.org/v1", "PyTorchJob")
+    assert json.loads(codec.splice(head, b'{"metadata":{"name":"a"}}')) == {
+        "apiVersion": "kubeflow.org/v1",
+        "kind": "PyTorchJob",
+        "metadata": {"name": "a"},
+    }
+    assert json.loads(codec.splice(head, b"{}")) == {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob"}
+
+
+def test_yaml_keys_msgspec_refuses_are_encoded_as_json_does() -> None:
+    # `on:` and `null:` in a YAML body parse as True and None.
+    assert json.loads(codec.dumps({"data": {True: "x", None: "y", "k": datetime(2026, 1, 1, tzinfo=UTC)}})) == {
+        "data": {"true": "x", "null": "y", "k": "2026-01-01T00:00:00+00:00"}
+    }
+
+
+def test_lone_surrogates_round_trip_through_the_codec() -> None:
+    # A JSON body may escape half a UTF-16 pair; msgspec can neither write nor read that text.
+    value = json.loads('{"data": {"k": "a\\ud800b"}, "spec": {"containers": [{"name": "\\udfff"}]}}')
+    encoded = codec.dumps(value)
+    assert codec.loads(encoded) == value == codec.clone(value)
+    assert codec.loads_many([encoded]) == [value]
+    pods_rt = Registry().lookup("", "v1", "pods")
+    assert pods_rt is not None
+    fast = tables.table_encoded(pods_rt, [encoded], now=NOW, list_meta={})
+    assert fast is not None and json.loads(fast)["rows"][0]["cells"][1] == "0/1"
