@@ -20,6 +20,7 @@ from pathlib import Path
 import yaml
 from lightkube import AsyncClient, KubeConfig
 
+from trainyard.cluster import backoff
 from trainyard.cluster.auth import Credentials, write_private
 from trainyard.cluster.node import NodeAgent
 from trainyard.cluster.paths import Layout
@@ -75,7 +76,13 @@ class EmbeddedPlane:
         config = kubeconfig(self.api.url, self.api.credentials)
         write_private(self.layout.kubeconfig, yaml.safe_dump(config, sort_keys=False).encode())
         self._client = AsyncClient(KubeConfig.from_dict(config), field_manager="trainyard")
-        self.node = NodeAgent(self._client, self.layout, workspace=self.options.workspace, address=self.options.host)
+        self.node = NodeAgent(
+            self._client,
+            self.layout,
+            workspace=self.options.workspace,
+            address=self.options.host,
+            restart_backoff=backoff.from_env().base,
+        )
         operator = Operator(self._client, OperatorSettings.host(self.options.host))
         self._tasks = [
             asyncio.create_task(self.node.run(), name="node"),

@@ -17,6 +17,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+from trainyard.cluster import backoff
 from trainyard.cluster.paths import Layout, default_home
 from trainyard.cluster.plane import DEFAULT_PORT
 
@@ -45,6 +46,14 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         type=Path,
         default=None,
         help="directory that stands for an image's /workspace (default: the current directory)",
+    )
+    up.add_argument(
+        "--restart-backoff",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="first crash-loop back-off of a restarting container; doubles to 30x, reset after a 60x clean run "
+        f"(default ${backoff.ENV} or the kubelet's {backoff.KUBELET_BASE:g}s, so 5m cap and 10m reset)",
     )
     up.set_defaults(func=cmd_up)
     down = sub.add_parser("down", help="stop the control plane and every training process it runs")
@@ -99,6 +108,14 @@ def cmd_up(args: argparse.Namespace) -> int:
             print(f"error: it is not serving as {flag} asks; run `yard down` first to switch", file=sys.stderr)
             return 1
         return 0
+    if args.restart_backoff is not None:
+        # The plane (a child process when in the background) reads it from its environment.
+        os.environ[backoff.ENV] = repr(args.restart_backoff)
+    try:
+        backoff.from_env()
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     layout.home.mkdir(parents=True, exist_ok=True)
     secure = remembered_secure(layout) if args.secure is None else args.secure
     layout.settings_file.write_text(json.dumps({"secure": secure}) + "\n")

@@ -6,8 +6,11 @@ each container's ``command`` + ``args`` with the pod's environment in trainyard'
 environment, streams output to CRI-format log files, and reports phase and container statuses.
 Deleting a pod stops its whole process group: SIGTERM, then SIGKILL after the grace period.
 
-Not yet here (documented as absent): in-place container restarts (``OnFailure``/``Always`` pods
-end Failed and the job operator recreates them), resources and OOM, volumes.
+Containers restart in place as the pod's ``restartPolicy`` says (``Always``: after any exit;
+``OnFailure``: after a non-zero exit), with the kubelet's crash-loop back-off, ``restartCount``,
+``lastState`` and the previous run's log kept for ``logs --previous``.
+
+Not yet here (documented as absent): resources and OOM, volumes.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import re
 import signal
 import socket
 import sys
+import time
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -33,6 +37,7 @@ from lightkube.types import PatchType
 
 from trainyard.api.meta import format_time
 from trainyard.client import build, is_status, record_event, watch_forever
+from trainyard.cluster.backoff import KUBELET_BASE, BackOff, go_duration
 from trainyard.cluster.logs import LogWriter
 from trainyard.cluster.paths import Layout
 
@@ -69,6 +74,9 @@ class ContainerRun:
     message: str | None = None
     finished_at: str | None = None
     waiting: str = "ContainerCreating"
+    restart_count: int = 0
+    last_state: Obj = field(default_factory=dict)
+    started_mono: float = 0.0
 
     def status(self) -> Obj:
         state: Obj
@@ -96,10 +104,23 @@ class ContainerRun:
             "image": self.image,
             "imageID": "",
             "ready": self.exit_code is None and self.started_at is not None,
-            "restartCount": 0,
+            "restartCount": self.restart_count,
             "started": self.exit_code is None and self.started_at is not None,
             "state": state,
+            "lastState": self.last_state,
         }
+
+    def restarted(self) -> None:
+        """Forget the finished run; its status moves to ``lastState`` (as the kubelet keeps it)."""
+        self.last_state = self.status()["state"]
+        self.process = None
+        self.started_at = self.exit_code = self.reason = self.message = self.finished_at = None
+        self.waiting = "ContainerCreating"
+
+
+def restarts(policy: str, exit_code: int | None) -> bool:
+    """Whether the kubelet restarts a container that exited with ``exit_code`` under ``policy``."""
+    return policy == "Always" or (policy == "OnFailure" and exit_code != 0)
 
 
 @dataclass
@@ -112,6 +133,8 @@ class PodRun:
     task: asyncio.Task[None] | None = None
     stopping: bool = False
     stopped: asyncio.Event = field(default_factory=asyncio.Event)
+    # Set when the pod is being stopped, so a container waiting out its back-off stops waiting.
+    wake: asyncio.Event = field(default_factory=asyncio.Event)
 
 
 class NodeAgent:
@@ -124,6 +147,7 @@ class NodeAgent:
         workspace: Path | None = None,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         address: str = "127.0.0.1",
+        restart_backoff: float = KUBELET_BASE,
     ) -> None:
         self.client = client
         self.layout = layout
@@ -131,6 +155,7 @@ class NodeAgent:
         self.workspace = (workspace or Path.cwd()).resolve()
         self.clock = clock
         self.address = address
+        self.backoff = BackOff(restart_backoff)
         self.pods: dict[str, PodRun] = {}
         self._background: set[asyncio.Task[None]] = set()
 
@@ -280,17 +305,23 @@ class NodeAgent:
             await self._event(pod, "Warning", "Failed", f"Error: {problems[0][1]}")
             run.stopped.set()
             return
+        policy = spec.get("restartPolicy") or "Always"
+        # Like the kubelet: a failed init container is retried unless the pod never restarts.
+        init_policy = "Never" if policy == "Never" else "OnFailure"
         try:
             for container, cr in zip(spec.get("initContainers") or [], run.init_containers, strict=True):
                 await self._start(run, pod, container, cr)
-                await self._wait(run, cr)
+                await self._supervise(run, pod, container, cr, init_policy, "Pending")
                 if cr.exit_code != 0 or run.stopping:
                     await self._report(run, pod, "Failed", reason="InitContainerFailed" if cr.exit_code else None)
                     return
             for container, cr in zip(spec.get("containers") or [], run.containers, strict=True):
                 await self._start(run, pod, container, cr)
             await self._report(run, pod, "Running")
-            pending = [asyncio.create_task(self._wait(run, cr)) for cr in run.containers]
+            pending = [
+                asyncio.create_task(self._supervise(run, pod, container, cr, policy, "Running"))
+                for container, cr in zip(spec.get("containers") or [], run.containers, strict=True)
+            ]
             for done in asyncio.as_completed(pending):
                 await done
                 if not all(cr.exit_code is not None for cr in run.containers):
@@ -304,6 +335,43 @@ class NodeAgent:
             await self._report(run, pod, "Failed", reason="StartError", message=str(exc))
         finally:
             run.stopped.set()
+
+    async def _supervise(
+        self, run: PodRun, pod: Obj, container: Obj, cr: ContainerRun, policy: str, phase: str
+    ) -> None:
+        """Wait for a started container and restart it in place for as long as ``policy`` says."""
+        delay: float | None = None
+        while True:
+            await self._wait(run, cr)
+            if run.stopping or not restarts(policy, cr.exit_code):
+                return
+            delay = self.backoff.delay(delay, time.monotonic() - cr.started_mono)
+            if delay > 0:
+                m = pod["metadata"]
+                target = f"{m['name']}_{m['namespace']}({m['uid']})"
+                cr.restarted()
+                cr.waiting = "CrashLoopBackOff"
+                cr.message = f"back-off {go_duration(delay)} restarting failed container={cr.name} pod={target}"
+                await self._report(run, pod, phase)
+                await self._event(
+                    pod, "Warning", "BackOff", f"Back-off restarting failed container {cr.name} in pod {target}"
+                )
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(run.wake.wait(), timeout=delay)
+                if run.stopping:
+                    return
+            else:
+                cr.restarted()
+            cr.restart_count += 1
+            # The finished run's log becomes the previous one; a still-draining pump keeps writing to it.
+            current = self.layout.container_log(run.namespace, run.name, run.uid, cr.name)
+            with contextlib.suppress(FileNotFoundError):
+                current.replace(self.layout.container_log(run.namespace, run.name, run.uid, cr.name, previous=True))
+            await self._start(run, pod, container, cr)
+            if run.stopping and cr.process is not None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(cr.process.pid, signal.SIGKILL)
+            await self._report(run, pod, phase)
 
     def _environment(self, pod: Obj, container: Obj) -> dict[str, str]:
         env = {k: os.environ[k] for k in _BASE_ENV if k in os.environ}
@@ -362,6 +430,7 @@ class NodeAgent:
         env = self._environment(pod, container)
         argv = [expand(a, env) for a in (container.get("command") or []) + (container.get("args") or [])]
         cr.started_at = self.now()
+        cr.started_mono = time.monotonic()
         cwd = self._working_dir(run, container)
         writer = LogWriter(self.layout.container_log(run.namespace, run.name, run.uid, cr.name), self.clock)
         try:
@@ -423,6 +492,7 @@ class NodeAgent:
     async def _report(
         self, run: PodRun, pod: Obj, phase: str, *, reason: str | None = None, message: str | None = None
     ) -> None:
+        ready = phase == "Running" and all(cr.exit_code is None and cr.started_at for cr in run.containers)
         status: Obj = {
             "phase": phase,
             "hostIP": self.address,
@@ -432,8 +502,8 @@ class NodeAgent:
             "conditions": [
                 {"type": "PodScheduled", "status": "True"},
                 {"type": "Initialized", "status": "True" if phase != "Pending" else "False"},
-                {"type": "Ready", "status": "True" if phase == "Running" else "False"},
-                {"type": "ContainersReady", "status": "True" if phase == "Running" else "False"},
+                {"type": "Ready", "status": "True" if ready else "False"},
+                {"type": "ContainersReady", "status": "True" if ready else "False"},
             ],
             "containerStatuses": [cr.status() for cr in run.containers],
             "qosClass": "BestEffort",
@@ -484,6 +554,7 @@ class NodeAgent:
 
     async def _kill(self, run: PodRun, grace: float) -> None:
         run.stopping = True
+        run.wake.set()
         groups = [
             cr.process for cr in run.init_containers + run.containers if cr.process and cr.process.returncode is None
         ]
