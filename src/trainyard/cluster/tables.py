@@ -87,8 +87,16 @@ def _pod_ready(pod: Obj) -> str:
     return f"{sum(1 for s in statuses if s.get('ready'))}/{total}"
 
 
-def _pod_restarts(pod: Obj) -> int:
-    return sum(int(s.get("restartCount", 0)) for s in (pod.get("status") or {}).get("containerStatuses") or [])
+def _pod_restarts(pod: Obj, now: datetime) -> str:
+    statuses = (pod.get("status") or {}).get("containerStatuses") or []
+    finished = [((s.get("lastState") or {}).get("terminated") or {}).get("finishedAt") for s in statuses]
+    return restarts_cell(sum(int(s.get("restartCount", 0)) for s in statuses), finished, now)
+
+
+def restarts_cell(count: int, last_finished: list[str | None], now: datetime) -> str:
+    """kubectl's RESTARTS cell: the count, and how long ago the last restarted run ended (``3 (5s ago)``)."""
+    latest = max((t for t in last_finished if t), default=None)
+    return f"{count} ({human_age(latest, now)} ago)" if count and latest else str(count)
 
 
 def _readiness_gates(pod: Obj) -> str:
@@ -134,7 +142,7 @@ BUILTIN_COLUMNS: dict[str, list[Column]] = {
         ("Name", "string", 0, _name),
         ("Ready", "string", 0, lambda o, _: _pod_ready(o)),
         ("Status", "string", 0, lambda o, _: _pod_status(o)),
-        ("Restarts", "integer", 0, lambda o, _: _pod_restarts(o)),
+        ("Restarts", "string", 0, _pod_restarts),
         ("Age", "string", 0, _age),
         ("IP", "string", 1, lambda o, _: (o.get("status") or {}).get("podIP") or "<none>"),
         ("Node", "string", 1, lambda o, _: (o.get("spec") or {}).get("nodeName") or "<none>"),
@@ -343,10 +351,19 @@ class _State(msgspec.Struct, gc=False):
     terminated: _Terminated | None = None
 
 
+class _LastTerminated(msgspec.Struct, gc=False):
+    finishedAt: str | None = None
+
+
+class _LastState(msgspec.Struct, gc=False):
+    terminated: _LastTerminated | None = None
+
+
 class _ContainerStatus(msgspec.Struct, gc=False):
     ready: bool | None = None
     restartCount: int | None = None
     state: _State | None = None
+    lastState: _LastState | None = None
 
 
 class _Condition(msgspec.Struct, gc=False):
@@ -415,7 +432,11 @@ def _pod_cells(pod: _Pod, meta: _PodMeta, now: datetime) -> list[Any]:
         meta.name or "",
         f"{sum(1 for cs in statuses if cs.ready)}/{len(spec.containers or [])}",
         reason,
-        sum(cs.restartCount or 0 for cs in statuses),
+        restarts_cell(
+            sum(cs.restartCount or 0 for cs in statuses),
+            [cs.lastState.terminated.finishedAt for cs in statuses if cs.lastState and cs.lastState.terminated],
+            now,
+        ),
         human_age(meta.creationTimestamp, now),
         status.podIP or "<none>",
         spec.nodeName or "<none>",

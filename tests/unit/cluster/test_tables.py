@@ -63,6 +63,20 @@ PODS = [
             "containerStatuses": [{"name": "c", "state": {"terminated": {"reason": "Completed", "exitCode": 0}}}],
         },
     ),
+    pod(
+        "crash-looping",
+        status={
+            "phase": "Running",
+            "containerStatuses": [
+                {
+                    "name": "c",
+                    "restartCount": 3,
+                    "state": {"waiting": {"reason": "CrashLoopBackOff"}},
+                    "lastState": {"terminated": {"exitCode": 1, "finishedAt": "2026-03-01T11:59:25Z"}},
+                }
+            ],
+        },
+    ),
     pod("evicted", status={"phase": "Failed", "reason": "Evicted", "nominatedNodeName": "n2"}),
     pod("terminating", deletionTimestamp="2026-03-01T11:59:00Z", status={"phase": "Running"}),
     pod(
@@ -138,3 +152,9 @@ def test_lone_surrogates_round_trip_through_the_codec() -> None:
     assert pods_rt is not None
     fast = tables.table_encoded(pods_rt, [encoded], now=NOW, list_meta={})
     assert fast is not None and json.loads(fast)["rows"][0]["cells"][1] == "0/1"
+
+
+def test_restarts_say_when_the_last_run_ended(pods: ResourceType) -> None:
+    rows = {r["cells"][0]: r["cells"] for r in tables.table(pods, PODS, now=NOW, resource_version="1")["rows"]}
+    assert rows["crash-looping"][2:4] == ["CrashLoopBackOff", "3 (35s ago)"]
+    assert rows["running"][3] == "3" and rows["pending"][3] == "0"
