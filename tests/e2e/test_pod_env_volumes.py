@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -108,3 +109,102 @@ def test_missing_config_map_waits_with_the_kubelet_reason_then_runs(kubectl: Kub
     )
     kubectl("patch", "configmap", "later", "--type=merge", "-p", '{"data": {"lr": "0.5"}}')
     assert printed_env(kubectl, "waits")["LR"] == "0.5"
+
+
+TRAIN_PY = """\
+import os, pathlib, stat
+print("train.py from the ConfigMap, rank", os.environ.get("RANK", "-"), "in", os.getcwd())
+secret = pathlib.Path("/etc/creds/token")
+print("secret", secret.read_text(), oct(stat.S_IMODE(secret.stat().st_mode)))
+print("listing", sorted(os.listdir("/etc/creds")))
+pathlib.Path("/scratch/out.txt").write_text("written in the pod")
+print("scratch", pathlib.Path("/scratch/out.txt").read_text())
+print("host", pathlib.Path("/host/marker").read_text())
+"""
+
+
+def script_objects(host_dir: str) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The seed 001 pattern: a training script in a ConfigMap mounted at /app, plus a Secret, emptyDir and hostPath."""
+    objects = [
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "script"}, "data": {"train.py": TRAIN_PY}},
+        {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": "vol-creds"},
+            "stringData": {"password": "pw", "other": "unlisted"},
+        },
+    ]
+    spec = {
+        "restartPolicy": "Never",
+        "volumes": [
+            {"name": "app", "configMap": {"name": "script"}},
+            {
+                "name": "creds",
+                "secret": {
+                    "secretName": "vol-creds",
+                    "defaultMode": 0o400,
+                    "items": [{"key": "password", "path": "token"}],
+                },
+            },
+            {"name": "scratch", "emptyDir": {}},
+            {"name": "host", "hostPath": {"path": host_dir, "type": "Directory"}},
+        ],
+        "containers": [
+            {
+                "name": "main",
+                "image": "python:3.12",
+                "command": ["python3", "/app/train.py"],
+                "workingDir": "/app",
+                "volumeMounts": [
+                    {"name": "app", "mountPath": "/app"},
+                    {"name": "creds", "mountPath": "/etc/creds", "readOnly": True},
+                    {"name": "scratch", "mountPath": "/scratch"},
+                    {"name": "host", "mountPath": "/host"},
+                ],
+            }
+        ],
+    }
+    return objects, spec
+
+
+def test_config_map_script_mounted_at_app_runs_with_its_volumes(kubectl: Kubectl, tmp_path: Path) -> None:
+    (tmp_path / "marker").write_text("from the host")
+    objects, spec = script_objects(str(tmp_path))
+    apply(kubectl, *objects, {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "script-pod"}, "spec": spec})
+    eventually(lambda: phase(kubectl, "script-pod") in ("Succeeded", "Failed"), timeout=120, what="the pod to finish")
+    logs = kubectl("logs", "script-pod")
+    assert phase(kubectl, "script-pod") == "Succeeded", logs
+    assert "train.py from the ConfigMap, rank - in /app" in logs
+    assert "secret pw 0o400" in logs and "listing ['token']" in logs
+    assert "scratch written in the pod" in logs and "host from the host" in logs
+    # The mounts are private to the pod: nothing appears at /app on the host.
+    assert not Path("/app/train.py").exists()
+
+
+def test_pytorchjob_runs_a_script_from_a_config_map(kubectl: Kubectl, tmp_path: Path) -> None:
+    (tmp_path / "marker").write_text("job host")
+    objects, spec = script_objects(str(tmp_path))
+    spec.pop("restartPolicy")
+    spec["containers"][0]["name"] = "pytorch"
+    replica = {"replicas": 1, "restartPolicy": "Never", "template": {"spec": spec}}
+    job = {
+        "apiVersion": "kubeflow.org/v1",
+        "kind": "PyTorchJob",
+        "metadata": {"name": "cm-script"},
+        "spec": {"pytorchReplicaSpecs": {"Master": replica, "Worker": replica}},
+    }
+    apply(kubectl, *objects, job)
+
+    def logs() -> str:
+        result = kubectl.run("logs", "cm-script-worker-0")
+        return result.stdout if result.returncode == 0 else ""
+
+    assert "train.py from the ConfigMap, rank 1 in /app" in eventually(
+        lambda: "rank 1" in logs() and logs(), timeout=180, what="the worker to print from the mounted script"
+    )
+    master = eventually(
+        lambda: (r := kubectl.run("logs", "cm-script-master-0")).returncode == 0 and "rank 0" in r.stdout and r.stdout,
+        timeout=180,
+        what="the master to print from the mounted script",
+    )
+    assert "host job host" in master

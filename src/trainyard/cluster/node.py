@@ -7,14 +7,14 @@ environment, streams output to CRI-format log files, and reports phase and conta
 Deleting a pod stops its whole process group: SIGTERM, then SIGKILL after the grace period.
 
 Not yet here (documented as absent): in-place container restarts (``OnFailure``/``Always`` pods
-end Failed and the job operator recreates them), resources and OOM, volumes. Environments
-(``env``, ``envFrom``, ``valueFrom``) are computed in ``podenv``.
+end Failed and the job operator recreates them), resources and OOM, volumes.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import os
 import signal
@@ -34,6 +34,7 @@ from lightkube.types import PatchType
 
 from trainyard.api.meta import format_time
 from trainyard.client import build, is_status, record_event, watch_forever
+from trainyard.cluster import mountns, volumes
 from trainyard.cluster.logs import LogWriter
 from trainyard.cluster.paths import Layout
 from trainyard.cluster.podenv import ConfigError, Sources, container_env, expand, referenced
@@ -105,6 +106,7 @@ class PodRun:
     stopping: bool = False
     stopped: asyncio.Event = field(default_factory=asyncio.Event)
     sources: Sources = field(default_factory=Sources)
+    volumes: dict[str, Path] = field(default_factory=dict)
 
 
 class NodeAgent:
@@ -322,10 +324,11 @@ class NodeAgent:
         reported: list[str] | None = None
         while not run.stopping:
             await self._read_sources(run, pod)
+            volume_error = self._materialize(run, pod)
             problems = [
                 (cr, problem)
                 for container, cr in zip(containers, [*run.init_containers, *run.containers], strict=True)
-                if (problem := self._config_error(run, pod, container)) is not None
+                if (problem := volume_error or self._config_error(run, pod, container)) is not None
             ]
             if not problems:
                 if reported:
@@ -341,6 +344,32 @@ class NodeAgent:
                 reported = messages
             await asyncio.sleep(CONFIG_RETRY_SECONDS)
         return False
+
+    def _materialize(self, run: PodRun, pod: Obj) -> str | None:
+        pod_dir = self.layout.pod_dir(run.namespace, run.name, run.uid)
+        try:
+            declared = (pod.get("spec") or {}).get("volumes") or []
+            run.volumes = {v["name"]: volumes.materialize(pod_dir, v, run.sources) for v in declared}
+        except volumes.ConfigError as exc:
+            return str(exc)
+        except OSError as exc:
+            return f"volume setup failed: {exc}"
+        return None
+
+    def _mounted_argv(self, run: PodRun, container: Obj, argv: list[str]) -> tuple[list[str], Path]:
+        """The argv and host cwd that run ``argv`` with the container's volumes at their mountPaths."""
+        if not container.get("volumeMounts"):
+            return argv, self._working_dir(run, container)
+        default = self.layout.pod_dir(run.namespace, run.name, run.uid) / "work"
+        default.mkdir(parents=True, exist_ok=True)
+        wanted = container.get("workingDir") or ""
+        cwd = wanted if wanted and volumes.under_mount(wanted, container) else str(self._working_dir(run, container))
+        spec = {
+            "root": str(self.layout.pod_dir(run.namespace, run.name, run.uid) / "root" / container["name"]),
+            "cwd": cwd,
+            "mounts": volumes.mounts(container, run.volumes),
+        }
+        return [sys.executable, mountns.__file__, json.dumps(spec), "--", *argv], default
 
     def _working_dir(self, run: PodRun, container: Obj) -> Path:
         wanted: str | None = container.get("workingDir")
@@ -363,6 +392,12 @@ class NodeAgent:
                 f"container {container['name']!r} has no command; the local node runs a container's command "
                 "and args (images are not run here): set spec.containers[].command"
             )
+        try:
+            volumes.mounts(container, run.volumes)
+        except volumes.ConfigError as exc:
+            return str(exc)
+        if volumes.under_mount(container.get("workingDir") or "", container):
+            return None
         cwd = self._working_dir(run, container)
         if not cwd.is_dir():
             return (
@@ -375,7 +410,7 @@ class NodeAgent:
         env = self._environment(run, pod, container)
         argv = [expand(a, env) for a in (container.get("command") or []) + (container.get("args") or [])]
         cr.started_at = self.now()
-        cwd = self._working_dir(run, container)
+        argv, cwd = self._mounted_argv(run, container, argv)
         writer = LogWriter(self.layout.container_log(run.namespace, run.name, run.uid, cr.name), self.clock)
         try:
             cr.process = await asyncio.create_subprocess_exec(
