@@ -208,3 +208,37 @@ def test_pytorchjob_runs_a_script_from_a_config_map(kubectl: Kubectl, tmp_path: 
         what="the master to print from the mounted script",
     )
     assert "host job host" in master
+
+
+def test_volume_of_a_missing_config_map_waits_then_mounts(kubectl: Kubectl) -> None:
+    spec = {
+        "restartPolicy": "Never",
+        "volumes": [
+            {"name": "app", "configMap": {"name": "late-script", "items": [{"key": "run.py", "path": "r.py"}]}}
+        ],
+        "containers": [
+            {
+                "name": "main",
+                "image": "python:3.12",
+                "command": ["python3", "/opt/code/r.py"],
+                "volumeMounts": [{"name": "app", "mountPath": "/opt/code", "readOnly": True}],
+            }
+        ],
+    }
+    apply(kubectl, {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "mount-waits"}, "spec": spec})
+    message = 'MountVolume.SetUp failed for volume "app" : configmap "late-script" not found'
+    eventually(
+        lambda: message in kubectl("get", "events", "--field-selector", "involvedObject.name=mount-waits"),
+        timeout=60,
+        what="a FailedMount event",
+    )
+    events = kubectl.json("get", "events", "--field-selector", "involvedObject.name=mount-waits")["items"]
+    assert any(e["reason"] == "FailedMount" and e["type"] == "Warning" for e in events)
+    status = kubectl.json("get", "pod", "mount-waits")["status"]
+    assert status["phase"] == "Pending"
+    assert status["containerStatuses"][0]["state"]["waiting"]["reason"] == "ContainerCreating"
+
+    late = {"run.py": "import os; print('late script ran, read-only:', not os.access('/opt/code', os.W_OK))"}
+    apply(kubectl, {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "late-script"}, "data": late})
+    eventually(lambda: phase(kubectl, "mount-waits") == "Succeeded", timeout=120, what="the pod to run once mounted")
+    assert "late script ran, read-only: True" in kubectl("logs", "mount-waits")

@@ -317,7 +317,8 @@ class NodeAgent:
     async def _await_config(self, run: PodRun, pod: Obj) -> bool:
         """Wait, like the kubelet, until every container can be created; False when the pod stopped first.
 
-        Meanwhile the pod stays Pending with the containers Waiting in ``CreateContainerConfigError``.
+        Meanwhile the pod stays Pending with the containers Waiting in ``CreateContainerConfigError``
+        (or ``ContainerCreating`` while a volume cannot be set up).
         """
         spec = pod.get("spec") or {}
         containers = [*(spec.get("initContainers") or []), *(spec.get("containers") or [])]
@@ -337,10 +338,15 @@ class NodeAgent:
                 return True
             messages = [problem for _, problem in problems]
             if messages != reported:
+                # A volume the kubelet cannot set up keeps containers in ContainerCreating (FailedMount).
+                waiting = "ContainerCreating" if volume_error else "CreateContainerConfigError"
                 for cr, problem in problems:
-                    cr.waiting, cr.message = "CreateContainerConfigError", problem
+                    cr.waiting, cr.message = waiting, problem
                 await self._report(run, pod, "Pending")
-                await self._event(pod, "Warning", "Failed", f"Error: {messages[0]}")
+                if volume_error:
+                    await self._event(pod, "Warning", "FailedMount", volume_error)
+                else:
+                    await self._event(pod, "Warning", "Failed", f"Error: {messages[0]}")
                 reported = messages
             await asyncio.sleep(CONFIG_RETRY_SECONDS)
         return False
