@@ -10,16 +10,20 @@ Containers restart in place as the pod's ``restartPolicy`` says (``Always``: aft
 ``OnFailure``: after a non-zero exit), with the kubelet's crash-loop back-off, ``restartCount``,
 ``lastState`` and the previous run's log kept for ``logs --previous``.
 
-Not yet here (documented as absent): resources and OOM, volumes.
+The environment (``env``, ``envFrom``, ``valueFrom``) comes from ``podenv``; ``emptyDir``,
+``configMap``, ``secret`` and ``hostPath`` volumes from ``volumes``, mounted at their
+``mountPath`` in a private mount namespace (``mountns``).
+
+Not yet here (documented as absent): resources and OOM, other volume kinds, probes.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import os
-import re
 import signal
 import socket
 import sys
@@ -27,19 +31,23 @@ import time
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
 from lightkube import AsyncClient
 from lightkube.core.exceptions import ApiError
-from lightkube.resources.core_v1 import Node, Pod, PodBinding
+from lightkube.resources.core_v1 import ConfigMap, Node, Pod, PodBinding, Secret
 from lightkube.types import PatchType
 
 from trainyard.api.meta import format_time
 from trainyard.client import build, is_status, record_event, watch_forever
+from trainyard.cluster import mountns, volumes
 from trainyard.cluster.backoff import KUBELET_BASE, BackOff, go_duration
 from trainyard.cluster.logs import LogWriter
 from trainyard.cluster.paths import Layout
+from trainyard.cluster.podenv import ConfigError, Sources, container_env, expand, referenced
+from trainyard.cluster.podenv import Node as DownwardNode
 
 log = logging.getLogger(__name__)
 
@@ -48,19 +56,8 @@ TERMINAL = ("Succeeded", "Failed")
 # Images are not pulled here; code in the image's /workspace resolves against the plane's workspace.
 IMAGE_WORKSPACE = "/workspace"
 _BASE_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "TZ", "USER", "LOGNAME", "SHELL", "TERM")
-_REF = re.compile(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_.-]*)\)")
-
-
-def expand(text: str, env: dict[str, str]) -> str:
-    """Kubernetes ``$(VAR)`` expansion: defined names are replaced, ``$$`` escapes, others stay."""
-
-    def sub(match: re.Match[str]) -> str:
-        if match.group(0) == "$$":
-            return "$"
-        name = match.group(1)
-        return env.get(name, match.group(0))
-
-    return _REF.sub(sub, text)
+# How long a container waits between reads of a ConfigMap/Secret it needs but cannot have yet.
+CONFIG_RETRY_SECONDS = 2.0
 
 
 @dataclass
@@ -135,6 +132,8 @@ class PodRun:
     stopped: asyncio.Event = field(default_factory=asyncio.Event)
     # Set when the pod is being stopped, so a container waiting out its back-off stops waiting.
     wake: asyncio.Event = field(default_factory=asyncio.Event)
+    sources: Sources = field(default_factory=Sources)
+    volumes: dict[str, Path] = field(default_factory=dict)
 
 
 class NodeAgent:
@@ -288,21 +287,7 @@ class NodeAgent:
         spec = pod.get("spec") or {}
         run.init_containers = [ContainerRun(c["name"], c.get("image", "")) for c in spec.get("initContainers") or []]
         run.containers = [ContainerRun(c["name"], c.get("image", "")) for c in spec.get("containers") or []]
-        problems = [
-            (cr, problem)
-            for container, cr in zip(
-                [*(spec.get("initContainers") or []), *(spec.get("containers") or [])],
-                [*run.init_containers, *run.containers],
-                strict=True,
-            )
-            if (problem := self._config_error(run, container)) is not None
-        ]
-        if problems:
-            # As the kubelet does for CreateContainerConfigError: the pod stays Pending, nothing runs.
-            for cr, problem in problems:
-                cr.waiting, cr.message = "CreateContainerConfigError", problem
-            await self._report(run, pod, "Pending")
-            await self._event(pod, "Warning", "Failed", f"Error: {problems[0][1]}")
+        if not await self._await_config(run, pod):
             run.stopped.set()
             return
         policy = spec.get("restartPolicy") or "Always"
@@ -373,33 +358,96 @@ class NodeAgent:
                     os.killpg(cr.process.pid, signal.SIGKILL)
             await self._report(run, pod, phase)
 
-    def _environment(self, pod: Obj, container: Obj) -> dict[str, str]:
+    def _environment(self, run: PodRun, pod: Obj, container: Obj) -> dict[str, str]:
         env = {k: os.environ[k] for k in _BASE_ENV if k in os.environ}
         # Training code runs with the Python environment the plane was started from.
         bin_dir = str(Path(sys.executable).parent)
         env["PATH"] = os.pathsep.join([bin_dir, env.get("PATH", os.defpath)])
         env["HOSTNAME"] = pod["metadata"]["name"]
-        for var in container.get("env") or []:
-            if "value" in var:
-                env[var["name"]] = expand(str(var["value"]), env)
-            elif "valueFrom" in var:
-                value = self._field_ref(pod, var["valueFrom"])
-                if value is not None:
-                    env[var["name"]] = value
-        return env
+        return container_env(pod, container, env, run.sources, self._downward())
 
-    def _field_ref(self, pod: Obj, source: Obj) -> str | None:
-        path = (source.get("fieldRef") or {}).get("fieldPath")
-        known = {
-            "metadata.name": pod["metadata"]["name"],
-            "metadata.namespace": pod["metadata"]["namespace"],
-            "metadata.uid": pod["metadata"]["uid"],
-            "spec.nodeName": self.node_name,
-            "spec.serviceAccountName": (pod.get("spec") or {}).get("serviceAccountName", "default"),
-            "status.podIP": self.address,
-            "status.hostIP": self.address,
+    def _downward(self) -> DownwardNode:
+        cpu = os.cpu_count() or 1
+        memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+        return DownwardNode(self.node_name, self.address, Decimal(cpu), Decimal(memory))
+
+    async def _read_sources(self, run: PodRun, pod: Obj) -> None:
+        config_maps, secrets = referenced(pod)
+        sources = Sources()
+        for names, kind, table in ((config_maps, ConfigMap, sources.config_maps), (secrets, Secret, sources.secrets)):
+            for name in names:
+                try:
+                    obj: Any = await self.client.get(kind, name, namespace=run.namespace)
+                except ApiError as exc:
+                    if not is_status(exc, 404):
+                        raise
+                    table[name] = None
+                else:
+                    table[name] = obj.to_dict()
+        run.sources = sources
+
+    async def _await_config(self, run: PodRun, pod: Obj) -> bool:
+        """Wait, like the kubelet, until every container can be created; False when the pod stopped first.
+
+        Meanwhile the pod stays Pending with the containers Waiting in ``CreateContainerConfigError``
+        (or ``ContainerCreating`` while a volume cannot be set up).
+        """
+        spec = pod.get("spec") or {}
+        containers = [*(spec.get("initContainers") or []), *(spec.get("containers") or [])]
+        reported: list[str] | None = None
+        while not run.stopping:
+            await self._read_sources(run, pod)
+            volume_error = self._materialize(run, pod)
+            problems = [
+                (cr, problem)
+                for container, cr in zip(containers, [*run.init_containers, *run.containers], strict=True)
+                if (problem := volume_error or self._config_error(run, pod, container)) is not None
+            ]
+            if not problems:
+                if reported:
+                    for cr in [*run.init_containers, *run.containers]:
+                        cr.waiting, cr.message = "ContainerCreating", None
+                return True
+            messages = [problem for _, problem in problems]
+            if messages != reported:
+                # A volume the kubelet cannot set up keeps containers in ContainerCreating (FailedMount).
+                waiting = "ContainerCreating" if volume_error else "CreateContainerConfigError"
+                for cr, problem in problems:
+                    cr.waiting, cr.message = waiting, problem
+                await self._report(run, pod, "Pending")
+                if volume_error:
+                    await self._event(pod, "Warning", "FailedMount", volume_error)
+                else:
+                    await self._event(pod, "Warning", "Failed", f"Error: {messages[0]}")
+                reported = messages
+            await asyncio.sleep(CONFIG_RETRY_SECONDS)
+        return False
+
+    def _materialize(self, run: PodRun, pod: Obj) -> str | None:
+        pod_dir = self.layout.pod_dir(run.namespace, run.name, run.uid)
+        try:
+            declared = (pod.get("spec") or {}).get("volumes") or []
+            run.volumes = {v["name"]: volumes.materialize(pod_dir, v, run.sources) for v in declared}
+        except volumes.ConfigError as exc:
+            return str(exc)
+        except OSError as exc:
+            return f"volume setup failed: {exc}"
+        return None
+
+    def _mounted_argv(self, run: PodRun, container: Obj, argv: list[str]) -> tuple[list[str], Path]:
+        """The argv and host cwd that run ``argv`` with the container's volumes at their mountPaths."""
+        if not container.get("volumeMounts"):
+            return argv, self._working_dir(run, container)
+        default = self.layout.pod_dir(run.namespace, run.name, run.uid) / "work"
+        default.mkdir(parents=True, exist_ok=True)
+        wanted = container.get("workingDir") or ""
+        cwd = wanted if wanted and volumes.under_mount(wanted, container) else str(self._working_dir(run, container))
+        spec = {
+            "root": str(self.layout.pod_dir(run.namespace, run.name, run.uid) / "root" / container["name"]),
+            "cwd": cwd,
+            "mounts": volumes.mounts(container, run.volumes),
         }
-        return known.get(path) if path else None
+        return [sys.executable, mountns.__file__, json.dumps(spec), "--", *argv], default
 
     def _working_dir(self, run: PodRun, container: Obj) -> Path:
         wanted: str | None = container.get("workingDir")
@@ -411,13 +459,23 @@ class NodeAgent:
             return self.workspace / wanted[len(IMAGE_WORKSPACE) :].lstrip("/")
         return Path(wanted)
 
-    def _config_error(self, run: PodRun, container: Obj) -> str | None:
+    def _config_error(self, run: PodRun, pod: Obj, container: Obj) -> str | None:
         """What stops a container from being created at all, said so the user can fix it."""
+        try:
+            self._environment(run, pod, container)
+        except ConfigError as exc:
+            return str(exc)
         if not container.get("command"):
             return (
                 f"container {container['name']!r} has no command; the local node runs a container's command "
                 "and args (images are not run here): set spec.containers[].command"
             )
+        try:
+            volumes.mounts(container, run.volumes)
+        except volumes.ConfigError as exc:
+            return str(exc)
+        if volumes.under_mount(container.get("workingDir") or "", container):
+            return None
         cwd = self._working_dir(run, container)
         if not cwd.is_dir():
             return (
@@ -427,11 +485,11 @@ class NodeAgent:
         return None
 
     async def _start(self, run: PodRun, pod: Obj, container: Obj, cr: ContainerRun) -> None:
-        env = self._environment(pod, container)
+        env = self._environment(run, pod, container)
         argv = [expand(a, env) for a in (container.get("command") or []) + (container.get("args") or [])]
         cr.started_at = self.now()
         cr.started_mono = time.monotonic()
-        cwd = self._working_dir(run, container)
+        argv, cwd = self._mounted_argv(run, container, argv)
         writer = LogWriter(self.layout.container_log(run.namespace, run.name, run.uid, cr.name), self.clock)
         try:
             cr.process = await asyncio.create_subprocess_exec(

@@ -1,0 +1,244 @@
+"""Container environments on the local node, driven with kubectl: what a process sees is what a kubelet gives it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conftest import Kubectl, eventually
+
+pytestmark = pytest.mark.e2e
+
+PRINT_ENV = "import json, os; print(json.dumps(dict(os.environ)))"
+
+
+def apply(kubectl: Kubectl, *objects: dict[str, Any]) -> None:
+    for obj in objects:
+        kubectl("apply", "-f", "-", input=json.dumps(obj))
+
+
+def pod(name: str, container: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "labels": {"app": "env-test"}, "annotations": {"team": "ml"}},
+        "spec": {
+            "restartPolicy": "Never",
+            "containers": [
+                {"name": "main", "image": "python:3.12", "command": ["python3", "-c", PRINT_ENV], **container}
+            ],
+        },
+    }
+
+
+def phase(kubectl: Kubectl, name: str) -> str:
+    return kubectl("get", "pod", name, "-o", "jsonpath={.status.phase}")
+
+
+def printed_env(kubectl: Kubectl, name: str) -> dict[str, str]:
+    eventually(lambda: phase(kubectl, name) in ("Succeeded", "Failed"), timeout=120, what=f"pod {name} to finish")
+    assert phase(kubectl, name) == "Succeeded", kubectl("describe", "pod", name)
+    env: dict[str, str] = json.loads(kubectl("logs", name).strip().splitlines()[-1])
+    return env
+
+
+def test_value_from_and_env_from_reach_the_process(kubectl: Kubectl) -> None:
+    apply(
+        kubectl,
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "hp"}, "data": {"lr": "0.01", "EPOCHS": "3"}},
+        {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "creds"}, "stringData": {"token": "s3cret"}},
+    )
+    field_paths = {
+        "POD_NAME": "metadata.name",
+        "POD_NS": "metadata.namespace",
+        "POD_UID": "metadata.uid",
+        "APP": "metadata.labels['app']",
+        "TEAM": "metadata.annotations['team']",
+        "NODE": "spec.nodeName",
+        "POD_IP": "status.podIP",
+    }
+    container = {
+        "resources": {"limits": {"memory": "512Mi", "cpu": "2"}},
+        "envFrom": [{"configMapRef": {"name": "hp"}, "prefix": "HP_"}],
+        "env": [
+            *({"name": k, "valueFrom": {"fieldRef": {"fieldPath": v}}} for k, v in field_paths.items()),
+            {"name": "LR", "valueFrom": {"configMapKeyRef": {"name": "hp", "key": "lr"}}},
+            {"name": "TOKEN", "valueFrom": {"secretKeyRef": {"name": "creds", "key": "token"}}},
+            {"name": "MAYBE", "valueFrom": {"secretKeyRef": {"name": "absent", "key": "k", "optional": True}}},
+            {"name": "MEM_MI", "valueFrom": {"resourceFieldRef": {"resource": "limits.memory", "divisor": "1Mi"}}},
+            {"name": "CPUS", "valueFrom": {"resourceFieldRef": {"resource": "limits.cpu"}}},
+            {"name": "RUN", "value": "lr=$(LR) epochs=$(HP_EPOCHS) on $(NODE)"},
+        ],
+    }
+    apply(kubectl, pod("env-pod", container))
+    env = printed_env(kubectl, "env-pod")
+    created = kubectl.json("get", "pod", "env-pod")
+    node = created["spec"]["nodeName"]
+    assert env["POD_NAME"] == "env-pod" and env["POD_NS"] == "default"
+    assert env["POD_UID"] == created["metadata"]["uid"]
+    assert (env["APP"], env["TEAM"], env["NODE"], env["POD_IP"]) == ("env-test", "ml", node, created["status"]["podIP"])
+    assert (env["LR"], env["TOKEN"], env["HP_lr"], env["HP_EPOCHS"]) == ("0.01", "s3cret", "0.01", "3")
+    assert "MAYBE" not in env
+    assert (env["MEM_MI"], env["CPUS"]) == ("512", "2")
+    assert env["RUN"] == f"lr=0.01 epochs=3 on {node}"
+
+
+def test_missing_config_map_waits_with_the_kubelet_reason_then_runs(kubectl: Kubectl) -> None:
+    container = {"env": [{"name": "LR", "valueFrom": {"configMapKeyRef": {"name": "later", "key": "lr"}}}]}
+    apply(kubectl, pod("waits", container))
+
+    def waiting() -> dict[str, Any] | None:
+        statuses = kubectl.json("get", "pod", "waits").get("status", {}).get("containerStatuses") or [{}]
+        state: dict[str, Any] | None = statuses[0].get("state", {}).get("waiting")
+        return state if state and state.get("reason") == "CreateContainerConfigError" else None
+
+    state = eventually(waiting, timeout=60, what="the container to wait on its ConfigMap")
+    assert state["message"] == 'configmap "later" not found'
+    assert phase(kubectl, "waits") == "Pending"
+    events = kubectl("get", "events", "--field-selector", "involvedObject.name=waits")
+    assert 'Error: configmap "later" not found' in events
+
+    apply(kubectl, {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "later"}, "data": {"other": "x"}})
+    eventually(
+        lambda: (waiting() or {}).get("message") == "couldn't find key lr in ConfigMap default/later",
+        timeout=60,
+        what="the message to name the missing key",
+    )
+    kubectl("patch", "configmap", "later", "--type=merge", "-p", '{"data": {"lr": "0.5"}}')
+    assert printed_env(kubectl, "waits")["LR"] == "0.5"
+
+
+TRAIN_PY = """\
+import os, pathlib, stat
+print("train.py from the ConfigMap, rank", os.environ.get("RANK", "-"), "in", os.getcwd())
+secret = pathlib.Path("/etc/creds/token")
+print("secret", secret.read_text(), oct(stat.S_IMODE(secret.stat().st_mode)))
+print("listing", sorted(os.listdir("/etc/creds")))
+pathlib.Path("/scratch/out.txt").write_text("written in the pod")
+print("scratch", pathlib.Path("/scratch/out.txt").read_text())
+print("host", pathlib.Path("/host/marker").read_text())
+"""
+
+
+def script_objects(host_dir: str) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The seed 001 pattern: a training script in a ConfigMap mounted at /app, plus a Secret, emptyDir and hostPath."""
+    objects = [
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "script"}, "data": {"train.py": TRAIN_PY}},
+        {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": "vol-creds"},
+            "stringData": {"password": "pw", "other": "unlisted"},
+        },
+    ]
+    spec = {
+        "restartPolicy": "Never",
+        "volumes": [
+            {"name": "app", "configMap": {"name": "script"}},
+            {
+                "name": "creds",
+                "secret": {
+                    "secretName": "vol-creds",
+                    "defaultMode": 0o400,
+                    "items": [{"key": "password", "path": "token"}],
+                },
+            },
+            {"name": "scratch", "emptyDir": {}},
+            {"name": "host", "hostPath": {"path": host_dir, "type": "Directory"}},
+        ],
+        "containers": [
+            {
+                "name": "main",
+                "image": "python:3.12",
+                "command": ["python3", "/app/train.py"],
+                "workingDir": "/app",
+                "volumeMounts": [
+                    {"name": "app", "mountPath": "/app"},
+                    {"name": "creds", "mountPath": "/etc/creds", "readOnly": True},
+                    {"name": "scratch", "mountPath": "/scratch"},
+                    {"name": "host", "mountPath": "/host"},
+                ],
+            }
+        ],
+    }
+    return objects, spec
+
+
+def test_config_map_script_mounted_at_app_runs_with_its_volumes(kubectl: Kubectl, tmp_path: Path) -> None:
+    (tmp_path / "marker").write_text("from the host")
+    objects, spec = script_objects(str(tmp_path))
+    apply(kubectl, *objects, {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "script-pod"}, "spec": spec})
+    eventually(lambda: phase(kubectl, "script-pod") in ("Succeeded", "Failed"), timeout=120, what="the pod to finish")
+    logs = kubectl("logs", "script-pod")
+    assert phase(kubectl, "script-pod") == "Succeeded", logs
+    assert "train.py from the ConfigMap, rank - in /app" in logs
+    assert "secret pw 0o400" in logs and "listing ['token']" in logs
+    assert "scratch written in the pod" in logs and "host from the host" in logs
+    # The mounts are private to the pod: nothing appears at /app on the host.
+    assert not Path("/app/train.py").exists()
+
+
+def test_pytorchjob_runs_a_script_from_a_config_map(kubectl: Kubectl, tmp_path: Path) -> None:
+    (tmp_path / "marker").write_text("job host")
+    objects, spec = script_objects(str(tmp_path))
+    spec.pop("restartPolicy")
+    spec["containers"][0]["name"] = "pytorch"
+    replica = {"replicas": 1, "restartPolicy": "Never", "template": {"spec": spec}}
+    job = {
+        "apiVersion": "kubeflow.org/v1",
+        "kind": "PyTorchJob",
+        "metadata": {"name": "cm-script"},
+        "spec": {"pytorchReplicaSpecs": {"Master": replica, "Worker": replica}},
+    }
+    apply(kubectl, *objects, job)
+
+    def logs() -> str:
+        result = kubectl.run("logs", "cm-script-worker-0")
+        return result.stdout if result.returncode == 0 else ""
+
+    assert "train.py from the ConfigMap, rank 1 in /app" in eventually(
+        lambda: "rank 1" in logs() and logs(), timeout=180, what="the worker to print from the mounted script"
+    )
+    master = eventually(
+        lambda: (r := kubectl.run("logs", "cm-script-master-0")).returncode == 0 and "rank 0" in r.stdout and r.stdout,
+        timeout=180,
+        what="the master to print from the mounted script",
+    )
+    assert "host job host" in master
+
+
+def test_volume_of_a_missing_config_map_waits_then_mounts(kubectl: Kubectl) -> None:
+    spec = {
+        "restartPolicy": "Never",
+        "volumes": [
+            {"name": "app", "configMap": {"name": "late-script", "items": [{"key": "run.py", "path": "r.py"}]}}
+        ],
+        "containers": [
+            {
+                "name": "main",
+                "image": "python:3.12",
+                "command": ["python3", "/opt/code/r.py"],
+                "volumeMounts": [{"name": "app", "mountPath": "/opt/code", "readOnly": True}],
+            }
+        ],
+    }
+    apply(kubectl, {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "mount-waits"}, "spec": spec})
+    message = 'MountVolume.SetUp failed for volume "app" : configmap "late-script" not found'
+    eventually(
+        lambda: message in kubectl("get", "events", "--field-selector", "involvedObject.name=mount-waits"),
+        timeout=60,
+        what="a FailedMount event",
+    )
+    events = kubectl.json("get", "events", "--field-selector", "involvedObject.name=mount-waits")["items"]
+    assert any(e["reason"] == "FailedMount" and e["type"] == "Warning" for e in events)
+    status = kubectl.json("get", "pod", "mount-waits")["status"]
+    assert status["phase"] == "Pending"
+    assert status["containerStatuses"][0]["state"]["waiting"]["reason"] == "ContainerCreating"
+
+    late = {"run.py": "import os; print('late script ran, read-only:', not os.access('/opt/code', os.W_OK))"}
+    apply(kubectl, {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "late-script"}, "data": late})
+    eventually(lambda: phase(kubectl, "mount-waits") == "Succeeded", timeout=120, what="the pod to run once mounted")
+    assert "late script ran, read-only: True" in kubectl("logs", "mount-waits")
