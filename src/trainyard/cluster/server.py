@@ -227,7 +227,7 @@ class ApiServer:
                 propagation=opts.get("propagationPolicy"),
                 grace_seconds=opts.get("gracePeriodSeconds"),
                 preconditions=opts.get("preconditions"),
-                dry_run=dry_run or _dry_run_all(opts),
+                dry_run=opts["dryRun"] == ["All"],  # the query dryRun is folded in already
             )
             return self._object(request, rt, deleted)
         raise errors.method_not_allowed()
@@ -355,7 +355,7 @@ class ApiServer:
                     m["name"],
                     propagation=opts.get("propagationPolicy"),
                     grace_seconds=opts.get("gracePeriodSeconds"),
-                    dry_run=_dry_run_all(opts),
+                    dry_run=opts["dryRun"] == ["All"],
                 )
             except errors.ApiError as exc:
                 if exc.code != 404:
@@ -773,12 +773,6 @@ async def _body(request: web.Request, endpoint: ResourceType | tuple[str, str] |
     if isinstance(endpoint, ResourceType):
         endpoint = (endpoint.group_version, endpoint.kind)
     return bodies.decode_object(await bodies.read(request), request.content_type, endpoint)
-
-
-def _dry_run_all(opts: dict[str, Any]) -> bool:
-    """kubectl sends ``dryRun: ["All"]`` inside the DeleteOptions body, not as a query parameter."""
-    value = opts.get("dryRun")
-    return value == "All" or (isinstance(value, list) and "All" in value)
 
 
 async def _delete_options(request: web.Request) -> dict[str, Any]:
