@@ -1,8 +1,8 @@
-"""The embedded control plane as one process: API server, node agent and operator, wired here.
+"""The embedded control plane as one process: API server, scheduler, node agent and operator, wired here.
 
-This is the composition root: the only module that knows all three. The node agent and the
-operator reach the API server over HTTP through the same client they would use on a real
-cluster; the operator runs in ``host`` network mode because every replica shares this machine.
+This is the composition root: the only module that knows them all. The scheduler, the node
+agent and the operator reach the API server over HTTP through the same client they would use on
+a real cluster; the operator runs in ``host`` network mode because every replica shares this machine.
 """
 
 from __future__ import annotations
@@ -14,17 +14,20 @@ import json
 import logging
 import os
 import signal
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import yaml
 from lightkube import AsyncClient, KubeConfig
 
 from trainyard.cluster import backoff
 from trainyard.cluster.auth import Credentials, write_private
+from trainyard.cluster.capacity import Capacity
 from trainyard.cluster.node import NodeAgent
 from trainyard.cluster.paths import Layout
 from trainyard.cluster.plane import DEFAULT_PORT, ApiPlane
+from trainyard.cluster.scheduler import Scheduler
 from trainyard.frameworks.registry import kinds
 from trainyard.operator.manager import Operator
 from trainyard.operator.settings import OperatorSettings
@@ -58,6 +61,10 @@ class PlaneOptions:
     port: int = DEFAULT_PORT
     workspace: Path | None = None
     secure: bool = False
+    # The local node: its name (default: this host's), declared capacity (None: detected) and taints.
+    node_name: str | None = None
+    capacity: Capacity | None = None
+    taints: list[dict[str, Any]] = field(default_factory=list)
 
 
 class EmbeddedPlane:
@@ -67,6 +74,7 @@ class EmbeddedPlane:
         self.api = ApiPlane(self.layout, host=options.host, port=options.port, secure=options.secure)
         self._tasks: list[asyncio.Task[None]] = []
         self.node: NodeAgent | None = None
+        self.scheduler: Scheduler | None = None
         self._client: AsyncClient | None = None
 
     async def start(self) -> None:
@@ -82,10 +90,15 @@ class EmbeddedPlane:
             workspace=self.options.workspace,
             address=self.options.host,
             restart_backoff=backoff.from_env().base,
+            node_name=self.options.node_name,
+            capacity=self.options.capacity,
+            taints=self.options.taints,
         )
+        self.scheduler = Scheduler(self._client)
         operator = Operator(self._client, OperatorSettings.host(self.options.host))
         self._tasks = [
             asyncio.create_task(self.node.run(), name="node"),
+            asyncio.create_task(self.scheduler.run(), name="scheduler"),
             asyncio.create_task(operator.run(), name="operator"),
         ]
         self.layout.state_file.write_text(
@@ -97,6 +110,8 @@ class EmbeddedPlane:
                     "home": str(self.layout.home),
                     "workspace": str(self.node.workspace),
                     "node": self.node.node_name,
+                    "capacity": self.node.capacity.resources(),
+                    "declared": sorted(self.node.capacity.declared),
                     "network": "host",
                     "kinds": list(kinds()),
                 }
@@ -109,6 +124,8 @@ class EmbeddedPlane:
         for task in self._tasks:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
+        if self.scheduler is not None:
+            await self.scheduler.shutdown()
         if self.node is not None:
             await self.node.shutdown()
         if self._client is not None:

@@ -17,7 +17,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from trainyard.cluster import backoff
+from trainyard.cluster import backoff, capacity, nodestatus
 from trainyard.cluster.paths import Layout, default_home
 from trainyard.cluster.plane import DEFAULT_PORT
 
@@ -54,6 +54,23 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         metavar="SECONDS",
         help="first crash-loop back-off of a restarting container; doubles to 30x, reset after a 60x clean run "
         f"(default ${backoff.ENV} or the kubelet's {backoff.KUBELET_BASE:g}s, so 5m cap and 10m reset)",
+    )
+    node = up.add_argument_group(
+        "local node",
+        "declared capacity is a simulation: the scheduler admits pods against it, while their processes "
+        "still share this machine's CPUs, memory and GPUs",
+    )
+    node.add_argument("--node-name", default=None, help="name of the local Node (default: this host's name)")
+    node.add_argument("--cpus", default=None, metavar="N", help="declare N CPUs (e.g. 8 or 1500m) instead of detecting")
+    node.add_argument("--memory", default=None, metavar="QTY", help="declare this much memory (e.g. 64Gi)")
+    node.add_argument("--gpus", type=int, default=None, metavar="N", help="declare N nvidia.com/gpu (default: counted)")
+    node.add_argument("--max-pods", type=int, default=None, metavar="N", help="pods it runs at once (default 110)")
+    node.add_argument(
+        "--taint",
+        action="append",
+        default=[],
+        metavar="KEY[=VALUE]:EFFECT",
+        help="taint the node (repeatable); set at every start, replacing the node's taints",
     )
     up.set_defaults(func=cmd_up)
     down = sub.add_parser("down", help="stop the control plane and every training process it runs")
@@ -107,7 +124,19 @@ def cmd_up(args: argparse.Namespace) -> int:
             flag = "--secure" if args.secure else "--no-secure"
             print(f"error: it is not serving as {flag} asks; run `yard down` first to switch", file=sys.stderr)
             return 1
+        if _node_flags(args):
+            node = ", ".join(f"{k}={v}" for k, v in (state.get("capacity") or {}).items())
+            print(
+                f"note: node flags apply when the plane starts; node {state.get('node')!r} runs with {node} "
+                "(run `yard down` first to change it)",
+                file=sys.stderr,
+            )
         return 0
+    try:
+        _node_options(args)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     if args.restart_backoff is not None:
         # The plane (a child process when in the background) reads it from its environment.
         os.environ[backoff.ENV] = repr(args.restart_backoff)
@@ -121,8 +150,37 @@ def cmd_up(args: argparse.Namespace) -> int:
     layout.settings_file.write_text(json.dumps({"secure": secure}) + "\n")
     workspace = (args.workspace or Path.cwd()).resolve()
     if args.foreground:
-        return _foreground(layout, args.port, workspace, secure)
-    return _background(layout, args.port, workspace, secure)
+        return _foreground(layout, args, workspace, secure)
+    return _background(layout, args, workspace, secure)
+
+
+def _node_flags(args: argparse.Namespace) -> list[str]:
+    """The node flags of ``yard up`` given on its command line, as they are passed on."""
+    out = []
+    for flag, value in (
+        ("--node-name", args.node_name),
+        ("--cpus", args.cpus),
+        ("--memory", args.memory),
+        ("--gpus", args.gpus),
+        ("--max-pods", args.max_pods),
+    ):
+        if value is not None:
+            out += [flag, str(value)]
+    for taint in args.taint:
+        out += ["--taint", taint]
+    return out
+
+
+def _node_options(args: argparse.Namespace) -> tuple[capacity.Capacity | None, list[dict[str, Any]]]:
+    """Declared capacity (None: detect it all) and taints; ValueError says which flag is wrong."""
+    taints = [nodestatus.parse_taint(t) for t in args.taint]
+    if all(v is None for v in (args.cpus, args.memory, args.gpus, args.max_pods)):
+        declared = None
+    else:
+        declared = capacity.declare(
+            capacity.detect(), cpus=args.cpus, memory=args.memory, gpus=args.gpus, pods=args.max_pods
+        )
+    return declared, taints
 
 
 def remembered_secure(layout: Layout) -> bool:
@@ -133,15 +191,25 @@ def remembered_secure(layout: Layout) -> bool:
         return False
 
 
-def _foreground(layout: Layout, port: int, workspace: Path, secure: bool) -> int:
+def _foreground(layout: Layout, args: argparse.Namespace, workspace: Path, secure: bool) -> int:
     from trainyard.embedded import EmbeddedPlane, PlaneOptions
 
+    port = args.port
+    declared, taints = _node_options(args)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("httpx2").setLevel(logging.WARNING)
     logging.getLogger("httpx").setLevel(logging.WARNING)
     layout.pid_file.write_text(str(os.getpid()))
     try:
-        options = PlaneOptions(home=layout.home, port=port, workspace=workspace, secure=secure)
+        options = PlaneOptions(
+            home=layout.home,
+            port=port,
+            workspace=workspace,
+            secure=secure,
+            node_name=args.node_name,
+            capacity=declared,
+            taints=taints,
+        )
         asyncio.run(EmbeddedPlane(options).serve_forever())
     except OSError as exc:
         logging.getLogger("trainyard").error(
@@ -157,7 +225,8 @@ def _foreground(layout: Layout, port: int, workspace: Path, secure: bool) -> int
     return 0
 
 
-def _background(layout: Layout, port: int, workspace: Path, secure: bool) -> int:
+def _background(layout: Layout, args: argparse.Namespace, workspace: Path, secure: bool) -> int:
+    port = args.port
     argv = [
         sys.executable,
         "-m",
@@ -171,6 +240,7 @@ def _background(layout: Layout, port: int, workspace: Path, secure: bool) -> int
         "--workspace",
         str(workspace),
         "--secure" if secure else "--no-secure",
+        *_node_flags(args),
     ]
     with layout.log_file.open("ab") as log_file:
         child = subprocess.Popen(
@@ -264,6 +334,10 @@ def cmd_status(args: argparse.Namespace) -> int:
         f"  node agent   node {state['node']!r}: {running_pods} training pod(s) running;"
         f" /workspace = {state['workspace']}"
     )
+    if state.get("capacity"):
+        resources = ", ".join(f"{k} {v}" for k, v in state["capacity"].items())
+        simulated = f" (declared, simulated: {', '.join(state['declared'])})" if state.get("declared") else ""
+        print(f"  capacity     {resources}{simulated}")
     print(f"  operator     network mode {state['network']}; kinds {', '.join(state['kinds'])}; {len(jobs)} job(s)")
     print(f"  log          {layout.log_file}")
     return 0

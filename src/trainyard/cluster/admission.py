@@ -30,7 +30,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from trainyard.cluster import causes, errors, schema
+from trainyard.cluster import causes, errors, priority, schema
 from trainyard.cluster.causes import Cause
 from trainyard.cluster.registry import ResourceType
 from trainyard.cluster.schema import prune_metadata
@@ -546,4 +546,5 @@ _BUILTIN: dict[str, Callable[[dict[str, Any]], list[Cause]]] = {
     "core/configmaps": _config_map,
     "core/secrets": _secret,
     "apiextensions.k8s.io/customresourcedefinitions": _crd,
+    priority.KEY: priority.validate,
 }

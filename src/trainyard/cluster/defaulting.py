@@ -30,6 +30,8 @@ def on_write(key: str, obj: Obj) -> None:
         spec.setdefault("terminationGracePeriodSeconds", 30)
         spec.setdefault("dnsPolicy", "ClusterFirst")
         spec.setdefault("schedulerName", "default-scheduler")
+    elif key == "scheduling.k8s.io/priorityclasses":
+        obj.setdefault("preemptionPolicy", "PreemptLowerPriority")
     elif key == "core/services":
         for port in (obj.get("spec") or {}).get("ports") or []:
             if isinstance(port, dict):

@@ -1,9 +1,9 @@
 """The local node agent: this machine's kubelet. Pods become supervised process groups.
 
-It talks to the API server only through the Kubernetes client, like a kubelet: it watches pods,
-binds unscheduled ones to itself (a placeholder scheduler until gang scheduling arrives), runs
-each container's ``command`` + ``args`` with the pod's environment in trainyard's own Python
-environment, streams output to CRI-format log files, and reports phase and container statuses.
+It talks to the API server only through the Kubernetes client, like a kubelet: it registers its
+``Node`` (capacity from ``capacity``, shape from ``nodestatus``) and heartbeats it, watches the pods
+the scheduler bound to it, runs each container's ``command`` + ``args`` with the pod's environment
+in trainyard's own Python environment, streams output to CRI-format log files, and reports phase and container statuses.
 Deleting a pod stops its whole process group: SIGTERM, then SIGKILL after the grace period.
 
 Containers restart in place as the pod's ``restartPolicy`` says (``Always``: after any exit;
@@ -37,12 +37,13 @@ from typing import Any
 
 from lightkube import AsyncClient
 from lightkube.core.exceptions import ApiError
-from lightkube.resources.core_v1 import ConfigMap, Node, Pod, PodBinding, Secret
+from lightkube.resources.core_v1 import ConfigMap, Node, Pod, Secret
 from lightkube.types import PatchType
 
 from trainyard.api.meta import format_time
 from trainyard.client import build, is_status, record_event, watch_forever
-from trainyard.cluster import mountns, volumes
+from trainyard.cluster import capacity as node_capacity
+from trainyard.cluster import mountns, nodestatus, volumes
 from trainyard.cluster.backoff import KUBELET_BASE, BackOff, go_duration
 from trainyard.cluster.logs import LogWriter
 from trainyard.cluster.paths import Layout
@@ -58,6 +59,9 @@ IMAGE_WORKSPACE = "/workspace"
 _BASE_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "TZ", "USER", "LOGNAME", "SHELL", "TERM")
 # How long a container waits between reads of a ConfigMap/Secret it needs but cannot have yet.
 CONFIG_RETRY_SECONDS = 2.0
+# How often the Node's conditions are re-measured and its heartbeat written (the kubelet's
+# nodeStatusUpdateFrequency).
+HEARTBEAT_SECONDS = 10.0
 
 
 @dataclass
@@ -147,6 +151,8 @@ class NodeAgent:
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         address: str = "127.0.0.1",
         restart_backoff: float = KUBELET_BASE,
+        capacity: node_capacity.Capacity | None = None,
+        taints: list[Obj] | None = None,
     ) -> None:
         self.client = client
         self.layout = layout
@@ -155,6 +161,8 @@ class NodeAgent:
         self.clock = clock
         self.address = address
         self.backoff = BackOff(restart_backoff)
+        self.capacity = capacity or node_capacity.detect()
+        self.taints = list(taints or [])
         self.pods: dict[str, PodRun] = {}
         self._background: set[asyncio.Task[None]] = set()
 
@@ -170,6 +178,7 @@ class NodeAgent:
 
     async def run(self) -> None:
         await self._register()
+        self._spawn(self._heartbeat())
         async for kind, pod in watch_forever(self.client, Pod):
             try:
                 await self._sync(kind, pod)
@@ -182,50 +191,51 @@ class NodeAgent:
         await asyncio.gather(*(self._kill(run, grace) for run in runs), return_exceptions=True)
 
     async def _register(self) -> None:
-        node: Obj = {
-            "apiVersion": "v1",
-            "kind": "Node",
-            "metadata": {
-                "name": self.node_name,
-                "labels": {"kubernetes.io/hostname": self.node_name, "kubernetes.io/os": "linux"},
-            },
-            "spec": {},
-        }
-        with contextlib.suppress(ApiError):
-            await self.client.create(build(Node, node))
-        cpu = os.cpu_count() or 1
-        memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 1024
-        status = {
-            "capacity": {"cpu": str(cpu), "memory": f"{memory}Ki", "pods": "110"},
-            "allocatable": {"cpu": str(cpu), "memory": f"{memory}Ki", "pods": "110"},
-            "addresses": [
-                {"type": "InternalIP", "address": self.address},
-                {"type": "Hostname", "address": self.node_name},
-            ],
-            "conditions": [
-                {
-                    "type": "Ready",
-                    "status": "True",
-                    "reason": "KubeletReady",
-                    "message": "trainyard node agent is ready",
-                    "lastHeartbeatTime": self.now(),
-                    "lastTransitionTime": self.now(),
-                }
-            ],
-            "nodeInfo": {
-                "kubeletVersion": "v1.32.0-trainyard",
-                "operatingSystem": "linux",
-                "architecture": os.uname().machine,
-                "containerRuntimeVersion": "trainyard-process://1",
-                "osImage": os.uname().sysname,
-                "kernelVersion": os.uname().release,
-                "kubeProxyVersion": "",
-                "machineID": "",
-                "systemUUID": "",
-                "bootID": "",
-            },
-        }
+        """Create or refresh this node's Node: labels and taints from ``yard up``, then its status."""
+        uname = os.uname()
+        wanted = nodestatus.manifest(self.node_name, machine=uname.machine, capacity=self.capacity, taints=self.taints)
+        try:
+            await self.client.create(build(Node, wanted))
+        except ApiError as exc:
+            if not is_status(exc, 409):
+                raise
+            # Re-registration: the well-known labels and the declared taints are yard up's to set.
+            patch = {
+                "metadata": {
+                    "labels": wanted["metadata"]["labels"],
+                    "annotations": {nodestatus.DECLARED_ANNOTATION: None} | wanted["metadata"]["annotations"],
+                },
+                "spec": {"taints": self.taints or None},
+            }
+            await self.client.patch(Node, self.node_name, patch, patch_type=PatchType.MERGE)
+        await self._write_status()
+
+    async def _write_status(self) -> None:
+        current = await self.client.get(Node, self.node_name)
+        previous = [c.to_dict() for c in (current.status.conditions if current.status else None) or []]
+        pressure = node_capacity.pressure(self.layout.home)
+        uname = os.uname()
+        status = nodestatus.status(
+            self.node_name,
+            capacity=self.capacity,
+            address=self.address,
+            conditions=nodestatus.conditions(previous, pressure, self.now()),
+            uname=(uname.sysname, uname.release, uname.machine),
+        )
         await self.client.patch(Node.Status, self.node_name, {"status": status}, patch_type=PatchType.MERGE)
+
+    async def _heartbeat(self) -> None:
+        while True:
+            await asyncio.sleep(HEARTBEAT_SECONDS)
+            try:
+                await self._write_status()
+            except ApiError as exc:
+                if not is_status(exc, 404):
+                    log.warning("node heartbeat failed: %s", exc)
+                    continue
+                await self._register()  # someone deleted the Node: register again, as a kubelet does
+            except Exception:
+                log.exception("node heartbeat failed")
 
     # -- level-triggered pod handling --------------------------------------------------------------
 
@@ -238,9 +248,6 @@ class NodeAgent:
                 await self._kill(run, 0)
             return
         node = spec.get("nodeName")
-        if not node:
-            await self._bind(pod)
-            return
         if node != self.node_name:
             return
         if m.get("deletionTimestamp"):
@@ -259,27 +266,6 @@ class NodeAgent:
             run.task = asyncio.create_task(self._run_pod(run, pod))
         elif phase == "Running":
             await self._mark_lost(pod)
-
-    async def _bind(self, pod: Obj) -> None:
-        m = pod["metadata"]
-        binding = {
-            "apiVersion": "v1",
-            "kind": "Binding",
-            "metadata": {"name": m["name"]},
-            "target": {"apiVersion": "v1", "kind": "Node", "name": self.node_name},
-        }
-        try:
-            await self.client.create(build(PodBinding, binding), m["name"], namespace=m["namespace"])
-        except ApiError as exc:
-            if not is_status(exc, 409):
-                raise
-            return
-        await self._event(
-            pod,
-            "Normal",
-            "Scheduled",
-            f"Successfully assigned {m['namespace']}/{m['name']} to {self.node_name}",
-        )
 
     # -- running -----------------------------------------------------------------------------------
 
@@ -367,9 +353,9 @@ class NodeAgent:
         return container_env(pod, container, env, run.sources, self._downward())
 
     def _downward(self) -> DownwardNode:
-        cpu = os.cpu_count() or 1
-        memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-        return DownwardNode(self.node_name, self.address, Decimal(cpu), Decimal(memory))
+        # An unset limit reads as the node's allocatable, the declared one when yard up declared it.
+        cpu = Decimal(self.capacity.cpu) / 1000
+        return DownwardNode(self.node_name, self.address, cpu, Decimal(self.capacity.memory))
 
     async def _read_sources(self, run: PodRun, pod: Obj) -> None:
         config_maps, secrets = referenced(pod)

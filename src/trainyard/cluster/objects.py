@@ -20,7 +20,7 @@ from typing import Any
 from trainyard.api.kinds import KINDS
 from trainyard.api.meta import format_time
 from trainyard.api.validation import validate_job
-from trainyard.cluster import admission, codec, defaulting, errors, fieldmanager, paging, patching, shapes
+from trainyard.cluster import admission, codec, defaulting, errors, fieldmanager, paging, patching, priority, shapes
 from trainyard.cluster.registry import Registry, ResourceType
 from trainyard.cluster.selectors import FieldSelector, LabelSelector
 from trainyard.cluster.store import Expired, Obj, Store
@@ -339,7 +339,10 @@ class Objects:
             m["generation"] = 1
         self._defaults_on_create(rt, obj)
         defaulting.on_write(rt.key, obj)
+        if rt.key == "core/pods":
+            priority.admit_pod(obj, self._priority_classes())
         self._admit(rt, obj)
+        self._check_priority_class(rt, obj)
         if manager is not None and "managedFields" not in m:
             self._track(rt, None, obj, manager, None)
         if self.store.get(rt.key, m.get("namespace", ""), name) is not None:
@@ -504,6 +507,12 @@ class Objects:
             raise errors.conflict(rt, name, f'pod {name} is already assigned to node "{current["spec"]["nodeName"]}"')
         new = copy.deepcopy(current)
         new["spec"]["nodeName"] = node
+        # As the binding storage does: the pod is scheduled the moment it is bound.
+        status = new.setdefault("status", {})
+        conditions = [c for c in status.get("conditions") or [] if c.get("type") != "PodScheduled"]
+        now = format_time(self.clock())
+        scheduled = {"type": "PodScheduled", "status": "True", "lastProbeTime": None, "lastTransitionTime": now}
+        status["conditions"] = [scheduled, *conditions]
         self._commit(rt, current, new)
         # The real server answers with a Status, which lightkube and the python client fail to
         # decode as a Binding; echoing the Binding is what every client can read.
@@ -673,6 +682,8 @@ class Objects:
             forbidden = defaulting.pod_spec_change(current.get("spec") or {}, new.get("spec") or {})
             if forbidden:
                 raise errors.invalid(rt, cm["name"], [("FieldValueForbidden", "spec", forbidden)])
+        if rt.key == priority.KEY and (immutable := priority.update_forbidden(current, new)):
+            raise errors.invalid(rt, cm["name"], immutable)
         if cm.get("deletionTimestamp"):
             added = set(m.get("finalizers") or []) - set(cm.get("finalizers") or [])
             if added:
@@ -711,6 +722,7 @@ class Objects:
         if _unversioned(new) == _unversioned(current):
             return self.present(rt, current)  # a no-op write bumps nothing and emits no event
         self._admit(rt, new, subresource)
+        self._check_priority_class(rt, new)
         if dry_run:
             return self.present(rt, new)
         if m.get("deletionTimestamp") and not m.get("finalizers") and not self._awaiting_node(rt, new):
@@ -741,6 +753,13 @@ class Objects:
             meta(new)["managedFields"] = managed
         else:
             meta(new).pop("managedFields", None)
+
+    def _priority_classes(self) -> builtins.list[Obj]:
+        return self.store.list(priority.KEY, None)[0]
+
+    def _check_priority_class(self, rt: ResourceType, obj: Obj) -> None:
+        if rt.key == priority.KEY and (refused := priority.second_default(obj, self._priority_classes())):
+            raise refused
 
     def _awaiting_node(self, rt: ResourceType, obj: Obj) -> bool:
         return (

@@ -1,7 +1,9 @@
 """The embedded API server as one object: store, registry, garbage collector, HTTP listener.
 
 On start it reloads every stored CRD into the registry, installs or upgrades trainyard's own
-CRDs (generated from the pydantic models) and the system namespaces, then listens.
+CRDs (generated from the pydantic models), the PodGroup and Queue CRDs of the gang schedulers
+(``podgroups``), the system namespaces, the system PriorityClasses and Volcano's ``default``
+queue, then listens.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from aiohttp import web
 
 from trainyard.api.crd import crd_for
 from trainyard.api.kinds import KINDS
-from trainyard.cluster import auth, errors
+from trainyard.cluster import auth, errors, podgroups, priority
 from trainyard.cluster.gc import GarbageCollector
 from trainyard.cluster.objects import SYSTEM_NAMESPACES, Objects
 from trainyard.cluster.paths import Layout
@@ -66,18 +68,28 @@ class ApiPlane:
         stored, _ = self.store.list(crd_rt.key)
         for crd in stored:
             self.registry.add_crd(crd)
-        for info in KINDS.values():
-            wanted = crd_for(info)
+        for wanted in [*(crd_for(info) for info in KINDS.values()), *podgroups.crds()]:
+            name = wanted["metadata"]["name"]
             try:
-                current = self.objects.get(crd_rt, "", info.crd_name)
+                current = self.objects.get(crd_rt, "", name)
             except errors.ApiError:
                 self.objects.create(crd_rt, "", wanted)
                 continue
             if current.get("spec") != wanted["spec"]:
-                self.objects.update(crd_rt, "", info.crd_name, {**current, "spec": wanted["spec"]})
+                self.objects.update(crd_rt, "", name, {**current, "spec": wanted["spec"]})
         for name in SYSTEM_NAMESPACES:
             with contextlib.suppress(errors.ApiError):
                 self.objects.create(ns_rt, "", {"metadata": {"name": name}})
+        builtins = [("scheduling.k8s.io", "v1", "priorityclasses", c) for c in priority.SYSTEM_CLASSES]
+        builtins.append((podgroups.VOLCANO, "v1beta1", "queues", podgroups.default_queue()))
+        for group, version, plural, obj in builtins:
+            rt = self.registry.lookup(group, version, plural)
+            assert rt is not None
+            with contextlib.suppress(errors.ApiError):
+                created = self.objects.create(rt, "", obj)
+                if plural == "queues":  # Volcano's queue controller opens a new queue
+                    opened = {**created, "status": {"state": "Open"}}
+                    self.objects.update(rt, "", obj["metadata"]["name"], opened, subresource="status")
 
     async def start(self) -> None:
         self.bootstrap()

@@ -13,31 +13,15 @@ import base64
 import math
 import re
 from dataclasses import dataclass, field
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 from typing import Any
+
+from trainyard.cluster.quantity import parse_quantity
 
 Obj = dict[str, Any]
 
 _REF = re.compile(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_.-]*)\)")
 _SUBSCRIPT = re.compile(r"^metadata\.(labels|annotations)\['(.*)'\]$")
-_QUANTITY = re.compile(r"^([+-]?(?:\d+\.?\d*|\.\d+))(?:([eE][+-]?\d+)|(Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E))?$")
-_SUFFIX = {
-    "n": Decimal("1e-9"),
-    "u": Decimal("1e-6"),
-    "m": Decimal("1e-3"),
-    "k": Decimal(10) ** 3,
-    "M": Decimal(10) ** 6,
-    "G": Decimal(10) ** 9,
-    "T": Decimal(10) ** 12,
-    "P": Decimal(10) ** 15,
-    "E": Decimal(10) ** 18,
-    "Ki": Decimal(2) ** 10,
-    "Mi": Decimal(2) ** 20,
-    "Gi": Decimal(2) ** 30,
-    "Ti": Decimal(2) ** 40,
-    "Pi": Decimal(2) ** 50,
-    "Ei": Decimal(2) ** 60,
-}
 # envFrom keys the kubelet accepts as variable names; others are skipped (it emits an event).
 _ENV_NAME = re.compile(r"^[-._a-zA-Z][-._a-zA-Z0-9]*$")
 
@@ -56,21 +40,6 @@ def expand(text: str, env: dict[str, str]) -> str:
         return env.get(name, match.group(0))
 
     return _REF.sub(sub, text)
-
-
-def parse_quantity(text: str) -> Decimal:
-    """A resource quantity (``500m``, ``2Gi``, ``1e3``) as an exact number."""
-    match = _QUANTITY.match(str(text).strip())
-    if match is None:
-        raise ValueError(f"quantities must match the regular expression '{_QUANTITY.pattern}'")
-    number, exponent, suffix = match.groups()
-    try:
-        value = Decimal(number)
-        if exponent:
-            value *= Decimal(10) ** int(exponent[1:])
-    except InvalidOperation as exc:
-        raise ValueError(f"invalid quantity {text!r}") from exc
-    return value * _SUFFIX[suffix] if suffix else value
 
 
 @dataclass

@@ -234,6 +234,14 @@ KINDS: dict[tuple[str, str], Message] = {
         ),
     },
     ("policy/v1", "Eviction"): {1: METADATA, 2: _f("deleteOptions", DELETE_OPTIONS)},
+    # `kubectl create priorityclass`; value has no omitempty, preemptionPolicy is a pointer.
+    ("scheduling.k8s.io/v1", "PriorityClass"): {
+        1: METADATA,
+        2: _f("value", "int", keep=True),
+        3: _f("globalDefault", "bool"),
+        4: _f("description"),
+        5: _f("preemptionPolicy", keep=True),
+    },
     ("policy/v1beta1", "Eviction"): {1: METADATA, 2: _f("deleteOptions", DELETE_OPTIONS)},
 }
 

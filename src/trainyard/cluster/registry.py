@@ -76,6 +76,10 @@ BUILTINS = (
     _core("serviceaccounts", "serviceaccount", "ServiceAccount", short_names=("sa",), has_spec=False),
     _core("nodes", "node", "Node", False, short_names=("no",), subresources=frozenset({"status"})),
     ResourceType(
+        "scheduling.k8s.io", "v1", "priorityclasses", "priorityclass", "PriorityClass", False, short_names=("pc",),
+        has_spec=False,
+    ),
+    ResourceType(
         "apiextensions.k8s.io",
         "v1",
         "customresourcedefinitions",

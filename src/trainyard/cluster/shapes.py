@@ -175,6 +175,12 @@ SHAPES: dict[str, dict[str, Any]] = {
             "addresses": [{"type": STR, "address": STR}],
         },
     },
+    "scheduling.k8s.io/priorityclasses": {
+        "value": INT,
+        "globalDefault": BOOL,
+        "description": STR,
+        "preemptionPolicy": STR,
+    },
     "apiextensions.k8s.io/customresourcedefinitions": {
         "spec": {
             "group": STR,

@@ -112,6 +112,15 @@ def _node_address(node: Obj, kind: str) -> str:
     return found[0] if found else "<none>"
 
 
+def _node_roles(node: Obj) -> str:
+    """Roles from ``node-role.kubernetes.io/<role>`` and ``kubernetes.io/role`` labels, as kubectl prints them."""
+    labels = (node.get("metadata") or {}).get("labels") or {}
+    roles = {k.partition("/")[2] for k in labels if k.startswith("node-role.kubernetes.io/")} - {""}
+    if labels.get("kubernetes.io/role"):
+        roles.add(labels["kubernetes.io/role"])
+    return ",".join(sorted(roles)) or "<none>"
+
+
 def _node_info(node: Obj, key: str) -> str:
     return str(((node.get("status") or {}).get("nodeInfo") or {}).get(key) or "<unknown>")
 
@@ -231,7 +240,7 @@ BUILTIN_COLUMNS: dict[str, list[Column]] = {
                 "Unknown",
             ),
         ),
-        ("Roles", "string", 0, lambda o, _: "<none>"),
+        ("Roles", "string", 0, lambda o, _: _node_roles(o)),
         ("Age", "string", 0, _age),
         (
             "Version",
@@ -244,6 +253,13 @@ BUILTIN_COLUMNS: dict[str, list[Column]] = {
         ("OS-Image", "string", 1, lambda o, _: _node_info(o, "osImage")),
         ("Kernel-Version", "string", 1, lambda o, _: _node_info(o, "kernelVersion")),
         ("Container-Runtime", "string", 1, lambda o, _: _node_info(o, "containerRuntimeVersion")),
+    ],
+    "scheduling.k8s.io/priorityclasses": [
+        ("Name", "string", 0, _name),
+        ("Value", "integer", 0, lambda o, _: int(o.get("value") or 0)),
+        ("Global-Default", "boolean", 0, lambda o, _: bool(o.get("globalDefault"))),
+        ("Age", "string", 0, _age),
+        ("PreemptionPolicy", "string", 0, lambda o, _: o.get("preemptionPolicy") or ""),
     ],
     "apiextensions.k8s.io/customresourcedefinitions": [
         ("Name", "string", 0, _name),
