@@ -323,6 +323,15 @@ class Scheduler:
         now = asyncio.get_running_loop().time()
         self.queue.expire(now)
         chosen = {uid for uid in self.queue.take() if uid in self.pods and self._served(self.pods[uid])}
+        if chosen and self.queue.backing:
+            # Back-off bounds the work a crowd of pods makes; it must not let them overtake a pod
+            # of higher priority that is merely backing off.
+            top = max(self.pods[uid].priority for uid in chosen)
+            chosen |= {
+                uid
+                for uid in self.queue.backing
+                if uid in self.pods and self.pods[uid].priority > top and self._served(self.pods[uid])
+            }
         # A gang is decided whole: every pending member joins the pass, backing off or not.
         for key in {g for uid in chosen if (g := self.pods[uid].group) is not None}:
             chosen |= {uid for uid in self.members.get(key, ()) if self._served(self.pods[uid])}
