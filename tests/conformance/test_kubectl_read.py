@@ -190,7 +190,7 @@ def test_builtin_kinds_print_server_side_tables(kubectl: Kubectl, ns: str) -> No
         "NAME",
     ]
     scheduled = by_name(table(wide_events), "OBJECT")["pod/runner"]
-    assert (scheduled["SOURCE"], scheduled["COUNT"]) == (f"kubelet, {node}", "1")
+    assert (scheduled["SOURCE"], scheduled["COUNT"]) == ("default-scheduler", "1")
 
     nodes = by_name(table(kubectl("get", "nodes")))
     assert nodes[node]["STATUS"] == "Ready" and nodes[node]["VERSION"].startswith("v1.32")

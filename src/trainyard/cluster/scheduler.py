@@ -40,7 +40,7 @@ from lightkube.resources.scheduling_v1 import PriorityClass
 from lightkube.types import PatchType
 
 from trainyard.api.meta import format_time
-from trainyard.client import build, is_status, record_event
+from trainyard.client import build, is_status
 from trainyard.cluster import podgroups, scheduling
 from trainyard.cluster.informer import Informer
 from trainyard.cluster.queueing import PodQueue
@@ -63,6 +63,28 @@ REPORT_RATE = 10.0  # unschedulable verdicts written per second, beyond a burst 
 REPORT_BURST = 20
 RETRY_SECONDS = 0.5  # before judging again a pod whose status write met a newer version
 NODE_WAIT_SECONDS = 5.0  # at start, how long to wait for the node agent to register its node
+
+
+def event_body(involved: Obj, *, type_: str, reason: str, message: str, component: str, now: str) -> Obj:
+    """A core/v1 Event from a scheduler: it has a component and no host (``kubectl describe``: From)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {"generateName": f"{involved['name']}.", "namespace": involved["namespace"]},
+        "involvedObject": involved,
+        "type": type_,
+        "reason": reason,
+        "message": message,
+        "source": {"component": component},
+        "reportingComponent": component,
+        "firstTimestamp": now,
+        "lastTimestamp": now,
+        "count": 1,
+    }
+
+
+def _pod_ref(pod: PodInfo) -> Obj:
+    return {"apiVersion": "v1", "kind": "Pod", "name": pod.name, "namespace": pod.namespace, "uid": pod.uid}
 
 
 @dataclasses.dataclass
@@ -506,36 +528,34 @@ class Scheduler:
             except ApiError as exc:
                 if not is_status(exc, 404):
                     raise
-        involved = {"apiVersion": "v1", "kind": "Pod", "name": pod.name, "namespace": pod.namespace, "uid": pod.uid}
         record.event = f"{pod.name}.{time.time_ns():x}"
         record.count = 1
-        event = {
-            "apiVersion": "v1",
-            "kind": "Event",
-            "metadata": {"name": record.event, "namespace": pod.namespace},
-            "involvedObject": involved,
-            "type": "Warning",
-            "reason": "FailedScheduling",
-            "message": record.message,
-            "source": {"component": pod.scheduler},
-            "reportingComponent": pod.scheduler,
-            "reportingInstance": pod.scheduler,
-            "firstTimestamp": now,
-            "lastTimestamp": now,
-            "count": 1,
-        }
-        try:
-            await self.client.create(build(Event, event))
-        except ApiError as exc:
-            if not is_status(exc, 409):
-                log.warning("could not record FailedScheduling on %s/%s: %s", pod.namespace, pod.name, exc)
-                record.event = None
+        body = event_body(
+            _pod_ref(pod),
+            type_="Warning",
+            reason="FailedScheduling",
+            message=record.message,
+            component=pod.scheduler,
+            now=now,
+        )
+        body["metadata"]["name"] = record.event
+        if not await self._post(body):
+            record.event = None
 
     async def _event(self, pod: PodInfo, type_: str, reason: str, message: str) -> None:
-        involved = {"apiVersion": "v1", "kind": "Pod", "name": pod.name, "namespace": pod.namespace, "uid": pod.uid}
-        await record_event(
-            self.client, involved, type_=type_, reason=reason, message=message, component=pod.scheduler, now=self.now()
+        ref = _pod_ref(pod)
+        await self._post(
+            event_body(ref, type_=type_, reason=reason, message=message, component=pod.scheduler, now=self.now())
         )
+
+    async def _post(self, body: Obj) -> bool:
+        try:
+            await self.client.create(build(Event, body))
+        except ApiError as exc:
+            ref = body["involvedObject"]
+            log.warning("could not record %s on %s/%s: %s", body["reason"], ref["namespace"], ref["name"], exc)
+            return False
+        return True
 
     # -- PodGroups -----------------------------------------------------------------------------------
 
@@ -617,14 +637,10 @@ class Scheduler:
             "namespace": namespace,
             "uid": (obj.get("metadata") or {}).get("uid", ""),
         }
-        await record_event(
-            self.client,
-            involved,
-            type_="Warning",
-            reason=reason,
-            message=str(after.get("message")),
-            component=GROUP_SOURCES[flavour],
-            now=self.now(),
+        message = str(after.get("message"))
+        source = GROUP_SOURCES[flavour]
+        await self._post(
+            event_body(involved, type_="Warning", reason=reason, message=message, component=source, now=self.now())
         )
 
     async def shutdown(self) -> None:
