@@ -65,20 +65,7 @@ def _age(obj: Obj, now: datetime) -> str:
 
 
 def _pod_status(pod: Obj) -> str:
-    m, status = pod.get("metadata", {}), pod.get("status") or {}
-    if m.get("deletionTimestamp"):
-        return "Terminating"
-    reason = status.get("reason") or status.get("phase") or "Pending"
-    for cs in status.get("containerStatuses") or []:
-        state = cs.get("state") or {}
-        if state.get("waiting", {}).get("reason"):
-            reason = state["waiting"]["reason"]
-        elif state.get("terminated"):
-            term = state["terminated"]
-            reason = term.get("reason") or f"ExitCode:{term.get('exitCode')}"
-            if status.get("phase") == "Succeeded":
-                reason = "Completed"
-    return str(reason)
+    return _pod_reason(_as_pod(pod), bool((pod.get("metadata") or {}).get("deletionTimestamp")))
 
 
 def _pod_ready(pod: Obj) -> str:
@@ -88,9 +75,8 @@ def _pod_ready(pod: Obj) -> str:
 
 
 def _pod_restarts(pod: Obj, now: datetime) -> str:
-    statuses = (pod.get("status") or {}).get("containerStatuses") or []
-    finished = [((s.get("lastState") or {}).get("terminated") or {}).get("finishedAt") for s in statuses]
-    return restarts_cell(sum(int(s.get("restartCount", 0)) for s in statuses), finished, now)
+    count, finished = _pod_restart_counts(_as_pod(pod))
+    return restarts_cell(count, finished, now)
 
 
 def restarts_cell(count: int, last_finished: list[str | None], now: datetime) -> str:
@@ -344,10 +330,16 @@ class _Waiting(msgspec.Struct, gc=False):
 class _Terminated(msgspec.Struct, gc=False):
     reason: str | None = None
     exitCode: int | None = None
+    signal: int | None = None
+
+
+class _Running(msgspec.Struct, gc=False):
+    pass
 
 
 class _State(msgspec.Struct, gc=False):
     waiting: _Waiting | None = None
+    running: _Running | None = None
     terminated: _Terminated | None = None
 
 
@@ -369,6 +361,7 @@ class _ContainerStatus(msgspec.Struct, gc=False):
 class _Condition(msgspec.Struct, gc=False):
     type: str | None = None
     status: str | None = None
+    reason: str | None = None
 
 
 class _PodStatus(msgspec.Struct, gc=False):
@@ -376,6 +369,7 @@ class _PodStatus(msgspec.Struct, gc=False):
     reason: str | None = None
     podIP: str | None = None
     nominatedNodeName: str | None = None
+    initContainerStatuses: list[_ContainerStatus] | None = None
     containerStatuses: list[_ContainerStatus] | None = None
     conditions: list[_Condition] | None = None
 
@@ -386,6 +380,7 @@ class _Gate(msgspec.Struct, gc=False):
 
 class _PodSpec(msgspec.Struct, gc=False):
     nodeName: str | None = None
+    initContainers: list[msgspec.Raw] | None = None
     containers: list[msgspec.Raw] | None = None
     readinessGates: list[_Gate] | None = None
 
@@ -406,24 +401,118 @@ _pod_decoder = msgspec.json.Decoder(_Pod)
 _meta_decoder = msgspec.json.Decoder(_PodMeta)
 
 
-def _pod_cells(pod: _Pod, meta: _PodMeta, now: datetime) -> list[Any]:
-    """The cells of ``BUILTIN_COLUMNS["core/pods"]``, computed from the decoded subset."""
-    spec = pod.spec or _PodSpec()
-    status = pod.status or _PodStatus()
-    statuses = status.containerStatuses or []
-    if meta.deletionTimestamp:
-        reason = "Terminating"
-    else:
-        reason = status.reason or status.phase or "Pending"
-        for cs in statuses:
+def _dict(value: Any) -> Obj:
+    return value if isinstance(value, dict) else {}
+
+
+def _as_status(cs: Any) -> _ContainerStatus:
+    """A container status read leniently from a decoded object (the generic path takes any shape)."""
+    cs = _dict(cs)
+    state, last = _dict(cs.get("state")), _dict(_dict(cs.get("lastState")).get("terminated"))
+    waiting, terminated = state.get("waiting"), state.get("terminated")
+    return _ContainerStatus(
+        ready=bool(cs.get("ready")),
+        restartCount=int(cs.get("restartCount") or 0),
+        state=_State(
+            waiting=_Waiting(_dict(waiting).get("reason")) if isinstance(waiting, dict) else None,
+            running=_Running() if isinstance(state.get("running"), dict) else None,
+            terminated=(
+                _Terminated(terminated.get("reason"), terminated.get("exitCode"), terminated.get("signal"))
+                if isinstance(terminated, dict)
+                else None
+            ),
+        ),
+        lastState=_LastState(_LastTerminated(last.get("finishedAt"))) if last else None,
+    )
+
+
+def _as_pod(pod: Obj) -> _Pod:
+    spec, status = _dict(pod.get("spec")), _dict(pod.get("status"))
+    return _Pod(
+        spec=_PodSpec(initContainers=[msgspec.Raw(b"{}")] * len(spec.get("initContainers") or [])),
+        status=_PodStatus(
+            phase=status.get("phase"),
+            reason=status.get("reason"),
+            initContainerStatuses=[_as_status(cs) for cs in status.get("initContainerStatuses") or []],
+            containerStatuses=[_as_status(cs) for cs in status.get("containerStatuses") or []],
+            conditions=[
+                _Condition(c.get("type"), c.get("status"), c.get("reason"))
+                for c in status.get("conditions") or []
+                if isinstance(c, dict)
+            ],
+        ),
+    )
+
+
+def _initializing(status: _PodStatus) -> bool:
+    """Whether kubectl's STATUS column speaks of init containers (``Init:0/2``, ``Init:Error``...)."""
+    for cs in status.initContainerStatuses or []:
+        state = cs.state or _State()
+        if state.terminated is not None and state.terminated.exitCode == 0:
+            continue
+        return not any(c.type == "Initialized" and c.status == "True" for c in status.conditions or [])
+    return False
+
+
+def _pod_reason(pod: _Pod, deleting: bool) -> str:
+    """kubectl's STATUS column (its ``printPod``): phase or reason, refined by init then main containers."""
+    spec, status = pod.spec or _PodSpec(), pod.status or _PodStatus()
+    reason = status.reason or status.phase or "Pending"
+    if any(c.type == "PodScheduled" and c.reason == "SchedulingGated" for c in status.conditions or []):
+        reason = "SchedulingGated"
+    initializing = False
+    for index, cs in enumerate(status.initContainerStatuses or []):
+        state = cs.state or _State()
+        term = state.terminated
+        if term is not None and term.exitCode == 0:
+            continue
+        initializing = True
+        if term is not None:
+            if term.reason:
+                reason = f"Init:{term.reason}"
+            else:
+                reason = f"Init:Signal:{term.signal}" if term.signal else f"Init:ExitCode:{term.exitCode}"
+        elif state.waiting is not None and state.waiting.reason and state.waiting.reason != "PodInitializing":
+            reason = f"Init:{state.waiting.reason}"
+        else:
+            reason = f"Init:{index}/{len(spec.initContainers or [])}"
+        break
+    initialized = any(c.type == "Initialized" and c.status == "True" for c in status.conditions or [])
+    if not initializing or initialized:
+        running = False
+        for cs in reversed(status.containerStatuses or []):
             state = cs.state or _State()
             if state.waiting is not None and state.waiting.reason:
                 reason = state.waiting.reason
             elif state.terminated is not None:
                 term = state.terminated
-                reason = term.reason or f"ExitCode:{term.exitCode}"
-                if status.phase == "Succeeded":
-                    reason = "Completed"
+                reason = term.reason or (f"Signal:{term.signal}" if term.signal else f"ExitCode:{term.exitCode}")
+            elif cs.ready and state.running is not None:
+                running = True
+        if reason == "Completed" and running:
+            ready = any(c.type == "Ready" and c.status == "True" for c in status.conditions or [])
+            reason = "Running" if ready else "NotReady"
+    if deleting and status.reason == "NodeLost":
+        return "Unknown"
+    if deleting and status.phase not in ("Succeeded", "Failed"):
+        return "Terminating"
+    return str(reason)
+
+
+def _pod_restart_counts(pod: _Pod) -> tuple[int, list[str | None]]:
+    """RESTARTS of init containers while the pod initializes, else of its main containers (as kubectl)."""
+    status = pod.status or _PodStatus()
+    counted = status.initContainerStatuses if _initializing(status) else status.containerStatuses
+    statuses = counted or []
+    finished = [cs.lastState.terminated.finishedAt for cs in statuses if cs.lastState and cs.lastState.terminated]
+    return sum(cs.restartCount or 0 for cs in statuses), finished
+
+
+def _pod_cells(pod: _Pod, meta: _PodMeta, now: datetime) -> list[Any]:
+    """The cells of ``BUILTIN_COLUMNS["core/pods"]``, computed from the decoded subset."""
+    spec = pod.spec or _PodSpec()
+    status = pod.status or _PodStatus()
+    statuses = status.containerStatuses or []
     gates = "<none>"
     if spec.readinessGates:
         true = {c.type for c in status.conditions or [] if c.status == "True"}
@@ -431,12 +520,8 @@ def _pod_cells(pod: _Pod, meta: _PodMeta, now: datetime) -> list[Any]:
     return [
         meta.name or "",
         f"{sum(1 for cs in statuses if cs.ready)}/{len(spec.containers or [])}",
-        reason,
-        restarts_cell(
-            sum(cs.restartCount or 0 for cs in statuses),
-            [cs.lastState.terminated.finishedAt for cs in statuses if cs.lastState and cs.lastState.terminated],
-            now,
-        ),
+        _pod_reason(pod, bool(meta.deletionTimestamp)),
+        restarts_cell(*_pod_restart_counts(pod), now),
         human_age(meta.creationTimestamp, now),
         status.podIP or "<none>",
         spec.nodeName or "<none>",
