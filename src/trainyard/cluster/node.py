@@ -42,7 +42,7 @@ from lightkube.types import PatchType
 
 from trainyard.api.meta import format_time
 from trainyard.client import build, is_status, record_event, watch_forever
-from trainyard.cluster import mountns, volumes
+from trainyard.cluster import gpus, mountns, volumes
 from trainyard.cluster.backoff import KUBELET_BASE, BackOff, go_duration
 from trainyard.cluster.conditions import pod_conditions
 from trainyard.cluster.logs import LogWriter
@@ -155,6 +155,8 @@ class PodRun:
     # Status patches go out one at a time, and none after the terminal one (probes report too).
     reporting: asyncio.Lock = field(default_factory=asyncio.Lock)
     final: bool = False
+    # GPU indices per container name (``gpus``), fixed before any container starts.
+    devices: dict[str, list[int]] = field(default_factory=dict)
 
 
 class NodeAgent:
@@ -168,6 +170,7 @@ class NodeAgent:
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         address: str = "127.0.0.1",
         restart_backoff: float = KUBELET_BASE,
+        gpus: int = 0,
     ) -> None:
         self.client = client
         self.layout = layout
@@ -177,6 +180,9 @@ class NodeAgent:
         self.address = address
         self.backoff = BackOff(restart_backoff)
         self.pods: dict[str, PodRun] = {}
+        self.gpus = gpus
+        # One allocation at a time: each reads the devices the others recorded.
+        self._devices_lock = asyncio.Lock()
         self._background: set[asyncio.Task[None]] = set()
 
     def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
@@ -312,7 +318,7 @@ class NodeAgent:
         run.containers = [ContainerRun(c["name"], c.get("image", "")) for c in spec.get("containers") or []]
         for cr in [*run.init_containers, *run.containers]:
             cr.waiting = _created_waiting(run)
-        if not await self._await_config(run, pod):
+        if not await self._admit_devices(run, pod) or not await self._await_config(run, pod):
             run.stopped.set()
             return
         policy = spec.get("restartPolicy") or "Always"
@@ -390,12 +396,39 @@ class NodeAgent:
         bin_dir = str(Path(sys.executable).parent)
         env["PATH"] = os.pathsep.join([bin_dir, env.get("PATH", os.defpath)])
         env["HOSTNAME"] = pod["metadata"]["name"]
+        env.update(gpus.environment(run.devices.get(container["name"])))
         return container_env(pod, container, env, run.sources, self._downward())
 
     def _downward(self) -> DownwardNode:
         cpu = os.cpu_count() or 1
         memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
         return DownwardNode(self.node_name, self.address, Decimal(cpu), Decimal(memory))
+
+    async def _admit_devices(self, run: PodRun, pod: Obj) -> bool:
+        """Give the pod its GPUs (recorded on it) or reject it as the kubelet's admission does."""
+        if gpus.pod_need(pod) == 0:
+            return True
+        m = pod["metadata"]
+        async with self._devices_lock:
+            mine = gpus.recorded(pod)
+            try:
+                if mine is None:
+                    bound = self.client.list(Pod, namespace="*", fields={"spec.nodeName": self.node_name})
+                    held = gpus.in_use([p.to_dict() async for p in bound], except_uid=run.uid)
+                    allocation = gpus.allocate(self.gpus, pod, held)
+                    if isinstance(allocation, gpus.Rejected):
+                        await self._event(pod, "Warning", allocation.reason, allocation.event)
+                        await self._report(run, pod, "Failed", reason=allocation.reason, message=allocation.message)
+                        return False
+                    mine = allocation
+                    patch = {"metadata": {"annotations": {gpus.ANNOTATION: json.dumps(mine, sort_keys=True)}}}
+                    await self.client.patch(Pod, m["name"], patch, namespace=m["namespace"], patch_type=PatchType.MERGE)
+            except ApiError as exc:
+                if not is_status(exc, 404):
+                    raise
+                return False
+        run.devices = mine
+        return True
 
     async def _read_sources(self, run: PodRun, pod: Obj) -> None:
         config_maps, secrets = referenced(pod)
