@@ -87,6 +87,7 @@ class EmbeddedPlane:
         operator = Operator(self._client, OperatorSettings.host(self.options.host))
         self._tasks = [
             asyncio.create_task(self.node.run(), name="node"),
+            asyncio.create_task(self.node.storage.run(), name="volumes"),
             asyncio.create_task(operator.run(), name="operator"),
         ]
         self.layout.state_file.write_text(

@@ -435,6 +435,27 @@ def _mounts(mounts: list[Any], path: str, volumes: set[str]) -> list[Cause]:
     return out
 
 
+_ACCESS_MODES = ("ReadOnlyMany", "ReadWriteMany", "ReadWriteOnce", "ReadWriteOncePod")
+
+
+def _storage(obj: dict[str, Any], where: str, *size_path: str) -> list[Cause]:
+    """A PersistentVolumeClaim's or PersistentVolume's access modes and size, the fields a volume needs."""
+    spec = obj.get("spec") or {}
+    out: list[Cause] = []
+    modes = spec.get("accessModes")
+    if not modes:
+        out.append(causes.required("spec.accessModes", "at least 1 access mode is required"))
+    for mode in modes if isinstance(modes, list) else []:
+        if mode not in _ACCESS_MODES:
+            out.append(causes.not_supported("spec.accessModes", mode, _ACCESS_MODES))
+    sizes: Any = spec
+    for key in size_path:
+        sizes = sizes.get(key) if isinstance(sizes, dict) else None
+    if not isinstance(sizes, dict) or "storage" not in sizes:
+        out.append(causes.required(where))
+    return out
+
+
 def _service(obj: dict[str, Any]) -> list[Cause]:
     spec = obj.get("spec") or {}
     out: list[Cause] = []
@@ -545,5 +566,7 @@ _BUILTIN: dict[str, Callable[[dict[str, Any]], list[Cause]]] = {
     "core/events": _event,
     "core/configmaps": _config_map,
     "core/secrets": _secret,
+    "core/persistentvolumeclaims": lambda obj: _storage(obj, "spec.resources[storage]", "resources", "requests"),
+    "core/persistentvolumes": lambda obj: _storage(obj, "spec.capacity", "capacity"),
     "apiextensions.k8s.io/customresourcedefinitions": _crd,
 }

@@ -30,6 +30,15 @@ def on_write(key: str, obj: Obj) -> None:
         spec.setdefault("terminationGracePeriodSeconds", 30)
         spec.setdefault("dnsPolicy", "ClusterFirst")
         spec.setdefault("schedulerName", "default-scheduler")
+    elif key == "core/persistentvolumeclaims":
+        obj.setdefault("spec", {}).setdefault("volumeMode", "Filesystem")
+    elif key == "core/persistentvolumes":
+        spec = obj.setdefault("spec", {})
+        spec.setdefault("persistentVolumeReclaimPolicy", "Retain")
+        spec.setdefault("volumeMode", "Filesystem")
+    elif key == "storage.k8s.io/storageclasses":
+        obj.setdefault("reclaimPolicy", "Delete")
+        obj.setdefault("volumeBindingMode", "Immediate")
     elif key == "core/services":
         for port in (obj.get("spec") or {}).get("ports") or []:
             if isinstance(port, dict):

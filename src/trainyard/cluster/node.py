@@ -50,6 +50,7 @@ from trainyard.cluster.paths import Layout
 from trainyard.cluster.podenv import ConfigError, Sources, container_env, expand, referenced
 from trainyard.cluster.podenv import Node as DownwardNode
 from trainyard.cluster.probes import ContainerProbes, Hooks, Probe, Target, killing_message, named_ports, probes_of
+from trainyard.cluster.storage import Storage, claim_names
 
 log = logging.getLogger(__name__)
 
@@ -157,6 +158,8 @@ class PodRun:
     final: bool = False
     # GPU indices per container name (``gpus``), fixed before any container starts.
     devices: dict[str, list[int]] = field(default_factory=dict)
+    # Volumes mounted read-only whatever the mount says (a claim mounted with readOnly).
+    read_only: set[str] = field(default_factory=set)
 
 
 class NodeAgent:
@@ -181,6 +184,7 @@ class NodeAgent:
         self.backoff = BackOff(restart_backoff)
         self.pods: dict[str, PodRun] = {}
         self.gpus = gpus
+        self.storage = Storage(client, layout.storage, self.node_name, self.now)
         # One allocation at a time: each reads the devices the others recorded.
         self._devices_lock = asyncio.Lock()
         self._background: set[asyncio.Task[None]] = set()
@@ -443,6 +447,8 @@ class NodeAgent:
                     table[name] = None
                 else:
                     table[name] = obj.to_dict()
+        if claims := claim_names(pod):
+            sources.claims, sources.persistent_volumes = await self.storage.read(run.namespace, claims)
         run.sources = sources
 
     async def _await_config(self, run: PodRun, pod: Obj) -> bool:
@@ -486,7 +492,9 @@ class NodeAgent:
         pod_dir = self.layout.pod_dir(run.namespace, run.name, run.uid)
         try:
             declared = (pod.get("spec") or {}).get("volumes") or []
-            run.volumes = {v["name"]: volumes.materialize(pod_dir, v, run.sources) for v in declared}
+            node = self._downward()
+            run.volumes = {v["name"]: volumes.materialize(pod_dir, v, run.sources, pod, node) for v in declared}
+            run.read_only = volumes.read_only(declared)
         except volumes.ConfigError as exc:
             return str(exc)
         except OSError as exc:
@@ -504,7 +512,7 @@ class NodeAgent:
         spec = {
             "root": str(self.layout.pod_dir(run.namespace, run.name, run.uid) / "root" / container["name"]),
             "cwd": cwd,
-            "mounts": volumes.mounts(container, run.volumes),
+            "mounts": volumes.mounts(container, run.volumes, run.read_only),
         }
         return [sys.executable, mountns.__file__, json.dumps(spec), "--", *argv], default
 
@@ -530,7 +538,7 @@ class NodeAgent:
                 "and args (images are not run here): set spec.containers[].command"
             )
         try:
-            volumes.mounts(container, run.volumes)
+            volumes.mounts(container, run.volumes, run.read_only)
         except volumes.ConfigError as exc:
             return str(exc)
         if volumes.under_mount(container.get("workingDir") or "", container):

@@ -123,6 +123,29 @@ def _name(obj: Obj, _: datetime) -> str:
     return str(obj.get("metadata", {}).get("name", ""))
 
 
+_ACCESS_MODES = {"ReadWriteOnce": "RWO", "ReadOnlyMany": "ROX", "ReadWriteMany": "RWX", "ReadWriteOncePod": "RWOP"}
+
+
+def _access_modes(modes: Any) -> str:
+    return ",".join(_ACCESS_MODES.get(m, str(m)) for m in modes) if isinstance(modes, list) else ""
+
+
+def _storage_phase(obj: Obj) -> str:
+    if obj.get("metadata", {}).get("deletionTimestamp"):
+        return "Terminating"
+    return str((obj.get("status") or {}).get("phase") or "")
+
+
+def _claim_ref(pv: Obj) -> str:
+    ref = (pv.get("spec") or {}).get("claimRef") or {}
+    return f"{ref.get('namespace', '')}/{ref.get('name', '')}" if ref.get("name") else ""
+
+
+def _storage_class_name(sc: Obj, _: datetime) -> str:
+    default = (sc.get("metadata", {}).get("annotations") or {}).get("storageclass.kubernetes.io/is-default-class")
+    return _name(sc, _) + (" (default)" if default == "true" else "")
+
+
 BUILTIN_COLUMNS: dict[str, list[Column]] = {
     "core/pods": [
         ("Name", "string", 0, _name),
@@ -230,6 +253,53 @@ BUILTIN_COLUMNS: dict[str, list[Column]] = {
         ("OS-Image", "string", 1, lambda o, _: _node_info(o, "osImage")),
         ("Kernel-Version", "string", 1, lambda o, _: _node_info(o, "kernelVersion")),
         ("Container-Runtime", "string", 1, lambda o, _: _node_info(o, "containerRuntimeVersion")),
+    ],
+    "core/persistentvolumeclaims": [
+        ("Name", "string", 0, _name),
+        ("Status", "string", 0, lambda o, _: _storage_phase(o)),
+        ("Volume", "string", 0, lambda o, _: (o.get("spec") or {}).get("volumeName") or ""),
+        ("Capacity", "string", 0, lambda o, _: ((o.get("status") or {}).get("capacity") or {}).get("storage", "")),
+        ("Access Modes", "string", 0, lambda o, _: _access_modes((o.get("status") or {}).get("accessModes"))),
+        ("StorageClass", "string", 0, lambda o, _: (o.get("spec") or {}).get("storageClassName") or ""),
+        (
+            "VolumeAttributesClass",
+            "string",
+            0,
+            lambda o, _: (o.get("spec") or {}).get("volumeAttributesClassName") or "<unset>",
+        ),
+        ("Age", "string", 0, _age),
+        ("VolumeMode", "string", 1, lambda o, _: (o.get("spec") or {}).get("volumeMode") or "Filesystem"),
+    ],
+    "core/persistentvolumes": [
+        ("Name", "string", 0, _name),
+        ("Capacity", "string", 0, lambda o, _: ((o.get("spec") or {}).get("capacity") or {}).get("storage", "")),
+        ("Access Modes", "string", 0, lambda o, _: _access_modes((o.get("spec") or {}).get("accessModes"))),
+        (
+            "Reclaim Policy",
+            "string",
+            0,
+            lambda o, _: (o.get("spec") or {}).get("persistentVolumeReclaimPolicy") or "",
+        ),
+        ("Status", "string", 0, lambda o, _: _storage_phase(o)),
+        ("Claim", "string", 0, lambda o, _: _claim_ref(o)),
+        ("StorageClass", "string", 0, lambda o, _: (o.get("spec") or {}).get("storageClassName") or ""),
+        (
+            "VolumeAttributesClass",
+            "string",
+            0,
+            lambda o, _: (o.get("spec") or {}).get("volumeAttributesClassName") or "<unset>",
+        ),
+        ("Reason", "string", 0, lambda o, _: (o.get("status") or {}).get("reason") or ""),
+        ("Age", "string", 0, _age),
+        ("VolumeMode", "string", 1, lambda o, _: (o.get("spec") or {}).get("volumeMode") or "Filesystem"),
+    ],
+    "storage.k8s.io/storageclasses": [
+        ("Name", "string", 0, _storage_class_name),
+        ("Provisioner", "string", 0, lambda o, _: o.get("provisioner", "")),
+        ("ReclaimPolicy", "string", 0, lambda o, _: o.get("reclaimPolicy") or "Delete"),
+        ("VolumeBindingMode", "string", 0, lambda o, _: o.get("volumeBindingMode") or "Immediate"),
+        ("AllowVolumeExpansion", "string", 0, lambda o, _: str(bool(o.get("allowVolumeExpansion"))).lower()),
+        ("Age", "string", 0, _age),
     ],
     "apiextensions.k8s.io/customresourcedefinitions": [
         ("Name", "string", 0, _name),
