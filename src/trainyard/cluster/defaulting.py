@@ -30,12 +30,13 @@ def on_write(key: str, obj: Obj) -> None:
         spec.setdefault("terminationGracePeriodSeconds", 30)
         spec.setdefault("dnsPolicy", "ClusterFirst")
         spec.setdefault("schedulerName", "default-scheduler")
-    elif key == "core/persistentvolumeclaims":
-        obj.setdefault("spec", {}).setdefault("volumeMode", "Filesystem")
-    elif key == "core/persistentvolumes":
-        spec = obj.setdefault("spec", {})
-        spec.setdefault("persistentVolumeReclaimPolicy", "Retain")
+    elif key in ("core/persistentvolumeclaims", "core/persistentvolumes"):
+        if obj.get("spec") is None:
+            obj["spec"] = {}
+        spec = obj["spec"]
         spec.setdefault("volumeMode", "Filesystem")
+        if key == "core/persistentvolumes":
+            spec.setdefault("persistentVolumeReclaimPolicy", "Retain")
     elif key == "storage.k8s.io/storageclasses":
         obj.setdefault("reclaimPolicy", "Delete")
         obj.setdefault("volumeBindingMode", "Immediate")

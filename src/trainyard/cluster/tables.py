@@ -126,23 +126,35 @@ def _name(obj: Obj, _: datetime) -> str:
 _ACCESS_MODES = {"ReadWriteOnce": "RWO", "ReadOnlyMany": "ROX", "ReadWriteMany": "RWX", "ReadWriteOncePod": "RWOP"}
 
 
+def _at(obj: Any, *path: str) -> Any:
+    """The value at ``path``, or None where any step is missing or not an object (stored objects vary)."""
+    for key in path:
+        obj = obj.get(key) if isinstance(obj, dict) else None
+    return obj
+
+
+def _text(obj: Obj, *path: str, default: str = "") -> str:
+    value = _at(obj, *path)
+    return default if value is None or value == "" or isinstance(value, (dict, list)) else str(value)
+
+
 def _access_modes(modes: Any) -> str:
-    return ",".join(_ACCESS_MODES.get(m, str(m)) for m in modes) if isinstance(modes, list) else ""
+    return ",".join(_ACCESS_MODES.get(str(m), str(m)) for m in modes) if isinstance(modes, list) else ""
 
 
 def _storage_phase(obj: Obj) -> str:
-    if obj.get("metadata", {}).get("deletionTimestamp"):
+    if _at(obj, "metadata", "deletionTimestamp"):
         return "Terminating"
-    return str((obj.get("status") or {}).get("phase") or "")
+    return _text(obj, "status", "phase")
 
 
 def _claim_ref(pv: Obj) -> str:
-    ref = (pv.get("spec") or {}).get("claimRef") or {}
-    return f"{ref.get('namespace', '')}/{ref.get('name', '')}" if ref.get("name") else ""
+    name = _text(pv, "spec", "claimRef", "name")
+    return f"{_text(pv, 'spec', 'claimRef', 'namespace')}/{name}" if name else ""
 
 
 def _storage_class_name(sc: Obj, _: datetime) -> str:
-    default = (sc.get("metadata", {}).get("annotations") or {}).get("storageclass.kubernetes.io/is-default-class")
+    default = _at(sc, "metadata", "annotations", "storageclass.kubernetes.io/is-default-class")
     return _name(sc, _) + (" (default)" if default == "true" else "")
 
 
@@ -257,48 +269,33 @@ BUILTIN_COLUMNS: dict[str, list[Column]] = {
     "core/persistentvolumeclaims": [
         ("Name", "string", 0, _name),
         ("Status", "string", 0, lambda o, _: _storage_phase(o)),
-        ("Volume", "string", 0, lambda o, _: (o.get("spec") or {}).get("volumeName") or ""),
-        ("Capacity", "string", 0, lambda o, _: ((o.get("status") or {}).get("capacity") or {}).get("storage", "")),
-        ("Access Modes", "string", 0, lambda o, _: _access_modes((o.get("status") or {}).get("accessModes"))),
-        ("StorageClass", "string", 0, lambda o, _: (o.get("spec") or {}).get("storageClassName") or ""),
-        (
-            "VolumeAttributesClass",
-            "string",
-            0,
-            lambda o, _: (o.get("spec") or {}).get("volumeAttributesClassName") or "<unset>",
-        ),
+        ("Volume", "string", 0, lambda o, _: _text(o, "spec", "volumeName")),
+        ("Capacity", "string", 0, lambda o, _: _text(o, "status", "capacity", "storage")),
+        ("Access Modes", "string", 0, lambda o, _: _access_modes(_at(o, "status", "accessModes"))),
+        ("StorageClass", "string", 0, lambda o, _: _text(o, "spec", "storageClassName")),
+        ("VolumeAttributesClass", "string", 0, lambda o, _: _text(o, "spec", "volumeAttributesClassName", "<unset>")),
         ("Age", "string", 0, _age),
-        ("VolumeMode", "string", 1, lambda o, _: (o.get("spec") or {}).get("volumeMode") or "Filesystem"),
+        ("VolumeMode", "string", 1, lambda o, _: _text(o, "spec", "volumeMode", "Filesystem")),
     ],
     "core/persistentvolumes": [
         ("Name", "string", 0, _name),
-        ("Capacity", "string", 0, lambda o, _: ((o.get("spec") or {}).get("capacity") or {}).get("storage", "")),
-        ("Access Modes", "string", 0, lambda o, _: _access_modes((o.get("spec") or {}).get("accessModes"))),
-        (
-            "Reclaim Policy",
-            "string",
-            0,
-            lambda o, _: (o.get("spec") or {}).get("persistentVolumeReclaimPolicy") or "",
-        ),
+        ("Capacity", "string", 0, lambda o, _: _text(o, "spec", "capacity", "storage")),
+        ("Access Modes", "string", 0, lambda o, _: _access_modes(_at(o, "spec", "accessModes"))),
+        ("Reclaim Policy", "string", 0, lambda o, _: _text(o, "spec", "persistentVolumeReclaimPolicy")),
         ("Status", "string", 0, lambda o, _: _storage_phase(o)),
         ("Claim", "string", 0, lambda o, _: _claim_ref(o)),
-        ("StorageClass", "string", 0, lambda o, _: (o.get("spec") or {}).get("storageClassName") or ""),
-        (
-            "VolumeAttributesClass",
-            "string",
-            0,
-            lambda o, _: (o.get("spec") or {}).get("volumeAttributesClassName") or "<unset>",
-        ),
-        ("Reason", "string", 0, lambda o, _: (o.get("status") or {}).get("reason") or ""),
+        ("StorageClass", "string", 0, lambda o, _: _text(o, "spec", "storageClassName")),
+        ("VolumeAttributesClass", "string", 0, lambda o, _: _text(o, "spec", "volumeAttributesClassName", "<unset>")),
+        ("Reason", "string", 0, lambda o, _: _text(o, "status", "reason")),
         ("Age", "string", 0, _age),
-        ("VolumeMode", "string", 1, lambda o, _: (o.get("spec") or {}).get("volumeMode") or "Filesystem"),
+        ("VolumeMode", "string", 1, lambda o, _: _text(o, "spec", "volumeMode", "Filesystem")),
     ],
     "storage.k8s.io/storageclasses": [
         ("Name", "string", 0, _storage_class_name),
-        ("Provisioner", "string", 0, lambda o, _: o.get("provisioner", "")),
-        ("ReclaimPolicy", "string", 0, lambda o, _: o.get("reclaimPolicy") or "Delete"),
-        ("VolumeBindingMode", "string", 0, lambda o, _: o.get("volumeBindingMode") or "Immediate"),
-        ("AllowVolumeExpansion", "string", 0, lambda o, _: str(bool(o.get("allowVolumeExpansion"))).lower()),
+        ("Provisioner", "string", 0, lambda o, _: _text(o, "provisioner")),
+        ("ReclaimPolicy", "string", 0, lambda o, _: _text(o, "reclaimPolicy", default="Delete")),
+        ("VolumeBindingMode", "string", 0, lambda o, _: _text(o, "volumeBindingMode", default="Immediate")),
+        ("AllowVolumeExpansion", "string", 0, lambda o, _: str(_at(o, "allowVolumeExpansion") is True).lower()),
         ("Age", "string", 0, _age),
     ],
     "apiextensions.k8s.io/customresourcedefinitions": [
