@@ -334,3 +334,29 @@ def test_failed_init_container_is_retried_under_on_failure(kubectl: Kubectl, ns:
     assert pod["status"]["phase"] == "Succeeded"
     assert pod["status"]["initContainerStatuses"][1]["restartCount"] == 1
     assert kubectl("logs", "retried", "-n", ns, "-c", "main").strip() == "['first', 'second']"
+
+
+def test_grpc_readiness_probe(kubectl: Kubectl, ns: str, tmp_path: Path) -> None:
+    flag, port = tmp_path / "serving", free_port()
+    server = str(REPO / "tests" / "grpc_health_server.py")
+    create_pod(
+        kubectl,
+        ns,
+        "rpc",
+        {
+            "terminationGracePeriodSeconds": 1,
+            "containers": [
+                {
+                    "name": "rpc",
+                    "image": "python:3.12",
+                    "command": ["python3", server, str(port), str(flag)],
+                    "readinessProbe": {"grpc": {"port": port, "service": "trainer"}, "periodSeconds": 1},
+                }
+            ],
+        },
+    )
+    unhealthy = 'Readiness probe failed: service unhealthy (responded with "NOT_SERVING")'
+    eventually(lambda: unhealthy in messages(kubectl, ns, "rpc", "Unhealthy"), what="a NOT_SERVING probe event")
+    assert status_column(kubectl, ns, "rpc") == ("0/1", "Running")
+    flag.touch()
+    kubectl("wait", "--for=condition=Ready", "pod/rpc", "-n", ns, "--timeout=60s")

@@ -4,8 +4,9 @@ Each running container with probes gets a ``ContainerProbes``: one worker per pr
 ``periodSeconds`` once ``initialDelaySeconds`` have passed since the container started. A probe
 is ``exec`` (the node agent runs the command with the container's environment and mounts),
 ``httpGet`` (2xx/3xx is success; ``host`` defaults to the pod IP, ``port`` is a number or a named
-container port, ``scheme`` HTTP or HTTPS without certificate checks, ``httpHeaders``) or
-``tcpSocket`` (a connection opens); each attempt gets ``timeoutSeconds``. A result only counts
+container port, ``scheme`` HTTP or HTTPS without certificate checks, ``httpHeaders``),
+``tcpSocket`` (a connection opens) or ``grpc`` (the standard ``grpc.health.v1.Health/Check`` over
+plaintext HTTP/2, ``service`` optional); each attempt gets ``timeoutSeconds``. A result only counts
 after ``successThreshold`` successes or ``failureThreshold`` failures in a row.
 
 What the results mean, as in the kubelet: until the startup probe succeeds the container is not
@@ -27,6 +28,11 @@ import ssl
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
+
+import h2.config
+import h2.connection
+import h2.events
+import h2.exceptions
 
 Obj = dict[str, Any]
 
@@ -213,6 +219,116 @@ async def check_http(probe: Probe, target: Target) -> Outcome:
     return Outcome(False, f"HTTP probe failed with statuscode: {code}")
 
 
+_HEALTH_STATUS = {0: "UNKNOWN", 1: "SERVING", 2: "NOT_SERVING", 3: "SERVICE_UNKNOWN"}
+_GRPC_UNIMPLEMENTED = "12"
+
+
+def _health_request(service: str) -> bytes:
+    """A length-prefixed ``grpc.health.v1.HealthCheckRequest`` (field 1: the service name)."""
+    name = service.encode()
+    payload = b""
+    if name:
+        length, varint = len(name), bytearray()
+        while True:
+            byte, length = length & 0x7F, length >> 7
+            varint.append(byte | (0x80 if length else 0))
+            if not length:
+                break
+        payload = b"\x0a" + bytes(varint) + name
+    return b"\x00" + len(payload).to_bytes(4, "big") + payload
+
+
+def _health_status(message: bytes) -> int:
+    """The ``status`` (field 1, a varint) of a length-prefixed ``HealthCheckResponse``; 0 when absent."""
+    payload, i = message[5:], 0
+    while i < len(payload):
+        tag, i = payload[i], i + 1
+        value = shift = 0
+        while i < len(payload):
+            byte, i = payload[i], i + 1
+            value |= (byte & 0x7F) << shift
+            shift += 7
+            if not byte & 0x80:
+                break
+        if tag == 0x08:
+            return value
+    return 0
+
+
+async def check_grpc(probe: Probe, target: Target) -> Outcome:
+    """The gRPC health protocol (``grpc.health.v1.Health/Check``) over plaintext HTTP/2, as the kubelet calls it."""
+    host = target.host
+    try:
+        port = resolve_port(probe.handler.get("port"), target)
+    except PortError as exc:
+        return Outcome(False, str(exc), errored=True)
+    address, within = _host_port(host, port), f"{probe.timeout:g}s"
+    try:
+        async with asyncio.timeout(probe.timeout):
+            reader, writer = await asyncio.open_connection(host, port)
+    except TimeoutError:
+        return Outcome(
+            False, f'timeout: failed to connect service "{address}" within {within}: context deadline exceeded'
+        )
+    except OSError as exc:
+        return Outcome(False, f'timeout: failed to connect service "{address}" within {within}: {_dial_error(exc)}')
+    connection = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True, header_encoding="utf-8"))
+    body, headers = b"", {}
+    try:
+        async with asyncio.timeout(probe.timeout):
+            connection.initiate_connection()
+            stream = connection.get_next_available_stream_id()
+            connection.send_headers(
+                stream,
+                [
+                    (":method", "POST"),
+                    (":scheme", "http"),
+                    (":path", "/grpc.health.v1.Health/Check"),
+                    (":authority", address),
+                    ("content-type", "application/grpc"),
+                    ("te", "trailers"),
+                    ("user-agent", USER_AGENT),
+                ],
+            )
+            connection.send_data(stream, _health_request(str(probe.handler.get("service") or "")), end_stream=True)
+            writer.write(connection.data_to_send())
+            ended = False
+            while not ended:
+                data = await reader.read(65535)
+                if not data:
+                    raise ConnectionResetError("connection closed")
+                for event in connection.receive_data(data):
+                    if isinstance(event, (h2.events.ResponseReceived, h2.events.TrailersReceived)):
+                        headers.update({str(k): str(v) for k, v in event.headers})
+                    elif isinstance(event, h2.events.DataReceived):
+                        body += event.data
+                        connection.acknowledge_received_data(event.flow_controlled_length, event.stream_id)
+                    elif isinstance(event, (h2.events.StreamEnded, h2.events.StreamReset)):
+                        ended = True
+                writer.write(connection.data_to_send())
+    except TimeoutError:
+        return Outcome(False, f"timeout: health rpc did not complete within {within}")
+    except (OSError, h2.exceptions.ProtocolError) as exc:
+        return Outcome(False, f"error: health rpc probe failed: {exc}")
+    finally:
+        writer.close()
+    code = headers.get("grpc-status", "")
+    if code == _GRPC_UNIMPLEMENTED:
+        detail = headers.get("grpc-message", "unknown service grpc.health.v1.Health")
+        return Outcome(
+            False,
+            "error: this server does not implement the grpc health protocol (grpc.health.v1.Health): "
+            f"rpc error: code = Unimplemented desc = {detail}",
+        )
+    if code != "0":
+        detail = f"grpc-status {code or 'missing'} {headers.get('grpc-message', '')}".rstrip()
+        return Outcome(False, f"error: health rpc probe failed: {detail}")
+    status = _health_status(body)
+    if status != 1:
+        return Outcome(False, f'service unhealthy (responded with "{_HEALTH_STATUS.get(status, str(status))}")')
+    return Outcome(True)
+
+
 async def check_exec(probe: Probe, target: Target) -> Outcome:
     command = [str(a) for a in probe.handler.get("command") or []]
     if not command:
@@ -235,7 +351,7 @@ async def check(probe: Probe, target: Target) -> Outcome:
     if probe.action == "tcpSocket":
         return await check_tcp(probe, target)
     if probe.action == "grpc":
-        return Outcome(False, "grpc probes are not supported by the local node", errored=True)
+        return await check_grpc(probe, target)
     return Outcome(False, "probe has no handler (exec, httpGet, tcpSocket)", errored=True)
 
 

@@ -5,10 +5,15 @@ from __future__ import annotations
 import asyncio
 import socket
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
+import h2.config
+import h2.connection
+import h2.events
 import pytest
 
+import grpc_health_server
 from trainyard.cluster import probes
 from trainyard.cluster.probes import ContainerProbes, Hooks, Outcome, Probe, Target, parse
 
@@ -251,3 +256,55 @@ def test_killing_message(policy: str, message: str) -> None:
 def test_named_ports() -> None:
     container = {"ports": [{"name": "http", "containerPort": 8080}, {"containerPort": 9000}]}
     assert probes.named_ports(container) == {"http": 8080}
+
+
+def test_grpc_health_check(tmp_path: Path) -> None:
+    flag = tmp_path / "serving"
+
+    async def scenario() -> None:
+        server = await asyncio.start_server(grpc_health_server.handler(str(flag)), "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        async with server:
+            probe = Probe("Readiness", "grpc", {"port": port})
+            assert await probes.check(probe, target()) == Outcome(
+                False, 'service unhealthy (responded with "NOT_SERVING")'
+            )
+            flag.touch()
+            assert await probes.check(probe, target()) == Outcome(True)
+            named = Probe("Readiness", "grpc", {"port": port, "service": "trainer"})
+            assert await probes.check(named, target()) == Outcome(True)
+            unknown = await probes.check(Probe("Readiness", "grpc", {"port": port, "service": "x"}), target())
+            assert unknown == Outcome(False, "error: health rpc probe failed: grpc-status 5 unknown service")
+        closed = free_port()
+        refused = await probes.check(Probe("Liveness", "grpc", {"port": closed}), target())
+        assert refused.output == (
+            f'timeout: failed to connect service "127.0.0.1:{closed}" within 1s: connect: connection refused'
+        )
+
+    asyncio.run(scenario())
+
+
+def test_grpc_against_a_server_without_the_health_service() -> None:
+    async def scenario() -> None:
+        async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            conn = h2.connection.H2Connection(h2.config.H2Configuration(client_side=False, header_encoding="utf-8"))
+            conn.initiate_connection()
+            writer.write(conn.data_to_send())
+            while data := await reader.read(65535):
+                for event in conn.receive_data(data):
+                    if isinstance(event, h2.events.StreamEnded):
+                        grpc_health_server.respond(conn, event.stream_id, "/other.Service/Call", b"", "")
+                writer.write(conn.data_to_send())
+            writer.close()
+
+        server = await asyncio.start_server(handle, "127.0.0.1", 0)
+        async with server:
+            result = await probes.check(
+                Probe("Liveness", "grpc", {"port": server.sockets[0].getsockname()[1]}), target()
+            )
+        assert result.output == (
+            "error: this server does not implement the grpc health protocol (grpc.health.v1.Health): "
+            "rpc error: code = Unimplemented desc = unknown method"
+        )
+
+    asyncio.run(scenario())
