@@ -12,9 +12,12 @@ Containers restart in place as the pod's ``restartPolicy`` says (``Always``: aft
 
 The environment (``env``, ``envFrom``, ``valueFrom``) comes from ``podenv``; ``emptyDir``,
 ``configMap``, ``secret`` and ``hostPath`` volumes from ``volumes``, mounted at their
-``mountPath`` in a private mount namespace (``mountns``).
+``mountPath`` in a private mount namespace (``mountns``); ``downwardAPI``, ``projected`` and
+``persistentVolumeClaim`` volumes too (claims are provisioned by ``storage`` for their first pod).
+Init containers run one by one before the main containers. Probes come from ``probes``, pod
+conditions from ``conditions``, GPU device assignment from ``gpus``.
 
-Not yet here (documented as absent): resources and OOM, other volume kinds, probes.
+Not yet here (documented as absent): CPU/memory resources and OOM.
 """
 
 from __future__ import annotations
@@ -685,35 +688,40 @@ class NodeAgent:
     async def _report(
         self, run: PodRun, pod: Obj, phase: str, *, reason: str | None = None, message: str | None = None
     ) -> None:
+        # Status patches go out one at a time, and none after the terminal one (probe results report too).
         async with run.reporting:
-            if run.final:
-                return
-            run.final = phase in TERMINAL
-            statuses = [cr.status() for cr in run.containers]
-            init_statuses = [cr.status() for cr in run.init_containers]
-            status: Obj = {
-                "phase": phase,
-                "hostIP": self.address,
-                "podIP": self.address,
-                "podIPs": [{"ip": self.address}],
-                "startTime": (pod.get("status") or {}).get("startTime") or self.now(),
-                "conditions": pod_conditions(phase, init_statuses, statuses),
-                "containerStatuses": statuses,
-                "qosClass": "BestEffort",
-            }
-            if run.init_containers:
-                status["initContainerStatuses"] = init_statuses
-            if reason:
-                status["reason"] = reason
-            if message:
-                status["message"] = message
-            try:
-                await self.client.patch(
-                    Pod.Status, run.name, {"status": status}, namespace=run.namespace, patch_type=PatchType.MERGE
-                )
-            except ApiError as exc:
-                if not is_status(exc, 404):
-                    raise
+            if not run.final:
+                run.final = phase in TERMINAL
+                await self._send_status(run, pod, phase, reason=reason, message=message)
+
+    async def _send_status(
+        self, run: PodRun, pod: Obj, phase: str, *, reason: str | None = None, message: str | None = None
+    ) -> None:
+        statuses = [cr.status() for cr in run.containers]
+        init_statuses = [cr.status() for cr in run.init_containers]
+        status: Obj = {
+            "phase": phase,
+            "hostIP": self.address,
+            "podIP": self.address,
+            "podIPs": [{"ip": self.address}],
+            "startTime": (pod.get("status") or {}).get("startTime") or self.now(),
+            "conditions": pod_conditions(phase, init_statuses, statuses),
+            "containerStatuses": statuses,
+            "qosClass": "BestEffort",
+        }
+        if run.init_containers:
+            status["initContainerStatuses"] = init_statuses
+        if reason:
+            status["reason"] = reason
+        if message:
+            status["message"] = message
+        try:
+            await self.client.patch(
+                Pod.Status, run.name, {"status": status}, namespace=run.namespace, patch_type=PatchType.MERGE
+            )
+        except ApiError as exc:
+            if not is_status(exc, 404):
+                raise
 
     async def _mark_lost(self, pod: Obj) -> None:
         m = pod["metadata"]
