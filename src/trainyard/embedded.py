@@ -20,7 +20,7 @@ from pathlib import Path
 import yaml
 from lightkube import AsyncClient, KubeConfig
 
-from trainyard.cluster import backoff
+from trainyard.cluster import backoff, gpus
 from trainyard.cluster.auth import Credentials, write_private
 from trainyard.cluster.node import NodeAgent
 from trainyard.cluster.paths import Layout
@@ -82,10 +82,12 @@ class EmbeddedPlane:
             workspace=self.options.workspace,
             address=self.options.host,
             restart_backoff=backoff.from_env().base,
+            gpus=gpus.from_env(),
         )
         operator = Operator(self._client, OperatorSettings.host(self.options.host))
         self._tasks = [
             asyncio.create_task(self.node.run(), name="node"),
+            asyncio.create_task(self.node.storage.run(), name="volumes"),
             asyncio.create_task(operator.run(), name="operator"),
         ]
         self.layout.state_file.write_text(

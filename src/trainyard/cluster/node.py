@@ -12,9 +12,12 @@ Containers restart in place as the pod's ``restartPolicy`` says (``Always``: aft
 
 The environment (``env``, ``envFrom``, ``valueFrom``) comes from ``podenv``; ``emptyDir``,
 ``configMap``, ``secret`` and ``hostPath`` volumes from ``volumes``, mounted at their
-``mountPath`` in a private mount namespace (``mountns``).
+``mountPath`` in a private mount namespace (``mountns``); ``downwardAPI``, ``projected`` and
+``persistentVolumeClaim`` volumes too (claims are provisioned by ``storage`` for their first pod).
+Init containers run one by one before the main containers. Probes come from ``probes``, pod
+conditions from ``conditions``, GPU device assignment from ``gpus``.
 
-Not yet here (documented as absent): resources and OOM, other volume kinds, probes.
+Not yet here (documented as absent): CPU/memory resources and OOM.
 """
 
 from __future__ import annotations
@@ -42,12 +45,15 @@ from lightkube.types import PatchType
 
 from trainyard.api.meta import format_time
 from trainyard.client import build, is_status, record_event, watch_forever
-from trainyard.cluster import mountns, volumes
+from trainyard.cluster import gpus, mountns, volumes
 from trainyard.cluster.backoff import KUBELET_BASE, BackOff, go_duration
+from trainyard.cluster.conditions import pod_conditions
 from trainyard.cluster.logs import LogWriter
 from trainyard.cluster.paths import Layout
 from trainyard.cluster.podenv import ConfigError, Sources, container_env, expand, referenced
 from trainyard.cluster.podenv import Node as DownwardNode
+from trainyard.cluster.probes import ContainerProbes, Hooks, Probe, Target, killing_message, named_ports, probes_of
+from trainyard.cluster.storage import Storage, claim_names
 
 log = logging.getLogger(__name__)
 
@@ -74,6 +80,9 @@ class ContainerRun:
     restart_count: int = 0
     last_state: Obj = field(default_factory=dict)
     started_mono: float = 0.0
+    init: bool = False
+    # This run's probe workers (main containers with probes only).
+    probes: ContainerProbes | None = None
 
     def status(self) -> Obj:
         state: Obj
@@ -96,13 +105,21 @@ class ContainerRun:
             state = {"running": {"startedAt": self.started_at}}
         else:
             state = {"waiting": {"reason": self.waiting, **({"message": self.message} if self.message else {})}}
+        running = self.exit_code is None and self.started_at is not None
+        # Like the kubelet: an init container is ready once it completed; a main one while running,
+        # once its startup probe passed (started) and its readiness probe says so.
+        if self.init:
+            ready, started = self.exit_code == 0, running
+        else:
+            ready = running and (self.probes is None or self.probes.ready)
+            started = running and (self.probes is None or self.probes.started)
         return {
             "name": self.name,
             "image": self.image,
             "imageID": "",
-            "ready": self.exit_code is None and self.started_at is not None,
+            "ready": ready,
             "restartCount": self.restart_count,
-            "started": self.exit_code is None and self.started_at is not None,
+            "started": started,
             "state": state,
             "lastState": self.last_state,
         }
@@ -110,7 +127,7 @@ class ContainerRun:
     def restarted(self) -> None:
         """Forget the finished run; its status moves to ``lastState`` (as the kubelet keeps it)."""
         self.last_state = self.status()["state"]
-        self.process = None
+        self.process = self.probes = None
         self.started_at = self.exit_code = self.reason = self.message = self.finished_at = None
         self.waiting = "ContainerCreating"
 
@@ -118,6 +135,11 @@ class ContainerRun:
 def restarts(policy: str, exit_code: int | None) -> bool:
     """Whether the kubelet restarts a container that exited with ``exit_code`` under ``policy``."""
     return policy == "Always" or (policy == "OnFailure" and exit_code != 0)
+
+
+def _created_waiting(run: PodRun) -> str:
+    """A container's waiting reason before it runs: the kubelet says PodInitializing in a pod with init containers."""
+    return "PodInitializing" if run.init_containers else "ContainerCreating"
 
 
 @dataclass
@@ -134,6 +156,13 @@ class PodRun:
     wake: asyncio.Event = field(default_factory=asyncio.Event)
     sources: Sources = field(default_factory=Sources)
     volumes: dict[str, Path] = field(default_factory=dict)
+    # Status patches go out one at a time, and none after the terminal one (probes report too).
+    reporting: asyncio.Lock = field(default_factory=asyncio.Lock)
+    final: bool = False
+    # GPU indices per container name (``gpus``), fixed before any container starts.
+    devices: dict[str, list[int]] = field(default_factory=dict)
+    # Volumes mounted read-only whatever the mount says (a claim mounted with readOnly).
+    read_only: set[str] = field(default_factory=set)
 
 
 class NodeAgent:
@@ -147,6 +176,7 @@ class NodeAgent:
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         address: str = "127.0.0.1",
         restart_backoff: float = KUBELET_BASE,
+        gpus: int = 0,
     ) -> None:
         self.client = client
         self.layout = layout
@@ -156,6 +186,10 @@ class NodeAgent:
         self.address = address
         self.backoff = BackOff(restart_backoff)
         self.pods: dict[str, PodRun] = {}
+        self.gpus = gpus
+        self.storage = Storage(client, layout.storage, self.node_name, self.now)
+        # One allocation at a time: each reads the devices the others recorded.
+        self._devices_lock = asyncio.Lock()
         self._background: set[asyncio.Task[None]] = set()
 
     def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
@@ -285,9 +319,13 @@ class NodeAgent:
 
     async def _run_pod(self, run: PodRun, pod: Obj) -> None:
         spec = pod.get("spec") or {}
-        run.init_containers = [ContainerRun(c["name"], c.get("image", "")) for c in spec.get("initContainers") or []]
+        run.init_containers = [
+            ContainerRun(c["name"], c.get("image", ""), init=True) for c in spec.get("initContainers") or []
+        ]
         run.containers = [ContainerRun(c["name"], c.get("image", "")) for c in spec.get("containers") or []]
-        if not await self._await_config(run, pod):
+        for cr in [*run.init_containers, *run.containers]:
+            cr.waiting = _created_waiting(run)
+        if not await self._admit_devices(run, pod) or not await self._await_config(run, pod):
             run.stopped.set()
             return
         policy = spec.get("restartPolicy") or "Always"
@@ -296,9 +334,10 @@ class NodeAgent:
         try:
             for container, cr in zip(spec.get("initContainers") or [], run.init_containers, strict=True):
                 await self._start(run, pod, container, cr)
+                await self._report(run, pod, "Pending")
                 await self._supervise(run, pod, container, cr, init_policy, "Pending")
                 if cr.exit_code != 0 or run.stopping:
-                    await self._report(run, pod, "Failed", reason="InitContainerFailed" if cr.exit_code else None)
+                    await self._report(run, pod, "Failed")
                     return
             for container, cr in zip(spec.get("containers") or [], run.containers, strict=True):
                 await self._start(run, pod, container, cr)
@@ -364,12 +403,39 @@ class NodeAgent:
         bin_dir = str(Path(sys.executable).parent)
         env["PATH"] = os.pathsep.join([bin_dir, env.get("PATH", os.defpath)])
         env["HOSTNAME"] = pod["metadata"]["name"]
+        env.update(gpus.environment(run.devices.get(container["name"])))
         return container_env(pod, container, env, run.sources, self._downward())
 
     def _downward(self) -> DownwardNode:
         cpu = os.cpu_count() or 1
         memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
         return DownwardNode(self.node_name, self.address, Decimal(cpu), Decimal(memory))
+
+    async def _admit_devices(self, run: PodRun, pod: Obj) -> bool:
+        """Give the pod its GPUs (recorded on it) or reject it as the kubelet's admission does."""
+        if gpus.pod_need(pod) == 0:
+            return True
+        m = pod["metadata"]
+        async with self._devices_lock:
+            mine = gpus.recorded(pod)
+            try:
+                if mine is None:
+                    bound = self.client.list(Pod, namespace="*", fields={"spec.nodeName": self.node_name})
+                    held = gpus.in_use([p.to_dict() async for p in bound], except_uid=run.uid)
+                    allocation = gpus.allocate(self.gpus, pod, held)
+                    if isinstance(allocation, gpus.Rejected):
+                        await self._event(pod, "Warning", allocation.reason, allocation.event)
+                        await self._report(run, pod, "Failed", reason=allocation.reason, message=allocation.message)
+                        return False
+                    mine = allocation
+                    patch = {"metadata": {"annotations": {gpus.ANNOTATION: json.dumps(mine, sort_keys=True)}}}
+                    await self.client.patch(Pod, m["name"], patch, namespace=m["namespace"], patch_type=PatchType.MERGE)
+            except ApiError as exc:
+                if not is_status(exc, 404):
+                    raise
+                return False
+        run.devices = mine
+        return True
 
     async def _read_sources(self, run: PodRun, pod: Obj) -> None:
         config_maps, secrets = referenced(pod)
@@ -384,6 +450,8 @@ class NodeAgent:
                     table[name] = None
                 else:
                     table[name] = obj.to_dict()
+        if claims := claim_names(pod):
+            sources.claims, sources.persistent_volumes = await self.storage.read(run.namespace, claims)
         run.sources = sources
 
     async def _await_config(self, run: PodRun, pod: Obj) -> bool:
@@ -406,7 +474,7 @@ class NodeAgent:
             if not problems:
                 if reported:
                     for cr in [*run.init_containers, *run.containers]:
-                        cr.waiting, cr.message = "ContainerCreating", None
+                        cr.waiting, cr.message = _created_waiting(run), None
                 return True
             messages = [problem for _, problem in problems]
             if messages != reported:
@@ -427,7 +495,9 @@ class NodeAgent:
         pod_dir = self.layout.pod_dir(run.namespace, run.name, run.uid)
         try:
             declared = (pod.get("spec") or {}).get("volumes") or []
-            run.volumes = {v["name"]: volumes.materialize(pod_dir, v, run.sources) for v in declared}
+            node = self._downward()
+            run.volumes = {v["name"]: volumes.materialize(pod_dir, v, run.sources, pod, node) for v in declared}
+            run.read_only = volumes.read_only(declared)
         except volumes.ConfigError as exc:
             return str(exc)
         except OSError as exc:
@@ -445,7 +515,7 @@ class NodeAgent:
         spec = {
             "root": str(self.layout.pod_dir(run.namespace, run.name, run.uid) / "root" / container["name"]),
             "cwd": cwd,
-            "mounts": volumes.mounts(container, run.volumes),
+            "mounts": volumes.mounts(container, run.volumes, run.read_only),
         }
         return [sys.executable, mountns.__file__, json.dumps(spec), "--", *argv], default
 
@@ -471,7 +541,7 @@ class NodeAgent:
                 "and args (images are not run here): set spec.containers[].command"
             )
         try:
-            volumes.mounts(container, run.volumes)
+            volumes.mounts(container, run.volumes, run.read_only)
         except volumes.ConfigError as exc:
             return str(exc)
         if volumes.under_mount(container.get("workingDir") or "", container):
@@ -513,6 +583,72 @@ class NodeAgent:
             f"Started container {cr.name} (image {cr.image or '<none>'} is not pulled: the local node runs "
             "the command with trainyard's Python environment)",
         )
+        if not cr.init and (found := probes_of(container)):
+            cr.probes = self._probes(run, pod, container, cr, found)
+            cr.probes.start()
+
+    def _probes(self, run: PodRun, pod: Obj, container: Obj, cr: ContainerRun, found: list[Probe]) -> ContainerProbes:
+        """Probe workers for this run of ``cr``, wired to this node's processes, status and events."""
+        spec = pod.get("spec") or {}
+
+        async def execute(argv: list[str], timeout: float) -> tuple[int | None, str]:
+            return await self._probe_exec(run, pod, container, argv, timeout)
+
+        async def changed() -> None:
+            # Not awaited here: stopping the probes (the container exited) must not cancel a report.
+            self._spawn(self._report(run, pod, "Running"))
+
+        async def event(type_: str, reason: str, message: str) -> None:
+            await self._event(pod, type_, reason, message)
+
+        async def kill(probe: Probe) -> None:
+            process = cr.process
+            if run.stopping or process is None or process.returncode is not None:
+                return
+            policy = spec.get("restartPolicy") or "Always"
+            await self._event(pod, "Normal", "Killing", killing_message(cr.name, probe, policy))
+            grace = probe.termination_grace
+            if grace is None:
+                grace = int(spec.get("terminationGracePeriodSeconds", 30))
+            self._spawn(self._kill_group(process, float(grace)))
+
+        target = Target(self.address, named_ports(container), execute)
+        return ContainerProbes(found, target, Hooks(changed, event, kill))
+
+    async def _probe_exec(
+        self, run: PodRun, pod: Obj, container: Obj, argv: list[str], timeout: float
+    ) -> tuple[int | None, str]:
+        """Run an exec probe's command as the container runs (its env and mounts): exit code, or None on timeout."""
+        argv, cwd = self._mounted_argv(run, container, argv)
+        process = await asyncio.create_subprocess_exec(
+            *argv,
+            cwd=cwd,
+            env=self._environment(run, pod, container),
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
+            start_new_session=True,
+        )
+        try:
+            async with asyncio.timeout(timeout):
+                output, _ = await process.communicate()
+        except TimeoutError:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+            await process.wait()
+            return None, ""
+        return process.returncode, output.decode(errors="replace")
+
+    async def _kill_group(self, process: asyncio.subprocess.Process, grace: float) -> None:
+        """Stop one container's process group: SIGTERM, then SIGKILL after ``grace`` seconds."""
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGTERM)
+        try:
+            await asyncio.wait_for(process.wait(), timeout=max(grace, 0.1))
+        except TimeoutError:
+            pass
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
 
     def _fail_start(self, cr: ContainerRun, message: str) -> None:
         cr.exit_code, cr.reason, cr.message, cr.finished_at = 128, "StartError", message, self.now()
@@ -541,6 +677,8 @@ class NodeAgent:
         if cr.process is None:
             return
         code = await cr.process.wait()
+        if cr.probes is not None:
+            await cr.probes.stop()
         cr.finished_at = self.now()
         # A negative code is a signal; report it the way a container runtime does (128 + signal).
         cr.exit_code = 128 - code if code < 0 else code
@@ -550,24 +688,29 @@ class NodeAgent:
     async def _report(
         self, run: PodRun, pod: Obj, phase: str, *, reason: str | None = None, message: str | None = None
     ) -> None:
-        ready = phase == "Running" and all(cr.exit_code is None and cr.started_at for cr in run.containers)
+        # Status patches go out one at a time, and none after the terminal one (probe results report too).
+        async with run.reporting:
+            if not run.final:
+                run.final = phase in TERMINAL
+                await self._send_status(run, pod, phase, reason=reason, message=message)
+
+    async def _send_status(
+        self, run: PodRun, pod: Obj, phase: str, *, reason: str | None = None, message: str | None = None
+    ) -> None:
+        statuses = [cr.status() for cr in run.containers]
+        init_statuses = [cr.status() for cr in run.init_containers]
         status: Obj = {
             "phase": phase,
             "hostIP": self.address,
             "podIP": self.address,
             "podIPs": [{"ip": self.address}],
             "startTime": (pod.get("status") or {}).get("startTime") or self.now(),
-            "conditions": [
-                {"type": "PodScheduled", "status": "True"},
-                {"type": "Initialized", "status": "True" if phase != "Pending" else "False"},
-                {"type": "Ready", "status": "True" if ready else "False"},
-                {"type": "ContainersReady", "status": "True" if ready else "False"},
-            ],
-            "containerStatuses": [cr.status() for cr in run.containers],
+            "conditions": pod_conditions(phase, init_statuses, statuses),
+            "containerStatuses": statuses,
             "qosClass": "BestEffort",
         }
         if run.init_containers:
-            status["initContainerStatuses"] = [cr.status() for cr in run.init_containers]
+            status["initContainerStatuses"] = init_statuses
         if reason:
             status["reason"] = reason
         if message:

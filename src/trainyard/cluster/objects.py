@@ -609,6 +609,8 @@ class Objects:
             obj["type"] = obj.get("type") or "Opaque"
         elif rt.key == "apiextensions.k8s.io/customresourcedefinitions":
             obj["status"] = self._crd_status(obj)
+        elif rt.key in ("core/persistentvolumeclaims", "core/persistentvolumes"):
+            obj["status"] = {"phase": "Pending"}
         elif "status" in rt.subresources:
             obj.pop("status", None)
 

@@ -66,6 +66,11 @@ class Layout:
     def token_file(self) -> Path:
         return self.pki / "token"
 
+    @property
+    def storage(self) -> Path:
+        """The local-path provisioner's root: one directory per provisioned PersistentVolume."""
+        return self.home / "storage"
+
     def pod_dir(self, namespace: str, name: str, uid: str) -> Path:
         return self.home / "pods" / f"{namespace}_{name}_{uid}"
 
