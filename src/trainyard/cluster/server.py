@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
+import unicodedata
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -748,6 +749,9 @@ def _wants_table(request: web.Request) -> bool:
 def _warn(response: web.Response, warnings: list[str]) -> web.Response:
     """Warning headers as kube-apiserver sends them; kubectl prints each as ``Warning: ...``."""
     for text in dict.fromkeys(warnings):
+        # kube-apiserver drops a warning it cannot put in a header (control characters), as here.
+        if any(unicodedata.category(c) == "Cc" for c in text):
+            continue
         quoted = text.replace("\\", "\\\\").replace('"', '\\"')
         response.headers.add("Warning", f'299 - "{quoted}"')
     return response
