@@ -20,7 +20,7 @@ from typing import Any
 from trainyard.api.kinds import KINDS
 from trainyard.api.meta import format_time
 from trainyard.api.validation import validate_job
-from trainyard.cluster import admission, codec, defaulting, errors, fieldmanager, paging, patching, shapes
+from trainyard.cluster import admission, codec, defaulting, errors, fieldmanager, paging, patching, qos, shapes
 from trainyard.cluster.registry import Registry, ResourceType
 from trainyard.cluster.selectors import FieldSelector, LabelSelector
 from trainyard.cluster.store import Expired, Obj, Store
@@ -597,7 +597,7 @@ class Objects:
             obj.setdefault("spec", {}).setdefault("finalizers", ["kubernetes"])
             obj["status"] = {"phase": "Active"}
         elif rt.key == "core/pods":
-            obj["status"] = {"phase": "Pending", "qosClass": "BestEffort"}
+            obj["status"] = {"phase": "Pending", "qosClass": qos.qos_class(obj.get("spec") or {})}
         elif rt.key == "core/services":
             spec = obj.setdefault("spec", {})
             spec.setdefault("type", "ClusterIP")

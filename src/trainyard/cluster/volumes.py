@@ -68,10 +68,14 @@ def materialize(pod_dir: Path, volume: Obj, sources: Sources) -> Path:
         label = "secret" if secret else "configmap"
         if obj is None and not ref.get("optional"):
             raise ConfigError(f'MountVolume.SetUp failed for volume "{name}" : {label} "{obj_name}" not found')
-        # Refilled on each start so that a pod sees the object as it is when its containers start.
-        if target.exists():
-            shutil.rmtree(target)
-        target.mkdir(parents=True)
+        # Refilled on each start so that a pod sees the object as it is when its containers start; emptied
+        # in place, since running containers (adopted by a restarted agent) have this directory mounted.
+        target.mkdir(parents=True, exist_ok=True)
+        for entry in target.iterdir():
+            if entry.is_dir() and not entry.is_symlink():
+                shutil.rmtree(entry)
+            else:
+                entry.unlink()
         if obj is not None:
             try:
                 _write_keys(target, object_data(obj, secret=secret), ref, label)
