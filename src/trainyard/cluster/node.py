@@ -314,6 +314,7 @@ class NodeAgent:
             for container, cr in zip(spec.get("initContainers") or [], run.init_containers, strict=True):
                 if not cr.has_run:
                     await self._start(run, pod, container, cr)
+                    await self._report(run, pod, "Pending")
                 await self._supervise(run, pod, container, cr, init_policy, "Pending")
                 if cr.exit_code != 0 or run.stopping:
                     await self._report(run, pod, "Failed", reason="InitContainerFailed" if cr.exit_code else None)
