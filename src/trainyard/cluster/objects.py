@@ -714,6 +714,9 @@ class Objects:
         if dry_run:
             return self.present(rt, new)
         if m.get("deletionTimestamp") and not m.get("finalizers") and not self._awaiting_node(rt, new):
+            if rt.key == "core/pods":
+                # The node's last status (how each container ended) is seen before the pod goes, as upstream.
+                self.store.put(rt.key, m.get("namespace", ""), m["name"], new, created=False)
             return self.present(rt, self._remove(rt, new))
         stored = self.store.put(rt.key, m.get("namespace", ""), m["name"], new, created=False)
         if rt.key == "apiextensions.k8s.io/customresourcedefinitions":

@@ -174,6 +174,9 @@ class _Logs:
         buf += data
         start = 0
         while (end := buf.find(b"\n", start)) >= 0:
+            while end + 1 - start > MAX_LOG_LINE:
+                self.writer.write(stream, bytes(buf[start : start + MAX_LOG_LINE]))
+                start += MAX_LOG_LINE
             self.writer.write(stream, bytes(buf[start : end + 1]))
             start = end + 1
         del buf[:start]
