@@ -45,7 +45,7 @@ from lightkube.types import PatchType
 
 from trainyard.api.meta import format_time
 from trainyard.client import build, is_status, record_event, watch_forever
-from trainyard.cluster import qos, shims, volumes
+from trainyard.cluster import podstatus, qos, shims, volumes
 from trainyard.cluster.backoff import KUBELET_BASE, BackOff, go_duration
 from trainyard.cluster.paths import Layout
 from trainyard.cluster.podenv import ConfigError, Sources, container_env, expand, referenced
@@ -60,6 +60,10 @@ IMAGE_WORKSPACE = "/workspace"
 _BASE_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "TZ", "USER", "LOGNAME", "SHELL", "TERM")
 # How long a container waits between reads of a ConfigMap/Secret it needs but cannot have yet.
 CONFIG_RETRY_SECONDS = 2.0
+# Status writes and events in flight at once: a burst of pods must not queue hundreds of requests
+# in the client's connection pool (they would time out there), and events must not delay statuses.
+STATUS_WRITES = 16
+EVENT_WRITES = 4
 
 
 @dataclass
@@ -163,6 +167,8 @@ class NodeAgent:
         self.address = address
         self.backoff = BackOff(restart_backoff)
         self.runtime = shims.ShimRuntime()
+        self._statuses = podstatus.StatusWriter(self._patch_status, STATUS_WRITES)
+        self._event_slots = asyncio.Semaphore(EVENT_WRITES)
         self.pods: dict[str, PodRun] = {}
         self._background: set[asyncio.Task[None]] = set()
 
@@ -322,7 +328,8 @@ class NodeAgent:
             for container, cr in zip(spec.get("containers") or [], run.containers, strict=True):
                 if not cr.has_run:
                     await self._start(run, pod, container, cr)
-            await self._report(run, pod, "Running")
+            # Not waited for: a container that ends first makes this write its final status instead.
+            await self._report(run, pod, "Running", wait=False)
             pending = [
                 asyncio.create_task(self._supervise(run, pod, container, cr, policy, "Running"))
                 for container, cr in zip(spec.get("containers") or [], run.containers, strict=True)
@@ -330,7 +337,7 @@ class NodeAgent:
             for done in asyncio.as_completed(pending):
                 await done
                 if not all(cr.exit_code is not None for cr in run.containers):
-                    await self._report(run, pod, "Running")
+                    await self._report(run, pod, "Running", wait=False)
             ok = all(cr.exit_code == 0 for cr in run.containers)
             await self._report(run, pod, "Succeeded" if ok else "Failed")
         except asyncio.CancelledError:
@@ -613,8 +620,16 @@ class NodeAgent:
             )
 
     async def _report(
-        self, run: PodRun, pod: Obj, phase: str, *, reason: str | None = None, message: str | None = None
+        self,
+        run: PodRun,
+        pod: Obj,
+        phase: str,
+        *,
+        reason: str | None = None,
+        message: str | None = None,
+        wait: bool = True,
     ) -> None:
+        """Write the pod's status (through ``podstatus``, newest wins); with ``wait``, return once it is written."""
         ready = phase == "Running" and all(cr.exit_code is None and cr.started_at for cr in run.containers)
         status: Obj = {
             "phase": phase,
@@ -637,9 +652,16 @@ class NodeAgent:
             status["reason"] = reason
         if message:
             status["message"] = message
+        written = self._statuses.put(run.namespace, run.name, status)
+        if wait:
+            await written
+        else:
+            written.add_done_callback(podstatus.log_failure)
+
+    async def _patch_status(self, namespace: str, name: str, status: Obj) -> None:
         try:
             await self.client.patch(
-                Pod.Status, run.name, {"status": status}, namespace=run.namespace, patch_type=PatchType.MERGE
+                Pod.Status, name, {"status": status}, namespace=namespace, patch_type=PatchType.MERGE
             )
         except ApiError as exc:
             if not is_status(exc, 404):
@@ -681,16 +703,20 @@ class NodeAgent:
     async def _event(self, pod: Obj, type_: str, reason: str, message: str) -> None:
         m = pod["metadata"]
         involved = {"apiVersion": "v1", "kind": "Pod", "name": m["name"], "namespace": m["namespace"], "uid": m["uid"]}
-        await record_event(
-            self.client,
-            involved,
-            type_=type_,
-            reason=reason,
-            message=message,
-            component="kubelet",
-            now=self.now(),
-            host=self.node_name,
-        )
+        try:
+            async with self._event_slots:
+                await record_event(
+                    self.client,
+                    involved,
+                    type_=type_,
+                    reason=reason,
+                    message=message,
+                    component="kubelet",
+                    now=self.now(),
+                    host=self.node_name,
+                )
+        except Exception as exc:  # an event is best effort, as the kubelet's recorder
+            log.warning("could not record event %s on %s/%s: %s", reason, m["namespace"], m["name"], exc)
 
 
 def _stamp(moment: float) -> str:
