@@ -197,16 +197,6 @@ def _shim(spec: Obj, notify: socket.socket) -> int:
         # Asked to stop, the shim passes it on to the container: `kill <shim>` stops the container gracefully.
         signal.signal(sig, _forward)
     signal.signal(signal.SIGCHLD, _wake)
-    state_path = Path(spec["state"])
-    state_path.parent.mkdir(parents=True, exist_ok=True)
-    state: Obj = {
-        "key": spec.get("key"),
-        "container": spec.get("container"),
-        "restartCount": spec.get("restartCount", 0),
-        "shimPid": os.getpid(),
-        "shimStart": start_ticks(os.getpid()),
-    }
-    log = _Logs(LogWriter(Path(spec["log"])))
     cgroup = Path(spec["cgroup"]) if spec.get("cgroup") else None
     if cgroup is not None:
         cgroup = _cgroup_setup(cgroup, spec)
@@ -218,7 +208,8 @@ def _shim(spec: Obj, notify: socket.socket) -> int:
     os.set_blocking(wake_w, False)
     os.set_blocking(wake_r, False)
     signal.set_wakeup_fd(wake_w)
-    state["startedAt"] = time.time()
+    started = time.time()
+    # The container starts first; the shim's own bookkeeping happens while it execs.
     pid = os.fork()
     if pid == 0:
         _child(spec, out_w, err_w, fail_w, cgroup)
@@ -226,6 +217,22 @@ def _shim(spec: Obj, notify: socket.socket) -> int:
     _GROUP = pid
     for fd in (out_w, err_w, fail_w):
         os.close(fd)
+    try:
+        state_path = Path(spec["state"])
+        state_path.parent.mkdir(parents=True, exist_ok=True)
+        log = _Logs(LogWriter(Path(spec["log"])))
+    except BaseException:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pid, signal.SIGKILL)
+        raise
+    state: Obj = {
+        "key": spec.get("key"),
+        "container": spec.get("container"),
+        "restartCount": spec.get("restartCount", 0),
+        "shimPid": os.getpid(),
+        "shimStart": start_ticks(os.getpid()),
+        "startedAt": started,
+    }
     failure = _read_all(fail_r)
     state |= {"pid": pid, "pgid": pid, "procStart": start_ticks(pid)}
     if failure:
