@@ -271,3 +271,25 @@ def test_yard_down_after_a_kill_stops_what_was_left_running(
     )
     assert restarted["lastState"]["terminated"]["exitCode"] == 143
     assert status(kubectl, ns, "orphan")["phase"] == "Running"
+
+
+def test_a_deletion_the_killed_plane_did_not_finish_is_finished_after_restart(
+    plane: Plane, kubectl: Kubectl, ns: str, tmp_path: Path
+) -> None:
+    # Ignores SIGTERM, so the stop outlasts the plane: the next agent must finish it (SIGKILL after the grace).
+    stubborn = "import signal, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\n" + WAIT_FOR_GO
+    pod = waiting_pod("stubborn", tmp_path / "go", "Always")
+    pod["spec"]["terminationGracePeriodSeconds"] = 3
+    pod["spec"]["containers"][0]["command"] = ["python3", "-c", stubborn]
+    uid = create(kubectl, ns, pod)
+    pid = eventually(lambda: state_file(plane, ns, "stubborn", uid).get("pid"), what="the container's pid")
+    eventually(lambda: "running" in container(kubectl, ns, "stubborn").get("state", {}), what="the pod to run")
+    kubectl("delete", "pod", "stubborn", "-n", ns, "--wait=false")
+    kill_plane(plane)
+    assert alive(pid)
+    restart_plane(plane)
+    eventually(
+        lambda: kubectl.run("get", "pod", "stubborn", "-n", ns).returncode != 0, what="the pod to be gone"
+    )
+    assert not alive(pid)
+    assert state_file(plane, ns, "stubborn", uid)["exit"]["exitCode"] == 137
