@@ -12,7 +12,7 @@ is reported like the kubelet reports a container it cannot find, terminated with
 and reason ``ContainerStatusUnknown`` (``LOST_MESSAGE``), and its process group is killed if
 any of it is left.
 
-``prepare_cgroups`` finds a writable, delegated cgroup v2 hierarchy for memory and CPU limits;
+``prepare_cgroups`` finds a delegated cgroup v2 hierarchy for memory and CPU limits;
 ``stop_all`` stops containers from state files alone (``yard down`` after the plane was killed).
 """
 
@@ -285,39 +285,58 @@ class ShimRuntime:
                 waiter.set_result(message.get("state") or {})
 
 
-def prepare_cgroups() -> Path | None:
-    """A cgroup v2 directory where each container can get a cgroup with memory/CPU limits, or None.
+CGROUP_ENV = "TRAINYARD_CGROUP"
 
-    Needs the unified hierarchy and this process's own cgroup to be delegated (writable), as under
-    ``systemd-run --user -p Delegate=yes``. Enabling controllers for child cgroups requires that no
-    process sits in the parent, so this process first moves itself into a leaf ``trainyard-plane``.
+
+def prepare_cgroups() -> Path | None:
+    """A cgroup v2 directory where each limited container gets a cgroup of its own, or None.
+
+    Used only where writing there is sanctioned: ``$TRAINYARD_CGROUP`` names such a directory, or
+    this process's own cgroup is delegated to it (systemd marks those with a ``delegate`` extended
+    attribute, as under ``systemd-run --user -p Delegate=yes``). Controllers can be enabled for
+    child cgroups only while no process sits in the parent, so in a delegated cgroup this process
+    first moves itself into a leaf ``trainyard-plane``.
     """
     base = Path("/sys/fs/cgroup")
     if not (base / "cgroup.controllers").exists():
         return None
     try:
-        lines = Path("/proc/self/cgroup").read_text().splitlines()
-        relative = next(line[3:] for line in lines if line.startswith("0::"))
-        own = base / relative.lstrip("/")
-        available = set((own / "cgroup.controllers").read_text().split())
-        wanted = sorted({"memory", "cpu"} & available)
-        if "memory" not in wanted:
+        if explicit := os.environ.get(CGROUP_ENV):
+            pods = Path(explicit)
+            pods.mkdir(exist_ok=True)
+        else:
+            lines = Path("/proc/self/cgroup").read_text().splitlines()
+            own = base / next(line[3:] for line in lines if line.startswith("0::")).lstrip("/")
+            if own == base or not _delegated(own):
+                return None
+            leaf = own / "trainyard-plane"
+            leaf.mkdir(exist_ok=True)
+            (leaf / "cgroup.procs").write_text(str(os.getpid()))
+            (own / "cgroup.subtree_control").write_text(_enable(own))
+            pods = own / "trainyard-pods"
+            pods.mkdir(exist_ok=True)
+        enable = _enable(pods)
+        if "+memory" not in enable:
             return None
-        enable = " ".join(f"+{name}" for name in wanted)
-        if not set(wanted) <= set((own / "cgroup.subtree_control").read_text().split()):
-            if own != base:
-                leaf = own / "trainyard-plane"
-                leaf.mkdir(exist_ok=True)
-                (leaf / "cgroup.procs").write_text(str(os.getpid()))
-            (own / "cgroup.subtree_control").write_text(enable)
-        pods = own / "trainyard-pods"
-        pods.mkdir(exist_ok=True)
         (pods / "cgroup.subtree_control").write_text(enable)
     except (OSError, StopIteration) as exc:
-        log.info("no writable cgroup v2 hierarchy (%s): memory limits are enforced by polling, CPU limits not", exc)
+        log.info("no usable cgroup v2 hierarchy (%s): memory limits are enforced by polling, CPU limits not", exc)
         return None
     log.info("containers with resource limits get cgroups under %s", pods)
     return pods
+
+
+def _enable(path: Path) -> str:
+    available = set((path / "cgroup.controllers").read_text().split())
+    return " ".join(f"+{name}" for name in ("cpu", "memory") if name in available)
+
+
+def _delegated(path: Path) -> bool:
+    for name in ("trusted.delegate", "user.delegate"):
+        with contextlib.suppress(OSError):
+            if os.getxattr(path, name) == b"1":
+                return True
+    return False
 
 
 def live_runs(pods_dir: Path) -> list[Handle]:
