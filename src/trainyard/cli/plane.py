@@ -23,6 +23,8 @@ from trainyard.cluster.plane import DEFAULT_PORT
 
 START_TIMEOUT = 60.0
 STOP_TIMEOUT = 30.0
+# How long containers left by a killed plane get between SIGTERM and SIGKILL on `yard down`.
+LEFTOVER_GRACE = 10.0
 
 
 def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -56,7 +58,9 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         f"(default ${backoff.ENV} or the kubelet's {backoff.KUBELET_BASE:g}s, so 5m cap and 10m reset)",
     )
     up.set_defaults(func=cmd_up)
-    down = sub.add_parser("down", help="stop the control plane and every training process it runs")
+    down = sub.add_parser(
+        "down", help="stop the control plane and every training process it runs (also those a killed plane left)"
+    )
     down.set_defaults(func=cmd_down)
     status = sub.add_parser("status", help="say what runs where")
     status.set_defaults(func=cmd_status)
@@ -216,11 +220,13 @@ def cmd_down(args: argparse.Namespace) -> int:
         pid = int(layout.pid_file.read_text())
     except (FileNotFoundError, ValueError):
         print("trainyard is not running")
+        _stop_leftovers(layout)
         return 0
     if not _alive(pid):
         layout.pid_file.unlink(missing_ok=True)
         layout.state_file.unlink(missing_ok=True)
         print("trainyard is not running (removed a stale pid file)")
+        _stop_leftovers(layout)
         return 0
     print(f"stopping trainyard (pid {pid}) and its training processes ...", flush=True)
     os.kill(pid, signal.SIGTERM)
@@ -235,8 +241,18 @@ def cmd_down(args: argparse.Namespace) -> int:
             os.killpg(pid, signal.SIGKILL)
     layout.pid_file.unlink(missing_ok=True)
     layout.state_file.unlink(missing_ok=True)
+    _stop_leftovers(layout)
     print("stopped")
     return 0
+
+
+def _stop_leftovers(layout: Layout) -> None:
+    """Stop containers that outlived their control plane (it was killed): `yard down` stops everything."""
+    from trainyard.cluster import shims
+
+    stopped = shims.stop_all(layout.home / "pods", LEFTOVER_GRACE)
+    if stopped:
+        print(f"stopped {stopped} container(s) left running by a control plane that was killed")
 
 
 def cmd_status(args: argparse.Namespace) -> int:

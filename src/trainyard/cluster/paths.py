@@ -77,3 +77,7 @@ class Layout:
     def container_log(self, namespace: str, name: str, uid: str, container: str, *, previous: bool = False) -> Path:
         suffix = ".previous.log" if previous else ".log"
         return self.pod_dir(namespace, name, uid) / "logs" / f"{container}{suffix}"
+
+    def container_state(self, namespace: str, name: str, uid: str, container: str) -> Path:
+        """The state file of a container's current run, kept by its shim (``cluster.shim``)."""
+        return self.pod_dir(namespace, name, uid) / "state" / f"{container}.json"

@@ -100,10 +100,14 @@ def materialize(pod_dir: Path, volume: Obj, sources: Sources, pod: Obj | None = 
     elif "projected" in volume:
         fill = partial(_fill_projected, volume["projected"] or {}, sources, pod or {}, node)
     if fill is not None:
-        # Refilled on each start so that a pod sees the objects as they are when its containers start.
-        if target.exists():
-            shutil.rmtree(target)
-        target.mkdir(parents=True)
+        # Refilled on each start so that a pod sees the objects as they are when its containers start;
+        # emptied in place, since running containers (adopted by a restarted agent) have it mounted.
+        target.mkdir(parents=True, exist_ok=True)
+        for entry in target.iterdir():
+            if entry.is_dir() and not entry.is_symlink():
+                shutil.rmtree(entry)
+            else:
+                entry.unlink()
         try:
             fill(target)
         except ConfigError as exc:
