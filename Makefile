@@ -54,6 +54,7 @@ test: install
 bench: install
 	$(BIN)/python bench/reconcile.py
 	$(BIN)/python bench/apiserver.py
+	$(BIN)/python bench/node.py
 
 down:
 	@test -x $(YARD) && $(YARD) down || true

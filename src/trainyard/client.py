@@ -93,7 +93,7 @@ def _retry(exc: Exception, count: int) -> OnErrorResult:
 
 
 async def watch_forever(
-    client: AsyncClient, res: Any, *, namespace: str = ALL_NS, labels: dict[str, Any] | None = None
+    client: AsyncClient, res: Any, *, namespace: str | None = ALL_NS, labels: dict[str, Any] | None = None
 ) -> AsyncIterator[tuple[str, dict[str, Any]]]:
     """(event type, object dict) for every change, reconnecting for as long as the caller iterates."""
     while True:

@@ -99,6 +99,7 @@ class EmbeddedPlane:
         self._tasks = [
             asyncio.create_task(self.node.run(), name="node"),
             asyncio.create_task(self.scheduler.run(), name="scheduler"),
+            asyncio.create_task(self.node.storage.run(), name="volumes"),
             asyncio.create_task(operator.run(), name="operator"),
         ]
         self.layout.state_file.write_text(

@@ -128,6 +128,20 @@ def test_apply_merge_patches_a_custom_resource(kubectl: Kubectl, ns: str) -> Non
     assert apply(kubectl, second).strip() == "widget.example.com/gear unchanged"
 
 
+def test_apply_a_list_validates_and_applies_each_item(kubectl: Kubectl, ns: str) -> None:
+    # kubectl checks a `kind: List` against /openapi/v2 (not v3) before sending its items.
+    config = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "listed", "namespace": ns}}
+    svc = service(ns, {"app": "web"}, {}, [{"port": 80}])
+    items = {"apiVersion": "v1", "kind": "List", "items": [{**config, "data": {"k": "1"}}, svc]}
+    assert apply(kubectl, items).splitlines() == ["configmap/listed created", "service/web created"]
+    items["items"][0]["data"] = {"k": "2"}
+    assert apply(kubectl, items).splitlines() == ["configmap/listed configured", "service/web unchanged"]
+    assert kubectl.json("get", "configmap", "listed", "-n", ns)["data"] == {"k": "2"}
+    typo = {"apiVersion": "v1", "kind": "List", "items": [{**config, "metadata": {**config["metadata"], "lables": {}}}]}
+    result = kubectl.run("apply", "-f", "-", input=manifest(typo))
+    assert result.returncode != 0 and 'unknown field "metadata.lables"' in result.stderr, result.stderr
+
+
 def test_create_and_replace(kubectl: Kubectl, ns: str) -> None:
     ensure_widget_crd(kubectl)
     assert create(kubectl, widget("w1", ns, size=1)).strip() == "widget.example.com/w1 created"

@@ -166,7 +166,9 @@ def job_condition(kubectl: Kubectl, ns: str, name: str) -> str:
 
 def test_pytorchjob_on_failure_restarts_in_the_same_pod(kubectl: Kubectl, ns: str) -> None:
     kubectl("create", "-f", "-", input=json.dumps(pytorchjob("flaky", ns, "OnFailure", FAIL_ONCE)))
-    first = eventually(lambda: container(kubectl, ns, "flaky-master-0"), what="the master pod")
+    # The operator creates the pod shortly after the job: until then `kubectl get` fails.
+    eventually(lambda: kubectl.run("get", "pod", "flaky-master-0", "-n", ns).returncode == 0, what="the master pod")
+    first = container(kubectl, ns, "flaky-master-0")
     state = eventually(
         lambda: (s := job_condition(kubectl, ns, "flaky")) in ("Succeeded", "Failed") and s,
         timeout=120,

@@ -17,12 +17,14 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from trainyard.cluster import backoff, capacity, nodestatus
+from trainyard.cluster import backoff, capacity, gpus, nodestatus
 from trainyard.cluster.paths import Layout, default_home
 from trainyard.cluster.plane import DEFAULT_PORT
 
 START_TIMEOUT = 60.0
 STOP_TIMEOUT = 30.0
+# How long containers left by a killed plane get between SIGTERM and SIGKILL on `yard down`.
+LEFTOVER_GRACE = 10.0
 
 
 def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -73,7 +75,9 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         help="taint the node (repeatable); set at every start, replacing the node's taints",
     )
     up.set_defaults(func=cmd_up)
-    down = sub.add_parser("down", help="stop the control plane and every training process it runs")
+    down = sub.add_parser(
+        "down", help="stop the control plane and every training process it runs (also those a killed plane left)"
+    )
     down.set_defaults(func=cmd_down)
     status = sub.add_parser("status", help="say what runs where")
     status.set_defaults(func=cmd_status)
@@ -174,11 +178,14 @@ def _node_flags(args: argparse.Namespace) -> list[str]:
 def _node_options(args: argparse.Namespace) -> tuple[capacity.Capacity | None, list[dict[str, Any]]]:
     """Declared capacity (None: detect it all) and taints; ValueError says which flag is wrong."""
     taints = [nodestatus.parse_taint(t) for t in args.taint]
-    if all(v is None for v in (args.cpus, args.memory, args.gpus, args.max_pods)):
+    gpu_count = args.gpus
+    if gpu_count is None and os.environ.get(gpus.ENV, "").strip():
+        gpu_count = gpus.from_env()  # $TRAINYARD_GPUS: the same declaration, for scripts and tests
+    if all(v is None for v in (args.cpus, args.memory, gpu_count, args.max_pods)):
         declared = None
     else:
         declared = capacity.declare(
-            capacity.detect(), cpus=args.cpus, memory=args.memory, gpus=args.gpus, pods=args.max_pods
+            capacity.detect(), cpus=args.cpus, memory=args.memory, gpus=gpu_count, pods=args.max_pods
         )
     return declared, taints
 
@@ -286,11 +293,13 @@ def cmd_down(args: argparse.Namespace) -> int:
         pid = int(layout.pid_file.read_text())
     except (FileNotFoundError, ValueError):
         print("trainyard is not running")
+        _stop_leftovers(layout)
         return 0
     if not _alive(pid):
         layout.pid_file.unlink(missing_ok=True)
         layout.state_file.unlink(missing_ok=True)
         print("trainyard is not running (removed a stale pid file)")
+        _stop_leftovers(layout)
         return 0
     print(f"stopping trainyard (pid {pid}) and its training processes ...", flush=True)
     os.kill(pid, signal.SIGTERM)
@@ -305,8 +314,18 @@ def cmd_down(args: argparse.Namespace) -> int:
             os.killpg(pid, signal.SIGKILL)
     layout.pid_file.unlink(missing_ok=True)
     layout.state_file.unlink(missing_ok=True)
+    _stop_leftovers(layout)
     print("stopped")
     return 0
+
+
+def _stop_leftovers(layout: Layout) -> None:
+    """Stop containers that outlived their control plane (it was killed): `yard down` stops everything."""
+    from trainyard.cluster import shims
+
+    stopped = shims.stop_all(layout.home / "pods", LEFTOVER_GRACE)
+    if stopped:
+        print(f"stopped {stopped} container(s) left running by a control plane that was killed")
 
 
 def cmd_status(args: argparse.Namespace) -> int:

@@ -32,6 +32,7 @@ from typing import Any
 
 from trainyard.cluster import causes, errors, priority, schema
 from trainyard.cluster.causes import Cause
+from trainyard.cluster.quantity import parse_quantity
 from trainyard.cluster.registry import ResourceType
 from trainyard.cluster.schema import prune_metadata
 
@@ -236,7 +237,39 @@ def decode(rt: ResourceType, obj: dict[str, Any]) -> list[str]:
             raise _unmarshal(ports, "ServiceSpec.spec.ports", "[]v1.ServicePort")
         for port in ports or []:
             _scalar(port.get("port"), int, "ServicePort.spec.ports.port", "int32")
+    elif rt.key in ("core/persistentvolumeclaims", "core/persistentvolumes"):
+        _storage_types(obj, rt.kind)
+    elif rt.key == "storage.k8s.io/storageclasses":
+        for field in ("provisioner", "reclaimPolicy", "volumeBindingMode"):
+            _scalar(obj.get(field), str, f"StorageClass.{field}", "string")
+        _scalar(obj.get("allowVolumeExpansion"), bool, "StorageClass.allowVolumeExpansion", "bool")
+        _string_map(obj.get("parameters"), "StorageClass.parameters")
     return unknown
+
+
+def _storage_types(obj: dict[str, Any], kind: str) -> None:
+    spec = obj.get("spec")
+    if spec is not None and not isinstance(spec, dict):
+        raise _unmarshal(spec, f"{kind}.spec", f"v1.{kind}Spec")
+    spec = spec or {}
+    modes = spec.get("accessModes")
+    if modes is not None and (not isinstance(modes, list) or not all(isinstance(m, str) for m in modes)):
+        raise _unmarshal(modes, f"{kind}Spec.spec.accessModes", "[]v1.PersistentVolumeAccessMode")
+    for field in ("storageClassName", "volumeName", "volumeMode", "persistentVolumeReclaimPolicy"):
+        _scalar(spec.get(field), str, f"{kind}Spec.spec.{field}", "string")
+    sizes = (spec.get("resources") or {}) if kind == "PersistentVolumeClaim" else spec
+    if not isinstance(sizes, dict):
+        raise _unmarshal(sizes, f"{kind}Spec.spec.resources", "v1.VolumeResourceRequirements")
+    for field in ("requests", "limits", "capacity"):
+        value = sizes.get(field)
+        if value is not None and (
+            not isinstance(value, dict) or not all(isinstance(v, (str, int)) for v in value.values())
+        ):
+            raise _unmarshal(value, f"{kind}Spec.spec.{field}", "v1.ResourceList")
+    for field in ("claimRef", "hostPath", "local", "selector", "nodeAffinity"):
+        value = spec.get(field)
+        if value is not None and not isinstance(value, dict):
+            raise _unmarshal(value, f"{kind}Spec.spec.{field}", "struct")
 
 
 def _scalar(value: Any, kind: type, struct_field: str, go_type: str) -> None:
@@ -435,6 +468,32 @@ def _mounts(mounts: list[Any], path: str, volumes: set[str]) -> list[Cause]:
     return out
 
 
+_ACCESS_MODES = ("ReadOnlyMany", "ReadWriteMany", "ReadWriteOnce", "ReadWriteOncePod")
+
+
+def _storage(obj: dict[str, Any], where: str, *size_path: str) -> list[Cause]:
+    """A PersistentVolumeClaim's or PersistentVolume's access modes and size, the fields a volume needs."""
+    spec = obj.get("spec") or {}
+    out: list[Cause] = []
+    modes = spec.get("accessModes")
+    if not modes:
+        out.append(causes.required("spec.accessModes", "at least 1 access mode is required"))
+    for mode in modes if isinstance(modes, list) else []:
+        if mode not in _ACCESS_MODES:
+            out.append(causes.not_supported("spec.accessModes", mode, _ACCESS_MODES))
+    sizes: Any = spec
+    for key in size_path:
+        sizes = sizes.get(key) if isinstance(sizes, dict) else None
+    if not isinstance(sizes, dict) or "storage" not in sizes:
+        out.append(causes.required(where))
+    else:
+        try:
+            parse_quantity(str(sizes["storage"]))
+        except ValueError as exc:
+            out.append(causes.invalid(where, sizes["storage"], str(exc)))
+    return out
+
+
 def _service(obj: dict[str, Any]) -> list[Cause]:
     spec = obj.get("spec") or {}
     out: list[Cause] = []
@@ -545,6 +604,8 @@ _BUILTIN: dict[str, Callable[[dict[str, Any]], list[Cause]]] = {
     "core/events": _event,
     "core/configmaps": _config_map,
     "core/secrets": _secret,
+    "core/persistentvolumeclaims": lambda obj: _storage(obj, "spec.resources[storage]", "resources", "requests"),
+    "core/persistentvolumes": lambda obj: _storage(obj, "spec.capacity", "capacity"),
     "apiextensions.k8s.io/customresourcedefinitions": _crd,
     priority.KEY: priority.validate,
 }

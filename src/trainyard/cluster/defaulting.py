@@ -30,6 +30,16 @@ def on_write(key: str, obj: Obj) -> None:
         spec.setdefault("terminationGracePeriodSeconds", 30)
         spec.setdefault("dnsPolicy", "ClusterFirst")
         spec.setdefault("schedulerName", "default-scheduler")
+    elif key in ("core/persistentvolumeclaims", "core/persistentvolumes"):
+        if obj.get("spec") is None:
+            obj["spec"] = {}
+        spec = obj["spec"]
+        spec.setdefault("volumeMode", "Filesystem")
+        if key == "core/persistentvolumes":
+            spec.setdefault("persistentVolumeReclaimPolicy", "Retain")
+    elif key == "storage.k8s.io/storageclasses":
+        obj.setdefault("reclaimPolicy", "Delete")
+        obj.setdefault("volumeBindingMode", "Immediate")
     elif key == "scheduling.k8s.io/priorityclasses":
         obj.setdefault("preemptionPolicy", "PreemptLowerPriority")
     elif key == "core/services":

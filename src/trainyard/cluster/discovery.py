@@ -12,6 +12,7 @@ import hashlib
 import json
 from typing import Any
 
+from trainyard.cluster import protobuf
 from trainyard.cluster.registry import Registry, ResourceType
 
 KUBE_VERSION = {
@@ -165,3 +166,25 @@ def openapi_root(registry: Registry) -> dict[str, Any]:
                 path = _gv_path(group, version)
                 paths[path] = {"serverRelativeURL": f"/openapi/v3/{path}?hash={_hash(doc)}"}
     return {"paths": paths}
+
+
+# kubectl asks with the ``@`` form; kube-apiserver answers with ``.`` because Go's mime parser rejects ``@``.
+OPENAPI_V2_PROTOBUF = "application/com.github.proto-openapi.spec.v2@v1.0+protobuf"
+OPENAPI_V2_PROTOBUF_REPLY = "application/com.github.proto-openapi.spec.v2.v1.0+protobuf"
+
+
+def openapi_v2() -> dict[str, Any]:
+    return {
+        "swagger": "2.0",
+        "info": {"title": "Kubernetes", "version": KUBE_VERSION["gitVersion"]},
+        "paths": {},
+        "definitions": {},
+    }
+
+
+def openapi_v2_protobuf(doc: dict[str, Any]) -> bytes:
+    """``doc``'s swagger and info as gnostic's ``openapi_v2.Document`` (fields 1 and 2) in protobuf."""
+    info = protobuf.length_delimited(1, doc["info"]["title"].encode()) + protobuf.length_delimited(
+        2, doc["info"]["version"].encode()
+    )
+    return protobuf.length_delimited(1, doc["swagger"].encode()) + protobuf.length_delimited(2, info)

@@ -7,7 +7,6 @@ work without the training process doing anything special.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator, Callable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -79,6 +78,9 @@ async def follow(
     path: Path, offset: int, *, timestamps: bool, finished: Callable[[], bool], poll: float = 0.1
 ) -> AsyncIterator[bytes]:
     """New log text after ``offset`` until ``finished()`` and the file has been drained."""
+    # Imported here: each container's shim imports this module for LogWriter and must start fast.
+    import asyncio
+
     pending = b""
     while True:
         done = finished()

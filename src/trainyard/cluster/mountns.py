@@ -1,11 +1,12 @@
-"""Runs a container's command with its volumes mounted at their ``mountPath``, in a private mount namespace.
+"""Puts a container's process in a private mount namespace with its volumes at their ``mountPath``.
 
-The node agent executes this file directly (``python mountns.py SPEC -- ARGV``) as the
-container's process, so it imports only the standard library. It unshares a mount namespace
-(with a user namespace when not root), builds a root on a tmpfs from bind mounts of the host's
-top-level entries plus one bind mount per ``volumeMount``, chroots into it, and ``exec``s the
-command: the process id, group and signals stay those the agent started. Nothing is mounted on
-the host, so a ``mountPath`` like ``/app`` never appears outside the pod.
+The container's shim calls ``enter`` in the forked child just before it ``exec``s the command
+(so it imports only the standard library): it unshares a mount namespace (with a user namespace
+when not root), builds a root on a tmpfs from bind mounts of the host's top-level entries plus one
+bind mount per ``volumeMount``, chroots into it and changes to the container's working
+directory. The process id, group and signals stay those the shim started. Nothing is mounted on
+the host, so a ``mountPath`` like ``/app`` never appears outside the pod. Run as a script
+(``python mountns.py SPEC -- ARGV``) it does the same for any command.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import json
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 CLONE_NEWNS = 0x00020000
 CLONE_NEWUSER = 0x10000000
@@ -56,9 +58,8 @@ def _placeholder(target: Path, like_dir: bool) -> None:
         target.touch()
 
 
-def main(argv: list[str]) -> None:
-    spec = json.loads(argv[1])
-    command = argv[3:]
+def enter(spec: dict[str, Any]) -> None:
+    """Enter a new mount namespace laid out as ``spec`` says (``root``, ``cwd``, ``mounts``); OSError if impossible."""
     _enter_namespace()
     _mount(None, "/", None, MS_REC | MS_PRIVATE)
     root = Path(spec["root"])
@@ -79,6 +80,11 @@ def main(argv: list[str]) -> None:
             _mount(None, str(target), None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_REC)
     os.chroot(root)
     os.chdir(spec["cwd"])
+
+
+def main(argv: list[str]) -> None:
+    enter(json.loads(argv[1]))
+    command = argv[3:]
     os.execvp(command[0], command)
 
 

@@ -20,7 +20,18 @@ from typing import Any
 from trainyard.api.kinds import KINDS
 from trainyard.api.meta import format_time
 from trainyard.api.validation import validate_job
-from trainyard.cluster import admission, codec, defaulting, errors, fieldmanager, paging, patching, priority, shapes
+from trainyard.cluster import (
+    admission,
+    codec,
+    defaulting,
+    errors,
+    fieldmanager,
+    paging,
+    patching,
+    priority,
+    qos,
+    shapes,
+)
 from trainyard.cluster.registry import Registry, ResourceType
 from trainyard.cluster.selectors import FieldSelector, LabelSelector
 from trainyard.cluster.store import Expired, Obj, Store
@@ -606,7 +617,7 @@ class Objects:
             obj.setdefault("spec", {}).setdefault("finalizers", ["kubernetes"])
             obj["status"] = {"phase": "Active"}
         elif rt.key == "core/pods":
-            obj["status"] = {"phase": "Pending", "qosClass": "BestEffort"}
+            obj["status"] = {"phase": "Pending", "qosClass": qos.qos_class(obj.get("spec") or {})}
         elif rt.key == "core/services":
             spec = obj.setdefault("spec", {})
             spec.setdefault("type", "ClusterIP")
@@ -618,6 +629,8 @@ class Objects:
             obj["type"] = obj.get("type") or "Opaque"
         elif rt.key == "apiextensions.k8s.io/customresourcedefinitions":
             obj["status"] = self._crd_status(obj)
+        elif rt.key in ("core/persistentvolumeclaims", "core/persistentvolumes"):
+            obj["status"] = {"phase": "Pending"}
         elif "status" in rt.subresources:
             obj.pop("status", None)
 
@@ -726,6 +739,9 @@ class Objects:
         if dry_run:
             return self.present(rt, new)
         if m.get("deletionTimestamp") and not m.get("finalizers") and not self._awaiting_node(rt, new):
+            if rt.key == "core/pods":
+                # The node's last status (how each container ended) is seen before the pod goes, as upstream.
+                self.store.put(rt.key, m.get("namespace", ""), m["name"], new, created=False)
             return self.present(rt, self._remove(rt, new))
         stored = self.store.put(rt.key, m.get("namespace", ""), m["name"], new, created=False)
         if rt.key == "apiextensions.k8s.io/customresourcedefinitions":

@@ -66,9 +66,18 @@ class Layout:
     def token_file(self) -> Path:
         return self.pki / "token"
 
+    @property
+    def storage(self) -> Path:
+        """The local-path provisioner's root: one directory per provisioned PersistentVolume."""
+        return self.home / "storage"
+
     def pod_dir(self, namespace: str, name: str, uid: str) -> Path:
         return self.home / "pods" / f"{namespace}_{name}_{uid}"
 
     def container_log(self, namespace: str, name: str, uid: str, container: str, *, previous: bool = False) -> Path:
         suffix = ".previous.log" if previous else ".log"
         return self.pod_dir(namespace, name, uid) / "logs" / f"{container}{suffix}"
+
+    def container_state(self, namespace: str, name: str, uid: str, container: str) -> Path:
+        """The state file of a container's current run, kept by its shim (``cluster.shim``)."""
+        return self.pod_dir(namespace, name, uid) / "state" / f"{container}.json"

@@ -48,6 +48,9 @@ class Sources:
 
     config_maps: dict[str, Obj | None] = field(default_factory=dict)
     secrets: dict[str, Obj | None] = field(default_factory=dict)
+    # PersistentVolumeClaims by name, and the PersistentVolumes bound to them.
+    claims: dict[str, Obj | None] = field(default_factory=dict)
+    persistent_volumes: dict[str, Obj | None] = field(default_factory=dict)
 
 
 @dataclass
@@ -82,6 +85,11 @@ def referenced(pod: Obj) -> tuple[set[str], set[str]]:
             config_maps.add(name)
         if name := (volume.get("secret") or {}).get("secretName"):
             secrets.add(name)
+        for source in (volume.get("projected") or {}).get("sources") or []:
+            if name := (source.get("configMap") or {}).get("name"):
+                config_maps.add(name)
+            if name := (source.get("secret") or {}).get("name"):
+                secrets.add(name)
     return config_maps, secrets
 
 

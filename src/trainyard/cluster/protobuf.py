@@ -49,6 +49,17 @@ def _varint(buf: bytes, pos: int) -> tuple[int, int]:
             raise ProtobufError("malformed message: a varint is longer than 10 bytes")
 
 
+def length_delimited(field: int, payload: bytes) -> bytes:
+    """One length-delimited field (wire type 2), the only kind the server ever encodes."""
+    out = bytearray()
+    for n in (field << 3 | 2, len(payload)):
+        while n > 0x7F:
+            out.append(n & 0x7F | 0x80)
+            n >>= 7
+        out.append(n)
+    return bytes(out) + payload
+
+
 def fields(buf: bytes) -> Iterator[tuple[int, int, int | bytes]]:
     """Yield ``(field number, wire type, value)``: an int for varints and fixed, bytes otherwise."""
     pos = 0

@@ -75,6 +75,24 @@ BUILTINS = (
     _core("secrets", "secret", "Secret", has_spec=False),
     _core("serviceaccounts", "serviceaccount", "ServiceAccount", short_names=("sa",), has_spec=False),
     _core("nodes", "node", "Node", False, short_names=("no",), subresources=frozenset({"status"})),
+    _core(
+        "persistentvolumeclaims",
+        "persistentvolumeclaim",
+        "PersistentVolumeClaim",
+        short_names=("pvc",),
+        subresources=frozenset({"status"}),
+    ),
+    _core(
+        "persistentvolumes",
+        "persistentvolume",
+        "PersistentVolume",
+        False,
+        short_names=("pv",),
+        subresources=frozenset({"status"}),
+    ),
+    ResourceType(
+        "storage.k8s.io", "v1", "storageclasses", "storageclass", "StorageClass", False, ("sc",), has_spec=False
+    ),
     ResourceType(
         "scheduling.k8s.io", "v1", "priorityclasses", "priorityclass", "PriorityClass", False, short_names=("pc",),
         has_spec=False,

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
+import unicodedata
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -111,6 +112,8 @@ class ApiServer:
             return _json(discovery.KUBE_VERSION)
         if parts[:2] == ["openapi", "v3"]:
             return self._openapi(parts[2:])
+        if parts == ["openapi", "v2"]:
+            return _openapi_v2(request)
         if parts and parts[0] == "api":
             if len(parts) == 1:
                 return _json(discovery.api_versions(self.address()))
@@ -746,9 +749,24 @@ def _wants_table(request: web.Request) -> bool:
 def _warn(response: web.Response, warnings: list[str]) -> web.Response:
     """Warning headers as kube-apiserver sends them; kubectl prints each as ``Warning: ...``."""
     for text in dict.fromkeys(warnings):
+        # kube-apiserver drops a warning it cannot put in a header (control characters), as here.
+        if any(unicodedata.category(c) == "Cc" for c in text):
+            continue
         quoted = text.replace("\\", "\\\\").replace('"', '\\"')
         response.headers.add("Warning", f'299 - "{quoted}"')
     return response
+
+
+def _openapi_v2(request: web.Request) -> web.Response:
+    """An OpenAPI v2 document with no definitions, in the encoding kubectl asks for.
+
+    kubectl validates a ``kind: List`` against v2 schemas only; a document without definitions
+    makes it skip client-side checks for the items, which the server then validates itself.
+    """
+    doc = discovery.openapi_v2()
+    if "protobuf" in request.headers.get("Accept", ""):
+        return web.Response(body=discovery.openapi_v2_protobuf(doc), content_type=discovery.OPENAPI_V2_PROTOBUF_REPLY)
+    return _json(doc)
 
 
 def _json(body: Any, code: int = 200) -> web.Response:

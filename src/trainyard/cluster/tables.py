@@ -65,20 +65,7 @@ def _age(obj: Obj, now: datetime) -> str:
 
 
 def _pod_status(pod: Obj) -> str:
-    m, status = pod.get("metadata", {}), pod.get("status") or {}
-    if m.get("deletionTimestamp"):
-        return "Terminating"
-    reason = status.get("reason") or status.get("phase") or "Pending"
-    for cs in status.get("containerStatuses") or []:
-        state = cs.get("state") or {}
-        if state.get("waiting", {}).get("reason"):
-            reason = state["waiting"]["reason"]
-        elif state.get("terminated"):
-            term = state["terminated"]
-            reason = term.get("reason") or f"ExitCode:{term.get('exitCode')}"
-            if status.get("phase") == "Succeeded":
-                reason = "Completed"
-    return str(reason)
+    return _pod_reason(_as_pod(pod), bool((pod.get("metadata") or {}).get("deletionTimestamp")))
 
 
 def _pod_ready(pod: Obj) -> str:
@@ -88,9 +75,8 @@ def _pod_ready(pod: Obj) -> str:
 
 
 def _pod_restarts(pod: Obj, now: datetime) -> str:
-    statuses = (pod.get("status") or {}).get("containerStatuses") or []
-    finished = [((s.get("lastState") or {}).get("terminated") or {}).get("finishedAt") for s in statuses]
-    return restarts_cell(sum(int(s.get("restartCount", 0)) for s in statuses), finished, now)
+    count, finished = _pod_restart_counts(_as_pod(pod))
+    return restarts_cell(count, finished, now)
 
 
 def restarts_cell(count: int, last_finished: list[str | None], now: datetime) -> str:
@@ -144,6 +130,41 @@ def _event_source(event: Obj) -> str:
 
 def _name(obj: Obj, _: datetime) -> str:
     return str(obj.get("metadata", {}).get("name", ""))
+
+
+_ACCESS_MODES = {"ReadWriteOnce": "RWO", "ReadOnlyMany": "ROX", "ReadWriteMany": "RWX", "ReadWriteOncePod": "RWOP"}
+
+
+def _at(obj: Any, *path: str) -> Any:
+    """The value at ``path``, or None where any step is missing or not an object (stored objects vary)."""
+    for key in path:
+        obj = obj.get(key) if isinstance(obj, dict) else None
+    return obj
+
+
+def _text(obj: Obj, *path: str, default: str = "") -> str:
+    value = _at(obj, *path)
+    return default if value is None or value == "" or isinstance(value, (dict, list)) else str(value)
+
+
+def _access_modes(modes: Any) -> str:
+    return ",".join(_ACCESS_MODES.get(str(m), str(m)) for m in modes) if isinstance(modes, list) else ""
+
+
+def _storage_phase(obj: Obj) -> str:
+    if _at(obj, "metadata", "deletionTimestamp"):
+        return "Terminating"
+    return _text(obj, "status", "phase")
+
+
+def _claim_ref(pv: Obj) -> str:
+    name = _text(pv, "spec", "claimRef", "name")
+    return f"{_text(pv, 'spec', 'claimRef', 'namespace')}/{name}" if name else ""
+
+
+def _storage_class_name(sc: Obj, _: datetime) -> str:
+    default = _at(sc, "metadata", "annotations", "storageclass.kubernetes.io/is-default-class")
+    return _name(sc, _) + (" (default)" if default == "true" else "")
 
 
 BUILTIN_COLUMNS: dict[str, list[Column]] = {
@@ -254,6 +275,38 @@ BUILTIN_COLUMNS: dict[str, list[Column]] = {
         ("Kernel-Version", "string", 1, lambda o, _: _node_info(o, "kernelVersion")),
         ("Container-Runtime", "string", 1, lambda o, _: _node_info(o, "containerRuntimeVersion")),
     ],
+    "core/persistentvolumeclaims": [
+        ("Name", "string", 0, _name),
+        ("Status", "string", 0, lambda o, _: _storage_phase(o)),
+        ("Volume", "string", 0, lambda o, _: _text(o, "spec", "volumeName")),
+        ("Capacity", "string", 0, lambda o, _: _text(o, "status", "capacity", "storage")),
+        ("Access Modes", "string", 0, lambda o, _: _access_modes(_at(o, "status", "accessModes"))),
+        ("StorageClass", "string", 0, lambda o, _: _text(o, "spec", "storageClassName")),
+        ("VolumeAttributesClass", "string", 0, lambda o, _: _text(o, "spec", "volumeAttributesClassName", "<unset>")),
+        ("Age", "string", 0, _age),
+        ("VolumeMode", "string", 1, lambda o, _: _text(o, "spec", "volumeMode", "Filesystem")),
+    ],
+    "core/persistentvolumes": [
+        ("Name", "string", 0, _name),
+        ("Capacity", "string", 0, lambda o, _: _text(o, "spec", "capacity", "storage")),
+        ("Access Modes", "string", 0, lambda o, _: _access_modes(_at(o, "spec", "accessModes"))),
+        ("Reclaim Policy", "string", 0, lambda o, _: _text(o, "spec", "persistentVolumeReclaimPolicy")),
+        ("Status", "string", 0, lambda o, _: _storage_phase(o)),
+        ("Claim", "string", 0, lambda o, _: _claim_ref(o)),
+        ("StorageClass", "string", 0, lambda o, _: _text(o, "spec", "storageClassName")),
+        ("VolumeAttributesClass", "string", 0, lambda o, _: _text(o, "spec", "volumeAttributesClassName", "<unset>")),
+        ("Reason", "string", 0, lambda o, _: _text(o, "status", "reason")),
+        ("Age", "string", 0, _age),
+        ("VolumeMode", "string", 1, lambda o, _: _text(o, "spec", "volumeMode", "Filesystem")),
+    ],
+    "storage.k8s.io/storageclasses": [
+        ("Name", "string", 0, _storage_class_name),
+        ("Provisioner", "string", 0, lambda o, _: _text(o, "provisioner")),
+        ("ReclaimPolicy", "string", 0, lambda o, _: _text(o, "reclaimPolicy", default="Delete")),
+        ("VolumeBindingMode", "string", 0, lambda o, _: _text(o, "volumeBindingMode", default="Immediate")),
+        ("AllowVolumeExpansion", "string", 0, lambda o, _: str(_at(o, "allowVolumeExpansion") is True).lower()),
+        ("Age", "string", 0, _age),
+    ],
     "scheduling.k8s.io/priorityclasses": [
         ("Name", "string", 0, _name),
         ("Value", "integer", 0, lambda o, _: int(o.get("value") or 0)),
@@ -360,10 +413,16 @@ class _Waiting(msgspec.Struct, gc=False):
 class _Terminated(msgspec.Struct, gc=False):
     reason: str | None = None
     exitCode: int | None = None
+    signal: int | None = None
+
+
+class _Running(msgspec.Struct, gc=False):
+    pass
 
 
 class _State(msgspec.Struct, gc=False):
     waiting: _Waiting | None = None
+    running: _Running | None = None
     terminated: _Terminated | None = None
 
 
@@ -385,6 +444,7 @@ class _ContainerStatus(msgspec.Struct, gc=False):
 class _Condition(msgspec.Struct, gc=False):
     type: str | None = None
     status: str | None = None
+    reason: str | None = None
 
 
 class _PodStatus(msgspec.Struct, gc=False):
@@ -392,6 +452,7 @@ class _PodStatus(msgspec.Struct, gc=False):
     reason: str | None = None
     podIP: str | None = None
     nominatedNodeName: str | None = None
+    initContainerStatuses: list[_ContainerStatus] | None = None
     containerStatuses: list[_ContainerStatus] | None = None
     conditions: list[_Condition] | None = None
 
@@ -402,6 +463,7 @@ class _Gate(msgspec.Struct, gc=False):
 
 class _PodSpec(msgspec.Struct, gc=False):
     nodeName: str | None = None
+    initContainers: list[msgspec.Raw] | None = None
     containers: list[msgspec.Raw] | None = None
     readinessGates: list[_Gate] | None = None
 
@@ -422,24 +484,118 @@ _pod_decoder = msgspec.json.Decoder(_Pod)
 _meta_decoder = msgspec.json.Decoder(_PodMeta)
 
 
-def _pod_cells(pod: _Pod, meta: _PodMeta, now: datetime) -> list[Any]:
-    """The cells of ``BUILTIN_COLUMNS["core/pods"]``, computed from the decoded subset."""
-    spec = pod.spec or _PodSpec()
-    status = pod.status or _PodStatus()
-    statuses = status.containerStatuses or []
-    if meta.deletionTimestamp:
-        reason = "Terminating"
-    else:
-        reason = status.reason or status.phase or "Pending"
-        for cs in statuses:
+def _dict(value: Any) -> Obj:
+    return value if isinstance(value, dict) else {}
+
+
+def _as_status(cs: Any) -> _ContainerStatus:
+    """A container status read leniently from a decoded object (the generic path takes any shape)."""
+    cs = _dict(cs)
+    state, last = _dict(cs.get("state")), _dict(_dict(cs.get("lastState")).get("terminated"))
+    waiting, terminated = state.get("waiting"), state.get("terminated")
+    return _ContainerStatus(
+        ready=bool(cs.get("ready")),
+        restartCount=int(cs.get("restartCount") or 0),
+        state=_State(
+            waiting=_Waiting(_dict(waiting).get("reason")) if isinstance(waiting, dict) else None,
+            running=_Running() if isinstance(state.get("running"), dict) else None,
+            terminated=(
+                _Terminated(terminated.get("reason"), terminated.get("exitCode"), terminated.get("signal"))
+                if isinstance(terminated, dict)
+                else None
+            ),
+        ),
+        lastState=_LastState(_LastTerminated(last.get("finishedAt"))) if last else None,
+    )
+
+
+def _as_pod(pod: Obj) -> _Pod:
+    spec, status = _dict(pod.get("spec")), _dict(pod.get("status"))
+    return _Pod(
+        spec=_PodSpec(initContainers=[msgspec.Raw(b"{}")] * len(spec.get("initContainers") or [])),
+        status=_PodStatus(
+            phase=status.get("phase"),
+            reason=status.get("reason"),
+            initContainerStatuses=[_as_status(cs) for cs in status.get("initContainerStatuses") or []],
+            containerStatuses=[_as_status(cs) for cs in status.get("containerStatuses") or []],
+            conditions=[
+                _Condition(c.get("type"), c.get("status"), c.get("reason"))
+                for c in status.get("conditions") or []
+                if isinstance(c, dict)
+            ],
+        ),
+    )
+
+
+def _initializing(status: _PodStatus) -> bool:
+    """Whether kubectl's STATUS column speaks of init containers (``Init:0/2``, ``Init:Error``...)."""
+    for cs in status.initContainerStatuses or []:
+        state = cs.state or _State()
+        if state.terminated is not None and state.terminated.exitCode == 0:
+            continue
+        return not any(c.type == "Initialized" and c.status == "True" for c in status.conditions or [])
+    return False
+
+
+def _pod_reason(pod: _Pod, deleting: bool) -> str:
+    """kubectl's STATUS column (its ``printPod``): phase or reason, refined by init then main containers."""
+    spec, status = pod.spec or _PodSpec(), pod.status or _PodStatus()
+    reason = status.reason or status.phase or "Pending"
+    if any(c.type == "PodScheduled" and c.reason == "SchedulingGated" for c in status.conditions or []):
+        reason = "SchedulingGated"
+    initializing = False
+    for index, cs in enumerate(status.initContainerStatuses or []):
+        state = cs.state or _State()
+        term = state.terminated
+        if term is not None and term.exitCode == 0:
+            continue
+        initializing = True
+        if term is not None:
+            if term.reason:
+                reason = f"Init:{term.reason}"
+            else:
+                reason = f"Init:Signal:{term.signal}" if term.signal else f"Init:ExitCode:{term.exitCode}"
+        elif state.waiting is not None and state.waiting.reason and state.waiting.reason != "PodInitializing":
+            reason = f"Init:{state.waiting.reason}"
+        else:
+            reason = f"Init:{index}/{len(spec.initContainers or [])}"
+        break
+    initialized = any(c.type == "Initialized" and c.status == "True" for c in status.conditions or [])
+    if not initializing or initialized:
+        running = False
+        for cs in reversed(status.containerStatuses or []):
             state = cs.state or _State()
             if state.waiting is not None and state.waiting.reason:
                 reason = state.waiting.reason
             elif state.terminated is not None:
                 term = state.terminated
-                reason = term.reason or f"ExitCode:{term.exitCode}"
-                if status.phase == "Succeeded":
-                    reason = "Completed"
+                reason = term.reason or (f"Signal:{term.signal}" if term.signal else f"ExitCode:{term.exitCode}")
+            elif cs.ready and state.running is not None:
+                running = True
+        if reason == "Completed" and running:
+            ready = any(c.type == "Ready" and c.status == "True" for c in status.conditions or [])
+            reason = "Running" if ready else "NotReady"
+    if deleting and status.reason == "NodeLost":
+        return "Unknown"
+    if deleting and status.phase not in ("Succeeded", "Failed"):
+        return "Terminating"
+    return str(reason)
+
+
+def _pod_restart_counts(pod: _Pod) -> tuple[int, list[str | None]]:
+    """RESTARTS of init containers while the pod initializes, else of its main containers (as kubectl)."""
+    status = pod.status or _PodStatus()
+    counted = status.initContainerStatuses if _initializing(status) else status.containerStatuses
+    statuses = counted or []
+    finished = [cs.lastState.terminated.finishedAt for cs in statuses if cs.lastState and cs.lastState.terminated]
+    return sum(cs.restartCount or 0 for cs in statuses), finished
+
+
+def _pod_cells(pod: _Pod, meta: _PodMeta, now: datetime) -> list[Any]:
+    """The cells of ``BUILTIN_COLUMNS["core/pods"]``, computed from the decoded subset."""
+    spec = pod.spec or _PodSpec()
+    status = pod.status or _PodStatus()
+    statuses = status.containerStatuses or []
     gates = "<none>"
     if spec.readinessGates:
         true = {c.type for c in status.conditions or [] if c.status == "True"}
@@ -447,12 +603,8 @@ def _pod_cells(pod: _Pod, meta: _PodMeta, now: datetime) -> list[Any]:
     return [
         meta.name or "",
         f"{sum(1 for cs in statuses if cs.ready)}/{len(spec.containers or [])}",
-        reason,
-        restarts_cell(
-            sum(cs.restartCount or 0 for cs in statuses),
-            [cs.lastState.terminated.finishedAt for cs in statuses if cs.lastState and cs.lastState.terminated],
-            now,
-        ),
+        _pod_reason(pod, bool(meta.deletionTimestamp)),
+        restarts_cell(*_pod_restart_counts(pod), now),
         human_age(meta.creationTimestamp, now),
         status.podIP or "<none>",
         spec.nodeName or "<none>",

@@ -408,3 +408,32 @@ def test_wrongly_typed_scalars_fail_decoding(kind: str, obj: dict[str, Any], str
         admission.decode_body(RT[kind], obj, "Strict", None)
     assert caught.value.code == 400
     assert f"into Go struct field {struct_field} of type" in caught.value.message
+
+
+# -- storage --------------------------------------------------------------------------------
+
+
+def test_claims_and_volumes_need_access_modes_and_a_size() -> None:
+    claim = {"metadata": {"name": "data", "namespace": "default"}, "spec": {"accessModes": ["ReadWriteAll"]}}
+    assert lines(RT["PersistentVolumeClaim"], claim) == [
+        'spec.accessModes: Unsupported value: "ReadWriteAll": supported values: "ReadOnlyMany", "ReadWriteMany", '
+        '"ReadWriteOnce", "ReadWriteOncePod"',
+        "spec.resources[storage]: Required value",
+    ]
+    claim["spec"] = {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}
+    assert lines(RT["PersistentVolumeClaim"], claim) == []
+    volume = {"metadata": {"name": "pv"}, "spec": {"capacity": {"storage": "lots"}}}
+    assert lines(RT["PersistentVolume"], volume) == [
+        "spec.accessModes: Required value: at least 1 access mode is required",
+        'spec.capacity: Invalid value: "lots": quantities must match the regular expression '
+        "'^([+-]?(?:\\d+\\.?\\d*|\\.\\d+))(?:([eE][+-]?\\d+)|(Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E))?$'",
+    ]
+
+
+def test_storage_objects_of_the_wrong_shape_cannot_be_decoded() -> None:
+    with pytest.raises(admission.DecodeError, match=r"spec of type v1\.PersistentVolumeClaimSpec"):
+        admission.decode(RT["PersistentVolumeClaim"], {"metadata": {}, "spec": 1.5})
+    with pytest.raises(admission.DecodeError, match=r"accessModes of type \[\]v1\.PersistentVolumeAccessMode"):
+        admission.decode(RT["PersistentVolume"], {"metadata": {}, "spec": {"accessModes": "ReadWriteOnce"}})
+    with pytest.raises(admission.DecodeError, match=r"StorageClass\.provisioner of type string"):
+        admission.decode(RT["StorageClass"], {"metadata": {}, "provisioner": 3})

@@ -35,6 +35,10 @@ def running(ready: bool, restarts: int) -> dict[str, Any]:
     return {"name": "c", "ready": ready, "restartCount": restarts, "state": {"running": {}}}
 
 
+def init_state(kind: str, state: dict[str, Any]) -> dict[str, Any]:
+    return {"name": "i", "ready": False, "restartCount": 0, "state": {kind: state}}
+
+
 PODS = [
     pod("pending", status={"phase": "Pending"}),
     pod("no-status"),
@@ -84,6 +88,85 @@ PODS = [
         spec={"readinessGates": [{"conditionType": "a"}, {"conditionType": "b"}]},
         status={"conditions": [{"type": "a", "status": "True"}, {"type": "b", "status": "False"}]},
     ),
+    pod(
+        "init-first",
+        spec={"initContainers": [{"name": "i1"}, {"name": "i2"}]},
+        status={
+            "phase": "Pending",
+            "conditions": [{"type": "Initialized", "status": "False"}],
+            "initContainerStatuses": [init_state("running", {}), init_state("waiting", {"reason": "PodInitializing"})],
+            "containerStatuses": [{"name": "c", "state": {"waiting": {"reason": "PodInitializing"}}}],
+        },
+    ),
+    pod(
+        "init-second",
+        spec={"initContainers": [{"name": "i1"}, {"name": "i2"}]},
+        status={
+            "phase": "Pending",
+            "initContainerStatuses": [init_state("terminated", {"exitCode": 0}), init_state("running", {})],
+        },
+    ),
+    pod(
+        "init-failed",
+        spec={"initContainers": [{"name": "i1"}]},
+        status={
+            "phase": "Failed",
+            "initContainerStatuses": [init_state("terminated", {"exitCode": 2, "reason": "Error"})],
+        },
+    ),
+    pod(
+        "init-signal",
+        spec={"initContainers": [{"name": "i1"}]},
+        status={
+            "phase": "Pending",
+            "initContainerStatuses": [init_state("terminated", {"exitCode": 137, "signal": 9})],
+        },
+    ),
+    pod(
+        "init-crash-looping",
+        spec={"initContainers": [{"name": "i1"}]},
+        status={
+            "phase": "Pending",
+            "initContainerStatuses": [
+                {
+                    "name": "i1",
+                    "restartCount": 4,
+                    "state": {"waiting": {"reason": "CrashLoopBackOff"}},
+                    "lastState": {"terminated": {"exitCode": 1, "finishedAt": "2026-03-01T11:59:50Z"}},
+                }
+            ],
+            "containerStatuses": [
+                {"name": "c", "restartCount": 0, "state": {"waiting": {"reason": "PodInitializing"}}}
+            ],
+        },
+    ),
+    pod(
+        "initialized",
+        spec={"initContainers": [{"name": "i1"}]},
+        status={
+            "phase": "Pending",
+            "conditions": [{"type": "Initialized", "status": "True"}],
+            "initContainerStatuses": [init_state("terminated", {"exitCode": 0, "reason": "Completed"})],
+            "containerStatuses": [{"name": "c", "state": {"waiting": {"reason": "PodInitializing"}}}],
+        },
+    ),
+    pod(
+        "one-done-one-running",
+        spec={"containers": [{"name": "a"}, {"name": "b"}]},
+        status={
+            "phase": "Running",
+            "conditions": [{"type": "Ready", "status": "False"}],
+            "containerStatuses": [
+                {"name": "a", "ready": True, "state": {"running": {}}},
+                {"name": "b", "state": {"terminated": {"exitCode": 0, "reason": "Completed"}}},
+            ],
+        },
+    ),
+    pod(
+        "gated-scheduling",
+        status={"phase": "Pending", "conditions": [{"type": "PodScheduled", "reason": "SchedulingGated"}]},
+    ),
+    pod("deleted-after-success", deletionTimestamp="2026-03-01T11:59:00Z", status={"phase": "Succeeded"}),
     # Fields of unexpected types: the fast path must fall back, not fail or differ.
     pod("odd", status={"containerStatuses": [{"name": "c", "ready": "yes", "restartCount": "4"}]}),
     pod("labelled", labels={"app": "x"}, annotations={"a": "b"}, ownerReferences=[{"uid": "u", "name": "o"}]),
@@ -158,3 +241,14 @@ def test_restarts_say_when_the_last_run_ended(pods: ResourceType) -> None:
     rows = {r["cells"][0]: r["cells"] for r in tables.table(pods, PODS, now=NOW, resource_version="1")["rows"]}
     assert rows["crash-looping"][2:4] == ["CrashLoopBackOff", "3 (35s ago)"]
     assert rows["running"][3] == "3" and rows["pending"][3] == "0"
+
+
+def test_status_speaks_of_init_containers_as_kubectl_does(pods: ResourceType) -> None:
+    rows = {r["cells"][0]: r["cells"] for r in tables.table(pods, PODS, now=NOW, resource_version="1")["rows"]}
+    assert rows["init-first"][2] == "Init:0/2" and rows["init-second"][2] == "Init:1/2"
+    assert rows["init-failed"][2] == "Init:Error" and rows["init-signal"][2] == "Init:Signal:9"
+    assert rows["init-crash-looping"][2:4] == ["Init:CrashLoopBackOff", "4 (10s ago)"]
+    assert rows["initialized"][2] == "PodInitializing"
+    assert rows["one-done-one-running"][2] == "NotReady"
+    assert rows["gated-scheduling"][2] == "SchedulingGated"
+    assert rows["deleted-after-success"][2] == "Succeeded" and rows["terminating"][2] == "Terminating"

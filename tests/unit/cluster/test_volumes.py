@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import base64
 import stat
+from decimal import Decimal
 from pathlib import Path
 
 import pytest
 
-from trainyard.cluster.podenv import ConfigError, Sources
-from trainyard.cluster.volumes import materialize, mounts, under_mount
+from trainyard.cluster.podenv import ConfigError, Node, Sources
+from trainyard.cluster.volumes import materialize, mounts, read_only, under_mount
 
 
 def mode(path: Path) -> int:
@@ -109,3 +110,121 @@ def test_mounts_resolve_sub_paths_and_order_parents_first(tmp_path: Path) -> Non
     assert under_mount("/data/cache/x", container) and not under_mount("/database", container)
     with pytest.raises(ConfigError, match="cannot find volume 'nope'"):
         mounts({"name": "c", "volumeMounts": [{"name": "nope", "mountPath": "/x"}]}, {})
+
+
+POD = {
+    "metadata": {
+        "name": "trainer-0",
+        "namespace": "ml",
+        "uid": "u-1",
+        "labels": {"b": "2", "a": 'quote"d'},
+        "annotations": {"note": "x"},
+    },
+    "spec": {"containers": [{"name": "main", "resources": {"limits": {"memory": "1Gi"}}}]},
+}
+NODE = Node("n", "127.0.0.1", Decimal(4), Decimal(2**34))
+
+
+def files(path: Path) -> dict[str, tuple[str, int]]:
+    return {str(p.relative_to(path)): (p.read_text(), mode(p)) for p in sorted(path.rglob("*")) if p.is_file()}
+
+
+def test_downward_api_files_render_fields_like_the_kubelet(tmp_path: Path) -> None:
+    volume = {
+        "name": "info",
+        "downwardAPI": {
+            "defaultMode": 0o400,
+            "items": [
+                {"path": "labels", "fieldRef": {"fieldPath": "metadata.labels"}},
+                {"path": "meta/name", "fieldRef": {"fieldPath": "metadata.name"}, "mode": 0o644},
+                {"path": "note", "fieldRef": {"fieldPath": "metadata.annotations['note']"}},
+                {
+                    "path": "mem",
+                    "resourceFieldRef": {"containerName": "main", "resource": "limits.memory", "divisor": "1Mi"},
+                },
+                {"path": "cpu", "resourceFieldRef": {"containerName": "main", "resource": "limits.cpu"}},
+            ],
+        },
+    }
+    path = materialize(tmp_path, volume, Sources(), POD, NODE)
+    assert files(path) == {
+        "cpu": ("4", 0o400),
+        "labels": ('a="quote\\"d"\nb="2"', 0o400),
+        "mem": ("1024", 0o400),
+        "meta/name": ("trainer-0", 0o644),
+        "note": ("x", 0o400),
+    }
+    env_only = {"name": "v", "downwardAPI": {"items": [{"path": "ip", "fieldRef": {"fieldPath": "status.podIP"}}]}}
+    with pytest.raises(ConfigError, match=r"unsupported fieldPath in a downwardAPI volume: status\.podIP"):
+        materialize(tmp_path, env_only, Sources(), POD, NODE)
+
+
+def test_projected_sources_share_one_directory(tmp_path: Path) -> None:
+    secret = {"data": {"token": base64.b64encode(b"t").decode()}}
+    volume = {
+        "name": "all",
+        "projected": {
+            "defaultMode": 0o440,
+            "sources": [
+                {"configMap": {"name": "cm"}},
+                {"secret": {"name": "sec", "items": [{"key": "token", "path": "creds/token", "mode": 0o400}]}},
+                {"configMap": {"name": "absent", "optional": True}},
+                {"downwardAPI": {"items": [{"path": "ns", "fieldRef": {"fieldPath": "metadata.namespace"}}]}},
+            ],
+        },
+    }
+    sources = Sources({"cm": {"data": {"lr": "0.1"}}, "absent": None}, {"sec": secret})
+    path = materialize(tmp_path, volume, sources, POD, NODE)
+    assert files(path) == {"creds/token": ("t", 0o400), "lr": ("0.1", 0o440), "ns": ("ml", 0o440)}
+    missing = {"name": "all", "projected": {"sources": [{"secret": {"name": "gone"}}]}}
+    with pytest.raises(ConfigError, match=r'MountVolume\.SetUp failed for volume "all" : secret "gone" not found'):
+        materialize(tmp_path, missing, Sources(), POD, NODE)
+    token = {"name": "all", "projected": {"sources": [{"serviceAccountToken": {"path": "token"}}]}}
+    with pytest.raises(ConfigError, match="projected serviceAccountToken sources are not supported"):
+        materialize(tmp_path, token, Sources(), POD, NODE)
+
+
+def claim(phase: str, volume_name: str = "", **meta: str) -> dict[str, object]:
+    return {"metadata": {"name": "data", **meta}, "spec": {"volumeName": volume_name}, "status": {"phase": phase}}
+
+
+def test_a_claim_mounts_the_directory_of_its_bound_volume(tmp_path: Path) -> None:
+    volume = {"name": "data", "persistentVolumeClaim": {"claimName": "data", "readOnly": True}}
+    pv = {"spec": {"hostPath": {"path": str(tmp_path / "pv")}}}
+    sources = Sources(claims={"data": claim("Bound", "pv-1")}, persistent_volumes={"pv-1": pv})
+    assert materialize(tmp_path, volume, sources, POD) == tmp_path / "pv"
+    assert (tmp_path / "pv").is_dir()
+    assert read_only([volume, {"name": "scratch", "emptyDir": {}}]) == {"data"}
+    container = {"name": "c", "volumeMounts": [{"name": "data", "mountPath": "/data"}]}
+    assert mounts(container, {"data": tmp_path / "pv"}, {"data"})[0]["readOnly"] is True
+
+
+@pytest.mark.parametrize(
+    ("sources", "problem"),
+    [
+        (Sources(), 'failed to fetch PVC from API server: persistentvolumeclaims "data" not found'),
+        (Sources(claims={"data": claim("Pending")}), "PVC is not bound"),
+        (
+            Sources(claims={"data": claim("Bound", "pv-1", deletionTimestamp="2026-01-01T00:00:00Z")}),
+            "can't start pod because PVC ml/data is being deleted",
+        ),
+        (
+            Sources(claims={"data": claim("Bound", "pv-1")}),
+            'failed to fetch PV pv-1 from API server: persistentvolumes "pv-1" not found',
+        ),
+    ],
+)
+def test_claims_that_cannot_be_mounted_yet(tmp_path: Path, sources: Sources, problem: str) -> None:
+    volume = {"name": "vol", "persistentVolumeClaim": {"claimName": "data"}}
+    with pytest.raises(ConfigError) as info:
+        materialize(tmp_path, volume, sources, POD)
+    assert str(info.value) == (
+        "Unable to attach or mount volumes: unmounted volumes=[vol], unattached volumes=[vol]: "
+        f"error processing PVC ml/data: {problem}"
+    )
+
+
+def test_volumes_of_kinds_this_node_cannot_serve(tmp_path: Path) -> None:
+    sources = Sources(claims={"data": claim("Bound", "nfs-1")}, persistent_volumes={"nfs-1": {"spec": {"nfs": {}}}})
+    with pytest.raises(ConfigError, match="nfs persistent volumes are not supported by the local node"):
+        materialize(tmp_path, {"name": "v", "persistentVolumeClaim": {"claimName": "data"}}, sources, POD)
