@@ -6,6 +6,8 @@ A new or changed pod is *active*: the next pass tries it. A pod that did not fit
 make room (``move_all``: a pod finished, a node or a PodGroup changed) — at once if its back-off
 has passed, else when it does (*backing off*) — or after ``FLUSH_SECONDS`` regardless. So a
 crowd of pods that cannot fit costs one attempt each per back-off, however busy the cluster.
+When no pod is active, the scheduler takes backing-off pods early, a few at a time (``pop_backing``,
+kube-scheduler 1.33's SchedulerPopFromBackoffQ), so room is never left idle for a back-off.
 Pure: the caller passes the time (its event loop's clock).
 """
 
@@ -89,6 +91,16 @@ class PodQueue:
         if self.unschedulable:
             times.append(min(since for _, since in self.unschedulable.values()) + FLUSH_SECONDS)
         return min(times) if times else None
+
+    def pop_backing(self, count: int) -> list[str]:
+        """Up to ``count`` backing-off pods, those whose back-off ends first, made active now."""
+        out: list[str] = []
+        while self._heap and len(out) < count:
+            until, uid = heapq.heappop(self._heap)
+            if self.backing.get(uid) == until:
+                del self.backing[uid]
+                out.append(uid)
+        return out
 
     def take(self) -> set[str]:
         """The active pods, for one pass; the queue's active set starts empty again."""

@@ -61,6 +61,7 @@ EVENT_REPEAT_SECONDS = 60.0  # the same FailedScheduling message, counted again 
 WRITERS = 8  # bindings and PodGroup status writes in flight at once
 REPORT_RATE = 10.0  # unschedulable verdicts written per second, beyond a burst of
 REPORT_BURST = 20
+POP_BACKING = 16  # backing-off pods tried at once when no pod is active
 RETRY_SECONDS = 0.5  # before judging again a pod whose status write met a newer version
 NODE_WAIT_SECONDS = 5.0  # at start, how long to wait for the node agent to register its node
 
@@ -345,7 +346,11 @@ class Scheduler:
         now = asyncio.get_running_loop().time()
         self.queue.expire(now)
         chosen = {uid for uid in self.queue.take() if uid in self.pods and self._served(self.pods[uid])}
-        if chosen and self.queue.backing:
+        early = not chosen and bool(self.queue.backing)
+        if early:
+            popped = self.queue.pop_backing(POP_BACKING)
+            chosen = {uid for uid in popped if uid in self.pods and self._served(self.pods[uid])}
+        elif chosen and self.queue.backing:
             # Back-off bounds the work a crowd of pods makes; it must not let them overtake a pod
             # of higher priority that is merely backing off.
             top = max(self.pods[uid].priority for uid in chosen)
@@ -391,6 +396,8 @@ class Scheduler:
         dirty, self.dirty = self.dirty, set()
         for key in dirty:
             self._sync_group(key)
+        if (decision.bindings or early) and self.queue.backing and not decision.unschedulable:
+            self._wake.set()  # room may be left: try more of those backing off
         self._arm()
 
     # -- writes --------------------------------------------------------------------------------------

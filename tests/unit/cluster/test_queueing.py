@@ -48,3 +48,13 @@ def test_an_update_makes_a_pod_active_at_once() -> None:
     q.failed("a", now=0.0)
     q.add("a")
     assert "a" in q and q.take() == {"a"}
+
+
+def test_backing_off_pods_can_be_taken_early_soonest_first() -> None:
+    q = PodQueue(initial=1.0, maximum=10.0)
+    for uid, now in (("late", 5.0), ("soon", 0.0), ("mid", 2.0)):
+        q.failed(uid, now=now)
+    q.move_all(0.5)
+    assert q.pop_backing(2) == ["soon", "mid"]
+    assert set(q.backing) == {"late"}
+    assert q.pop_backing(5) == ["late"] and not q.backing
