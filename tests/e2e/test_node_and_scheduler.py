@@ -171,7 +171,7 @@ def test_a_pod_that_fits_is_bound_with_an_event(kubectl: Kubectl, ns: str) -> No
     scheduled = get(kubectl, ns, "fits")
     assert scheduled["spec"]["nodeName"] == node_name(kubectl)
     assert condition(scheduled)["status"] == "True"
-    (event,) = events(kubectl, ns, "fits", "Scheduled")
+    (event,) = eventually(lambda: events(kubectl, ns, "fits", "Scheduled"), timeout=WAIT)
     assert event["message"] == f"Successfully assigned {ns}/fits to {node_name(kubectl)}"
     assert event["source"]["component"] == "default-scheduler"
 
@@ -260,7 +260,8 @@ def test_priority_classes_resolve_at_admission_and_order_scheduling(
         eventually(lambda: phase(kubectl, ns, "high") == "Succeeded", timeout=WAIT)
         eventually(lambda: phase(kubectl, ns, "low") == "Succeeded", timeout=WAIT)
         times = {
-            name: events(kubectl, ns, name, "Scheduled")[0]["lastTimestamp"] for name in ("high", "low")
+            name: eventually(lambda name=name: events(kubectl, ns, name, "Scheduled"), timeout=WAIT)[0]["lastTimestamp"]
+            for name in ("high", "low")
         }
         assert times["high"] <= times["low"]
     finally:
@@ -375,7 +376,7 @@ def test_volcano_enqueues_then_runs_a_gang(kubectl: Kubectl, ns: str, tmp_path: 
     apply(kubectl, ns, *members)
     eventually(lambda: get(kubectl, ns, "fits", volcano)["status"].get("running") == 2, timeout=WAIT)
     assert get(kubectl, ns, "fits", volcano)["status"]["phase"] == "Running"
-    (scheduled,) = events(kubectl, ns, "fits-0", "Scheduled")
+    (scheduled,) = eventually(lambda: events(kubectl, ns, "fits-0", "Scheduled"), timeout=WAIT)
     assert scheduled["source"]["component"] == "volcano"
     done.touch()
     eventually(lambda: get(kubectl, ns, "fits", volcano)["status"].get("phase") == "Completed", timeout=WAIT)

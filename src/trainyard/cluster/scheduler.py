@@ -59,6 +59,9 @@ GROUP_SOURCES = {COSCHEDULING: scheduling.SCHEDULER_PLUGINS, VOLCANO_GROUP: sche
 
 EVENT_REPEAT_SECONDS = 60.0  # the same FailedScheduling message, counted again no sooner than this
 WRITERS = 8  # bindings and PodGroup status writes in flight at once
+# Events (Scheduled, PodGroup warnings) go out behind the writes that matter, from a bounded queue.
+EVENT_WRITERS = 2
+EVENT_QUEUE = 1000  # client-go's event broadcaster queue length
 REPORT_RATE = 10.0  # unschedulable verdicts written per second, beyond a burst of
 REPORT_BURST = 20
 POP_BACKING = 16  # backing-off pods tried at once when no pod is active
@@ -131,6 +134,7 @@ class Scheduler:
         self._wake = asyncio.Event()
         self._node_seen = asyncio.Event()
         self._writes = asyncio.Semaphore(WRITERS)
+        self._outbox: asyncio.Queue[Obj] = asyncio.Queue(maxsize=EVENT_QUEUE)
         self._background: set[asyncio.Task[None]] = set()
 
     def now(self) -> str:
@@ -155,11 +159,15 @@ class Scheduler:
             if not self.nodes:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._node_seen.wait(), NODE_WAIT_SECONDS)
-            reporter = asyncio.create_task(self._reporter())
+            helpers = [
+                asyncio.create_task(self._reporter()),
+                *(asyncio.create_task(self._send_events()) for _ in range(EVENT_WRITERS)),
+            ]
             try:
                 await self._loop()
             finally:
-                reporter.cancel()
+                for helper in helpers:
+                    helper.cancel()
         finally:
             for task in tasks:
                 task.cancel()
@@ -423,9 +431,16 @@ class Scheduler:
                 self._unassume(pod)
                 raise
             self.reported.pop(pod.uid, None)
-            await self._event(
-                pod, "Normal", "Scheduled", f"Successfully assigned {pod.namespace}/{pod.name} to {node}"
+        self._emit(
+            event_body(
+                _pod_ref(pod),
+                type_="Normal",
+                reason="Scheduled",
+                message=f"Successfully assigned {pod.namespace}/{pod.name} to {node}",
+                component=pod.scheduler,
+                now=self.now(),
             )
+        )
 
     def _unplaced(self, uid: str) -> bool:
         info = self.pods.get(uid)
@@ -549,11 +564,18 @@ class Scheduler:
         if not await self._post(body):
             record.event = None
 
-    async def _event(self, pod: PodInfo, type_: str, reason: str, message: str) -> None:
-        ref = _pod_ref(pod)
-        await self._post(
-            event_body(ref, type_=type_, reason=reason, message=message, component=pod.scheduler, now=self.now())
-        )
+    def _emit(self, body: Obj) -> None:
+        """Queue an event; like client-go's broadcaster, a full queue drops it rather than wait."""
+        try:
+            self._outbox.put_nowait(body)
+        except asyncio.QueueFull:
+            ref = body["involvedObject"]
+            log.warning("event queue full; dropped %s on %s/%s", body["reason"], ref["namespace"], ref["name"])
+
+    async def _send_events(self) -> None:
+        while True:
+            body = await self._outbox.get()
+            await self._post(body)
 
     async def _post(self, body: Obj) -> bool:
         try:
@@ -615,9 +637,9 @@ class Scheduler:
                 if not is_status(exc, 404):
                     log.warning("could not update the status of PodGroup %s/%s: %s", namespace, name, exc)
                 return
-        await self._group_events(key, obj, old, status)
+        self._group_events(key, obj, old, status)
 
-    async def _group_events(self, key: GroupKey, obj: Obj, old: Obj, new: Obj) -> None:
+    def _group_events(self, key: GroupKey, obj: Obj, old: Obj, new: Obj) -> None:
         """Warnings on the PodGroup: a new Unschedulable condition (Volcano) or a schedule timeout."""
 
         def unschedulable(status: Obj) -> Obj | None:
@@ -646,9 +668,8 @@ class Scheduler:
         }
         message = str(after.get("message"))
         source = GROUP_SOURCES[flavour]
-        await self._post(
-            event_body(involved, type_="Warning", reason=reason, message=message, component=source, now=self.now())
-        )
+        now = self.now()
+        self._emit(event_body(involved, type_="Warning", reason=reason, message=message, component=source, now=now))
 
     async def shutdown(self) -> None:
         if self._timer is not None:
