@@ -347,7 +347,7 @@ def volcano_status(group: Obj, members: Sequence[PodInfo], *, enqueued: bool, ve
         phase = "Running"
     elif phase not in ("Inqueue", "Pending"):
         phase = "Pending"
-    if c.members and c.succeeded >= minimum and c.running == 0 and c.pending == 0:
+    if c.succeeded >= minimum and all(p.terminal for p in members):
         phase = "Completed"
     conditions = list(status.get("conditions") or [])
     if verdict is not None:

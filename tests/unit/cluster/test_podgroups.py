@@ -88,6 +88,7 @@ def test_schedule_timeout_becomes_a_condition_and_clears_when_placed() -> None:
         pytest.param("Inqueue", False, [BOUND, RUNNING], "Running", id="allocated"),
         pytest.param("Running", False, [DONE, RUNNING], "Running", id="succeeded-counts"),
         pytest.param("Running", False, [DONE, DONE], "Completed", id="completed"),
+        pytest.param("Running", False, [DONE, DONE, BOUND], "Running", id="a-member-still-to-run"),
         pytest.param("Running", False, [], "Pending", id="members-gone"),
         pytest.param("Completed", False, [], "Completed", id="completed-stays"),
     ],
