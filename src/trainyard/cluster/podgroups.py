@@ -236,7 +236,6 @@ class Counts:
     running: int
     succeeded: int
     failed: int
-    pending: int
 
 
 def counts(members: Sequence[PodInfo]) -> Counts:
@@ -246,7 +245,6 @@ def counts(members: Sequence[PodInfo]) -> Counts:
         running=sum(1 for p in members if p.phase == "Running"),
         succeeded=sum(1 for p in members if p.phase == "Succeeded"),
         failed=sum(1 for p in members if p.phase == "Failed"),
-        pending=sum(1 for p in members if not p.node_name and not p.terminal),
     )
 
 
