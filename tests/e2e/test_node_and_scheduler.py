@@ -268,6 +268,16 @@ def test_priority_classes_resolve_at_admission_and_order_scheduling(
         kubectl.run("delete", "priorityclass", high)
 
 
+def test_replacing_a_pod_from_its_manifest_keeps_its_admitted_priority(kubectl: Kubectl, ns: str) -> None:
+    manifest = pod("waiting", resources={"limits": {"nvidia.com/gpu": "1"}})
+    apply(kubectl, ns, manifest)
+    manifest["spec"]["containers"][0]["image"] = "python:3.12"
+    kubectl("replace", "-n", ns, "-f", "-", input=json.dumps(manifest))
+    replaced = get(kubectl, ns, "waiting")
+    assert replaced["spec"]["containers"][0]["image"] == "python:3.12"
+    assert (replaced["spec"]["priority"], replaced["spec"]["preemptionPolicy"]) == (0, "PreemptLowerPriority")
+
+
 # -- gangs -------------------------------------------------------------------------------------------
 
 

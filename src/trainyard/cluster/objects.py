@@ -692,6 +692,7 @@ class Objects:
                 new.pop("status", None)
         defaulting.on_write(rt.key, new)
         if rt.key == "core/pods":
+            priority.keep_on_update(current.get("spec") or {}, new.setdefault("spec", {}))
             forbidden = defaulting.pod_spec_change(current.get("spec") or {}, new.get("spec") or {})
             if forbidden:
                 raise errors.invalid(rt, cm["name"], [("FieldValueForbidden", "spec", forbidden)])

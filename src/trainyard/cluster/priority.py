@@ -150,6 +150,13 @@ def admit_pod(pod: Obj, classes: Iterable[Obj]) -> None:
     spec["preemptionPolicy"] = policy
 
 
+def keep_on_update(old_spec: Obj, new_spec: Obj) -> None:
+    """An update that leaves out what admission set at creation keeps it, as the plugin does."""
+    for key in ("priority", "preemptionPolicy"):
+        if new_spec.get(key) is None and old_spec.get(key) is not None:
+            new_spec[key] = old_spec[key]
+
+
 def _forbidden(pod_name: str, why: str) -> errors.ApiError:
     return errors.ApiError(
         403, "Forbidden", f'pods "{pod_name}" is forbidden: {why}', {"name": pod_name, "kind": "pods"}

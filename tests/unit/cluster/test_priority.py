@@ -53,6 +53,13 @@ def test_refusals_are_403_in_kube_words(spec: dict[str, Any], message: str) -> N
     assert (caught.value.code, caught.value.reason, caught.value.message) == (403, "Forbidden", message)
 
 
+def test_an_update_without_the_admitted_fields_keeps_them() -> None:
+    old = {"containers": [], "priority": 1000, "preemptionPolicy": "Never"}
+    new: dict[str, Any] = {"containers": []}
+    priority.keep_on_update(old, new)
+    assert (new["priority"], new["preemptionPolicy"]) == (1000, "Never")
+
+
 def test_the_same_priority_given_explicitly_is_accepted() -> None:
     pod = new_pod(priorityClassName="high", priority=1000)
     priority.admit_pod(pod, [HIGH])
