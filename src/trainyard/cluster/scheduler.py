@@ -420,16 +420,13 @@ class Scheduler:
         async with self._writes:
             try:
                 await self.client.create(build(PodBinding, binding), pod.name, namespace=pod.namespace)
-            except ApiError as exc:
+            except Exception as exc:
                 self._unassume(pod)
-                if not (is_status(exc, 409) or is_status(exc, 404)):
+                if not isinstance(exc, ApiError) or not (is_status(exc, 409) or is_status(exc, 404)):
                     log.warning("binding %s/%s to %s failed: %s", pod.namespace, pod.name, node, exc)
                     self.queue.failed(pod.uid, asyncio.get_running_loop().time())
                     self._arm()
                 return
-            except Exception:
-                self._unassume(pod)
-                raise
             self.reported.pop(pod.uid, None)
         self._emit(
             event_body(
@@ -575,7 +572,10 @@ class Scheduler:
     async def _send_events(self) -> None:
         while True:
             body = await self._outbox.get()
-            await self._post(body)
+            try:
+                await self._post(body)
+            except Exception as exc:  # events are best effort; the sender must outlive a bad one
+                log.warning("could not record %s: %s", body.get("reason"), exc)
 
     async def _post(self, body: Obj) -> bool:
         try:
@@ -633,9 +633,10 @@ class Scheduler:
                 await self.client.patch(
                     res.Status, name, {"status": status}, namespace=namespace, patch_type=PatchType.MERGE
                 )
-            except ApiError as exc:
-                if not is_status(exc, 404):
+            except Exception as exc:
+                if not (isinstance(exc, ApiError) and is_status(exc, 404)):
                     log.warning("could not update the status of PodGroup %s/%s: %s", namespace, name, exc)
+                    asyncio.get_running_loop().call_later(RETRY_SECONDS, self._touch, key)  # try again
                 return
         self._group_events(key, obj, old, status)
 
