@@ -184,9 +184,8 @@ def _node_options(args: argparse.Namespace) -> tuple[capacity.Capacity | None, l
     if all(v is None for v in (args.cpus, args.memory, gpu_count, args.max_pods)):
         declared = None
     else:
-        declared = capacity.declare(
-            capacity.detect(), cpus=args.cpus, memory=args.memory, gpus=gpu_count, pods=args.max_pods
-        )
+        detected = capacity.detect(layout_of(args).home)
+        declared = capacity.declare(detected, cpus=args.cpus, memory=args.memory, gpus=gpu_count, pods=args.max_pods)
     return declared, taints
 
 

@@ -1,10 +1,12 @@
 """What the local node offers the scheduler: its capacity, detected from this machine or declared.
 
 ``detect`` reads the machine as a kubelet does: logical CPUs, total memory, NVIDIA GPUs counted
-with ``nvidia-smi -L`` (0 when the tool is absent or finds none), and the kubelet's default
-110 pods. ``declare`` replaces any of these with what ``yard up --cpus/--memory/--gpus/--max-pods``
-says, to *simulate* a bigger (or smaller) node: the scheduler then admits pods against the
-declared numbers, while the processes still share this machine's real CPUs, memory and GPUs.
+with ``nvidia-smi -L`` (0 when the tool is absent or finds none), the size of the filesystem
+that holds the pods' directories as ``ephemeral-storage``, and the kubelet's default 110 pods.
+``declare`` replaces CPUs, memory, GPUs or pods with what ``yard up --cpus/--memory/--gpus/
+--max-pods`` says, to *simulate* a bigger (or smaller) node: the scheduler then admits pods
+against the declared numbers, while the processes still share this machine's real CPUs, memory
+and GPUs.
 
 ``pressure`` measures the node conditions a kubelet reports (memory and disk pressure at the
 kubelet's default hard-eviction thresholds). Callers: the ``yard up`` CLI (parsing), the
@@ -20,7 +22,7 @@ import subprocess
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from trainyard.cluster.quantity import CPU, GPU, MEMORY, PODS, amount, format_amount
+from trainyard.cluster.quantity import CPU, EPHEMERAL_STORAGE, GPU, MEMORY, PODS, amount, format_amount
 
 DEFAULT_MAX_PODS = 110  # the kubelet's --max-pods default
 # The kubelet's default hard-eviction thresholds (memory.available<100Mi, nodefs.available<10%).
@@ -43,15 +45,19 @@ class Capacity:
     gpus: int
     pods: int = DEFAULT_MAX_PODS
     declared: frozenset[str] = field(default_factory=frozenset)
+    ephemeral_storage: int = 0  # bytes; 0: not reported
 
     def resources(self) -> dict[str, str]:
         """``status.capacity`` / ``status.allocatable`` of the Node, as quantities."""
-        return {
+        out = {
             CPU: format_amount(CPU, self.cpu),
             MEMORY: format_amount(MEMORY, self.memory),
             GPU: str(self.gpus),
             PODS: str(self.pods),
         }
+        if self.ephemeral_storage:
+            out[EPHEMERAL_STORAGE] = format_amount(MEMORY, self.ephemeral_storage)
+        return out
 
     @property
     def simulated(self) -> bool:
@@ -82,9 +88,15 @@ def _total_memory() -> int:
     return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
 
 
-def detect() -> Capacity:
-    """This machine's capacity, as a kubelet would report it."""
-    return Capacity(cpu=(os.cpu_count() or 1) * 1000, memory=_total_memory(), gpus=count_gpus())
+def detect(home: Path | None = None) -> Capacity:
+    """This machine's capacity, as a kubelet would report it (storage: the filesystem of ``home``)."""
+    try:
+        storage = shutil.disk_usage(home or Path.cwd()).total
+    except OSError:
+        storage = 0
+    return Capacity(
+        cpu=(os.cpu_count() or 1) * 1000, memory=_total_memory(), gpus=count_gpus(), ephemeral_storage=storage
+    )
 
 
 def declare(

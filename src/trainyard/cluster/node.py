@@ -203,7 +203,7 @@ class NodeAgent:
         self.clock = clock
         self.address = address
         self.backoff = BackOff(restart_backoff)
-        self.capacity = capacity or node_capacity.detect()
+        self.capacity = capacity or node_capacity.detect(layout.home)
         self.taints = list(taints or [])
         self.runtime = shims.ShimRuntime()
         self._statuses = podstatus.StatusWriter(self._patch_status, STATUS_WRITES)

@@ -35,6 +35,7 @@ CPU = "cpu"
 MEMORY = "memory"
 PODS = "pods"
 GPU = "nvidia.com/gpu"
+EPHEMERAL_STORAGE = "ephemeral-storage"
 
 
 def parse_quantity(text: str | int | float) -> Decimal:

@@ -66,8 +66,9 @@ def test_gpus_are_counted_from_nvidia_smi(tmp_path: Path) -> None:
 
 
 def test_detect_reads_this_machine() -> None:
-    found = capacity.detect()
+    found = capacity.detect(Path.cwd())
     assert found.cpu >= 1000 and found.memory > 0 and found.pods == 110 and not found.simulated
+    assert found.resources()["ephemeral-storage"] == format_amount("memory", found.ephemeral_storage)
 
 
 @pytest.mark.parametrize(
