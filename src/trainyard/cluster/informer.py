@@ -24,6 +24,7 @@ log = logging.getLogger(__name__)
 Obj = dict[str, Any]
 Handler = Callable[[str, Obj], None]
 RELIST_DELAY = 1.0
+MAX_RELIST_DELAY = 30.0  # a resource that cannot be listed (its CRD gone) is retried this often at most
 
 
 def _key(obj: Obj) -> tuple[str, str]:
@@ -76,9 +77,11 @@ class Informer:
             log.warning("watch on %s interrupted (%s); resuming", getattr(self.res, "__name__", self.res), exc)
             return OnErrorResult(OnErrorAction.RETRY, sleep=min(0.2 * 2 ** min(count, 5), 5.0))
 
+        failures = 0
         while True:
             try:
                 version = await self._list()
+                failures = 0
                 expired = False
                 res: Any = self.res
                 if self.namespaced:
@@ -93,5 +96,6 @@ class Informer:
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
+                failures += 1
                 log.warning("list/watch of %s failed (%s); listing again", getattr(self.res, "__name__", self.res), exc)
-            await asyncio.sleep(RELIST_DELAY)
+            await asyncio.sleep(min(RELIST_DELAY * 2 ** min(failures, 5), MAX_RELIST_DELAY))
