@@ -293,3 +293,28 @@ def test_a_deletion_the_killed_plane_did_not_finish_is_finished_after_restart(
     )
     assert not alive(pid)
     assert state_file(plane, ns, "stubborn", uid)["exit"]["exitCode"] == 137
+
+
+def test_an_adopted_container_is_probed_again(plane: Plane, kubectl: Kubectl, ns: str, tmp_path: Path) -> None:
+    ready = tmp_path / "ready"
+    ready.touch()
+    pod = waiting_pod("probed", tmp_path / "go", "Never")
+    pod["spec"]["containers"][0]["readinessProbe"] = {
+        "exec": {"command": ["test", "-e", str(ready)]},
+        "periodSeconds": 1,
+    }
+
+    def is_ready() -> bool:
+        return bool(container(kubectl, ns, "probed").get("ready"))
+
+    create(kubectl, ns, pod)
+    eventually(is_ready, what="the readiness probe to pass")
+    kill_plane(plane)
+    restart_plane(plane)
+    # Probes of the adopted container run again: taking the file away makes it unready.
+    eventually(is_ready, what="the adopted container to be ready again")
+    ready.unlink()
+    eventually(lambda: not is_ready(), what="the adopted container's readiness probe to fail")
+    conditions = {c["type"]: c["status"] for c in status(kubectl, ns, "probed")["conditions"]}
+    assert conditions["Ready"] == "False" and status(kubectl, ns, "probed")["phase"] == "Running"
+    (tmp_path / "go").write_text("0")
