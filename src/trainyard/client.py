@@ -42,6 +42,34 @@ def selector(labels: dict[str, str]) -> dict[str, Any]:
     return dict(labels)
 
 
+def event_body(
+    involved: dict[str, Any],
+    *,
+    type_: str,
+    reason: str,
+    message: str,
+    component: str,
+    now: str,
+    host: str | None = None,
+) -> dict[str, Any]:
+    """A core/v1 Event about ``involved``; ``kubectl describe`` shows ``component`` (and ``host``) as From."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {"generateName": f"{involved['name']}.", "namespace": involved["namespace"]},
+        "involvedObject": involved,
+        "type": type_,
+        "reason": reason,
+        "message": message,
+        "source": {"component": component, **({"host": host} if host else {})},
+        "reportingComponent": component,
+        "reportingInstance": host or component,
+        "firstTimestamp": now,
+        "lastTimestamp": now,
+        "count": 1,
+    }
+
+
 async def record_event(
     client: AsyncClient,
     involved: dict[str, Any],
@@ -54,22 +82,7 @@ async def record_event(
     host: str | None = None,
 ) -> None:
     """Post a core/v1 Event about ``involved`` (an object reference); failures are only logged."""
-    source = {"component": component, **({"host": host} if host else {})}
-    event = {
-        "apiVersion": "v1",
-        "kind": "Event",
-        "metadata": {"generateName": f"{involved['name']}.", "namespace": involved["namespace"]},
-        "involvedObject": involved,
-        "type": type_,
-        "reason": reason,
-        "message": message,
-        "source": source,
-        "reportingComponent": component,
-        "reportingInstance": host or component,
-        "firstTimestamp": now,
-        "lastTimestamp": now,
-        "count": 1,
-    }
+    event = event_body(involved, type_=type_, reason=reason, message=message, component=component, now=now, host=host)
     try:
         await client.create(build(Event, event))
     except ApiError as exc:

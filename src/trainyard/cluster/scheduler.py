@@ -40,7 +40,7 @@ from lightkube.resources.scheduling_v1 import PriorityClass
 from lightkube.types import PatchType
 
 from trainyard.api.meta import format_time
-from trainyard.client import build, is_status
+from trainyard.client import build, event_body, is_status
 from trainyard.cluster import podgroups, scheduling
 from trainyard.cluster.informer import Informer
 from trainyard.cluster.queueing import PodQueue
@@ -67,24 +67,6 @@ REPORT_BURST = 20
 POP_BACKING = 16  # backing-off pods tried at once when no pod is active
 RETRY_SECONDS = 0.5  # before judging again a pod whose status write met a newer version
 NODE_WAIT_SECONDS = 5.0  # at start, how long to wait for the node agent to register its node
-
-
-def event_body(involved: Obj, *, type_: str, reason: str, message: str, component: str, now: str) -> Obj:
-    """A core/v1 Event from a scheduler: it has a component and no host (``kubectl describe``: From)."""
-    return {
-        "apiVersion": "v1",
-        "kind": "Event",
-        "metadata": {"generateName": f"{involved['name']}.", "namespace": involved["namespace"]},
-        "involvedObject": involved,
-        "type": type_,
-        "reason": reason,
-        "message": message,
-        "source": {"component": component},
-        "reportingComponent": component,
-        "firstTimestamp": now,
-        "lastTimestamp": now,
-        "count": 1,
-    }
 
 
 def _pod_ref(pod: PodInfo) -> Obj:
