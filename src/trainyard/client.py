@@ -63,7 +63,8 @@ def event_body(
         "message": message,
         "source": {"component": component, **({"host": host} if host else {})},
         "reportingComponent": component,
-        "reportingInstance": host or component,
+        # kubectl prints reportingInstance where the source has no host ("From: a, a" if it repeats).
+        **({"reportingInstance": host} if host else {}),
         "firstTimestamp": now,
         "lastTimestamp": now,
         "count": 1,
