@@ -64,11 +64,20 @@ class Plane:
             )
         return result
 
-    def up(self) -> None:
-        self.yard("up", "--port", str(self.port), "--workspace", str(REPO), *(["--secure"] if self.secure else []))
+    def up(self, *flags: str) -> None:
+        secure = ["--secure"] if self.secure else []
+        self.yard("up", "--port", str(self.port), "--workspace", str(REPO), *secure, *flags)
 
     def down(self) -> None:
         self.yard("down", check=False)
+
+
+def own_plane(tmp_path_factory: pytest.TempPathFactory, name: str, *flags: str) -> Iterator[Plane]:
+    """A module's own plane, started with ``yard up`` ``flags`` (for module-scoped ``plane`` fixtures)."""
+    plane = Plane(tmp_path_factory.mktemp(name), free_port())
+    plane.up(*flags)
+    yield plane
+    plane.down()
 
 
 def start_plane(home: Path, *, secure: bool = False) -> Plane:

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from conftest import REPO, Kubectl, Plane, eventually, free_port
+from conftest import Kubectl, Plane, eventually, free_port, own_plane
 
 pytestmark = pytest.mark.e2e
 
@@ -25,10 +25,7 @@ WAIT = 90.0
 
 @pytest.fixture(scope="module")
 def plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Plane]:
-    p = Plane(tmp_path_factory.mktemp("yard-sched"), free_port())
-    p.yard("up", "--port", str(p.port), "--workspace", str(REPO), "--cpus", "4", "--gpus", "0")
-    yield p
-    p.down()
+    yield from own_plane(tmp_path_factory, "yard-sched", "--cpus", "4", "--gpus", "0")
 
 
 @pytest.fixture(scope="module")
@@ -232,9 +229,7 @@ def test_a_pod_for_another_scheduler_is_left_alone(kubectl: Kubectl, ns: str, tm
 # -- priority ----------------------------------------------------------------------------------------
 
 
-def test_priority_classes_resolve_at_admission_and_order_scheduling(
-    kubectl: Kubectl, ns: str, tmp_path: Path
-) -> None:
+def test_priority_classes_resolve_at_admission_and_order_scheduling(kubectl: Kubectl, ns: str, tmp_path: Path) -> None:
     high = f"high-{ns}"
     kubectl("create", "priorityclass", high, "--value=1000", "--description=runs first")
     try:
@@ -324,9 +319,7 @@ def test_two_gangs_one_runs_the_other_waits_whole_then_runs(kubectl: Kubectl, ns
 
 
 def test_schedule_timeout_is_reported_on_the_pod_group(kubectl: Kubectl, ns: str) -> None:
-    big = [
-        pod(f"big-{i}", cpu="3", labels={"scheduling.x-k8s.io/pod-group": "big"}) for i in range(2)
-    ]
+    big = [pod(f"big-{i}", cpu="3", labels={"scheduling.x-k8s.io/pod-group": "big"}) for i in range(2)]
     apply(kubectl, ns, pod_group("big", minMember=2, scheduleTimeoutSeconds=2), *big)
     cond = eventually(
         lambda: next(
@@ -362,9 +355,7 @@ def test_volcano_enqueues_then_runs_a_gang(kubectl: Kubectl, ns: str, tmp_path: 
     volcano = "podgroups.scheduling.volcano.sh"
     # What the training operator waits for before it creates the pods: the group leaves Pending.
     eventually(lambda: get(kubectl, ns, "fits", volcano)["status"].get("phase") == "Inqueue", timeout=WAIT)
-    huge = eventually(
-        lambda: (s := get(kubectl, ns, "huge", volcano)["status"]).get("conditions") and s, timeout=WAIT
-    )
+    huge = eventually(lambda: (s := get(kubectl, ns, "huge", volcano)["status"]).get("conditions") and s, timeout=WAIT)
     assert huge["phase"] == "Pending"
     (refusal,) = huge["conditions"]
     assert (refusal["type"], refusal["reason"]) == ("Unschedulable", "NotEnoughResources")

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from conftest import REPO, Kubectl, Plane, eventually, free_port
+from conftest import REPO, Kubectl, Plane, eventually, own_plane
 
 pytestmark = pytest.mark.e2e
 
@@ -43,10 +43,7 @@ sys.exit(code)
 
 @pytest.fixture(scope="module")
 def plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Plane]:
-    p = Plane(tmp_path_factory.mktemp("yard-survival"), free_port())
-    p.yard("up", "--port", str(p.port), "--workspace", str(REPO), "--restart-backoff", "0.2")
-    yield p
-    p.down()
+    yield from own_plane(tmp_path_factory, "yard-survival", "--restart-backoff", "0.2")
 
 
 @pytest.fixture(scope="module")
@@ -166,9 +163,7 @@ def test_training_survives_a_killed_plane_and_is_adopted(
     ticks = [int(line.split()[1]) for line in out.splitlines() if line.startswith("tick ")]
     assert ticks == list(range(len(ticks))) and len(ticks) > before + 10
     assert out.splitlines()[0] == f"pid {pid}" and out.splitlines()[-1] == "done 0"
-    eventually(
-        lambda: status(kubectl, ns, "trainer").get("phase") in ("Succeeded", "Failed"), what="the pod to finish"
-    )
+    eventually(lambda: status(kubectl, ns, "trainer").get("phase") in ("Succeeded", "Failed"), what="the pod to finish")
     assert status(kubectl, ns, "trainer")["phase"] == "Succeeded"
     done = container(kubectl, ns, "trainer")
     assert done["restartCount"] == 0 and done["state"]["terminated"]["exitCode"] == 0
@@ -288,9 +283,7 @@ def test_a_deletion_the_killed_plane_did_not_finish_is_finished_after_restart(
     kill_plane(plane)
     assert alive(pid)
     restart_plane(plane)
-    eventually(
-        lambda: kubectl.run("get", "pod", "stubborn", "-n", ns).returncode != 0, what="the pod to be gone"
-    )
+    eventually(lambda: kubectl.run("get", "pod", "stubborn", "-n", ns).returncode != 0, what="the pod to be gone")
     assert not alive(pid)
     assert state_file(plane, ns, "stubborn", uid)["exit"]["exitCode"] == 137
 

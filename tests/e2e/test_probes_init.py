@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from conftest import REPO, Kubectl, Plane, eventually, free_port
+from conftest import REPO, Kubectl, Plane, eventually, free_port, own_plane
 from trainyard.api.meta import parse_time
 
 pytestmark = pytest.mark.e2e
@@ -40,10 +40,7 @@ http.server.HTTPServer(("127.0.0.1", int(os.environ["PORT"])), Health).serve_for
 
 @pytest.fixture(scope="module")
 def plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Plane]:
-    p = Plane(tmp_path_factory.mktemp("yard-probes"), free_port())
-    p.yard("up", "--port", str(p.port), "--workspace", str(REPO), "--restart-backoff", "0.2")
-    yield p
-    p.down()
+    yield from own_plane(tmp_path_factory, "yard-probes", "--restart-backoff", "0.2")
 
 
 @pytest.fixture(scope="module")

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from conftest import REPO, Kubectl, Plane, eventually, free_port
+from conftest import Kubectl, Plane, eventually, free_port, own_plane
 
 pytestmark = pytest.mark.e2e
 
@@ -32,10 +32,7 @@ FAIL_ONCE = (
 
 @pytest.fixture(scope="module")
 def plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Plane]:
-    p = Plane(tmp_path_factory.mktemp("yard-restarts"), free_port())
-    p.yard("up", "--port", str(p.port), "--workspace", str(REPO), "--restart-backoff", "0.2")
-    yield p
-    p.down()
+    yield from own_plane(tmp_path_factory, "yard-restarts", "--restart-backoff", "0.2")
 
 
 @pytest.fixture(scope="module")
@@ -77,11 +74,7 @@ def test_always_crash_loops_with_growing_back_off(kubectl: Kubectl, ns: str) -> 
         "uid"
     ]
     waiting = eventually(
-        lambda: (
-            (c := container(kubectl, ns, "crash")).get("restartCount", 0) >= 2
-            and "waiting" in c["state"]
-            and c
-        ),
+        lambda: (c := container(kubectl, ns, "crash")).get("restartCount", 0) >= 2 and "waiting" in c["state"] and c,
         what="the container to wait out a back-off after restarts",
     )
     assert waiting["phase"] == "Running" and waiting["uid"] == uid
