@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from aiohttp import web
 from lightkube import AsyncClient, KubeConfig
 
 from trainyard.cluster import backoff
@@ -30,6 +31,7 @@ from trainyard.cluster.plane import DEFAULT_PORT, ApiPlane
 from trainyard.cluster.scheduler import Scheduler
 from trainyard.frameworks.registry import kinds
 from trainyard.operator.manager import Operator
+from trainyard.operator.metrics import CONTENT_TYPE, OperatorMetrics
 from trainyard.operator.settings import OperatorSettings
 
 log = logging.getLogger(__name__)
@@ -65,6 +67,8 @@ class PlaneOptions:
     node_name: str | None = None
     capacity: Capacity | None = None
     taints: list[dict[str, Any]] = field(default_factory=list)
+    # False: no in-process operator (`yard up --no-operator`); one runs as its own process instead.
+    operator: bool = True
 
 
 class EmbeddedPlane:
@@ -72,6 +76,11 @@ class EmbeddedPlane:
         self.options = options
         self.layout = Layout(options.home)
         self.api = ApiPlane(self.layout, host=options.host, port=options.port, secure=options.secure)
+        self.metrics = OperatorMetrics()
+        self.operator: Operator | None = None
+        if options.operator:
+            # The in-process operator's metrics are served beside the API: `<server>/metrics`.
+            self.api.extra_paths["/metrics"] = self._metrics
         self._tasks: list[asyncio.Task[None]] = []
         self.node: NodeAgent | None = None
         self.scheduler: Scheduler | None = None
@@ -95,13 +104,14 @@ class EmbeddedPlane:
             taints=self.options.taints,
         )
         self.scheduler = Scheduler(self._client)
-        operator = Operator(self._client, OperatorSettings.host(self.options.host))
         self._tasks = [
             asyncio.create_task(self.node.run(), name="node"),
             asyncio.create_task(self.scheduler.run(), name="scheduler"),
             asyncio.create_task(self.node.storage.run(), name="volumes"),
-            asyncio.create_task(operator.run(), name="operator"),
         ]
+        if self.options.operator:
+            self.operator = Operator(self._client, OperatorSettings.host(self.options.host), metrics=self.metrics)
+            self._tasks.append(asyncio.create_task(self.operator.run(), name="operator"))
         self.layout.state_file.write_text(
             json.dumps(
                 {
@@ -114,10 +124,14 @@ class EmbeddedPlane:
                     "capacity": self.node.capacity.resources(),
                     "declared": sorted(self.node.capacity.declared),
                     "network": "host",
+                    "operator": self.options.operator,
                     "kinds": list(kinds()),
                 }
             )
         )
+
+    async def _metrics(self, _: web.Request) -> web.Response:
+        return web.Response(body=self.metrics.exposition(), headers={"Content-Type": CONTENT_TYPE})
 
     async def stop(self) -> None:
         for task in self._tasks:

@@ -37,6 +37,12 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     )
     up.add_argument("--foreground", action="store_true", help="run in this terminal until Ctrl-C")
     up.add_argument(
+        "--no-operator",
+        dest="operator",
+        action="store_false",
+        help="start the plane without its in-process operator (run one with `yard operator`)",
+    )
+    up.add_argument(
         "--secure",
         action=argparse.BooleanOptionalAction,
         default=None,
@@ -215,6 +221,7 @@ def _foreground(layout: Layout, args: argparse.Namespace, workspace: Path, secur
             node_name=args.node_name,
             capacity=declared,
             taints=taints,
+            operator=args.operator,
         )
         asyncio.run(EmbeddedPlane(options).serve_forever())
     except OSError as exc:
@@ -247,6 +254,7 @@ def _background(layout: Layout, args: argparse.Namespace, workspace: Path, secur
         str(workspace),
         "--secure" if secure else "--no-secure",
         *_node_flags(args),
+        *([] if args.operator else ["--no-operator"]),
     ]
     with layout.log_file.open("ab") as log_file:
         child = subprocess.Popen(
@@ -356,7 +364,13 @@ def cmd_status(args: argparse.Namespace) -> int:
         resources = ", ".join(f"{k} {v}" for k, v in state["capacity"].items())
         simulated = f" (declared, simulated: {', '.join(state['declared'])})" if state.get("declared") else ""
         print(f"  capacity     {resources}{simulated}")
-    print(f"  operator     network mode {state['network']}; kinds {', '.join(state['kinds'])}; {len(jobs)} job(s)")
+    if state.get("operator", True):
+        print(
+            f"  operator     network mode {state['network']}; kinds {', '.join(state['kinds'])}; {len(jobs)} job(s);"
+            f" metrics {state['url']}/metrics"
+        )
+    else:
+        print(f"  operator     not in this process (`yard up --no-operator`: run `yard operator`); {len(jobs)} job(s)")
     print(f"  log          {layout.log_file}")
     return 0
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from trainyard.cluster import errors
+from trainyard.cluster import errors, leases
 from trainyard.cluster.registry import ResourceType
 
 # A shape is one of the scalar names below, a dict of field shapes (a struct; "*" makes it a
@@ -181,6 +181,7 @@ SHAPES: dict[str, dict[str, Any]] = {
         "description": STR,
         "preemptionPolicy": STR,
     },
+    leases.KEY: leases.SHAPE,
     "apiextensions.k8s.io/customresourcedefinitions": {
         "spec": {
             "group": STR,

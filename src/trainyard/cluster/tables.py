@@ -18,7 +18,7 @@ from typing import Any
 import msgspec
 
 from trainyard.api.meta import parse_time
-from trainyard.cluster import codec
+from trainyard.cluster import codec, leases
 from trainyard.cluster.jsonpath import JSONPathError, evaluate
 from trainyard.cluster.registry import ResourceType
 from trainyard.cluster.store import Obj
@@ -313,6 +313,11 @@ BUILTIN_COLUMNS: dict[str, list[Column]] = {
         ("Global-Default", "boolean", 0, lambda o, _: bool(o.get("globalDefault"))),
         ("Age", "string", 0, _age),
         ("PreemptionPolicy", "string", 0, lambda o, _: o.get("preemptionPolicy") or ""),
+    ],
+    leases.KEY: [
+        ("Name", "string", 0, _name),
+        ("Holder", "string", 0, lambda o, _: leases.holder(o)),
+        ("Age", "string", 0, _age),
     ],
     "apiextensions.k8s.io/customresourcedefinitions": [
         ("Name", "string", 0, _name),

@@ -14,6 +14,10 @@ class OperatorSettings:
     namespace: str = "*"
     """Namespace to watch; ``*`` watches all."""
     workers: int = 2
+    kinds: tuple[str, ...] = ()
+    """Kinds to reconcile (``--enable-scheme``); empty: every kind trainyard has a plugin for."""
+    gang_scheduler_name: str = ""
+    """``--gang-scheduler-name``: ``volcano``, any other name for scheduler-plugins, empty for none."""
 
     @classmethod
     def host(cls, node_address: str = "127.0.0.1") -> OperatorSettings:
