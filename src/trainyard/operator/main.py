@@ -122,6 +122,12 @@ def parser() -> argparse.ArgumentParser:
         "host: replicas share one machine's network (the embedded plane)",
     )
     net.add_argument("--node-address", default="127.0.0.1", help="host mode: the address replicas listen on")
+    net.add_argument(
+        "--host-ports",
+        default="20000-32767",
+        metavar="LOW-HIGH",
+        help="host mode: the range listening ports are allocated from, per job (default 20000-32767)",
+    )
     p.add_argument("--zap-log-level", default="info", choices=sorted(_LOG_LEVELS), help="log level")
     return p
 
@@ -138,12 +144,16 @@ def settings_from(args: argparse.Namespace) -> OperatorSettings:
     if args.controller_threads < 1:
         raise ValueError("--controller-threads must be at least 1")
     mode = NetworkMode(args.network_mode)
+    low, sep, high = args.host_ports.partition("-")
+    if not (sep and low.isdigit() and high.isdigit() and 1024 <= int(low) < int(high) <= 65535):
+        raise ValueError(f"--host-ports {args.host_ports}: expected LOW-HIGH with 1024 <= LOW < HIGH <= 65535")
     return OperatorSettings(
         controller=ControllerSettings(network_mode=mode, node_address=args.node_address),
         namespace=args.namespace or "*",
         workers=args.controller_threads,
         kinds=tuple(dict.fromkeys(enabled)),
         gang_scheduler_name=args.gang_scheduler_name,
+        host_ports=(int(low), int(high)),
     )
 
 

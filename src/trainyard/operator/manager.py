@@ -31,7 +31,8 @@ class Operator:
     ) -> None:
         self.settings = settings
         self.metrics = metrics or OperatorMetrics()
-        shared_ports = ports or PortAllocator(host=settings.controller.node_address)
+        low, high = settings.host_ports
+        shared_ports = ports or PortAllocator(low=low, high=high, host=settings.controller.node_address)
         enabled = [k for k in kinds() if not settings.kinds or k in settings.kinds]
         self.controllers = [
             JobController(

@@ -18,6 +18,8 @@ class OperatorSettings:
     """Kinds to reconcile (``--enable-scheme``); empty: every kind trainyard has a plugin for."""
     gang_scheduler_name: str = ""
     """``--gang-scheduler-name``: ``volcano``, any other name for scheduler-plugins, empty for none."""
+    host_ports: tuple[int, int] = (20000, 32767)
+    """Host network mode: the range ports are allocated from (``--host-ports``)."""
 
     @classmethod
     def host(cls, node_address: str = "127.0.0.1") -> OperatorSettings:
