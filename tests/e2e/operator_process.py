@@ -160,7 +160,7 @@ class OperatorProcess:
             return 0
 
 
-def sample(text: str, name: str, **labels: str) -> float | None:
+def sample(text: str, name: str, /, **labels: str) -> float | None:
     """The value of one Prometheus sample in an exposition, None when absent."""
     for line in text.splitlines():
         if line.startswith("#") or not line.startswith(name):

@@ -52,7 +52,7 @@ def validate(obj: Obj) -> list[Cause]:
 
 
 def holder(obj: Obj) -> str:
-    """kubectl's HOLDER column: the holder identity, or ``<none>`` where nobody holds it."""
+    """kubectl's HOLDER column: the holder identity, empty where nobody holds it (as ``printLease``)."""
     spec = obj.get("spec") or {}
     value = spec.get("holderIdentity") if isinstance(spec, dict) else None
-    return value if isinstance(value, str) and value else "<none>"
+    return value if isinstance(value, str) else ""

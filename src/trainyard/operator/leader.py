@@ -101,7 +101,7 @@ class LeaderElector:
         """Return once this replica holds the lease; retries with client-go's jittered period."""
         log.info("attempting to acquire leader lease %s/%s...", self.config.namespace, self.config.name)
         while True:
-            if await self._attempt():
+            if await self.try_acquire_or_renew():
                 log.info("successfully acquired lease %s/%s as %s", *self._lease_id(), self.config.identity)
                 return
             period = self.config.retry_period
@@ -113,7 +113,7 @@ class LeaderElector:
             await asyncio.sleep(self.config.retry_period)
             if not self.is_leading():
                 break
-            if await self._attempt():
+            if await self.try_acquire_or_renew():
                 continue
             if self.holder and self.holder != self.config.identity:
                 log.warning("leader lease %s/%s is now held by %s", *self._lease_id(), self.holder)
@@ -148,9 +148,10 @@ class LeaderElector:
 
     # -- one try, as client-go's tryAcquireOrRenew -----------------------------------------------
 
-    async def _attempt(self) -> bool:
+    async def try_acquire_or_renew(self) -> bool:
+        """One round: take or renew the lease if that is allowed now; False on refusal or error."""
         try:
-            return await asyncio.wait_for(self._try_acquire_or_renew(), timeout=self.config.renew_deadline)
+            return await asyncio.wait_for(self._round(), timeout=self.config.renew_deadline)
         except asyncio.CancelledError:
             raise
         except (TimeoutError, ApiError, OSError) as exc:
@@ -160,7 +161,7 @@ class LeaderElector:
             log.warning("error acquiring or renewing lease %s/%s: %s", *self._lease_id(), exc)
             return False
 
-    async def _try_acquire_or_renew(self) -> bool:
+    async def _round(self) -> bool:
         cfg = self.config
         # Renewal counts from before the request: the lease may have been written any time after.
         started = self._monotonic()
