@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from trainyard.api.common import TrainingJob
 from trainyard.api.core import Pod, Service
@@ -14,6 +14,8 @@ from trainyard.frameworks.network import NetworkMode
 class ControllerSettings:
     network_mode: NetworkMode = NetworkMode.CLUSTER_DNS
     node_address: str = "127.0.0.1"
+    pending_timeout: timedelta | None = timedelta(minutes=5)
+    """A pod Pending longer than this gives its job a ``Pending`` condition naming why; None: never."""
 
 
 @dataclass(frozen=True)
