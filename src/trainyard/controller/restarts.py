@@ -100,6 +100,7 @@ def decide(job: TrainingJob, plugin: Framework, pods: Sequence[Pod], status: Job
     events: list[JobEvent] = []
     in_place = 0
     fresh_failures: list[Pod] = []
+    restarted: list[Pod] = []
     permanent: list[Pod] = []
     for pod in sorted(pods, key=lambda p: p.name):
         uid = pod.metadata.uid
@@ -107,7 +108,9 @@ def decide(job: TrainingJob, plugin: Framework, pods: Sequence[Pod], status: Job
             continue
         entry = ledger.get(uid) or PodLedgerEntry(name=pod.name, uid=uid)
         restarts = _container_restarts(pod)
-        in_place += max(0, restarts - entry.restarts)
+        if restarts > entry.restarts:
+            in_place += restarts - entry.restarts
+            restarted.append(pod)
         entry = entry.model_copy(update={"restarts": max(restarts, entry.restarts)})
         main = pod.container_status(plugin.info.default_container)
         exits, code = _exits(main)
@@ -158,7 +161,8 @@ def decide(job: TrainingJob, plugin: Framework, pods: Sequence[Pod], status: Job
         updates["pod_ledger"] = kept
     restarting = None
     if whole and marked and not exceeded:
-        restarting = _whole_job_verdict(job, plugin, fresh_failures)
+        failed = {p.metadata.uid: p for p in [*fresh_failures, *restarted]}
+        restarting = _whole_job_verdict(job, plugin, list(failed.values()))
     return RestartDecision(
         status=status.model_copy(update=updates),
         delete=delete,
@@ -351,12 +355,3 @@ def waiting_reason(pod: Pod) -> tuple[str, str]:
         if cs.state.waiting is not None and cs.state.waiting.reason:
             return cs.state.waiting.reason, cs.state.waiting.message or ""
     return pod.status.reason or "Pending", pod.status.message or ""
-
-
-def sooner(a: timedelta | None, b: timedelta | None) -> timedelta | None:
-    """The earlier of two optional requeue delays."""
-    if a is None:
-        return b
-    if b is None:
-        return a
-    return min(a, b)
