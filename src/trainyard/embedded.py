@@ -30,7 +30,7 @@ from trainyard.cluster.plane import DEFAULT_PORT, ApiPlane
 from trainyard.cluster.scheduler import Scheduler
 from trainyard.frameworks.registry import kinds
 from trainyard.operator.manager import Operator
-from trainyard.operator.settings import OperatorSettings
+from trainyard.operator.settings import OperatorSettings, with_pending_timeout
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +65,8 @@ class PlaneOptions:
     node_name: str | None = None
     capacity: Capacity | None = None
     taints: list[dict[str, Any]] = field(default_factory=list)
+    # Seconds a pod may stay Pending before its job gets a Pending condition; 0: never; None: default.
+    pending_timeout: float | None = None
 
 
 class EmbeddedPlane:
@@ -95,7 +97,9 @@ class EmbeddedPlane:
             taints=self.options.taints,
         )
         self.scheduler = Scheduler(self._client)
-        operator = Operator(self._client, OperatorSettings.host(self.options.host))
+        operator = Operator(
+            self._client, with_pending_timeout(OperatorSettings.host(self.options.host), self.options.pending_timeout)
+        )
         self._tasks = [
             asyncio.create_task(self.node.run(), name="node"),
             asyncio.create_task(self.scheduler.run(), name="scheduler"),

@@ -57,6 +57,14 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         help="first crash-loop back-off of a restarting container; doubles to 30x, reset after a 60x clean run "
         f"(default ${backoff.ENV} or the kubelet's {backoff.KUBELET_BASE:g}s, so 5m cap and 10m reset)",
     )
+    up.add_argument(
+        "--pending-timeout",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="a job whose pod stays Pending longer than this gets a Pending condition naming why "
+        "(Unschedulable, ImagePullBackOff, ...); 0 turns it off (default 300)",
+    )
     node = up.add_argument_group(
         "local node",
         "declared capacity is a simulation: the scheduler admits pods against it, while their processes "
@@ -149,6 +157,12 @@ def cmd_up(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    if args.pending_timeout is not None and not args.pending_timeout >= 0:
+        print(
+            f"error: --pending-timeout must be 0 (off) or a positive number of seconds, not {args.pending_timeout!r}",
+            file=sys.stderr,
+        )
+        return 2
     layout.home.mkdir(parents=True, exist_ok=True)
     secure = remembered_secure(layout) if args.secure is None else args.secure
     layout.settings_file.write_text(json.dumps({"secure": secure}) + "\n")
@@ -215,6 +229,7 @@ def _foreground(layout: Layout, args: argparse.Namespace, workspace: Path, secur
             node_name=args.node_name,
             capacity=declared,
             taints=taints,
+            pending_timeout=args.pending_timeout,
         )
         asyncio.run(EmbeddedPlane(options).serve_forever())
     except OSError as exc:
@@ -248,6 +263,8 @@ def _background(layout: Layout, args: argparse.Namespace, workspace: Path, secur
         "--secure" if secure else "--no-secure",
         *_node_flags(args),
     ]
+    if args.pending_timeout is not None:
+        argv += ["--pending-timeout", repr(args.pending_timeout)]
     with layout.log_file.open("ab") as log_file:
         child = subprocess.Popen(
             argv,

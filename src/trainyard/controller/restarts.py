@@ -291,7 +291,8 @@ def pending(
 
     True (reason: what the pod waits on, e.g. ``Unschedulable``, ``ImagePullBackOff``,
     ``CreateContainerConfigError``) while a pod has been Pending longer than ``timeout``; flipped
-    to False in place once none is, so the ``State`` column shows whatever happened since.
+    to False in place once none is (one step back if it was last, so that the ``State`` column,
+    the last condition, never shows a cleared Pending).
     """
     waiting = [
         p
@@ -323,7 +324,11 @@ def pending(
         return _put(status, current, reason, message, now), recheck
     if current is not None and current.status == TRUE:
         flipped = current.model_copy(update={"status": FALSE, "last_update_time": now, "last_transition_time": now})
-        status = status.model_copy(update={"conditions": [flipped if c is current else c for c in status.conditions]})
+        conds = [flipped if c is current else c for c in status.conditions]
+        if len(conds) > 1 and conds[-1] is flipped:
+            # The State column shows the last condition: a cleared Pending must not be it.
+            conds[-2:] = [flipped, conds[-2]]
+        status = status.model_copy(update={"conditions": conds})
     return status, recheck
 
 

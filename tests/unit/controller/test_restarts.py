@@ -687,7 +687,7 @@ def test_pending_check_can_be_turned_off() -> None:
     assert plan.requeue_after is None
 
 
-def stored_pending(reason: str = "Unschedulable") -> dict[str, Any]:
+def stored_pending(reason: str = "Unschedulable", *, last: bool = False) -> dict[str, Any]:
     cond = {
         "type": "Pending",
         "status": "True",
@@ -697,12 +697,13 @@ def stored_pending(reason: str = "Unschedulable") -> dict[str, Any]:
         "lastTransitionTime": "2025-12-31T23:59:40Z",
     }
     status = stored_status("Created", "Running")
-    status["conditions"].insert(1, cond)
+    status["conditions"].insert(len(status["conditions"]) if last else 1, cond)
     return status
 
 
-def test_pending_flips_to_false_in_place_once_the_pod_runs() -> None:
-    owner = job(1, 1, status=stored_pending())
+@pytest.mark.parametrize("last", [False, True], ids=["before-running", "last"])
+def test_pending_flips_to_false_once_the_pod_runs_and_is_never_the_state(last: bool) -> None:
+    owner = job(1, 1, status=stored_pending(last=last))
     pods, services = replicas(owner, {"Master": ["Running"], "Worker": ["Running"]})
 
     plan = run(owner, pods, services, settings=PENDING_SETTINGS)
