@@ -112,7 +112,7 @@ def time_of(text: str) -> datetime:
 
 
 def test_success_sets_every_status_field_and_removes_the_services(kubectl: Kubectl, ns: str) -> None:
-    create_job(kubectl, ns, "ok", master="import time; time.sleep(3)", worker="import time; time.sleep(1)")
+    create_job(kubectl, ns, "ok", master="import time; time.sleep(5)", worker="import time; time.sleep(1)")
     eventually(lambda: services(kubectl, ns, "ok") == {"ok-master-0", "ok-worker-0"}, what="one Service per replica")
 
     job = wait_for(kubectl, ns, "ok", "Succeeded")
@@ -235,9 +235,7 @@ def test_suspend_and_resume_with_kubectl_patch(kubectl: Kubectl, ns: str) -> Non
     again = wait_for(kubectl, ns, "pause", "Running")
     resumed = conditions(again)["Suspended"]
     assert (resumed["status"], resumed["reason"]) == ("False", "PyTorchJobResumed")
-    assert time_of(again["status"]["startTime"]) >= resumed_at > time_of(first["status"]["startTime"]) - timedelta(
-        seconds=1
-    )
+    assert time_of(again["status"]["startTime"]) >= resumed_at >= time_of(first["status"]["startTime"])
     assert eventually(lambda: set(pods(kubectl, ns, "pause").values()) == {"Running"}, what="replicas back")
     reasons = [r for _, r, _ in events(kubectl, ns, "pause")]
     assert reasons.count("PyTorchJobSuspended") >= 2 and "PyTorchJobResumed" in reasons
