@@ -662,7 +662,7 @@ def test_pending_too_long_names_the_reason(fields: dict[str, Any], reason: str, 
     assert last.message is not None
     assert last.message.startswith("PyTorchJob mnist: pod mnist-worker-0 has been pending for more than 300s")
     assert detail in last.message
-    assert plan.requeue_after is None
+    assert JobEvent(EventType.WARNING, reason, last.message) in plan.events
 
 
 def test_pending_not_yet_late_asks_to_look_again_when_it_would_be() -> None:
