@@ -143,10 +143,13 @@ def test_on_failure_restarts_in_place_and_counts_it(kubectl: Kubectl, ns: str, t
     assert master["status"]["containerStatuses"][0]["restartCount"] == 1
     # One pod, so one uid ever: the restart happened in place.
     assert events(kubectl, ns, "inplace", "SuccessfulCreatePod") == ["Created pod: inplace-master-0"]
-    assert events(kubectl, ns, "inplace", "ExitedWithCode") == [
-        f"Pod: {ns}.inplace-master-0 exited with code 0",
-        f"Pod: {ns}.inplace-master-0 exited with code 1",
-    ]
+    # Once per exit seen: the first exit may go unseen if the restart outran the operator (then only
+    # the latest is reported), but none is reported twice, however many passes ran.
+    exits = events(kubectl, ns, "inplace", "ExitedWithCode")
+    assert exits in (
+        [f"Pod: {ns}.inplace-master-0 exited with code 0", f"Pod: {ns}.inplace-master-0 exited with code 1"],
+        [f"Pod: {ns}.inplace-master-0 exited with code 0"],
+    )
 
 
 def test_exit_code_137_is_retried_by_recreating_the_pod(kubectl: Kubectl, ns: str, tmp_path: Path) -> None:
