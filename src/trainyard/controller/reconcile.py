@@ -70,7 +70,9 @@ def reconcile(observed: Observed, plugin: Framework, settings: ControllerSetting
     if status.start_time is None:
         status = status.model_copy(update={"start_time": now})
 
-    network = Network(settings.network_mode, children.allocated_ports(job), settings.node_address)
+    network = Network(
+        settings.network_mode, children.allocated_ports(job), settings.node_address, settings.wait_for_master
+    )
     if settings.network_mode is NetworkMode.HOST:
         missing = tuple(k for k in children.required_port_keys(job, plugin) if k not in network.host_ports)
         if missing:
