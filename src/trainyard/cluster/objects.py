@@ -658,8 +658,8 @@ class Objects:
         rt: ResourceType,
         obj: Obj,
         subresource: str | None = None,
-        *,
         old: Obj | None = None,
+        *,
         warnings: Warnings | None = None,
     ) -> None:
         name = obj.get("metadata", {}).get("name", "")
@@ -751,7 +751,7 @@ class Objects:
                 m["generation"] = current["metadata"]["generation"] + 1
         if _unversioned(new) == _unversioned(current):
             return self.present(rt, current)  # a no-op write bumps nothing and emits no event
-        self._admit(rt, new, subresource, old=current, warnings=warnings)
+        self._admit(rt, new, subresource, current, warnings=warnings)
         self._check_priority_class(rt, new)
         if dry_run:
             return self.present(rt, new)
