@@ -136,6 +136,11 @@ class CertificateMissing(Exception):
     """The TLS files are not there: the message says which and how to provide them."""
 
 
+def has_certificates(settings: WebhookSettings) -> bool:
+    """Whether the TLS files are there: an operator without them (a test, a laptop) runs without the webhook."""
+    return settings.cert_file.is_file() and settings.key_file.is_file()
+
+
 def tls_context(settings: WebhookSettings) -> ssl.SSLContext:
     missing = [str(p) for p in (settings.cert_file, settings.key_file) if not p.is_file()]
     if missing:
