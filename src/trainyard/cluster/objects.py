@@ -19,7 +19,7 @@ from typing import Any
 
 from trainyard.api.kinds import KINDS
 from trainyard.api.meta import format_time
-from trainyard.api.validation import validate_job
+from trainyard.api.validation import validate_job, validate_job_update
 from trainyard.cluster import (
     admission,
     codec,
@@ -649,12 +649,14 @@ class Objects:
             ],
         }
 
-    def _admit(self, rt: ResourceType, obj: Obj, subresource: str | None = None) -> None:
+    def _admit(self, rt: ResourceType, obj: Obj, subresource: str | None = None, old: Obj | None = None) -> None:
         name = obj.get("metadata", {}).get("name", "")
         causes = admission.validate(rt, obj, subresource)
         if not causes and subresource is None and rt.custom and rt.group == "kubeflow.org" and rt.kind in KINDS:
             # The job webhook runs only on objects the CRD schema accepted, as admission does.
             causes += [(e.type.value, e.field, e.message) for e in validate_job(obj, KINDS[rt.kind])]
+            if old is not None:
+                causes += [(e.type.value, e.field, e.message) for e in validate_job_update(old, obj, KINDS[rt.kind])]
         if causes:
             raise errors.invalid(rt, name, causes)
 
@@ -735,7 +737,7 @@ class Objects:
                 m["generation"] = current["metadata"]["generation"] + 1
         if _unversioned(new) == _unversioned(current):
             return self.present(rt, current)  # a no-op write bumps nothing and emits no event
-        self._admit(rt, new, subresource)
+        self._admit(rt, new, subresource, current)
         self._check_priority_class(rt, new)
         if dry_run:
             return self.present(rt, new)

@@ -13,6 +13,7 @@ from enum import StrEnum
 
 from trainyard.api.common import JobStatus
 from trainyard.api.core import Pod, Service
+from trainyard.api.podgroup import PodGroup
 
 
 class EventType(StrEnum):
@@ -45,6 +46,11 @@ class Plan:
     """The new status, only when it differs from the observed one."""
     events: tuple[JobEvent, ...] = ()
     requeue_after: timedelta | None = None
+    pod_group: PodGroup | None = None
+    """Gang scheduling: the PodGroup to create (no resourceVersion) or to replace (with the observed
+    one's), applied before any pod is created."""
+    delete_pod_group: str | None = None
+    """Gang scheduling: the name of the job's PodGroup to delete (job finished or suspended)."""
 
     @property
     def empty(self) -> bool:

@@ -15,7 +15,8 @@ One pass, in order (the order lives here and only here):
    ``ExitCode`` failures fail the job;
 7. the plugin turns replica counts into conditions;
 8. missing pods and Services are created, surplus ones (scale-down) deleted;
-9. the status is returned only if it changed, with events for new conditions.
+9. the status is returned only if it changed, with events for new conditions;
+10. with gang scheduling on, the plan is amended for the job's PodGroup (``gang.schedule``).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from trainyard.api import conditions
 from trainyard.api.common import CleanPodPolicy, ConditionType, JobStatus, TrainingJob
 from trainyard.api.core import Pod, PodPhase, RestartPolicy, Service
 from trainyard.api.defaults import apply_defaults
-from trainyard.controller import children
+from trainyard.controller import children, gang
 from trainyard.controller.observed import ControllerSettings, Observed
 from trainyard.controller.plan import ChildRef, EventType, JobEvent, Plan
 from trainyard.controller.status import count_replicas, replica_statuses
@@ -42,6 +43,10 @@ _WARNING_CONDITIONS = (ConditionType.FAILED, ConditionType.RESTARTING)
 
 
 def reconcile(observed: Observed, plugin: Framework, settings: ControllerSettings) -> Plan:
+    return gang.schedule(observed, plugin, settings, _pass(observed, plugin, settings))
+
+
+def _pass(observed: Observed, plugin: Framework, settings: ControllerSettings) -> Plan:
     raw = observed.job
     if raw.metadata.deletion_timestamp is not None:
         return Plan()
