@@ -54,8 +54,6 @@ from trainyard.frameworks.base import Framework
 
 SCHEDULER_NAME_REASON = "SetPodTemplateSchedulerName"
 SCHEDULER_NAME_MESSAGE = "Another scheduler is specified when gang-scheduling is enabled and it will not be overwritten"
-# managedBy values this operator reconciles; a job managed elsewhere gets no PodGroup writes either.
-_MANAGED_HERE = (None, "kubeflow.org/training-operator", "trainyard.dev/operator")
 _WAITING_PHASES = ("", "Pending")
 
 
@@ -71,11 +69,12 @@ def needs_priority_classes(job: TrainingJob, settings: ControllerSettings) -> bo
 
 
 def schedule(observed: Observed, plugin: Framework, settings: ControllerSettings, plan: Plan) -> Plan:
-    """``plan`` (the rest of the pass) amended for gang scheduling; unchanged when it is off."""
+    """``plan`` (the rest of the pass) amended for gang scheduling; unchanged when it is off.
+
+    Only for jobs this operator manages and that are not being deleted (``reconcile`` sees to it).
+    """
     raw = observed.job
-    if not enabled(settings) or raw.metadata.deletion_timestamp is not None:
-        return plan
-    if raw.run_policy.managed_by not in _MANAGED_HERE:
+    if not enabled(settings):
         return plan
     job = apply_defaults(raw, plugin.info)
     kind = flavour(settings.gang_scheduler_name)

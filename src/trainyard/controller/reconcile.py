@@ -6,17 +6,21 @@ and never performs I/O, so every decision is tested with plain values.
 
 One pass, in order (the order lives here and only here):
 
-1. a job being deleted gets nothing: the garbage collector removes its children;
+1. a job being deleted, or managed by another controller (``managedBy``), gets nothing: the
+   garbage collector removes its children;
 2. defaults are applied in memory (never written back, as upstream);
 3. Created is recorded and ``startTime`` set on the first pass;
-4. a finished job only has its pods cleaned up by ``cleanPodPolicy``;
+4. a finished job only has its pods cleaned up by ``cleanPodPolicy`` (and its Services removed);
+   a suspended one has every pod and Service deleted; a resumed one restarts its clock;
+4a. a job active past ``activeDeadlineSeconds`` fails and its running replicas are stopped;
 5. in host network mode, missing per-job ports are requested before any pod exists;
 6. failed pods that may restart are deleted (recreated on a later pass); permanent
    ``ExitCode`` failures fail the job;
 7. the plugin turns replica counts into conditions;
 8. missing pods and Services are created, surplus ones (scale-down) deleted;
 9. the status is returned only if it changed, with events for new conditions;
-10. with gang scheduling on, the plan is amended for the job's PodGroup (``gang.schedule``).
+10. with gang scheduling on, the plan is amended for the job's PodGroup (``gang.schedule``);
+11. ``lifecycle.finish_pass``: completionTime, lastReconcileTime, TTL deletion, timed requeues.
 """
 
 from __future__ import annotations
@@ -25,10 +29,10 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from trainyard.api import conditions
-from trainyard.api.common import CleanPodPolicy, ConditionType, JobStatus, TrainingJob
+from trainyard.api.common import ConditionType, JobStatus, TrainingJob
 from trainyard.api.core import Pod, PodPhase, RestartPolicy, Service
 from trainyard.api.defaults import apply_defaults
-from trainyard.controller import children, gang
+from trainyard.controller import children, gang, lifecycle
 from trainyard.controller.observed import ControllerSettings, Observed
 from trainyard.controller.plan import ChildRef, EventType, JobEvent, Plan
 from trainyard.controller.status import count_replicas, replica_statuses
@@ -43,13 +47,15 @@ _WARNING_CONDITIONS = (ConditionType.FAILED, ConditionType.RESTARTING)
 
 
 def reconcile(observed: Observed, plugin: Framework, settings: ControllerSettings) -> Plan:
-    return gang.schedule(observed, plugin, settings, _pass(observed, plugin, settings))
-
-
-def _pass(observed: Observed, plugin: Framework, settings: ControllerSettings) -> Plan:
-    raw = observed.job
-    if raw.metadata.deletion_timestamp is not None:
+    job = observed.job
+    if job.metadata.deletion_timestamp is not None or not lifecycle.is_managed(job):
         return Plan()
+    plan = gang.schedule(observed, plugin, settings, _reconcile(observed, plugin, settings))
+    return lifecycle.finish_pass(plan, job, plugin, observed.now)
+
+
+def _reconcile(observed: Observed, plugin: Framework, settings: ControllerSettings) -> Plan:
+    raw = observed.job
     job = apply_defaults(raw, plugin.info)
     now = observed.now
     pods = [p for p in observed.pods if children.is_owned(p, job)]
@@ -74,6 +80,9 @@ def _pass(observed: Observed, plugin: Framework, settings: ControllerSettings) -
         ).model_copy(update={"start_time": now})
     if status.start_time is None:
         status = status.model_copy(update={"start_time": now})
+    if lifecycle.past_deadline(job, status, now):
+        status, stopped = lifecycle.fail_past_deadline(job, plugin, status, pods, services, now)
+        return _with_status(Plan(delete=stopped), raw.status, status, now)
 
     network = Network(settings.network_mode, children.allocated_ports(job), settings.node_address)
     if settings.network_mode is NetworkMode.HOST:
@@ -130,7 +139,7 @@ def _with_status(plan: Plan, before: JobStatus, after: JobStatus, now: datetime)
             c.message or "",
         )
         for c in after.conditions
-        if c.status == conditions.TRUE and (c.type, c.status, c.reason) not in old
+        if lifecycle.announced(c) and (c.type, c.status, c.reason) not in old
     )
     return Plan(
         allocate_ports=plan.allocate_ports,
@@ -139,6 +148,7 @@ def _with_status(plan: Plan, before: JobStatus, after: JobStatus, now: datetime)
         status=after,
         events=(*plan.events, *events),
         requeue_after=plan.requeue_after,
+        delete_job=plan.delete_job,
     )
 
 
@@ -229,24 +239,8 @@ def _finished(
     services: Sequence[Service],
     now: datetime,
 ) -> Plan:
-    """A finished job only cleans up by ``cleanPodPolicy``; Services go with their pods."""
-    policy = job.run_policy.clean_pod_policy or CleanPodPolicy.NONE
-    doomed: list[str] = []
-    if policy is CleanPodPolicy.ALL:
-        doomed = [p.name for p in pods if p.metadata.deletion_timestamp is None]
-    elif policy is CleanPodPolicy.RUNNING:
-        doomed = [
-            p.name
-            for p in pods
-            if p.phase in (PodPhase.RUNNING, PodPhase.PENDING) and p.metadata.deletion_timestamp is None
-        ]
-    service_names = children.names(services)
-    deletes = [ChildRef("Pod", n) for n in doomed] + [ChildRef("Service", n) for n in doomed if n in service_names]
-    if conditions.is_true(status, ConditionType.SUCCEEDED):
-        # Pods may be cleaned up by now, so the counts are carried over rather than recounted.
-        moved = {
-            rtype: rs.model_copy(update={"active": 0, "succeeded": (rs.succeeded or 0) + (rs.active or 0)})
-            for rtype, rs in status.replica_statuses.items()
-        }
-        status = status.model_copy(update={"replica_statuses": moved})
-    return _with_status(Plan(delete=tuple(deletes)), before, status, now)
+    """A finished job only cleans up: pods by ``cleanPodPolicy``, every Service."""
+    deletes = lifecycle.cleanup(job, pods, services)
+    # Pods may be cleaned up by now, so the counts are carried over rather than recounted.
+    status = status.model_copy(update={"replica_statuses": lifecycle.finished_replica_statuses(status)})
+    return _with_status(Plan(delete=deletes), before, status, now)

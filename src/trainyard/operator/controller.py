@@ -204,6 +204,9 @@ class JobController:
         m = job["metadata"]
         namespace, name = m["namespace"], m["name"]
         events: list[tuple[str, str, str]] = []
+        if plan.delete_job:
+            await self._delete_job(job, plan)
+            return
         if plan.allocate_ports:
             await self._record_ports(job, plan.allocate_ports)
         if plan.pod_group is not None:
@@ -257,6 +260,17 @@ class JobController:
             ("Normal", "JobTerminated", "Job has been terminated. Deleting PodGroup"),
             ("Normal", "SuccessfulDeletePodGroup", f"Deleted PodGroup: {name}"),
         ]
+
+    async def _delete_job(self, job: dict[str, Any], plan: Plan) -> None:
+        """TTL: the job goes (its children follow through ownerReferences); the event only if we deleted it."""
+        m = job["metadata"]
+        try:
+            await self.client.delete(self.res, m["name"], namespace=m["namespace"])
+        except ApiError as exc:
+            if is_status(exc, 404):
+                return
+            raise
+        await self._emit(job, [(e.type.value, e.reason, e.message) for e in plan.events])
 
     async def _record_ports(self, job: dict[str, Any], keys: tuple[str, ...]) -> None:
         m = job["metadata"]
