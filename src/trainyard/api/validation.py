@@ -22,7 +22,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from trainyard.api.common import TrainingJob
+from trainyard.api.common import QUEUE_IMMUTABLE, SchedulingPolicy, TrainingJob
 from trainyard.api.kinds import KindInfo
 from trainyard.api.pytorch import PyTorchJob
 
@@ -131,6 +131,7 @@ def review_job(body: Mapping[str, Any], info: KindInfo, old: Mapping[str, Any] |
     errors = validate_job(body, info)
     if old is not None:
         errors += validate_update(old, body)
+        errors += validate_job_update(old, body, info)
     return Review(errors, job_warnings(body, info))
 
 
@@ -192,6 +193,26 @@ def validate_job(body: Mapping[str, Any], info: KindInfo) -> list[FieldError]:
     if isinstance(job, PyTorchJob):
         errors += _validate_pytorch(job)
     return errors
+
+
+def validate_job_update(old: Mapping[str, Any], new: Mapping[str, Any], info: KindInfo) -> list[FieldError]:
+    """Admission errors that only an update can have: the CRD's transition rules."""
+    before, _ = parse_job(old, info)
+    after, _ = parse_job(new, info)
+    if before is None or after is None:
+        return []  # validate_job reports what does not parse
+    return _queue_unchanged(before, after)
+
+
+def _queue_unchanged(old: TrainingJob, new: TrainingJob) -> list[FieldError]:
+    """Upstream's CEL rule ``self == oldSelf`` on the queue: as CEL transition rules, it applies
+    only when the queue is set both before and after (setting or removing it is allowed)."""
+    was = (old.run_policy.scheduling_policy or SchedulingPolicy()).queue
+    now = (new.run_policy.scheduling_policy or SchedulingPolicy()).queue
+    if was is None or now is None or was == now:
+        return []
+    # The API server words CEL failures as Invalid with the value's type in place of the value.
+    return [FieldError(ErrorType.INVALID, "spec.runPolicy.schedulingPolicy.queue", f'"string": {QUEUE_IMMUTABLE}')]
 
 
 def _validate_name(job: TrainingJob, info: KindInfo) -> list[FieldError]:

@@ -17,6 +17,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+from trainyard.api.podgroup import SCHEDULER_PLUGINS_SCHEDULER
 from trainyard.cluster import backoff, capacity, gpus, nodestatus
 from trainyard.cluster.paths import Layout, default_home
 from trainyard.cluster.plane import DEFAULT_PORT
@@ -56,6 +57,13 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         metavar="SECONDS",
         help="first crash-loop back-off of a restarting container; doubles to 30x, reset after a 60x clean run "
         f"(default ${backoff.ENV} or the kubelet's {backoff.KUBELET_BASE:g}s, so 5m cap and 10m reset)",
+    )
+    up.add_argument(
+        "--gang-scheduler-name",
+        default=None,
+        metavar="NAME",
+        help="gang scheduling of jobs through PodGroups, as the operator's flag: scheduler-plugins' with the plane's "
+        f"{SCHEDULER_PLUGINS_SCHEDULER!r} (the default), Volcano's with 'volcano', none with ''",
     )
     node = up.add_argument_group(
         "local node",
@@ -175,6 +183,10 @@ def _node_flags(args: argparse.Namespace) -> list[str]:
     return out
 
 
+def _gang_option(args: argparse.Namespace) -> dict[str, str]:
+    return {} if args.gang_scheduler_name is None else {"gang_scheduler_name": args.gang_scheduler_name}
+
+
 def _node_options(args: argparse.Namespace) -> tuple[capacity.Capacity | None, list[dict[str, Any]]]:
     """Declared capacity (None: detect it all) and taints; ValueError says which flag is wrong."""
     taints = [nodestatus.parse_taint(t) for t in args.taint]
@@ -215,6 +227,7 @@ def _foreground(layout: Layout, args: argparse.Namespace, workspace: Path, secur
             node_name=args.node_name,
             capacity=declared,
             taints=taints,
+            **_gang_option(args),
         )
         asyncio.run(EmbeddedPlane(options).serve_forever())
     except OSError as exc:
@@ -247,6 +260,7 @@ def _background(layout: Layout, args: argparse.Namespace, workspace: Path, secur
         str(workspace),
         "--secure" if secure else "--no-secure",
         *_node_flags(args),
+        *([] if args.gang_scheduler_name is None else ["--gang-scheduler-name", args.gang_scheduler_name]),
     ]
     with layout.log_file.open("ab") as log_file:
         child = subprocess.Popen(

@@ -19,7 +19,8 @@ One pass, in order (the order lives here and only here):
 7. the plugin turns replica counts into conditions;
 8. missing pods and Services are created, surplus ones (scale-down) deleted;
 9. the status is returned only if it changed, with events for new conditions;
-10. ``lifecycle.finish_pass``: completionTime, lastReconcileTime, TTL deletion, timed requeues.
+10. with gang scheduling on, the plan is amended for the job's PodGroup (``gang.schedule``);
+11. ``lifecycle.finish_pass``: completionTime, lastReconcileTime, TTL deletion, timed requeues.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from trainyard.api import conditions
 from trainyard.api.common import ConditionType, JobStatus, TrainingJob
 from trainyard.api.core import Pod, PodPhase, RestartPolicy, Service
 from trainyard.api.defaults import apply_defaults
-from trainyard.controller import children, lifecycle
+from trainyard.controller import children, gang, lifecycle
 from trainyard.controller.observed import ControllerSettings, Observed
 from trainyard.controller.plan import ChildRef, EventType, JobEvent, Plan
 from trainyard.controller.status import count_replicas, replica_statuses
@@ -49,7 +50,8 @@ def reconcile(observed: Observed, plugin: Framework, settings: ControllerSetting
     job = observed.job
     if job.metadata.deletion_timestamp is not None or not lifecycle.is_managed(job):
         return Plan()
-    return lifecycle.finish_pass(_reconcile(observed, plugin, settings), job, plugin, observed.now)
+    plan = gang.schedule(observed, plugin, settings, _reconcile(observed, plugin, settings))
+    return lifecycle.finish_pass(plan, job, plugin, observed.now)
 
 
 def _reconcile(observed: Observed, plugin: Framework, settings: ControllerSettings) -> Plan:
