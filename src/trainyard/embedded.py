@@ -21,6 +21,7 @@ from typing import Any
 import yaml
 from lightkube import AsyncClient, KubeConfig
 
+from trainyard.api.podgroup import SCHEDULER_PLUGINS_SCHEDULER
 from trainyard.cluster import backoff
 from trainyard.cluster.auth import Credentials, write_private
 from trainyard.cluster.capacity import Capacity
@@ -65,6 +66,9 @@ class PlaneOptions:
     node_name: str | None = None
     capacity: Capacity | None = None
     taints: list[dict[str, Any]] = field(default_factory=list)
+    # The operator's --gang-scheduler-name: the plane's scheduler serves both kinds of PodGroup, so
+    # gangs are on by default; "volcano" selects Volcano's, "" turns gang scheduling off.
+    gang_scheduler_name: str = SCHEDULER_PLUGINS_SCHEDULER
     # Seconds a pod may stay Pending before its job gets a Pending condition; 0: never; None: default.
     pending_timeout: float | None = None
 
@@ -97,9 +101,8 @@ class EmbeddedPlane:
             taints=self.options.taints,
         )
         self.scheduler = Scheduler(self._client)
-        operator = Operator(
-            self._client, with_pending_timeout(OperatorSettings.host(self.options.host), self.options.pending_timeout)
-        )
+        settings = OperatorSettings.host(self.options.host, self.options.gang_scheduler_name)
+        operator = Operator(self._client, with_pending_timeout(settings, self.options.pending_timeout))
         self._tasks = [
             asyncio.create_task(self.node.run(), name="node"),
             asyncio.create_task(self.scheduler.run(), name="scheduler"),
@@ -118,6 +121,7 @@ class EmbeddedPlane:
                     "capacity": self.node.capacity.resources(),
                     "declared": sorted(self.node.capacity.declared),
                     "network": "host",
+                    "gangScheduler": self.options.gang_scheduler_name,
                     "kinds": list(kinds()),
                 }
             )

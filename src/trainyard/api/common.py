@@ -51,10 +51,18 @@ class ReplicaSpec(K8sModel):
     template: PodTemplateSpec = Field(default_factory=PodTemplateSpec)
 
 
+QUEUE_IMMUTABLE = "spec.runPolicy.schedulingPolicy.queue is immutable"
+
+
 class SchedulingPolicy(K8sModel):
     min_available: int | None = None
-    queue: str | None = None
-    min_resources: dict[str, str] | None = None
+    # Upstream's CRD carries this CEL rule; admission enforces it (api.validation.validate_job_update).
+    queue: str | None = Field(
+        default=None,
+        json_schema_extra={"x-kubernetes-validations": [{"rule": "self == oldSelf", "message": QUEUE_IMMUTABLE}]},
+    )
+    # A ResourceList: quantities are written as integers or strings (``cpu: 2``, ``memory: 1Gi``).
+    min_resources: dict[str, int | str] | None = None
     priority_class: str | None = None
     schedule_timeout_seconds: int | None = None
 

@@ -17,6 +17,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+from trainyard.api.podgroup import SCHEDULER_PLUGINS_SCHEDULER
 from trainyard.cluster import backoff, capacity, gpus, nodestatus
 from trainyard.cluster.paths import Layout, default_home
 from trainyard.cluster.plane import DEFAULT_PORT
@@ -56,6 +57,13 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         metavar="SECONDS",
         help="first crash-loop back-off of a restarting container; doubles to 30x, reset after a 60x clean run "
         f"(default ${backoff.ENV} or the kubelet's {backoff.KUBELET_BASE:g}s, so 5m cap and 10m reset)",
+    )
+    up.add_argument(
+        "--gang-scheduler-name",
+        default=None,
+        metavar="NAME",
+        help="gang scheduling of jobs through PodGroups, as the operator's flag: scheduler-plugins' with the plane's "
+        f"{SCHEDULER_PLUGINS_SCHEDULER!r} (the default), Volcano's with 'volcano', none with ''",
     )
     up.add_argument(
         "--pending-timeout",
@@ -189,6 +197,10 @@ def _node_flags(args: argparse.Namespace) -> list[str]:
     return out
 
 
+def _gang_option(args: argparse.Namespace) -> dict[str, str]:
+    return {} if args.gang_scheduler_name is None else {"gang_scheduler_name": args.gang_scheduler_name}
+
+
 def _node_options(args: argparse.Namespace) -> tuple[capacity.Capacity | None, list[dict[str, Any]]]:
     """Declared capacity (None: detect it all) and taints; ValueError says which flag is wrong."""
     taints = [nodestatus.parse_taint(t) for t in args.taint]
@@ -230,6 +242,7 @@ def _foreground(layout: Layout, args: argparse.Namespace, workspace: Path, secur
             capacity=declared,
             taints=taints,
             pending_timeout=args.pending_timeout,
+            **_gang_option(args),
         )
         asyncio.run(EmbeddedPlane(options).serve_forever())
     except OSError as exc:
@@ -262,6 +275,7 @@ def _background(layout: Layout, args: argparse.Namespace, workspace: Path, secur
         str(workspace),
         "--secure" if secure else "--no-secure",
         *_node_flags(args),
+        *([] if args.gang_scheduler_name is None else ["--gang-scheduler-name", args.gang_scheduler_name]),
     ]
     if args.pending_timeout is not None:
         argv += ["--pending-timeout", repr(args.pending_timeout)]

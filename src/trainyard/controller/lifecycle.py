@@ -10,6 +10,7 @@ knows the order of a pass.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 
@@ -163,14 +164,12 @@ def finish_pass(plan: Plan, job: TrainingJob, plugin: Framework, now: datetime) 
     events = (*plan.events, *restart_policy_warnings(job, plugin, plan.create))
     waits = [w for w in (plan.requeue_after, _until(deadline_if_running(job, after), now)) if w is not None]
     waits += [w for w in (_until(ttl_expiry(job, after), now),) if w is not None]
-    return Plan(
-        allocate_ports=plan.allocate_ports,
-        delete=plan.delete,
-        create=plan.create,
+    # replace, not a new Plan: fields other modules add (the PodGroup's) pass through.
+    return dataclasses.replace(
+        plan,
         status=after if after != before else None,
         events=events,
         requeue_after=min(waits) if waits else None,
-        delete_job=plan.delete_job,
     )
 
 

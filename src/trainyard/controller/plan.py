@@ -14,6 +14,7 @@ from enum import StrEnum
 
 from trainyard.api.common import JobStatus
 from trainyard.api.core import Pod, Service
+from trainyard.api.podgroup import PodGroup
 
 
 class EventType(StrEnum):
@@ -49,6 +50,11 @@ class Plan:
     """Run the pass again after this long even if nothing changes (deadlines, TTL)."""
     delete_job: bool = False
     """Delete the job itself (TTL after finish); the plan then holds nothing else but its events."""
+    pod_group: PodGroup | None = None
+    """Gang scheduling: the PodGroup to create (no resourceVersion) or to replace (with the observed
+    one's), applied before any pod is created."""
+    delete_pod_group: str | None = None
+    """Gang scheduling: the name of the job's PodGroup to delete (job finished or suspended)."""
 
     @property
     def empty(self) -> bool:

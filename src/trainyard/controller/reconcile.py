@@ -21,7 +21,8 @@ One pass, in order (the order lives here and only here):
 8. a pod Pending too long gives the job a ``Pending`` condition (``restarts.pending``);
    missing pods and Services are created, surplus ones (scale-down) deleted;
 9. the status is returned only if it changed, with events for new conditions;
-10. ``lifecycle.finish_pass``: completionTime, lastReconcileTime, TTL deletion, timed requeues.
+10. with gang scheduling on, the plan is amended for the job's PodGroup (``gang.schedule``);
+11. ``lifecycle.finish_pass``: completionTime, lastReconcileTime, TTL deletion, timed requeues.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from trainyard.api import conditions
 from trainyard.api.common import ConditionType, JobStatus, TrainingJob
 from trainyard.api.core import Pod, Service
 from trainyard.api.defaults import apply_defaults
-from trainyard.controller import children, lifecycle, restarts
+from trainyard.controller import children, gang, lifecycle, restarts
 from trainyard.controller.observed import ControllerSettings, Observed
 from trainyard.controller.plan import ChildRef, EventType, JobEvent, Plan
 from trainyard.controller.status import count_replicas, replica_statuses
@@ -47,7 +48,8 @@ def reconcile(observed: Observed, plugin: Framework, settings: ControllerSetting
     job = observed.job
     if job.metadata.deletion_timestamp is not None or not lifecycle.is_managed(job):
         return Plan()
-    return lifecycle.finish_pass(_reconcile(observed, plugin, settings), job, plugin, observed.now)
+    plan = gang.schedule(observed, plugin, settings, _reconcile(observed, plugin, settings))
+    return lifecycle.finish_pass(plan, job, plugin, observed.now)
 
 
 def _reconcile(observed: Observed, plugin: Framework, settings: ControllerSettings) -> Plan:
@@ -80,7 +82,9 @@ def _reconcile(observed: Observed, plugin: Framework, settings: ControllerSettin
         status, stopped = lifecycle.fail_past_deadline(job, plugin, status, pods, services, now)
         return _with_status(Plan(delete=stopped), raw.status, status, now)
 
-    network = Network(settings.network_mode, children.allocated_ports(job), settings.node_address)
+    network = Network(
+        settings.network_mode, children.allocated_ports(job), settings.node_address, settings.wait_for_master
+    )
     if settings.network_mode is NetworkMode.HOST:
         missing = tuple(k for k in children.required_port_keys(job, plugin) if k not in network.host_ports)
         if missing:

@@ -17,8 +17,12 @@ class OperatorSettings:
     workers: int = 2
 
     @classmethod
-    def host(cls, node_address: str = "127.0.0.1") -> OperatorSettings:
-        return cls(controller=ControllerSettings(network_mode=NetworkMode.HOST, node_address=node_address))
+    def host(cls, node_address: str = "127.0.0.1", gang_scheduler_name: str = "") -> OperatorSettings:
+        return cls(
+            controller=ControllerSettings(
+                network_mode=NetworkMode.HOST, node_address=node_address, gang_scheduler_name=gang_scheduler_name
+            )
+        )
 
 
 def with_pending_timeout(settings: OperatorSettings, seconds: float | None) -> OperatorSettings:
