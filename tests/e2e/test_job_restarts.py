@@ -153,24 +153,36 @@ def test_on_failure_restarts_in_place_and_counts_it(kubectl: Kubectl, ns: str, t
 
 
 def test_exit_code_137_is_retried_by_recreating_the_pod(kubectl: Kubectl, ns: str, tmp_path: Path) -> None:
-    script = marker_script(tmp_path / "master", SIGKILL_SELF, "sys.exit(0)")
-    submit(kubectl, ns, "killed", {"Master": replica("ExitCode", script)})
+    # The worker is SIGKILLed on its first run; the master finishes once the worker's second run started.
+    second = tmp_path / "worker" / "1"
+    master = (
+        "import os, sys, time\n"
+        "deadline = time.time() + 300\n"
+        f"while not os.path.exists({str(second)!r}) and time.time() < deadline:\n"
+        "    time.sleep(0.1)\n"
+        f"sys.exit(0 if os.path.exists({str(second)!r}) else 2)\n"
+    )
+    worker = marker_script(tmp_path / "worker", SIGKILL_SELF, "sys.exit(0)")
+    submit(kubectl, ns, "killed", {"Master": replica("ExitCode", master), "Worker": replica("ExitCode", worker)})
 
     job = finished(kubectl, ns, "killed")
 
-    assert last_condition(job)["type"] == "Succeeded"
+    assert last_condition(job)["type"] == "Succeeded", job["status"]
     assert job["status"]["restartCount"] == 1
-    master = pod(kubectl, ns, "killed-master-0")
-    assert master["spec"]["restartPolicy"] == "Never"
-    assert master["status"]["containerStatuses"][0]["restartCount"] == 0
-    assert events(kubectl, ns, "killed", "SuccessfulDeletePod") == ["Deleted pod: killed-master-0"]
-    assert events(kubectl, ns, "killed", "SuccessfulCreatePod") == ["Created pod: killed-master-0"] * 2
-    assert events(kubectl, ns, "killed", "ExitedWithCode") == [
-        f"Pod: {ns}.killed-master-0 exited with code 0",
-        f"Pod: {ns}.killed-master-0 exited with code 137",
+    assert events(kubectl, ns, "killed", "SuccessfulDeletePod") == ["Deleted pod: killed-worker-0"]
+    assert events(kubectl, ns, "killed", "SuccessfulCreatePod") == [
+        "Created pod: killed-master-0",
+        "Created pod: killed-worker-0",
+        "Created pod: killed-worker-0",
     ]
+    exits = events(kubectl, ns, "killed", "ExitedWithCode")
+    assert exits.count(f"Pod: {ns}.killed-worker-0 exited with code 137") == 1
+    assert exits.count(f"Pod: {ns}.killed-master-0 exited with code 0") == 1
     restarting = events(kubectl, ns, "killed", "PyTorchJobRestarting")
-    assert restarting == ["PyTorchJob killed is restarting because 1 Master replica(s) failed."]
+    assert restarting == ["PyTorchJob killed is restarting because 1 Worker replica(s) failed."]
+    worker_pod = pod(kubectl, ns, "killed-worker-0")
+    assert worker_pod["spec"]["restartPolicy"] == "Never"
+    assert worker_pod["status"]["containerStatuses"][0]["restartCount"] == 0
 
 
 def test_exit_code_1_is_permanent(kubectl: Kubectl, ns: str) -> None:
