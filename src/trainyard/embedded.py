@@ -22,6 +22,7 @@ import yaml
 from aiohttp import web
 from lightkube import AsyncClient, KubeConfig
 
+from trainyard.api.podgroup import SCHEDULER_PLUGINS_SCHEDULER
 from trainyard.cluster import backoff
 from trainyard.cluster.auth import Credentials, write_private
 from trainyard.cluster.capacity import Capacity
@@ -32,7 +33,7 @@ from trainyard.cluster.scheduler import Scheduler
 from trainyard.frameworks.registry import kinds
 from trainyard.operator.manager import Operator
 from trainyard.operator.metrics import CONTENT_TYPE, OperatorMetrics
-from trainyard.operator.settings import OperatorSettings
+from trainyard.operator.settings import OperatorSettings, with_pending_timeout
 
 log = logging.getLogger(__name__)
 
@@ -69,6 +70,11 @@ class PlaneOptions:
     taints: list[dict[str, Any]] = field(default_factory=list)
     # False: no in-process operator (`yard up --no-operator`); one runs as its own process instead.
     operator: bool = True
+    # The operator's --gang-scheduler-name: the plane's scheduler serves both kinds of PodGroup, so
+    # gangs are on by default; "volcano" selects Volcano's, "" turns gang scheduling off.
+    gang_scheduler_name: str = SCHEDULER_PLUGINS_SCHEDULER
+    # Seconds a pod may stay Pending before its job gets a Pending condition; 0: never; None: default.
+    pending_timeout: float | None = None
 
 
 class EmbeddedPlane:
@@ -110,7 +116,9 @@ class EmbeddedPlane:
             asyncio.create_task(self.node.storage.run(), name="volumes"),
         ]
         if self.options.operator:
-            self.operator = Operator(self._client, OperatorSettings.host(self.options.host), metrics=self.metrics)
+            settings = OperatorSettings.host(self.options.host, self.options.gang_scheduler_name)
+            settings = with_pending_timeout(settings, self.options.pending_timeout)
+            self.operator = Operator(self._client, settings, metrics=self.metrics)
             self._tasks.append(asyncio.create_task(self.operator.run(), name="operator"))
         self.layout.state_file.write_text(
             json.dumps(
@@ -125,6 +133,7 @@ class EmbeddedPlane:
                     "declared": sorted(self.node.capacity.declared),
                     "network": "host",
                     "operator": self.options.operator,
+                    "gangScheduler": self.options.gang_scheduler_name,
                     "kinds": list(kinds()),
                 }
             )

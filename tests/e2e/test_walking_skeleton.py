@@ -34,6 +34,15 @@ def test_pytorchjob_runs_end_to_end_through_kubectl(kubectl: Kubectl) -> None:
     assert re.search(r"^NAME\s+STATE\s+AGE", listing, re.M), listing
     assert "pytorch-ddp" in listing
 
+    # One headless Service per replica while the job runs; all removed once it finished.
+    services = eventually(
+        lambda: len(items := kubectl.json("get", "services", "-l", JOB_LABEL)["items"]) == 2 and items,
+        timeout=120,
+        what="the job's Services",
+    )
+    assert {s["metadata"]["name"] for s in services} == {"pytorch-ddp-master-0", "pytorch-ddp-worker-0"}
+    assert all(s["spec"]["clusterIP"] == "None" for s in services)
+
     state = eventually(
         lambda: job_state(kubectl) in ("Succeeded", "Failed") and job_state(kubectl),
         timeout=300,
@@ -55,9 +64,10 @@ def test_pytorchjob_runs_end_to_end_through_kubectl(kubectl: Kubectl) -> None:
     assert master["metadata"]["ownerReferences"][0]["uid"] == job["metadata"]["uid"]
     env = {e["name"]: e.get("value") for e in master["spec"]["containers"][0]["env"]}
     assert env["MASTER_ADDR"] == "127.0.0.1" and env["WORLD_SIZE"] == "2" and env["RANK"] == "0"
-    services = kubectl.json("get", "services", "-l", JOB_LABEL)["items"]
-    assert {s["metadata"]["name"] for s in services} == {"pytorch-ddp-master-0", "pytorch-ddp-worker-0"}
-    assert all(s["spec"]["clusterIP"] == "None" for s in services)
+    eventually(
+        lambda: not kubectl.json("get", "services", "-l", JOB_LABEL)["items"],
+        what="the finished job's Services to be removed",
+    )
 
     logs = kubectl("logs", "pytorch-ddp-master-0")
     accuracy = re.search(r"final test_accuracy=([0-9.]+)", logs)

@@ -32,6 +32,17 @@ class ConditionType(StrEnum):
     SUCCEEDED = "Succeeded"
     SUSPENDED = "Suspended"
     FAILED = "Failed"
+    PENDING = "Pending"
+    """trainyard: a pod has waited (unschedulable, image pull, config error) longer than allowed."""
+
+
+class RestartScope(StrEnum):
+    """trainyard: what a retryable replica failure restarts (``runPolicy.restartScope``)."""
+
+    REPLICA = "Replica"
+    """Only the failed replica (upstream's behaviour, the default)."""
+    JOB = "Job"
+    """Every replica, deleted and recreated together (DDP cannot lose one rank)."""
 
 
 class ReplicaSpec(K8sModel):
@@ -40,10 +51,18 @@ class ReplicaSpec(K8sModel):
     template: PodTemplateSpec = Field(default_factory=PodTemplateSpec)
 
 
+QUEUE_IMMUTABLE = "spec.runPolicy.schedulingPolicy.queue is immutable"
+
+
 class SchedulingPolicy(K8sModel):
     min_available: int | None = None
-    queue: str | None = None
-    min_resources: dict[str, str] | None = None
+    # Upstream's CRD carries this CEL rule; admission enforces it (api.validation.validate_job_update).
+    queue: str | None = Field(
+        default=None,
+        json_schema_extra={"x-kubernetes-validations": [{"rule": "self == oldSelf", "message": QUEUE_IMMUTABLE}]},
+    )
+    # A ResourceList: quantities are written as integers or strings (``cpu: 2``, ``memory: 1Gi``).
+    min_resources: dict[str, int | str] | None = None
     priority_class: str | None = None
     schedule_timeout_seconds: int | None = None
 
@@ -56,6 +75,7 @@ class RunPolicy(K8sModel):
     scheduling_policy: SchedulingPolicy | None = None
     suspend: bool | None = None
     managed_by: str | None = None
+    restart_scope: RestartScope | None = None
 
 
 class JobCondition(K8sModel):
@@ -75,12 +95,28 @@ class ReplicaStatus(K8sModel):
     selector: str | None = None
 
 
+class PodLedgerEntry(K8sModel):
+    """trainyard: what of one live pod is already counted and reported (``controller.restarts``)."""
+
+    name: str
+    uid: str
+    restarts: int = 0
+    """Container restarts (in place, by the kubelet) already in ``JobStatus.restart_count``."""
+    exits: int = 0
+    """Exits of the default container already reported as ``ExitedWithCode`` events."""
+    recreate: bool | None = None
+    """Its failure is counted as a restart: the pod is to be deleted and recreated."""
+
+
 class JobStatus(K8sModel):
     conditions: list[JobCondition] = Field(default_factory=list)
     replica_statuses: dict[str, ReplicaStatus] = Field(default_factory=dict)
     start_time: Time | None = None
     completion_time: Time | None = None
     last_reconcile_time: Time | None = None
+    restart_count: int | None = None
+    """trainyard: every restart so far (in place, by re-creation, whole-job), bounded by backoffLimit."""
+    pod_ledger: list[PodLedgerEntry] | None = None
 
 
 class TrainingJob(TypedObject):

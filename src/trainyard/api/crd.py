@@ -37,11 +37,15 @@ def _structural(node: Any, defs: dict[str, Any], open_object: bool = False) -> d
     if "anyOf" in node:
         options = [o for o in node["anyOf"] if o.get("type") != "null"]
         nullable = len(options) < len(node["anyOf"])
-        chosen: dict[str, Any] = (
-            _structural(options[0], defs) if len(options) == 1 else {"x-kubernetes-preserve-unknown-fields": True}
-        )
+        if len(options) == 1:
+            chosen: dict[str, Any] = _structural(options[0], defs)
+        elif sorted(o.get("type", "") for o in options) == ["integer", "string"]:
+            chosen = {"x-kubernetes-int-or-string": True}  # a Quantity or IntOrString, as upstream's schemas
+        else:
+            chosen = {"x-kubernetes-preserve-unknown-fields": True}
         if nullable:
             chosen["nullable"] = True
+        chosen |= {k: v for k, v in node.items() if k.startswith("x-kubernetes-")}  # e.g. CEL rules
         return chosen
     out: dict[str, Any] = {}
     for key, value in node.items():

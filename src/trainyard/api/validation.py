@@ -1,8 +1,14 @@
 """Admission validation of job manifests: every problem at once, each with a field path.
 
-The rules are upstream's validating webhooks (kubeflow-v1 reference §2) with two fixes: a
-missing ``Master.replicas`` is accepted because defaulting makes it 1, and replica names that
-would not fit a Service name (63 characters) are rejected up front instead of failing later.
+The rules are upstream's validating webhooks (kubeflow-v1 reference §2), with upstream's error
+types and messages, and these fixes: a missing ``Master.replicas`` is accepted because
+defaulting makes it 1; replica names that would not fit a Service name (63 characters) are
+rejected up front instead of failing later; ``runPolicy.managedBy`` really is immutable on update
+(upstream compares the new object with itself for PyTorchJob). Warnings (deprecated fields) are
+returned beside the errors, as a webhook's ``admission.Warnings``, for a ``Warning`` header.
+
+Callers: the embedded API server (``cluster/objects.py``) and the operator's webhook endpoint
+(``operator/webhook.py``), through ``review_job``.
 """
 
 from __future__ import annotations
@@ -16,7 +22,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from trainyard.api.common import TrainingJob
+from trainyard.api.common import QUEUE_IMMUTABLE, SchedulingPolicy, TrainingJob
 from trainyard.api.kinds import KindInfo
 from trainyard.api.pytorch import PyTorchJob
 
@@ -59,6 +65,34 @@ class FieldError:
         return f"{self.field}: {self.message}"
 
 
+def quote(value: object) -> str:
+    """A bad value as ``field.Error`` prints it: strings quoted, nil as ``"null"``, numbers bare."""
+    if value is None:
+        return '"null"'
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return str(value)
+    return json.dumps(str(value))
+
+
+_DNS1035_MESSAGE = (
+    "a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an "
+    "alphabetic character, and end with an alphanumeric character (e.g. 'my-name',  or 'abc-123', "
+    "regex used for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')"
+)
+
+
+def dns1035_problems(name: str) -> list[str]:
+    """``IsDNS1035Label``'s messages for ``name`` (none when it is valid), in its order."""
+    out = []
+    if len(name) > 63:
+        out.append("must be no more than 63 characters")
+    if not DNS1035.match(name):
+        out.append(_DNS1035_MESSAGE)
+    return out
+
+
 def _path(loc: tuple[int | str, ...]) -> str:
     out = ""
     for part in loc:
@@ -77,6 +111,77 @@ def parse_job(body: Mapping[str, Any], info: KindInfo) -> tuple[TrainingJob | No
         return None, errors
 
 
+@dataclass(frozen=True)
+class Review:
+    """What admission answers for one write: the errors (any means denied) and the warnings."""
+
+    errors: list[FieldError]
+    warnings: list[str]
+
+    @property
+    def allowed(self) -> bool:
+        return not self.errors
+
+
+def review_job(body: Mapping[str, Any], info: KindInfo, old: Mapping[str, Any] | None = None) -> Review:
+    """Admission of a create (``old`` is None) or an update of a job manifest, as upstream's webhook.
+
+    An update is validated whole, like a create, plus the immutable fields against ``old``.
+    """
+    errors = validate_job(body, info)
+    if old is not None:
+        errors += validate_update(old, body)
+        errors += validate_job_update(old, body, info)
+    return Review(errors, job_warnings(body, info))
+
+
+def job_warnings(body: Mapping[str, Any], info: KindInfo) -> list[str]:
+    """Deprecation warnings; computed from the raw body so they come even with type errors."""
+    spec = body.get("spec")
+    if info.kind != "PyTorchJob" or not isinstance(spec, Mapping):
+        return []
+    elastic = spec.get("elasticPolicy")
+    if isinstance(elastic, Mapping) and elastic.get("nProcPerNode") is not None:
+        return ["spec.elasticPolicy.nProcPerNode is deprecated, use spec.nprocPerNode instead"]
+    return []
+
+
+def _managed_by(body: Mapping[str, Any]) -> object:
+    spec = body.get("spec")
+    policy = spec.get("runPolicy") if isinstance(spec, Mapping) else None
+    return policy.get("managedBy") if isinstance(policy, Mapping) else None
+
+
+def validate_update(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[FieldError]:
+    """Fields that may not change once the job exists."""
+    before, after = _managed_by(old), _managed_by(new)
+    if before != after:
+        return [FieldError(ErrorType.INVALID, "spec.runPolicy.managedBy", f"{quote(after)}: field is immutable")]
+    return []
+
+
+def invalid_status(info: KindInfo, name: str, errors: list[FieldError]) -> dict[str, Any]:
+    """The 422 ``Status`` of a denied write, as ``apierrors.NewInvalid`` builds it."""
+    summary = ", ".join(str(e) for e in errors)
+    if len(errors) > 1:
+        summary = f"[{summary}]"
+    return {
+        "apiVersion": "v1",
+        "kind": "Status",
+        "metadata": {},
+        "status": "Failure",
+        "message": f'{info.kind}.{info.group} "{name}" is invalid: {summary}',
+        "reason": "Invalid",
+        "details": {
+            "name": name,
+            "group": info.group,
+            "kind": info.kind,
+            "causes": [{"reason": e.type.value, "message": e.message, "field": e.field} for e in errors],
+        },
+        "code": 422,
+    }
+
+
 def validate_job(body: Mapping[str, Any], info: KindInfo) -> list[FieldError]:
     """All admission errors for a job manifest; an empty list means it is valid."""
     job, errors = parse_job(body, info)
@@ -90,20 +195,33 @@ def validate_job(body: Mapping[str, Any], info: KindInfo) -> list[FieldError]:
     return errors
 
 
+def validate_job_update(old: Mapping[str, Any], new: Mapping[str, Any], info: KindInfo) -> list[FieldError]:
+    """Admission errors that only an update can have: the CRD's transition rules."""
+    before, _ = parse_job(old, info)
+    after, _ = parse_job(new, info)
+    if before is None or after is None:
+        return []  # validate_job reports what does not parse
+    return _queue_unchanged(before, after)
+
+
+def _queue_unchanged(old: TrainingJob, new: TrainingJob) -> list[FieldError]:
+    """Upstream's CEL rule ``self == oldSelf`` on the queue: as CEL transition rules, it applies
+    only when the queue is set both before and after (setting or removing it is allowed)."""
+    was = (old.run_policy.scheduling_policy or SchedulingPolicy()).queue
+    now = (new.run_policy.scheduling_policy or SchedulingPolicy()).queue
+    if was is None or now is None or was == now:
+        return []
+    # The API server words CEL failures as Invalid with the value's type in place of the value.
+    return [FieldError(ErrorType.INVALID, "spec.runPolicy.schedulingPolicy.queue", f'"string": {QUEUE_IMMUTABLE}')]
+
+
 def _validate_name(job: TrainingJob, info: KindInfo) -> list[FieldError]:
     name = job.metadata.name or ""
     if not name and job.metadata.generate_name:
         return []
-    if not DNS1035.match(name) or len(name) > 63:
-        return [
-            FieldError(
-                ErrorType.INVALID,
-                "metadata.name",
-                f'"{name}": a DNS-1035 label must consist of lower case alphanumeric characters or '
-                "'-', start with an alphabetic character, end with an alphanumeric character and be "
-                "at most 63 characters",
-            )
-        ]
+    problems = dns1035_problems(name)
+    if problems:
+        return [FieldError(ErrorType.INVALID, "metadata.name", f"{quote(name)}: should match: {','.join(problems)}")]
     longest = max(
         (f"{name}-{t.lower()}-{max((s.replicas or 1) - 1, 0)}" for t, s in job.replica_specs.items()),
         key=len,
@@ -132,7 +250,7 @@ def _validate_replicas(job: TrainingJob, info: KindInfo) -> list[FieldError]:
         canonical = next((t for t in info.replica_types if t.lower() == name.lower()), None)
         if canonical is None:
             supported = ", ".join(f'"{t}"' for t in info.replica_types)
-            errors.append(FieldError(ErrorType.NOT_SUPPORTED, base, f'"{name}": supported values: {supported}'))
+            errors.append(FieldError(ErrorType.NOT_SUPPORTED, path, f'"{name}": supported values: {supported}'))
             continue
         if canonical in seen:
             errors.append(

@@ -17,6 +17,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+from trainyard.api.podgroup import SCHEDULER_PLUGINS_SCHEDULER
 from trainyard.cluster import backoff, capacity, gpus, nodestatus
 from trainyard.cluster.paths import Layout, default_home
 from trainyard.cluster.plane import DEFAULT_PORT
@@ -62,6 +63,21 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         metavar="SECONDS",
         help="first crash-loop back-off of a restarting container; doubles to 30x, reset after a 60x clean run "
         f"(default ${backoff.ENV} or the kubelet's {backoff.KUBELET_BASE:g}s, so 5m cap and 10m reset)",
+    )
+    up.add_argument(
+        "--gang-scheduler-name",
+        default=None,
+        metavar="NAME",
+        help="gang scheduling of jobs through PodGroups, as the operator's flag: scheduler-plugins' with the plane's "
+        f"{SCHEDULER_PLUGINS_SCHEDULER!r} (the default), Volcano's with 'volcano', none with ''",
+    )
+    up.add_argument(
+        "--pending-timeout",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="a job whose pod stays Pending longer than this gets a Pending condition naming why "
+        "(Unschedulable, ImagePullBackOff, ...); 0 turns it off (default 300)",
     )
     node = up.add_argument_group(
         "local node",
@@ -155,6 +171,12 @@ def cmd_up(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    if args.pending_timeout is not None and not args.pending_timeout >= 0:
+        print(
+            f"error: --pending-timeout must be 0 (off) or a positive number of seconds, not {args.pending_timeout!r}",
+            file=sys.stderr,
+        )
+        return 2
     layout.home.mkdir(parents=True, exist_ok=True)
     secure = remembered_secure(layout) if args.secure is None else args.secure
     layout.settings_file.write_text(json.dumps({"secure": secure}) + "\n")
@@ -179,6 +201,10 @@ def _node_flags(args: argparse.Namespace) -> list[str]:
     for taint in args.taint:
         out += ["--taint", taint]
     return out
+
+
+def _gang_option(args: argparse.Namespace) -> dict[str, str]:
+    return {} if args.gang_scheduler_name is None else {"gang_scheduler_name": args.gang_scheduler_name}
 
 
 def _node_options(args: argparse.Namespace) -> tuple[capacity.Capacity | None, list[dict[str, Any]]]:
@@ -222,6 +248,8 @@ def _foreground(layout: Layout, args: argparse.Namespace, workspace: Path, secur
             capacity=declared,
             taints=taints,
             operator=args.operator,
+            pending_timeout=args.pending_timeout,
+            **_gang_option(args),
         )
         asyncio.run(EmbeddedPlane(options).serve_forever())
     except OSError as exc:
@@ -255,7 +283,10 @@ def _background(layout: Layout, args: argparse.Namespace, workspace: Path, secur
         "--secure" if secure else "--no-secure",
         *_node_flags(args),
         *([] if args.operator else ["--no-operator"]),
+        *([] if args.gang_scheduler_name is None else ["--gang-scheduler-name", args.gang_scheduler_name]),
     ]
+    if args.pending_timeout is not None:
+        argv += ["--pending-timeout", repr(args.pending_timeout)]
     with layout.log_file.open("ab") as log_file:
         child = subprocess.Popen(
             argv,

@@ -19,7 +19,7 @@ from typing import Any
 
 from trainyard.api.kinds import KINDS
 from trainyard.api.meta import format_time
-from trainyard.api.validation import validate_job
+from trainyard.api.validation import review_job
 from trainyard.cluster import (
     admission,
     codec,
@@ -352,7 +352,7 @@ class Objects:
         defaulting.on_write(rt.key, obj)
         if rt.key == "core/pods":
             priority.admit_pod(obj, self._priority_classes())
-        self._admit(rt, obj)
+        self._admit(rt, obj, warnings=warnings)
         self._check_priority_class(rt, obj)
         if manager is not None and "managedFields" not in m:
             self._track(rt, None, obj, manager, None)
@@ -393,7 +393,9 @@ class Objects:
                 f"the name of the object ({body['metadata']['name']}) does not match the name on the URL ({name})"
             )
         new = self._merge_update(rt, current, body, subresource)
-        return self._commit(rt, current, new, dry_run=dry_run, manager=manager, subresource=subresource)
+        return self._commit(
+            rt, current, new, dry_run=dry_run, manager=manager, subresource=subresource, warnings=warnings
+        )
 
     def patch(
         self,
@@ -437,7 +439,9 @@ class Objects:
         if wanted_rv and wanted_rv != current["metadata"]["resourceVersion"]:
             raise errors.conflict(rt, name)
         new = self._merge_update(rt, current, patched, subresource)
-        return self._commit(rt, current, new, dry_run=dry_run, manager=manager, subresource=subresource)
+        return self._commit(
+            rt, current, new, dry_run=dry_run, manager=manager, subresource=subresource, warnings=warnings
+        )
 
     def apply(
         self,
@@ -505,7 +509,7 @@ class Objects:
         admission.decode_body(rt, applied, field_validation, warnings, patch=True)
         new = self._merge_update(rt, current, applied, subresource)
         meta(new)["managedFields"] = applied["metadata"]["managedFields"]
-        return self._commit(rt, current, new, dry_run=dry_run), False
+        return self._commit(rt, current, new, dry_run=dry_run, warnings=warnings), False
 
     def bind(self, namespace: str, name: str, body: Obj) -> Obj:
         """``pods/binding``: the scheduler's one way to set ``spec.nodeName``."""
@@ -649,12 +653,23 @@ class Objects:
             ],
         }
 
-    def _admit(self, rt: ResourceType, obj: Obj, subresource: str | None = None) -> None:
+    def _admit(
+        self,
+        rt: ResourceType,
+        obj: Obj,
+        subresource: str | None = None,
+        old: Obj | None = None,
+        *,
+        warnings: Warnings | None = None,
+    ) -> None:
         name = obj.get("metadata", {}).get("name", "")
         causes = admission.validate(rt, obj, subresource)
         if not causes and subresource is None and rt.custom and rt.group == "kubeflow.org" and rt.kind in KINDS:
             # The job webhook runs only on objects the CRD schema accepted, as admission does.
-            causes += [(e.type.value, e.field, e.message) for e in validate_job(obj, KINDS[rt.kind])]
+            review = review_job(obj, KINDS[rt.kind], old)
+            causes += [(e.type.value, e.field, e.message) for e in review.errors]
+            if warnings is not None:
+                warnings += review.warnings
         if causes:
             raise errors.invalid(rt, name, causes)
 
@@ -718,6 +733,7 @@ class Objects:
         dry_run: bool = False,
         manager: str | None = None,
         subresource: str | None = None,
+        warnings: Warnings | None = None,
     ) -> Obj:
         m = new["metadata"]
         m["resourceVersion"] = current["metadata"]["resourceVersion"]
@@ -735,7 +751,7 @@ class Objects:
                 m["generation"] = current["metadata"]["generation"] + 1
         if _unversioned(new) == _unversioned(current):
             return self.present(rt, current)  # a no-op write bumps nothing and emits no event
-        self._admit(rt, new, subresource)
+        self._admit(rt, new, subresource, current, warnings=warnings)
         self._check_priority_class(rt, new)
         if dry_run:
             return self.present(rt, new)

@@ -104,6 +104,9 @@ def build_pod(job: TrainingJob, plugin: Framework, rtype: str, index: int, netwo
     containers = [c.model_copy(update={"env": [*(c.env or []), *env]}) for c in template.spec.containers]
     restart = RestartPolicy.NEVER.value if spec.restart_policy == RestartPolicy.EXIT_CODE else spec.restart_policy
     update: dict[str, object] = {"containers": containers, "restart_policy": restart}
+    waits = list(plugin.init_containers(job, rtype, index, network))
+    if waits:
+        update["init_containers"] = [*(template.spec.init_containers or []), *waits]
     if network.mode is NetworkMode.HOST and containers:
         main = default_container(containers, plugin)
         ports = [
@@ -127,9 +130,12 @@ def build_pod(job: TrainingJob, plugin: Framework, rtype: str, index: int, netwo
 
 
 def build_service(pod: Pod, plugin: Framework) -> Service:
-    """One headless Service per replica, same name as its pod, selecting exactly that pod."""
-    pod_labels = dict(pod.metadata.labels or {})
-    pod_labels.pop(labels.JOB_ROLE, None)
+    """One headless Service per replica, same name as its pod, selecting exactly that pod.
+
+    Its labels are the four operator labels only, as upstream: the template's labels (and the
+    pod's ``job-role``) stay on the pod.
+    """
+    pod_labels = pod.metadata.labels or {}
     selector = {
         k: pod_labels[k] for k in (labels.OPERATOR_NAME, labels.JOB_NAME, labels.REPLICA_TYPE, labels.REPLICA_INDEX)
     }
@@ -141,7 +147,7 @@ def build_service(pod: Pod, plugin: Framework) -> Service:
         metadata=ObjectMeta(
             name=pod.metadata.name,
             namespace=pod.metadata.namespace,
-            labels=pod_labels,
+            labels=dict(selector),
             owner_references=pod.metadata.owner_references,
         ),
         spec=ServiceSpec(

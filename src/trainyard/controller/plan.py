@@ -1,8 +1,9 @@
 """What one reconcile pass decided, as a value the operator applies (and tests inspect).
 
 Order of application is fixed by the operator: allocate ports, deletes, creates, then the one
-status write, then events. Events about creates and deletes are not in the plan: only the
-applier knows whether a create succeeded or found the object already there.
+status write, then events (a plan that deletes the job does only that, then its events). Events
+about creates and deletes are not in the plan: only the applier knows whether a create succeeded
+or found the object already there.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from enum import StrEnum
 
 from trainyard.api.common import JobStatus
 from trainyard.api.core import Pod, Service
+from trainyard.api.podgroup import PodGroup
 
 
 class EventType(StrEnum):
@@ -45,6 +47,14 @@ class Plan:
     """The new status, only when it differs from the observed one."""
     events: tuple[JobEvent, ...] = ()
     requeue_after: timedelta | None = None
+    """Run the pass again after this long even if nothing changes (deadlines, TTL)."""
+    delete_job: bool = False
+    """Delete the job itself (TTL after finish); the plan then holds nothing else but its events."""
+    pod_group: PodGroup | None = None
+    """Gang scheduling: the PodGroup to create (no resourceVersion) or to replace (with the observed
+    one's), applied before any pod is created."""
+    delete_pod_group: str | None = None
+    """Gang scheduling: the name of the job's PodGroup to delete (job finished or suspended)."""
 
     @property
     def empty(self) -> bool:

@@ -6,16 +6,23 @@ and never performs I/O, so every decision is tested with plain values.
 
 One pass, in order (the order lives here and only here):
 
-1. a job being deleted gets nothing: the garbage collector removes its children;
+1. a job being deleted, or managed by another controller (``managedBy``), gets nothing: the
+   garbage collector removes its children;
 2. defaults are applied in memory (never written back, as upstream);
 3. Created is recorded and ``startTime`` set on the first pass;
-4. a finished job only has its pods cleaned up by ``cleanPodPolicy``;
+4. a finished job only has its pods cleaned up by ``cleanPodPolicy`` (and its Services removed);
+   a suspended one has every pod and Service deleted; a resumed one restarts its clock;
+4a. a job active past ``activeDeadlineSeconds`` fails and its running replicas are stopped;
 5. in host network mode, missing per-job ports are requested before any pod exists;
-6. failed pods that may restart are deleted (recreated on a later pass); permanent
-   ``ExitCode`` failures fail the job;
+6. restarts are counted against ``backoffLimit`` and failed pods that may restart are marked,
+   then deleted by a later pass and recreated after that (``restarts``); permanent ``ExitCode``
+   failures fail the job;
 7. the plugin turns replica counts into conditions;
-8. missing pods and Services are created, surplus ones (scale-down) deleted;
-9. the status is returned only if it changed, with events for new conditions.
+8. a pod Pending too long gives the job a ``Pending`` condition (``restarts.pending``);
+   missing pods and Services are created, surplus ones (scale-down) deleted;
+9. the status is returned only if it changed, with events for new conditions;
+10. with gang scheduling on, the plan is amended for the job's PodGroup (``gang.schedule``);
+11. ``lifecycle.finish_pass``: completionTime, lastReconcileTime, TTL deletion, timed requeues.
 """
 
 from __future__ import annotations
@@ -24,27 +31,29 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from trainyard.api import conditions
-from trainyard.api.common import CleanPodPolicy, ConditionType, JobStatus, TrainingJob
-from trainyard.api.core import Pod, PodPhase, RestartPolicy, Service
+from trainyard.api.common import ConditionType, JobStatus, TrainingJob
+from trainyard.api.core import Pod, Service
 from trainyard.api.defaults import apply_defaults
-from trainyard.controller import children
+from trainyard.controller import children, gang, lifecycle, restarts
 from trainyard.controller.observed import ControllerSettings, Observed
 from trainyard.controller.plan import ChildRef, EventType, JobEvent, Plan
 from trainyard.controller.status import count_replicas, replica_statuses
 from trainyard.frameworks.base import Framework, Verdict
 from trainyard.frameworks.network import Network, NetworkMode
 
-# Upstream's stand-in exit code when the default container never terminated (eviction, init
-# failure): treated as retryable.
-_NO_EXIT_CODE = 0xBEEF
-
-_WARNING_CONDITIONS = (ConditionType.FAILED, ConditionType.RESTARTING)
+_WARNING_CONDITIONS = (ConditionType.FAILED, ConditionType.RESTARTING, ConditionType.PENDING)
 
 
 def reconcile(observed: Observed, plugin: Framework, settings: ControllerSettings) -> Plan:
-    raw = observed.job
-    if raw.metadata.deletion_timestamp is not None:
+    job = observed.job
+    if job.metadata.deletion_timestamp is not None or not lifecycle.is_managed(job):
         return Plan()
+    plan = gang.schedule(observed, plugin, settings, _reconcile(observed, plugin, settings))
+    return lifecycle.finish_pass(plan, job, plugin, observed.now)
+
+
+def _reconcile(observed: Observed, plugin: Framework, settings: ControllerSettings) -> Plan:
+    raw = observed.job
     job = apply_defaults(raw, plugin.info)
     now = observed.now
     pods = [p for p in observed.pods if children.is_owned(p, job)]
@@ -69,23 +78,31 @@ def reconcile(observed: Observed, plugin: Framework, settings: ControllerSetting
         ).model_copy(update={"start_time": now})
     if status.start_time is None:
         status = status.model_copy(update={"start_time": now})
+    if lifecycle.past_deadline(job, status, now):
+        status, stopped = lifecycle.fail_past_deadline(job, plugin, status, pods, services, now)
+        return _with_status(Plan(delete=stopped), raw.status, status, now)
 
-    network = Network(settings.network_mode, children.allocated_ports(job), settings.node_address)
+    network = Network(
+        settings.network_mode, children.allocated_ports(job), settings.node_address, settings.wait_for_master
+    )
     if settings.network_mode is NetworkMode.HOST:
         missing = tuple(k for k in children.required_port_keys(job, plugin) if k not in network.host_ports)
         if missing:
             return _with_status(Plan(allocate_ports=missing), raw.status, status, now)
 
-    restarting, permanent = _failed_pods(job, plugin, pods)
+    decision = restarts.decide(job, plugin, pods, status)
+    status = decision.status
+    if decision.exceeded:
+        status, doomed = restarts.fail_on_backoff(job, plugin, pods, services, status, now)
+        return _with_status(Plan(delete=doomed, events=decision.events), raw.status, status, now)
     counts = count_replicas(job, plugin, pods)
-    if permanent:
+    if decision.permanent:
         # A non-retryable exit code fails the job outright; the plugin's counts would only
         # (wrongly) call it Restarting, since the replica's policy is not Never.
-        rtype = children.replica_type_of(permanent[0], plugin)
-        msg = f'job "{job.name}" is failing because "{rtype}" replica(s) failed.'
-        verdicts: list[Verdict] = [Verdict(ConditionType.FAILED, msg)]
+        rtype = children.replica_type_of(decision.permanent[0], plugin)
+        verdicts: list[Verdict] = [Verdict(ConditionType.FAILED, restarts.permanent_message(job, rtype))]
     else:
-        verdicts = list(plugin.verdicts(job, counts))
+        verdicts = decision.adjust(plugin.verdicts(job, counts))
     status = _apply_verdicts(status, plugin, verdicts, now)
     status = status.model_copy(
         update={
@@ -94,13 +111,23 @@ def reconcile(observed: Observed, plugin: Framework, settings: ControllerSetting
             )
         }
     )
-    if conditions.is_finished(status):
+    finished = conditions.is_finished(status)
+    status, recheck = restarts.pending(job, plugin, pods, status, settings.pending_timeout, now, finished=finished)
+    if finished:
         status = status.model_copy(update={"completion_time": status.completion_time or now})
-        return _with_status(Plan(), raw.status, status, now)
+        return _with_status(Plan(events=decision.events), raw.status, status, now)
 
-    deletes = [ChildRef("Pod", p.name) for p in restarting]
-    creates, surplus = _sync_children(job, plugin, network, pods, services, skip={p.name for p in restarting})
-    return _with_status(Plan(delete=(*deletes, *surplus), create=tuple(creates)), raw.status, status, now)
+    deletes = [ChildRef("Pod", name) for name in decision.delete]
+    creates, surplus = _sync_children(job, plugin, network, pods, services, skip=set(decision.delete))
+    if decision.hold_creates:
+        creates = [c for c in creates if not isinstance(c, Pod)]
+    plan = Plan(
+        delete=(*deletes, *surplus),
+        create=tuple(restarts.decorate(job, creates)),
+        events=decision.events,
+        requeue_after=recheck,
+    )
+    return _with_status(plan, raw.status, status, now)
 
 
 def _set(status: JobStatus, plugin: Framework, ctype: ConditionType, message: str, now: datetime) -> JobStatus:
@@ -125,7 +152,7 @@ def _with_status(plan: Plan, before: JobStatus, after: JobStatus, now: datetime)
             c.message or "",
         )
         for c in after.conditions
-        if c.status == conditions.TRUE and (c.type, c.status, c.reason) not in old
+        if lifecycle.announced(c) and (c.type, c.status, c.reason) not in old
     )
     return Plan(
         allocate_ports=plan.allocate_ports,
@@ -134,31 +161,8 @@ def _with_status(plan: Plan, before: JobStatus, after: JobStatus, now: datetime)
         status=after,
         events=(*plan.events, *events),
         requeue_after=plan.requeue_after,
+        delete_job=plan.delete_job,
     )
-
-
-def _failed_pods(job: TrainingJob, plugin: Framework, pods: Sequence[Pod]) -> tuple[list[Pod], list[Pod]]:
-    """Failed pods split into (to delete and recreate, permanent ExitCode failures)."""
-    restart: list[Pod] = []
-    permanent: list[Pod] = []
-    for pod in pods:
-        rtype = children.replica_type_of(pod, plugin)
-        if pod.phase is not PodPhase.FAILED or pod.metadata.deletion_timestamp is not None or rtype is None:
-            continue
-        policy = job.replica_specs[rtype].restart_policy if rtype in job.replica_specs else None
-        if policy in (RestartPolicy.ALWAYS, RestartPolicy.ON_FAILURE):
-            restart.append(pod)
-        elif policy == RestartPolicy.EXIT_CODE:
-            (restart if _exit_code(pod, plugin) >= 128 else permanent).append(pod)
-    return restart, permanent
-
-
-def _exit_code(pod: Pod, plugin: Framework) -> int:
-    """Exit code of the default-named container; 128 and above (signals) are retryable."""
-    main = pod.container_status(plugin.info.default_container)
-    if main is None or main.state.terminated is None:
-        return _NO_EXIT_CODE
-    return main.state.terminated.exit_code
 
 
 def _sync_children(
@@ -224,24 +228,8 @@ def _finished(
     services: Sequence[Service],
     now: datetime,
 ) -> Plan:
-    """A finished job only cleans up by ``cleanPodPolicy``; Services go with their pods."""
-    policy = job.run_policy.clean_pod_policy or CleanPodPolicy.NONE
-    doomed: list[str] = []
-    if policy is CleanPodPolicy.ALL:
-        doomed = [p.name for p in pods if p.metadata.deletion_timestamp is None]
-    elif policy is CleanPodPolicy.RUNNING:
-        doomed = [
-            p.name
-            for p in pods
-            if p.phase in (PodPhase.RUNNING, PodPhase.PENDING) and p.metadata.deletion_timestamp is None
-        ]
-    service_names = children.names(services)
-    deletes = [ChildRef("Pod", n) for n in doomed] + [ChildRef("Service", n) for n in doomed if n in service_names]
-    if conditions.is_true(status, ConditionType.SUCCEEDED):
-        # Pods may be cleaned up by now, so the counts are carried over rather than recounted.
-        moved = {
-            rtype: rs.model_copy(update={"active": 0, "succeeded": (rs.succeeded or 0) + (rs.active or 0)})
-            for rtype, rs in status.replica_statuses.items()
-        }
-        status = status.model_copy(update={"replica_statuses": moved})
-    return _with_status(Plan(delete=tuple(deletes)), before, status, now)
+    """A finished job only cleans up: pods by ``cleanPodPolicy``, every Service."""
+    deletes = lifecycle.cleanup(job, pods, services)
+    # Pods may be cleaned up by now, so the counts are carried over rather than recounted.
+    status = status.model_copy(update={"replica_statuses": lifecycle.finished_replica_statuses(status)})
+    return _with_status(Plan(delete=deletes), before, status, now)

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from trainyard.api.common import ConditionType, TrainingJob
-from trainyard.api.core import EnvVar
+from trainyard.api.core import Container, EnvVar
 from trainyard.api.kinds import KindInfo
 from trainyard.frameworks.network import Network
 
@@ -43,6 +43,10 @@ class Framework(Protocol):
 
     def env(self, job: TrainingJob, replica_type: str, index: int, network: Network) -> Sequence[EnvVar]:
         """Variables appended to every container of a replica (operator values win on clashes)."""
+        ...
+
+    def init_containers(self, job: TrainingJob, replica_type: str, index: int, network: Network) -> Sequence[Container]:
+        """Init containers appended after the template's own (e.g. waiting for the master)."""
         ...
 
     def is_master_role(self, job: TrainingJob, replica_type: str, index: int) -> bool: ...

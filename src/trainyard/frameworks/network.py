@@ -3,6 +3,11 @@
 ``cluster-dns``: replicas are addressed by their headless-Service DNS name and the ports their
 containers declare, as upstream. ``host``: every replica shares the node's network namespace, so
 each listening port is allocated per job by the operator and addresses are the node's.
+
+In ``cluster-dns`` mode a replica may also have to wait for another to listen before it starts
+(upstream's ``init-pytorch`` init container, reference §3.1): ``WaitForMaster`` configures that
+step and ``wait_container`` builds it. It checks the TCP port, not DNS (a resolving name says
+nothing about a listening master, complaint #7), from a configurable image, or is disabled.
 """
 
 from __future__ import annotations
@@ -10,6 +15,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
+
+from trainyard.api.core import Container
 
 
 class NetworkMode(StrEnum):
@@ -27,10 +34,54 @@ def port_key(replica_type: str, index: int, port_name: str) -> str:
 
 
 @dataclass(frozen=True)
+class WaitForMaster:
+    """The wait-for-master init container of cluster mode; ``image`` needs ``sh`` and ``nc -z``."""
+
+    image: str = "busybox:1.36"
+    max_tries: int = 100
+    interval_seconds: int = 2
+
+
+# $1 host, $2 port, $3 tries, $4 seconds between tries: passed as arguments, never spliced in.
+WAIT_SCRIPT = (
+    'tries=0; until nc -z -w 2 "$1" "$2"; do '
+    'tries=$((tries + 1)); if [ "$tries" -ge "$3" ]; then '
+    'echo "$1:$2 is still not accepting connections after $3 tries; giving up" >&2; exit 1; fi; '
+    'echo "waiting for $1:$2 to accept connections ($tries/$3)"; sleep "$4"; done; '
+    'echo "$1:$2 accepts connections"'
+)
+
+
+def wait_container(name: str, wait: WaitForMaster, host: str, port: int) -> Container:
+    """An init container that ends once ``host:port`` accepts a TCP connection (or fails after the tries)."""
+    return Container.model_validate(
+        {
+            "name": name,
+            "image": wait.image,
+            "imagePullPolicy": "IfNotPresent",
+            "command": [
+                "sh",
+                "-c",
+                WAIT_SCRIPT,
+                "wait-for-master",
+                host,
+                str(port),
+                str(wait.max_tries),
+                str(wait.interval_seconds),
+            ],
+            # upstream's init container resources, so quota and LimitRange behave the same
+            "resources": {"limits": {"cpu": "100m", "memory": "20Mi"}, "requests": {"cpu": "50m", "memory": "10Mi"}},
+        }
+    )
+
+
+@dataclass(frozen=True)
 class Network:
     mode: NetworkMode
     host_ports: Mapping[str, int] = field(default_factory=dict)
     node_address: str = "127.0.0.1"
+    wait_for_master: WaitForMaster | None = None
+    """Cluster mode only: how replicas wait for the master to listen (None: they do not)."""
 
     def address(self, job: str, replica_type: str, index: int) -> str:
         if self.mode is NetworkMode.HOST:

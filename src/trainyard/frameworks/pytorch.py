@@ -5,11 +5,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from trainyard.api.common import ConditionType, TrainingJob
-from trainyard.api.core import EnvVar, RestartPolicy
+from trainyard.api.core import Container, EnvVar, RestartPolicy
 from trainyard.api.kinds import PYTORCHJOB, KindInfo
 from trainyard.api.pytorch import PyTorchJob
 from trainyard.frameworks.base import ReplicaCounts, Verdict
-from trainyard.frameworks.network import Network
+from trainyard.frameworks.network import Network, NetworkMode, wait_container
 
 
 def declared_port(job: TrainingJob, replica_type: str, info: KindInfo) -> int:
@@ -30,6 +30,21 @@ class PyTorch:
         if "Master" in job.replica_specs:
             return replica_type == "Master"
         return replica_type == "Worker" and index == 0
+
+    def init_containers(self, job: TrainingJob, replica_type: str, index: int, network: Network) -> Sequence[Container]:
+        """Cluster mode: Workers of a job with a Master wait until the master's port accepts connections.
+
+        Upstream's ``init-pytorch`` (reference §3.1) with a TCP check instead of ``nslookup``; in
+        host mode (one machine) nothing waits: the master's port is on this node.
+        """
+        wait = network.wait_for_master
+        if wait is None or network.mode is NetworkMode.HOST:
+            return []
+        if replica_type != "Worker" or "Master" not in job.replica_specs:
+            return []
+        host = network.address(job.name, "Master", 0)
+        port = network.port("Master", 0, self.info.default_port_name, declared_port(job, "Master", self.info))
+        return [wait_container("init-pytorch", wait, host, port)]
 
     def env(self, job: TrainingJob, replica_type: str, index: int, network: Network) -> Sequence[EnvVar]:
         assert isinstance(job, PyTorchJob)

@@ -17,16 +17,20 @@ from typing import Any
 
 from lightkube import AsyncClient
 from lightkube.core.exceptions import ApiError
+from lightkube.generic_resource import create_namespaced_resource
 from lightkube.resources.core_v1 import Pod as LkPod
 from lightkube.resources.core_v1 import Service as LkService
+from lightkube.resources.scheduling_v1 import PriorityClass
 from lightkube.types import PatchType
 from pydantic import ValidationError
 
 from trainyard.api import labels
+from trainyard.api.common import TrainingJob
 from trainyard.api.core import Pod, Service
 from trainyard.api.meta import format_time
+from trainyard.api.podgroup import PodGroup, flavour
 from trainyard.client import build, is_status, job_resource, record_event, selector, to_dict, watch_forever
-from trainyard.controller import ChildRef, Observed, Plan, children, reconcile
+from trainyard.controller import ChildRef, Observed, Plan, children, gang, reconcile
 from trainyard.frameworks.base import Framework
 from trainyard.operator.metrics import OperatorMetrics
 from trainyard.operator.ports import PortAllocator
@@ -66,6 +70,10 @@ class JobController:
         self.metrics.watch_queue(plugin.info.controller_name, lambda: len(self.queue))
         # Leader election's fence: a replica that is no longer sure it leads writes nothing.
         self.may_write = may_write
+        self.pod_groups: Any = None
+        if gang.enabled(settings.controller):
+            kind = flavour(settings.controller.gang_scheduler_name)
+            self.pod_groups = create_namespaced_resource(kind.group, kind.version, "PodGroup", "podgroups")
 
     async def prime(self) -> None:
         """Hold the ports of every existing job before any worker allocates, so that after a
@@ -94,7 +102,24 @@ class JobController:
             self._watch_children(LkService),
             *(self._worker() for _ in range(self.settings.workers)),
         ]
+        if self.pod_groups is not None:
+            await self._check_pod_groups()
+            tasks.append(self._watch_pod_groups())
         await asyncio.gather(*tasks)
+
+    async def _check_pod_groups(self) -> None:
+        """Gang scheduling needs the PodGroup CRD; without it, stop at start as upstream does."""
+        try:
+            async for _ in self.client.list(self.pod_groups, namespace=self.settings.namespace, chunk_size=1):
+                break
+        except ApiError as exc:
+            if is_status(exc, 404):
+                kind = flavour(self.settings.controller.gang_scheduler_name)
+                raise RuntimeError(
+                    f"gang scheduler {kind.scheduler!r} needs the {kind.api_version} PodGroup CRD, "
+                    "which this cluster does not serve; install it or run without --gang-scheduler-name"
+                ) from exc
+            raise
 
     # -- event sources: every one only enqueues a key ------------------------------------------------
 
@@ -106,6 +131,13 @@ class JobController:
     async def _watch_children(self, res: Any) -> None:
         owned = selector({labels.OPERATOR_NAME: self.plugin.info.controller_name})
         async for _, obj in watch_forever(self.client, res, namespace=self.settings.namespace, labels=owned):
+            m = obj["metadata"]
+            for ref in m.get("ownerReferences") or []:
+                if ref.get("controller") and ref.get("kind") == self.plugin.info.kind:
+                    self.queue.add((m["namespace"], ref["name"]))
+
+    async def _watch_pod_groups(self) -> None:
+        async for _, obj in watch_forever(self.client, self.pod_groups, namespace=self.settings.namespace):
             m = obj["metadata"]
             for ref in m.get("ownerReferences") or []:
                 if ref.get("controller") and ref.get("kind") == self.plugin.info.kind:
@@ -176,9 +208,30 @@ class JobController:
                 async for s in self.client.list(LkService, namespace=namespace, labels=selector(sel))
             ]
         )
-        plan = reconcile(Observed(job, pods, services, self.clock()), self.plugin, self.settings.controller)
+        group, classes = await self._observe_gang(job)
+        observed = Observed(job, pods, services, self.clock(), pod_group=group, priority_classes=classes)
+        plan = reconcile(observed, self.plugin, self.settings.controller)
         await self.apply(raw, plan)
         return plan.requeue_after.total_seconds() if plan.requeue_after is not None else None
+
+    async def _observe_gang(self, job: TrainingJob) -> tuple[PodGroup | None, dict[str, int]]:
+        """The job's PodGroup, and PriorityClass values when its minResources must be computed."""
+        if self.pod_groups is None:
+            return None, {}
+        try:
+            group = PodGroup.model_validate(
+                to_dict(await self.client.get(self.pod_groups, job.name, namespace=job.namespace))
+            )
+        except ApiError as exc:
+            if not is_status(exc, 404):
+                raise
+            group = None
+        classes: dict[str, int] = {}
+        if gang.needs_priority_classes(job, self.settings.controller):
+            async for pc in self.client.list(PriorityClass):
+                if pc.metadata is not None and pc.metadata.name and pc.value is not None:
+                    classes[pc.metadata.name] = pc.value
+        return group, classes
 
     # -- applying a plan -------------------------------------------------------------------------------
 
@@ -189,11 +242,18 @@ class JobController:
         if not self.may_write():
             raise NotLeading(f"not applying the plan of {namespace}/{name}: this replica no longer leads")
         events: list[tuple[str, str, str]] = []
+        if plan.delete_job:
+            await self._delete_job(job, plan)
+            return
         if plan.allocate_ports:
             await self._record_ports(job, plan.allocate_ports)
+        if plan.pod_group is not None:
+            await self._write_pod_group(plan.pod_group)
         for ref in plan.delete:
             if await self._delete(ref, namespace):
                 events.append(("Normal", f"SuccessfulDelete{ref.kind}", f"Deleted {ref.kind.lower()}: {ref.name}"))
+        if plan.delete_pod_group is not None:
+            events += await self._delete_pod_group(job, plan.delete_pod_group, namespace)
         for obj in plan.create:
             kind = obj.kind or "Pod"
             try:
@@ -214,6 +274,43 @@ class JobController:
             self.metrics.status_written(self.plugin.info.kind, namespace, job.get("status"), status)
         events += [(e.type.value, e.reason, e.message) for e in plan.events]
         await self._emit(job, events)
+
+    async def _write_pod_group(self, group: PodGroup) -> None:
+        """Create the group, or replace it as read (a newer version gets a conflict, and a retry)."""
+        body = build(self.pod_groups, group.to_dict())
+        if group.metadata.resource_version is None:
+            try:
+                await self.client.create(body)
+            except ApiError as exc:
+                if not is_status(exc, 409):  # already there: the next pass sees it
+                    raise
+        else:
+            await self.client.replace(body)
+
+    async def _delete_pod_group(self, job: dict[str, Any], name: str, namespace: str) -> list[tuple[str, str, str]]:
+        try:
+            await self.client.delete(self.pod_groups, name, namespace=namespace)
+        except ApiError as exc:
+            if is_status(exc, 404):
+                return []
+            await self._emit(job, [("Warning", "FailedDeletePodGroup", f"Error deleting: {exc}")])
+            raise
+        return [
+            ("Normal", "JobTerminated", "Job has been terminated. Deleting PodGroup"),
+            ("Normal", "SuccessfulDeletePodGroup", f"Deleted PodGroup: {name}"),
+        ]
+
+    async def _delete_job(self, job: dict[str, Any], plan: Plan) -> None:
+        """TTL: the job goes (its children follow through ownerReferences); the event only if we deleted it."""
+        m = job["metadata"]
+        try:
+            await self.client.delete(self.res, m["name"], namespace=m["namespace"])
+        except ApiError as exc:
+            if is_status(exc, 404):
+                return
+            raise
+        self.metrics.job_deleted(self.plugin.info.kind, m["namespace"])
+        await self._emit(job, [(e.type.value, e.reason, e.message) for e in plan.events])
 
     async def _record_ports(self, job: dict[str, Any], keys: tuple[str, ...]) -> None:
         m = job["metadata"]

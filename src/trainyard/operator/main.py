@@ -28,11 +28,20 @@ from lightkube.config.kubeconfig import DEFAULT_KUBECONFIG, SERVICE_ACCOUNT
 from trainyard.controller import ControllerSettings
 from trainyard.frameworks.network import NetworkMode
 from trainyard.frameworks.registry import kinds
+from trainyard.operator.initcontainer import add_init_container_flags, wait_for_master
 from trainyard.operator.leader import LeaderElectionConfig, LeaderElector
 from trainyard.operator.manager import Operator
 from trainyard.operator.metrics import OperatorMetrics
 from trainyard.operator.serving import Endpoint, metrics_app, parse_bind_address, probes_app, serve
-from trainyard.operator.settings import OperatorSettings
+from trainyard.operator.settings import OperatorSettings, with_pending_timeout
+from trainyard.operator.webhook import (
+    WebhookServer,
+    WebhookSettings,
+    add_webhook_flags,
+    has_certificates,
+    start_webhook,
+    webhook_settings,
+)
 
 log = logging.getLogger("trainyard.operator")
 
@@ -113,6 +122,15 @@ def parser() -> argparse.ArgumentParser:
     srv.add_argument(
         "--health-probe-bind-address", default=":8081", help="where /healthz and /readyz are served (0: off)"
     )
+    add_webhook_flags(p)  # served only when its certificates exist
+    add_init_container_flags(p)  # cluster-dns mode only
+    p.add_argument(
+        "--pending-timeout",
+        type=go_duration,
+        default=None,
+        metavar="DURATION",
+        help="a job whose pod stays Pending this long gets a Pending condition naming why (default 5m; 0: never)",
+    )
     net = p.add_argument_group("network (trainyard)")
     net.add_argument(
         "--network-mode",
@@ -147,14 +165,20 @@ def settings_from(args: argparse.Namespace) -> OperatorSettings:
     low, sep, high = args.host_ports.partition("-")
     if not (sep and low.isdigit() and high.isdigit() and 1024 <= int(low) < int(high) <= 65535):
         raise ValueError(f"--host-ports {args.host_ports}: expected LOW-HIGH with 1024 <= LOW < HIGH <= 65535")
-    return OperatorSettings(
-        controller=ControllerSettings(network_mode=mode, node_address=args.node_address),
+    controller = ControllerSettings(
+        network_mode=mode,
+        node_address=args.node_address,
+        wait_for_master=wait_for_master(args),
+        gang_scheduler_name=args.gang_scheduler_name,
+    )
+    settings = OperatorSettings(
+        controller=controller,
         namespace=args.namespace or "*",
         workers=args.controller_threads,
         kinds=tuple(dict.fromkeys(enabled)),
-        gang_scheduler_name=args.gang_scheduler_name,
         host_ports=(int(low), int(high)),
     )
+    return with_pending_timeout(settings, args.pending_timeout)
 
 
 def election_from(args: argparse.Namespace) -> LeaderElectionConfig | None:
@@ -196,12 +220,14 @@ class OperatorProcess:
         *,
         metrics_address: tuple[str, int] | None,
         probes_address: tuple[str, int] | None,
+        webhook: WebhookSettings | None = None,
     ) -> None:
         self.config = config
         self.settings = settings
         self.election = election
         self.metrics_address = metrics_address
         self.probes_address = probes_address
+        self.webhook = webhook
         self.metrics = OperatorMetrics()
         self.ready = False
         self.endpoints: list[Endpoint] = []
@@ -214,6 +240,12 @@ class OperatorProcess:
             if self.probes_address is not None:
                 app = probes_app(lambda: self.ready)
                 self.endpoints.append(await serve(app, self.probes_address, "health probes"))
+            webhook: WebhookServer | None = None
+            if self.webhook is not None and has_certificates(self.webhook):
+                # Every replica serves the webhook, leader or not, as upstream's do.
+                webhook = await start_webhook(self.webhook)
+            elif self.webhook is not None:
+                log.info("validating webhook not served: no tls.crt/tls.key in %s", self.webhook.cert_dir)
             stopping = asyncio.create_task(stop.wait())
             try:
                 if self.election is None:
@@ -222,6 +254,8 @@ class OperatorProcess:
                     await self._elected(client, self.election, stopping)
             finally:
                 stopping.cancel()
+                if webhook is not None:
+                    await webhook.stop()
         finally:
             for endpoint in self.endpoints:
                 await endpoint.close()
@@ -290,7 +324,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     process = OperatorProcess(
-        config, settings, election, metrics_address=metrics_address, probes_address=probes_address
+        config,
+        settings,
+        election,
+        metrics_address=metrics_address,
+        probes_address=probes_address,
+        webhook=webhook_settings(args, settings.kinds or None),
     )
 
     async def run() -> None:
@@ -304,5 +343,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         asyncio.run(run())
     except OSError as exc:
         log.error("cannot serve the operator's endpoints: %s", exc)
+        return 1
+    except RuntimeError as exc:  # a cluster the operator cannot run against (e.g. a missing CRD)
+        log.error("%s", exc)
         return 1
     return 0

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from datetime import timedelta
 
 from trainyard.controller import ControllerSettings
 from trainyard.frameworks.network import NetworkMode
@@ -16,11 +17,21 @@ class OperatorSettings:
     workers: int = 2
     kinds: tuple[str, ...] = ()
     """Kinds to reconcile (``--enable-scheme``); empty: every kind trainyard has a plugin for."""
-    gang_scheduler_name: str = ""
-    """``--gang-scheduler-name``: ``volcano``, any other name for scheduler-plugins, empty for none."""
     host_ports: tuple[int, int] = (20000, 32767)
     """Host network mode: the range ports are allocated from (``--host-ports``)."""
 
     @classmethod
-    def host(cls, node_address: str = "127.0.0.1") -> OperatorSettings:
-        return cls(controller=ControllerSettings(network_mode=NetworkMode.HOST, node_address=node_address))
+    def host(cls, node_address: str = "127.0.0.1", gang_scheduler_name: str = "") -> OperatorSettings:
+        return cls(
+            controller=ControllerSettings(
+                network_mode=NetworkMode.HOST, node_address=node_address, gang_scheduler_name=gang_scheduler_name
+            )
+        )
+
+
+def with_pending_timeout(settings: OperatorSettings, seconds: float | None) -> OperatorSettings:
+    """``settings`` with ``--pending-timeout``: None keeps the default, 0 turns the check off."""
+    if seconds is None:
+        return settings
+    timeout = timedelta(seconds=seconds) if seconds > 0 else None
+    return replace(settings, controller=replace(settings.controller, pending_timeout=timeout))

@@ -309,9 +309,19 @@ def test_schema_has_no_non_structural_keys(key: str) -> None:
 
 
 def test_every_schema_node_has_a_type_or_keeps_unknown_fields() -> None:
-    untyped = [p for p, n in walk(SCHEMA) if "type" not in n and not n.get("x-kubernetes-preserve-unknown-fields")]
+    open_or_either = ("x-kubernetes-preserve-unknown-fields", "x-kubernetes-int-or-string")
+    untyped = [p for p, n in walk(SCHEMA) if "type" not in n and not any(n.get(k) for k in open_or_either)]
 
     assert untyped == []
+
+
+def test_scheduling_policy_schema_has_quantities_and_the_queue_rule() -> None:
+    policy = SCHEMA["properties"]["spec"]["properties"]["runPolicy"]["properties"]["schedulingPolicy"]["properties"]
+
+    assert policy["minResources"]["additionalProperties"] == {"x-kubernetes-int-or-string": True}
+    assert policy["queue"]["x-kubernetes-validations"] == [
+        {"rule": "self == oldSelf", "message": "spec.runPolicy.schedulingPolicy.queue is immutable"}
+    ]
 
 
 def test_no_node_has_both_properties_and_additional_properties() -> None:
@@ -378,4 +388,4 @@ def test_condition_type_enum_lists_every_condition() -> None:
     node = at(".status.conditions[].type")
 
     assert node["type"] == "string"
-    assert set(node["enum"]) == {"Created", "Running", "Restarting", "Succeeded", "Suspended", "Failed"}
+    assert set(node["enum"]) == {"Created", "Running", "Restarting", "Succeeded", "Suspended", "Failed", "Pending"}

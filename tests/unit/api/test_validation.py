@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from trainyard.api import PYTORCHJOB
-from trainyard.api.validation import ErrorType, FieldError, validate_job
+from trainyard.api.validation import ErrorType, FieldError, invalid_status, review_job, validate_job
 
 E = ErrorType
 SPECS = "spec.pytorchReplicaSpecs"
@@ -155,8 +155,8 @@ ONE_ERROR = [
             )
         ],
         E.NOT_SUPPORTED,
-        SPECS,
-        '"Chief"',
+        f"{SPECS}.Chief",
+        '"Chief": supported values: "Master", "Worker"',
     ),
     ("missing-image", [(f"{MASTER_C0}.image", None)], E.REQUIRED, f"{MASTER}.template.spec.containers[0].image", ""),
     ("empty-image", [(f"{MASTER_C0}.image", "")], E.REQUIRED, f"{MASTER}.template.spec.containers[0].image", ""),
@@ -183,12 +183,12 @@ ONE_ERROR = [
         f"{WORKER}.restartPolicy",
         '"Sometimes"',
     ),
-    ("upper-case-name", [("metadata.name", "PyTorch-Simple")], E.INVALID, "metadata.name", "DNS-1035"),
+    ("upper-case-name", [("metadata.name", "PyTorch-Simple")], E.INVALID, "metadata.name", "should match: a DNS-1035"),
     ("name-starts-with-digit", [("metadata.name", "1job")], E.INVALID, "metadata.name", "DNS-1035"),
     ("name-ends-with-dash", [("metadata.name", "job-")], E.INVALID, "metadata.name", "DNS-1035"),
     ("name-with-underscore", [("metadata.name", "my_job")], E.INVALID, "metadata.name", "DNS-1035"),
     ("name-with-dot", [("metadata.name", "my.job")], E.INVALID, "metadata.name", "DNS-1035"),
-    ("name-over-63", [("metadata.name", "a" * 64)], E.INVALID, "metadata.name", "DNS-1035"),
+    ("name-over-63", [("metadata.name", "a" * 64)], E.INVALID, "metadata.name", "must be no more than 63 characters"),
     ("pod-name-over-63", [("metadata.name", "a" * 55)], E.INVALID, "metadata.name", "would exceed 63 characters"),
     (
         "pod-name-over-63-with-10-workers",
@@ -286,7 +286,7 @@ def test_every_error_is_reported_at_once() -> None:
         (E.FORBIDDEN, f"{MASTER}.replicas"),
         (E.REQUIRED, f"{MASTER}.template.spec.containers"),
         (E.REQUIRED, f"{WORKER}.template.spec.containers[0].image"),
-        (E.NOT_SUPPORTED, SPECS),
+        (E.NOT_SUPPORTED, f"{SPECS}.Chief"),
         (E.INVALID, "spec.runPolicy.backoffLimit"),
         (E.NOT_SUPPORTED, "spec.runPolicy.managedBy"),
         (E.INVALID, "metadata.name"),
@@ -338,3 +338,182 @@ def test_type_errors_are_field_errors(edits: list[tuple[str, Any]], fields: list
     assert sorted(e.field for e in found) == sorted(fields)
     assert {e.type for e in found} == {E.TYPE_INVALID}
     assert all(e.message.startswith("Invalid value: ") for e in found)
+
+
+# -- upstream's exact wording --------------------------------------------------------------------------
+
+DNS1035 = (
+    "a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic "
+    "character, and end with an alphanumeric character (e.g. 'my-name',  or 'abc-123', regex used for "
+    "validation is '[a-z]([-a-z0-9]*[a-z0-9])?')"
+)
+
+NAME_MESSAGES = [
+    # id, name, the whole message (field.Invalid of ``should match: <IsDNS1035Label errors joined by ,>``)
+    ("bad-characters", "Bad_Name", f'Invalid value: "Bad_Name": should match: {DNS1035}'),
+    ("too-long", "a" * 64, f'Invalid value: "{"a" * 64}": should match: must be no more than 63 characters'),
+    (
+        "too-long-and-bad",
+        "A" * 64,
+        f'Invalid value: "{"A" * 64}": should match: must be no more than 63 characters,{DNS1035}',
+    ),
+]
+
+
+@pytest.mark.parametrize(("name", "message"), [c[1:] for c in NAME_MESSAGES], ids=[c[0] for c in NAME_MESSAGES])
+def test_name_message_is_upstreams(name: str, message: str) -> None:
+    (found,) = errors(edited(UPSTREAM_MANIFEST, ("metadata.name", name)))
+
+    assert (found.type, found.field, found.message) == (E.INVALID, "metadata.name", message)
+
+
+UPSTREAM_MESSAGES = [
+    # id, edits, str() of the one error, as kubectl prints the cause
+    ("master-replicas", [(f"{MASTER}.replicas", 3)], f"{MASTER}.replicas: Forbidden: must be 1"),
+    (
+        "image",
+        [(f"{MASTER_C0}.image", "")],
+        f"{MASTER}.template.spec.containers[0].image: Required value: must be required",
+    ),
+    (
+        "container-name",
+        [(f"{MASTER_C0}.name", "main")],
+        f"{MASTER}.template.spec.containers: Required value: must have at least one container with name pytorch",
+    ),
+    (
+        "managedBy",
+        [("spec.runPolicy.managedBy", "x")],
+        'spec.runPolicy.managedBy: Unsupported value: "x": supported values: "kubeflow.org/training-operator", '
+        '"kueue.x-k8s.io/multikueue", "trainyard.dev/operator"',
+    ),
+    ("no-specs", [(SPECS, {})], f"{SPECS}: Required value: must be required"),
+]
+
+
+@pytest.mark.parametrize(("edits", "text"), [c[1:] for c in UPSTREAM_MESSAGES], ids=[c[0] for c in UPSTREAM_MESSAGES])
+def test_messages_read_as_upstreams(edits: list[tuple[str, Any]], text: str) -> None:
+    assert [str(e) for e in errors(edited(UPSTREAM_MANIFEST, *edits))] == [text]
+
+
+# -- warnings -------------------------------------------------------------------------------------------
+
+DEPRECATED = "spec.elasticPolicy.nProcPerNode is deprecated, use spec.nprocPerNode instead"
+
+WARNINGS = [
+    # id, body, warnings, error fields
+    (
+        "deprecated-nProcPerNode",
+        edited(ELASTIC_MANIFEST, ("spec.nprocPerNode", None), ("spec.elasticPolicy.nProcPerNode", 4)),
+        [DEPRECATED],
+        [],
+    ),
+    (
+        "deprecated-with-nprocPerNode-also-forbidden",
+        edited(ELASTIC_MANIFEST, ("spec.elasticPolicy.nProcPerNode", 4)),
+        [DEPRECATED],
+        ["spec.elasticPolicy.nProcPerNode"],
+    ),
+    (
+        "deprecated-even-when-the-job-is-invalid",
+        edited(
+            ELASTIC_MANIFEST, ("spec.elasticPolicy.nProcPerNode", 4), ("spec.pytorchReplicaSpecs.Worker.replicas", "x")
+        ),
+        [DEPRECATED],
+        ["spec.pytorchReplicaSpecs.Worker.replicas"],
+    ),
+    ("nprocPerNode-only", ELASTIC_MANIFEST, [], []),
+    ("no-elastic-policy", UPSTREAM_MANIFEST, [], []),
+    (
+        "elastic-nProcPerNode-null",
+        edited(
+            ELASTIC_MANIFEST,
+            ("spec.elasticPolicy", {**ELASTIC_MANIFEST["spec"]["elasticPolicy"], "nProcPerNode": None}),
+        ),
+        [],
+        [],
+    ),
+]
+
+
+@pytest.mark.parametrize(("body", "warnings", "fields"), [c[1:] for c in WARNINGS], ids=[c[0] for c in WARNINGS])
+def test_warnings(body: dict[str, Any], warnings: list[str], fields: list[str]) -> None:
+    review = review_job(body, PYTORCHJOB)
+
+    assert review.warnings == warnings
+    assert [e.field for e in review.errors] == fields
+    assert review.allowed is (not fields)
+
+
+# -- updates ---------------------------------------------------------------------------------------------
+
+MANAGED = "spec.runPolicy.managedBy"
+UPDATES = [
+    # id, managedBy before, managedBy after (None: absent), the error message or None
+    ("unchanged-absent", None, None, None),
+    ("unchanged-set", "kueue.x-k8s.io/multikueue", "kueue.x-k8s.io/multikueue", None),
+    (
+        "changed",
+        "kueue.x-k8s.io/multikueue",
+        "kubeflow.org/training-operator",
+        'Invalid value: "kubeflow.org/training-operator": field is immutable',
+    ),
+    ("set-later", None, "kueue.x-k8s.io/multikueue", 'Invalid value: "kueue.x-k8s.io/multikueue": field is immutable'),
+    ("removed", "kubeflow.org/training-operator", None, 'Invalid value: "null": field is immutable'),
+]
+
+
+@pytest.mark.parametrize(("before", "after", "message"), [c[1:] for c in UPDATES], ids=[c[0] for c in UPDATES])
+def test_managed_by_is_immutable(before: str | None, after: str | None, message: str | None) -> None:
+    old = edited(UPSTREAM_MANIFEST, (MANAGED, before)) if before else UPSTREAM_MANIFEST
+    new = (
+        edited(UPSTREAM_MANIFEST, (MANAGED, after), (f"{WORKER}.replicas", 5))
+        if after
+        else edited(UPSTREAM_MANIFEST, (f"{WORKER}.replicas", 5))
+    )
+
+    review = review_job(new, PYTORCHJOB, old)
+
+    expected = [] if message is None else [(E.INVALID, MANAGED, message)]
+    assert [(e.type, e.field, e.message) for e in review.errors] == expected
+
+
+def test_an_update_is_validated_whole() -> None:
+    new = edited(UPSTREAM_MANIFEST, (f"{WORKER}.replicas", 0))
+
+    review = review_job(new, PYTORCHJOB, UPSTREAM_MANIFEST)
+
+    assert [(e.type, e.field) for e in review.errors] == [(E.FORBIDDEN, f"{WORKER}.replicas")]
+
+
+# -- the Status a denied write gets ------------------------------------------------------------------------
+
+
+def test_invalid_status_is_a_422_with_causes() -> None:
+    found = errors(edited(UPSTREAM_MANIFEST, (f"{MASTER}.replicas", 2), (f"{MASTER_C0}.image", "")))
+
+    status = invalid_status(PYTORCHJOB, "pytorch-simple", found)
+
+    assert status["code"] == 422 and status["reason"] == "Invalid" and status["status"] == "Failure"
+    assert status["kind"] == "Status" and status["apiVersion"] == "v1"
+    assert status["message"] == (
+        'PyTorchJob.kubeflow.org "pytorch-simple" is invalid: ['
+        f"{MASTER}.template.spec.containers[0].image: Required value: must be required, "
+        f"{MASTER}.replicas: Forbidden: must be 1]"
+    )
+    assert status["details"]["kind"] == "PyTorchJob" and status["details"]["group"] == "kubeflow.org"
+    assert status["details"]["causes"] == [
+        {
+            "reason": "FieldValueRequired",
+            "message": "Required value: must be required",
+            "field": f"{MASTER}.template.spec.containers[0].image",
+        },
+        {"reason": "FieldValueForbidden", "message": "Forbidden: must be 1", "field": f"{MASTER}.replicas"},
+    ]
+
+
+def test_invalid_status_with_one_error_has_no_brackets() -> None:
+    found = errors(edited(UPSTREAM_MANIFEST, (f"{MASTER}.replicas", 2)))
+
+    status = invalid_status(PYTORCHJOB, "j", found)
+
+    assert status["message"] == f'PyTorchJob.kubeflow.org "j" is invalid: {MASTER}.replicas: Forbidden: must be 1'

@@ -479,8 +479,13 @@ def test_failed_worker(policy: str, exit_code: int | None, restarted: bool, outc
     assert plan.status is not None
     assert plan.create == ()
     if restarted:
-        assert plan.delete == (ChildRef("Pod", "mnist-worker-1"),)
+        # Counted and marked first (written with the status); deleted by the pass that reads it back.
+        assert plan.delete == ()
+        assert plan.status.restart_count == 1
         assert plan.status.completion_time is None
+        again = run_world(apply(World(owner, pods, tuple(services)), plan))
+        assert again.delete == (ChildRef("Pod", "mnist-worker-1"),)
+        assert again.create == ()
     else:
         assert plan.delete == ()
         assert plan.status.completion_time == NOW
@@ -531,7 +536,10 @@ def test_failing_job_keeps_running_as_false_and_is_never_reported_restarting(pol
 
     assert plan.status is not None
     assert conditions(plan.status) == [("Created", "True"), ("Running", "False"), ("Failed", "True")]
-    assert [(e.type, e.reason) for e in plan.events] == [(EventType.WARNING, "PyTorchJobFailed")]
+    assert [(e.type, e.reason) for e in plan.events] == [
+        (EventType.NORMAL, "ExitedWithCode"),
+        (EventType.WARNING, "PyTorchJobFailed"),
+    ]
 
 
 def test_failed_master_with_never_fails_the_job() -> None:
@@ -561,7 +569,7 @@ def test_failed_pod_already_being_deleted_is_not_deleted_again() -> None:
 # -- a finished job: cleanPodPolicy (§6.2) --------------------------------------------------------------
 
 CLEAN_POD_POLICY = [
-    # id, cleanPodPolicy, finished as, pods and Services deleted
+    # id, cleanPodPolicy, finished as, pods deleted (every Service goes whatever the policy)
     ("All", "All", "Succeeded", ["mnist-master-0", "mnist-worker-0", "mnist-worker-1", "mnist-worker-2"]),
     ("Running", "Running", "Succeeded", ["mnist-worker-0", "mnist-worker-1"]),
     ("None", "None", "Succeeded", []),
@@ -580,8 +588,9 @@ def test_finished_job_cleans_up_by_policy(clean: str | None, finished: str, dele
 
     plan = run(owner, pods, services)
 
-    assert set(plan.delete) == pods_and_services(deleted)
-    assert len(plan.delete) == 2 * len(deleted)
+    every_service = {ChildRef("Service", s.name) for s in services}
+    assert set(plan.delete) == {ChildRef("Pod", n) for n in deleted} | every_service
+    assert len(plan.delete) == len(deleted) + len(every_service)
     assert plan.create == ()
     assert plan.allocate_ports == ()
 
@@ -601,7 +610,11 @@ def test_finished_job_does_not_delete_pods_already_being_deleted() -> None:
 
     plan = run(owner, pods, [service(owner, "Master", 0), service(owner, "Worker", 0)])
 
-    assert set(plan.delete) == {ChildRef("Pod", "mnist-worker-0"), ChildRef("Service", "mnist-worker-0")}
+    assert set(plan.delete) == {
+        ChildRef("Pod", "mnist-worker-0"),
+        ChildRef("Service", "mnist-worker-0"),
+        ChildRef("Service", "mnist-master-0"),
+    }
 
 
 def test_finished_job_in_host_mode_asks_for_no_ports() -> None:
@@ -788,6 +801,9 @@ def test_restart_converges() -> None:
     world = apply(world, run_world(world))
     world = set_phase(world, "Failed", "mnist-worker-1")
 
+    marking = run_world(world)
+    assert marking.delete == () and marking.create == ()
+    world = apply(world, marking)
     restarting = run_world(world)
     assert restarting.delete == (ChildRef("Pod", "mnist-worker-1"),)
     assert restarting.create == ()

@@ -1,0 +1,290 @@
+"""Gang scheduling: the job's PodGroup, its pods' decoration and the pod-creation gate (reference §6.6).
+
+Active only when ``ControllerSettings.gang_scheduler_name`` is set (upstream's
+``--gang-scheduler-name``): ``volcano`` selects Volcano's ``scheduling.volcano.sh/v1beta1``
+PodGroup, any other name scheduler-plugins' ``scheduling.x-k8s.io/v1alpha1`` one, with pods sent to
+that scheduler. ``schedule`` runs after the rest of the pass and amends its plan:
+
+* a finished or suspended job has its PodGroup deleted (upstream also on backoff/deadline
+  failure, which finishes the job in that same pass);
+* otherwise the PodGroup is created, or replaced when its spec differs from the one the job
+  asks for: ``minMember`` (``minAvailable``, else every replica), ``minResources`` (given, else
+  what the first ``minMember`` pods request, replica types taken by their PriorityClass value,
+  highest first), and per flavour ``queue`` + ``priorityClassName`` (Volcano; a queue the group
+  already has is kept) or ``scheduleTimeoutSeconds`` (scheduler-plugins);
+* pods to create get the scheduler's name (unless their template names one, which earns the
+  ``SetPodTemplateSchedulerName`` warning) and the group's label (scheduler-plugins) or
+  annotations (Volcano);
+* no pod or Service is created until the PodGroup exists, and for Volcano until it has left
+  the ``Pending`` phase (enqueued); a Volcano wait stamps ``lastReconcileTime`` as upstream.
+
+Waiting for the group to exist (upstream creates pods in the pass that creates the group) means
+a pod never reaches the scheduler before its gang does, where it would be placed on its own.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import re
+from collections.abc import Mapping
+from decimal import Decimal
+from typing import Any
+
+from trainyard.api import conditions, labels
+from trainyard.api.common import SchedulingPolicy, TrainingJob
+from trainyard.api.core import Pod, Service
+from trainyard.api.defaults import apply_defaults
+from trainyard.api.meta import ObjectMeta
+from trainyard.api.podgroup import (
+    DEFAULT_QUEUE,
+    POD_GROUP_LABEL,
+    VOLCANO_GROUP_ANNOTATION,
+    VOLCANO_TASK_ANNOTATION,
+    Flavour,
+    PodGroup,
+    PodGroupSpec,
+    Quantity,
+    flavour,
+)
+from trainyard.controller.children import is_owned, owner_reference
+from trainyard.controller.observed import ControllerSettings, Observed
+from trainyard.controller.plan import EventType, JobEvent, Plan
+from trainyard.frameworks.base import Framework
+
+SCHEDULER_NAME_REASON = "SetPodTemplateSchedulerName"
+SCHEDULER_NAME_MESSAGE = "Another scheduler is specified when gang-scheduling is enabled and it will not be overwritten"
+_WAITING_PHASES = ("", "Pending")
+
+
+def enabled(settings: ControllerSettings) -> bool:
+    return bool(settings.gang_scheduler_name)
+
+
+def needs_priority_classes(job: TrainingJob, settings: ControllerSettings) -> bool:
+    """Whether computing the PodGroup needs PriorityClass values (the operator reads them only then)."""
+    if not enabled(settings) or _policy(job).min_resources is not None:
+        return False
+    return any(_template_priority_class(spec.template.spec.model_extra) for spec in job.replica_specs.values())
+
+
+def schedule(observed: Observed, plugin: Framework, settings: ControllerSettings, plan: Plan) -> Plan:
+    """``plan`` (the rest of the pass) amended for gang scheduling; unchanged when it is off.
+
+    Only for jobs this operator manages and that are not being deleted (``reconcile`` sees to it).
+    """
+    raw = observed.job
+    if not enabled(settings):
+        return plan
+    job = apply_defaults(raw, plugin.info)
+    kind = flavour(settings.gang_scheduler_name)
+    group = observed.pod_group
+    # A group left by an older job of the same name is not ours: the garbage collector removes it.
+    ours = group if group is not None and is_owned(group, job) and group.metadata.deletion_timestamp is None else None
+    status = plan.status or raw.status
+    if conditions.is_finished(status) or job.run_policy.suspend:
+        return dataclasses.replace(plan, delete_pod_group=ours.name) if ours is not None else plan
+
+    wanted = pod_group(job, plugin, kind, ours, observed.priority_classes)
+    write = None if group is not None and (ours is None or same_spec(ours.spec, wanted.spec)) else wanted
+    if ours is None or (kind.volcano and (ours.status.phase or "") in _WAITING_PHASES):
+        creates: tuple[Pod | Service, ...] = ()
+        if kind.volcano:
+            # Upstream's way to be called again; here the PodGroup watch does that, so the stamp
+            # is informative (second precision, so a wait writes it at most once a second).
+            status = status.model_copy(update={"last_reconcile_time": observed.now.replace(microsecond=0)})
+        return dataclasses.replace(
+            plan, pod_group=write, create=creates, status=None if status == raw.status else status
+        )
+    creates = tuple(decorate(o, job, kind) if isinstance(o, Pod) else o for o in plan.create)
+    events = plan.events
+    if any(isinstance(o, Pod) for o in creates) and other_scheduler(job, kind):
+        events = (*events, JobEvent(EventType.WARNING, SCHEDULER_NAME_REASON, SCHEDULER_NAME_MESSAGE))
+    return dataclasses.replace(plan, pod_group=write, create=creates, events=events)
+
+
+# -- the PodGroup ------------------------------------------------------------------------------------
+
+
+def pod_group(
+    job: TrainingJob,
+    plugin: Framework,
+    kind: Flavour,
+    existing: PodGroup | None,
+    priority_classes: Mapping[str, int],
+) -> PodGroup:
+    """The PodGroup ``job`` (defaulted) asks for; ``existing`` keeps its metadata, status and queue."""
+    policy = _policy(job)
+    members = min_member(job)
+    given = policy.min_resources
+    resources = dict(given) if given is not None else min_resources(job, plugin, members, priority_classes)
+    spec = PodGroupSpec(min_member=members, min_resources=resources or None)
+    if kind.volcano:
+        kept = existing.spec.queue if existing is not None else None
+        spec.queue = kept or policy.queue or DEFAULT_QUEUE
+        spec.priority_class_name = policy.priority_class or None
+    else:
+        spec.schedule_timeout_seconds = policy.schedule_timeout_seconds
+    if existing is not None:
+        return existing.model_copy(update={"spec": spec})
+    return PodGroup(
+        api_version=kind.api_version,
+        kind="PodGroup",
+        metadata=ObjectMeta(
+            name=job.name,
+            namespace=job.namespace,
+            annotations=dict(job.metadata.annotations) if job.metadata.annotations else None,
+            owner_references=[owner_reference(job)],
+        ),
+        spec=spec,
+    )
+
+
+def min_member(job: TrainingJob) -> int:
+    given = _policy(job).min_available
+    if given is not None:
+        return given
+    return sum(s.replicas if s.replicas is not None else 1 for s in job.replica_specs.values())
+
+
+def min_resources(
+    job: TrainingJob, plugin: Framework, members: int, priority_classes: Mapping[str, int]
+) -> dict[str, Quantity]:
+    """What the first ``members`` pods request, replica types by PriorityClass value (unknown: 0).
+
+    Per container, its ``requests``, or its ``limits`` only when it has no ``requests`` at all.
+    Ties keep the kind's replica-type order (upstream's order among equals is unspecified).
+    """
+    order = [t for t in plugin.info.replica_types if t in job.replica_specs]
+    order += [t for t in job.replica_specs if t not in order]
+
+    def priority(rtype: str) -> int:
+        return priority_classes.get(_template_priority_class(job.replica_specs[rtype].template.spec.model_extra), 0)
+
+    ranked = sorted(order, key=lambda t: -priority(t))
+    total: dict[str, tuple[Decimal, bool]] = {}
+    counted = 0
+    for rtype in ranked:
+        spec = job.replica_specs[rtype]
+        for _ in range(spec.replicas or 0):
+            if counted >= members:
+                break
+            counted += 1
+            for container in spec.template.spec.containers:
+                resources = (container.model_extra or {}).get("resources") or {}
+                requests = resources.get("requests")
+                _add(total, requests if requests is not None else resources.get("limits") or {})
+    return {name: _format(value, binary) for name, (value, binary) in sorted(total.items())}
+
+
+def same_spec(have: PodGroupSpec, want: PodGroupSpec) -> bool:
+    """Equal as the scheduler reads them: quantities by value (``1`` = ``"1000m"``), empty = absent."""
+    return _normal(have) == _normal(want)
+
+
+# -- pods --------------------------------------------------------------------------------------------
+
+
+def decorate(pod: Pod, job: TrainingJob, kind: Flavour) -> Pod:
+    """``pod`` sent to the gang scheduler (unless its template names another) and joined to the group."""
+    body = pod.to_dict()
+    spec = body.setdefault("spec", {})
+    if not spec.get("schedulerName"):
+        spec["schedulerName"] = kind.scheduler
+    meta = body.setdefault("metadata", {})
+    if kind.volcano:
+        annotations = meta.setdefault("annotations", {})
+        annotations[VOLCANO_GROUP_ANNOTATION] = job.name
+        annotations[VOLCANO_TASK_ANNOTATION] = (meta.get("labels") or {}).get(labels.REPLICA_TYPE, "")
+    else:
+        meta.setdefault("labels", {})[POD_GROUP_LABEL] = job.name
+    return Pod.model_validate(body)
+
+
+def other_scheduler(job: TrainingJob, kind: Flavour) -> bool:
+    """Whether some replica template names a scheduler other than the gang scheduler."""
+    names = ((spec.template.spec.model_extra or {}).get("schedulerName") for spec in job.replica_specs.values())
+    return any(name and name != kind.scheduler for name in names)
+
+
+# -- helpers -----------------------------------------------------------------------------------------
+
+
+def _policy(job: TrainingJob) -> SchedulingPolicy:
+    return job.run_policy.scheduling_policy or SchedulingPolicy()
+
+
+def _template_priority_class(extra: Mapping[str, Any] | None) -> str:
+    value = (extra or {}).get("priorityClassName")
+    return value if isinstance(value, str) else ""
+
+
+_QUANTITY = re.compile(r"^([+-]?(?:\d+\.?\d*|\.\d+))(?:([eE][+-]?\d+)|(Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E))?$")
+_SUFFIX = {
+    "n": Decimal("1e-9"),
+    "u": Decimal("1e-6"),
+    "m": Decimal("1e-3"),
+    "k": Decimal(10) ** 3,
+    "M": Decimal(10) ** 6,
+    "G": Decimal(10) ** 9,
+    "T": Decimal(10) ** 12,
+    "P": Decimal(10) ** 15,
+    "E": Decimal(10) ** 18,
+    "Ki": Decimal(2) ** 10,
+    "Mi": Decimal(2) ** 20,
+    "Gi": Decimal(2) ** 30,
+    "Ti": Decimal(2) ** 40,
+    "Pi": Decimal(2) ** 50,
+    "Ei": Decimal(2) ** 60,
+}
+_BINARY = ("Ei", "Pi", "Ti", "Gi", "Mi", "Ki")
+
+
+def _parse(text: object) -> tuple[Decimal, bool]:
+    """A quantity's value and whether it was written with a binary suffix; ValueError if malformed."""
+    match = _QUANTITY.match(str(text).strip())
+    if match is None:
+        raise ValueError(f"invalid quantity {text!r}")
+    number, exponent, suffix = match.groups()
+    value = Decimal(number) * (Decimal(10) ** int(exponent[1:]) if exponent else 1)
+    return (value * _SUFFIX[suffix] if suffix else value), suffix in _BINARY
+
+
+def _add(total: dict[str, tuple[Decimal, bool]], resources: Mapping[str, object]) -> None:
+    for name, quantity in resources.items():
+        try:
+            value, binary = _parse(quantity)
+        except ValueError:
+            continue  # the pod's own admission refuses it; it cannot count toward the gang
+        before, all_binary = total.get(name, (Decimal(0), True))
+        total[name] = (before + value, all_binary and binary)
+
+
+def _format(value: Decimal, binary: bool) -> str:
+    """A quantity string for ``value``: binary units when every addend had one, else plain or milli."""
+    if value == value.to_integral_value():
+        whole = int(value)
+        if binary and whole:
+            for suffix in _BINARY:
+                size = int(_SUFFIX[suffix])
+                if whole % size == 0:
+                    return f"{whole // size}{suffix}"
+        return str(whole)
+    milli = value * 1000
+    if milli == milli.to_integral_value():
+        return f"{int(milli)}m"
+    return f"{math.ceil(value * 10**9)}n"
+
+
+def _normal(spec: PodGroupSpec) -> dict[str, Any]:
+    body = spec.to_dict()
+    resources = body.pop("minResources", None) or {}
+    normal: dict[str, Any] = {}
+    for name, quantity in resources.items():
+        try:
+            normal[name] = _parse(quantity)[0]
+        except ValueError:
+            normal[name] = quantity
+    if normal:
+        body["minResources"] = normal
+    return body
