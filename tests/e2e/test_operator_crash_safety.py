@@ -4,9 +4,10 @@ The plane runs with ``--no-operator``; the operator is ``python -m trainyard.ope
 round creates JOBS PyTorchJobs (sleeping replicas: real pods, cheap processes) from a background
 thread while the operator is killed once or twice at random moments (during creation, during the
 run, right after a restart) and started again. After each round the system must converge: every
-job Succeeded once, each with exactly its replicas' pods (no duplicate, none missing, none created
-after the job finished, none restarted), Services only for its replicas, no two jobs sharing a
-host port, nothing owned by a job that does not exist. The round's jobs are then deleted.
+job Succeeded once, each with exactly its replicas' pods (gang scheduling is on, as in the
+embedded plane, so none runs before all exist; none created after the job finished, none
+restarted), no Service and no PodGroup left once the jobs finished, no two jobs sharing a host
+port, nothing owned by a job that does not exist. The round's jobs are then deleted.
 
 The seed is printed and can be injected (``TRAINYARD_CRASH_SEED``), as can the size
 (``TRAINYARD_CRASH_ROUNDS``, default 20; ``TRAINYARD_CRASH_JOBS``, default 20).
@@ -36,6 +37,8 @@ SEED = int(os.environ.get("TRAINYARD_CRASH_SEED") or random.SystemRandom().randr
 NS = "crash"
 HOST_PORTS = "trainyard.dev/host-ports"
 PORTS = 21000
+GANG = "scheduler-plugins-scheduler"
+PODGROUPS = f"/apis/scheduling.x-k8s.io/v1alpha1/namespaces/{NS}/podgroups"
 
 
 @pytest.fixture(scope="module")
@@ -88,12 +91,10 @@ def _check_round(api: Api, round_: int, jobs: list[dict[str, Any]], why: str) ->
         own_pods = [p for p in pods if _owned_by(p) == (name, current["metadata"]["uid"])]
         own_services = [s for s in services if _owned_by(s) == (name, current["metadata"]["uid"])]
         pod_names = [p["metadata"]["name"] for p in own_pods]
-        # A job succeeds with its master: a worker the crash kept from being created in time is
-        # rightly never created afterwards. Every pod must be one of its replicas, and only once.
-        assert len(pod_names) == len(set(pod_names)), f"{why}: {name} has duplicate pods {sorted(pod_names)}"
-        assert f"{name}-master-0" in pod_names and set(pod_names) <= expected, f"{why}: {name}: {sorted(pod_names)}"
-        service_names = {s["metadata"]["name"] for s in own_services}
-        assert service_names <= expected, f"{why}: {name} has Services {sorted(service_names)}"
+        # A gang runs only once all its pods exist, so every replica ran, each exactly once.
+        assert sorted(pod_names) == sorted(expected), f"{why}: {name} has pods {sorted(pod_names)}"
+        service_names = sorted(s["metadata"]["name"] for s in own_services)
+        assert not service_names, f"{why}: finished {name} still has Services {service_names}"
         for pod in own_pods:
             pod_status = pod.get("status") or {}
             assert pod_status.get("phase") == "Succeeded", f"{why}: {pod['metadata']['name']}: {pod_status}"
@@ -117,7 +118,8 @@ def test_operator_killed_at_random_points_converges_every_time(plane: Plane, tmp
     log = tmp_path / "operator.log"
     # A narrow port range makes two jobs given one port (an allocator that forgot, across a
     # restart, the ports of jobs it has not reconciled yet) likely enough to be caught.
-    flags = ("--controller-threads", "2", "--host-ports", f"{PORTS}-{PORTS + 999}")
+    # Gang scheduling on, as in the embedded plane: PodGroups are written and deleted too.
+    flags = ("--controller-threads", "2", "--host-ports", f"{PORTS}-{PORTS + 999}", "--gang-scheduler-name", GANG)
     operator = OperatorProcess(plane, log, *flags, metrics=False).start()
     started = time.monotonic()
     try:
@@ -126,13 +128,13 @@ def test_operator_killed_at_random_points_converges_every_time(plane: Plane, tmp
                 sleeper_job(
                     f"r{round_}-j{i}",
                     workers=rng.randint(0, 2),
-                    seconds=[rng.uniform(0.2, 2.0), rng.uniform(0.2, 2.0)],
+                    seconds=[rng.uniform(0.1, 1.0), rng.uniform(0.1, 1.0)],
                     labels={"crash-round": str(round_)},
                 )
                 for i in range(JOBS)
             ]
             gaps = [rng.uniform(0.0, 0.1) for _ in jobs]
-            kills = [rng.uniform(0.0, 4.0)]
+            kills = [rng.uniform(0.0, 3.0)]
             if rng.random() < 0.5:  # a second kill soon after the restart: mid-resync
                 kills.append(rng.uniform(0.0, 1.5))
             downtimes = [rng.uniform(0.0, 1.0) for _ in kills]
@@ -156,20 +158,26 @@ def test_operator_killed_at_random_points_converges_every_time(plane: Plane, tmp
                 if len(current) < JOBS or not all(condition(j, "Succeeded") for j in current):
                     return False
                 # PyTorchJobs succeed with their master; workers (cleanPodPolicy None) finish on their own.
-                return all((p.get("status") or {}).get("phase") in ("Succeeded", "Failed") for p in api.pods(NS))
+                if any((p.get("status") or {}).get("phase") not in ("Succeeded", "Failed") for p in api.pods(NS)):
+                    return False
+                # A finished job's Services and PodGroup are deleted.
+                return not api.services(NS) and not api.get(PODGROUPS)["items"]
 
+            t_conv = time.monotonic()
             eventually(finished, timeout=240, interval=0.5, what=f"every job of round {round_} to succeed ({why})")
             assert operator.alive(), f"{why}: the operator exited; see {log}"
             _check_round(api, round_, jobs, why)
+            t_del = time.monotonic()
 
             api.call(
                 "DELETE", f"/apis/kubeflow.org/v1/namespaces/{NS}/pytorchjobs?labelSelector=crash-round%3D{round_}"
             )
             eventually(
-                lambda: not api.pods(NS) and not api.services(NS) and not api.jobs(NS),
+                lambda: not (api.pods(NS) or api.services(NS) or api.jobs(NS) or api.get(PODGROUPS)["items"]),
                 timeout=120,
                 what=f"round {round_}'s jobs, pods and Services to be gone ({why})",
             )
+            print(f"round {round_}: converged in {t_del - t_conv:.1f}s, cleaned up in {time.monotonic() - t_del:.1f}s")
         print(f"crash-safety: {ROUNDS} rounds x {JOBS} jobs in {time.monotonic() - started:.0f}s (seed {SEED})")
     finally:
         operator.kill()

@@ -1,7 +1,8 @@
 """``yard operator [FLAGS]``: run the operator as its own process, against the local plane or a cluster.
 
 It becomes ``python -m trainyard.operator`` (same process), with defaults that fit where it
-points: the local plane's kubeconfig and ``host`` network mode with probes on loopback, or
+points: the local plane's kubeconfig, ``host`` network mode, the plane's gang scheduler and
+endpoints on loopback, or
 ``yard --kubeconfig``'s cluster with upstream's defaults. FLAGS are the operator's own and win.
 """
 
@@ -57,6 +58,9 @@ def cmd_operator(args: argparse.Namespace) -> int:
             "127.0.0.1:8080",
             "--health-probe-bind-address",
             "127.0.0.1:8081",
+            # The plane's own operator would gang-schedule as `yard up --gang-scheduler-name` said.
+            "--gang-scheduler-name",
+            str(state.get("gangScheduler") or ""),
         ]
     if args.namespace:
         defaults += ["--namespace", args.namespace]
