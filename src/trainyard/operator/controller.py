@@ -161,7 +161,7 @@ class JobController:
                     *key,
                     exc,
                     delay,
-                    exc_info=not isinstance(exc, ApiError),
+                    exc_info=not isinstance(exc, (ApiError, NotLeading)),
                 )
             else:
                 result = "success" if requeue is None else "requeue_after"
