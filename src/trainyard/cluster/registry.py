@@ -98,6 +98,17 @@ BUILTINS = (
         has_spec=False,
     ),
     ResourceType(
+        "autoscaling",
+        "v2",
+        "horizontalpodautoscalers",
+        "horizontalpodautoscaler",
+        "HorizontalPodAutoscaler",
+        True,
+        short_names=("hpa",),
+        categories=("all",),
+        subresources=frozenset({"status"}),
+    ),
+    ResourceType(
         "apiextensions.k8s.io",
         "v1",
         "customresourcedefinitions",
