@@ -31,7 +31,7 @@ from trainyard.cluster.plane import DEFAULT_PORT, ApiPlane
 from trainyard.cluster.scheduler import Scheduler
 from trainyard.frameworks.registry import kinds
 from trainyard.operator.manager import Operator
-from trainyard.operator.settings import OperatorSettings
+from trainyard.operator.settings import OperatorSettings, with_pending_timeout
 
 log = logging.getLogger(__name__)
 
@@ -69,6 +69,8 @@ class PlaneOptions:
     # The operator's --gang-scheduler-name: the plane's scheduler serves both kinds of PodGroup, so
     # gangs are on by default; "volcano" selects Volcano's, "" turns gang scheduling off.
     gang_scheduler_name: str = SCHEDULER_PLUGINS_SCHEDULER
+    # Seconds a pod may stay Pending before its job gets a Pending condition; 0: never; None: default.
+    pending_timeout: float | None = None
 
 
 class EmbeddedPlane:
@@ -99,7 +101,8 @@ class EmbeddedPlane:
             taints=self.options.taints,
         )
         self.scheduler = Scheduler(self._client)
-        operator = Operator(self._client, OperatorSettings.host(self.options.host, self.options.gang_scheduler_name))
+        settings = OperatorSettings.host(self.options.host, self.options.gang_scheduler_name)
+        operator = Operator(self._client, with_pending_timeout(settings, self.options.pending_timeout))
         self._tasks = [
             asyncio.create_task(self.node.run(), name="node"),
             asyncio.create_task(self.scheduler.run(), name="scheduler"),

@@ -32,6 +32,17 @@ class ConditionType(StrEnum):
     SUCCEEDED = "Succeeded"
     SUSPENDED = "Suspended"
     FAILED = "Failed"
+    PENDING = "Pending"
+    """trainyard: a pod has waited (unschedulable, image pull, config error) longer than allowed."""
+
+
+class RestartScope(StrEnum):
+    """trainyard: what a retryable replica failure restarts (``runPolicy.restartScope``)."""
+
+    REPLICA = "Replica"
+    """Only the failed replica (upstream's behaviour, the default)."""
+    JOB = "Job"
+    """Every replica, deleted and recreated together (DDP cannot lose one rank)."""
 
 
 class ReplicaSpec(K8sModel):
@@ -64,6 +75,7 @@ class RunPolicy(K8sModel):
     scheduling_policy: SchedulingPolicy | None = None
     suspend: bool | None = None
     managed_by: str | None = None
+    restart_scope: RestartScope | None = None
 
 
 class JobCondition(K8sModel):
@@ -83,12 +95,28 @@ class ReplicaStatus(K8sModel):
     selector: str | None = None
 
 
+class PodLedgerEntry(K8sModel):
+    """trainyard: what of one live pod is already counted and reported (``controller.restarts``)."""
+
+    name: str
+    uid: str
+    restarts: int = 0
+    """Container restarts (in place, by the kubelet) already in ``JobStatus.restart_count``."""
+    exits: int = 0
+    """Exits of the default container already reported as ``ExitedWithCode`` events."""
+    recreate: bool | None = None
+    """Its failure is counted as a restart: the pod is to be deleted and recreated."""
+
+
 class JobStatus(K8sModel):
     conditions: list[JobCondition] = Field(default_factory=list)
     replica_statuses: dict[str, ReplicaStatus] = Field(default_factory=dict)
     start_time: Time | None = None
     completion_time: Time | None = None
     last_reconcile_time: Time | None = None
+    restart_count: int | None = None
+    """trainyard: every restart so far (in place, by re-creation, whole-job), bounded by backoffLimit."""
+    pod_ledger: list[PodLedgerEntry] | None = None
 
 
 class TrainingJob(TypedObject):

@@ -65,6 +65,14 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         help="gang scheduling of jobs through PodGroups, as the operator's flag: scheduler-plugins' with the plane's "
         f"{SCHEDULER_PLUGINS_SCHEDULER!r} (the default), Volcano's with 'volcano', none with ''",
     )
+    up.add_argument(
+        "--pending-timeout",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="a job whose pod stays Pending longer than this gets a Pending condition naming why "
+        "(Unschedulable, ImagePullBackOff, ...); 0 turns it off (default 300)",
+    )
     node = up.add_argument_group(
         "local node",
         "declared capacity is a simulation: the scheduler admits pods against it, while their processes "
@@ -157,6 +165,12 @@ def cmd_up(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    if args.pending_timeout is not None and not args.pending_timeout >= 0:
+        print(
+            f"error: --pending-timeout must be 0 (off) or a positive number of seconds, not {args.pending_timeout!r}",
+            file=sys.stderr,
+        )
+        return 2
     layout.home.mkdir(parents=True, exist_ok=True)
     secure = remembered_secure(layout) if args.secure is None else args.secure
     layout.settings_file.write_text(json.dumps({"secure": secure}) + "\n")
@@ -227,6 +241,7 @@ def _foreground(layout: Layout, args: argparse.Namespace, workspace: Path, secur
             node_name=args.node_name,
             capacity=declared,
             taints=taints,
+            pending_timeout=args.pending_timeout,
             **_gang_option(args),
         )
         asyncio.run(EmbeddedPlane(options).serve_forever())
@@ -262,6 +277,8 @@ def _background(layout: Layout, args: argparse.Namespace, workspace: Path, secur
         *_node_flags(args),
         *([] if args.gang_scheduler_name is None else ["--gang-scheduler-name", args.gang_scheduler_name]),
     ]
+    if args.pending_timeout is not None:
+        argv += ["--pending-timeout", repr(args.pending_timeout)]
     with layout.log_file.open("ab") as log_file:
         child = subprocess.Popen(
             argv,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from trainyard.api.autoscaling import HorizontalPodAutoscaler
 from trainyard.api.common import TrainingJob
@@ -22,6 +22,8 @@ class ControllerSettings:
     gang_scheduler_name: str = ""
     """Upstream's ``--gang-scheduler-name``: empty is no gang scheduling, ``volcano`` Volcano's
     PodGroups, any other name scheduler-plugins' (with pods sent to that scheduler)."""
+    pending_timeout: timedelta | None = timedelta(minutes=5)
+    """A pod Pending longer than this gives its job a ``Pending`` condition naming why; None: never."""
 
 
 @dataclass(frozen=True)

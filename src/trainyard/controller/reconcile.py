@@ -14,10 +14,12 @@ One pass, in order (the order lives here and only here):
    a suspended one has every pod and Service deleted; a resumed one restarts its clock;
 4a. a job active past ``activeDeadlineSeconds`` fails and its running replicas are stopped;
 5. in host network mode, missing per-job ports are requested before any pod exists;
-6. failed pods that may restart are deleted (recreated on a later pass); permanent
-   ``ExitCode`` failures fail the job;
+6. restarts are counted against ``backoffLimit`` and failed pods that may restart are marked,
+   then deleted by a later pass and recreated after that (``restarts``); permanent ``ExitCode``
+   failures fail the job;
 7. the plugin turns replica counts into conditions;
-8. missing pods and Services are created, surplus ones (scale-down) deleted;
+8. a pod Pending too long gives the job a ``Pending`` condition (``restarts.pending``);
+   missing pods and Services are created, surplus ones (scale-down) deleted;
 9. the status is returned only if it changed, with events for new conditions;
 10. with gang scheduling on, the plan is amended for the job's PodGroup (``gang.schedule``);
 10a. a PyTorchJob's HorizontalPodAutoscaler is created, replaced or deleted (``elastic.autoscale``);
@@ -31,20 +33,16 @@ from datetime import datetime
 
 from trainyard.api import conditions
 from trainyard.api.common import ConditionType, JobStatus, TrainingJob
-from trainyard.api.core import Pod, PodPhase, RestartPolicy, Service
+from trainyard.api.core import Pod, Service
 from trainyard.api.defaults import apply_defaults
-from trainyard.controller import children, elastic, gang, lifecycle
+from trainyard.controller import children, elastic, gang, lifecycle, restarts
 from trainyard.controller.observed import ControllerSettings, Observed
 from trainyard.controller.plan import ChildRef, EventType, JobEvent, Plan
 from trainyard.controller.status import count_replicas, replica_statuses
 from trainyard.frameworks.base import Framework, Verdict
 from trainyard.frameworks.network import Network, NetworkMode
 
-# Upstream's stand-in exit code when the default container never terminated (eviction, init
-# failure): treated as retryable.
-_NO_EXIT_CODE = 0xBEEF
-
-_WARNING_CONDITIONS = (ConditionType.FAILED, ConditionType.RESTARTING)
+_WARNING_CONDITIONS = (ConditionType.FAILED, ConditionType.RESTARTING, ConditionType.PENDING)
 
 
 def reconcile(observed: Observed, plugin: Framework, settings: ControllerSettings) -> Plan:
@@ -94,16 +92,19 @@ def _reconcile(observed: Observed, plugin: Framework, settings: ControllerSettin
         if missing:
             return _with_status(Plan(allocate_ports=missing), raw.status, status, now)
 
-    restarting, permanent = _failed_pods(job, plugin, pods)
+    decision = restarts.decide(job, plugin, pods, status)
+    status = decision.status
+    if decision.exceeded:
+        status, doomed = restarts.fail_on_backoff(job, plugin, pods, services, status, now)
+        return _with_status(Plan(delete=doomed, events=decision.events), raw.status, status, now)
     counts = count_replicas(job, plugin, pods)
-    if permanent:
+    if decision.permanent:
         # A non-retryable exit code fails the job outright; the plugin's counts would only
         # (wrongly) call it Restarting, since the replica's policy is not Never.
-        rtype = children.replica_type_of(permanent[0], plugin)
-        msg = f'job "{job.name}" is failing because "{rtype}" replica(s) failed.'
-        verdicts: list[Verdict] = [Verdict(ConditionType.FAILED, msg)]
+        rtype = children.replica_type_of(decision.permanent[0], plugin)
+        verdicts: list[Verdict] = [Verdict(ConditionType.FAILED, restarts.permanent_message(job, rtype))]
     else:
-        verdicts = list(plugin.verdicts(job, counts))
+        verdicts = decision.adjust(plugin.verdicts(job, counts))
     status = _apply_verdicts(status, plugin, verdicts, now)
     status = status.model_copy(
         update={
@@ -112,13 +113,23 @@ def _reconcile(observed: Observed, plugin: Framework, settings: ControllerSettin
             )
         }
     )
-    if conditions.is_finished(status):
+    finished = conditions.is_finished(status)
+    status, recheck = restarts.pending(job, plugin, pods, status, settings.pending_timeout, now, finished=finished)
+    if finished:
         status = status.model_copy(update={"completion_time": status.completion_time or now})
-        return _with_status(Plan(), raw.status, status, now)
+        return _with_status(Plan(events=decision.events), raw.status, status, now)
 
-    deletes = [ChildRef("Pod", p.name) for p in restarting]
-    creates, surplus = _sync_children(job, plugin, network, pods, services, skip={p.name for p in restarting})
-    return _with_status(Plan(delete=(*deletes, *surplus), create=tuple(creates)), raw.status, status, now)
+    deletes = [ChildRef("Pod", name) for name in decision.delete]
+    creates, surplus = _sync_children(job, plugin, network, pods, services, skip=set(decision.delete))
+    if decision.hold_creates:
+        creates = [c for c in creates if not isinstance(c, Pod)]
+    plan = Plan(
+        delete=(*deletes, *surplus),
+        create=tuple(restarts.decorate(job, creates)),
+        events=decision.events,
+        requeue_after=recheck,
+    )
+    return _with_status(plan, raw.status, status, now)
 
 
 def _set(status: JobStatus, plugin: Framework, ctype: ConditionType, message: str, now: datetime) -> JobStatus:
@@ -154,30 +165,6 @@ def _with_status(plan: Plan, before: JobStatus, after: JobStatus, now: datetime)
         requeue_after=plan.requeue_after,
         delete_job=plan.delete_job,
     )
-
-
-def _failed_pods(job: TrainingJob, plugin: Framework, pods: Sequence[Pod]) -> tuple[list[Pod], list[Pod]]:
-    """Failed pods split into (to delete and recreate, permanent ExitCode failures)."""
-    restart: list[Pod] = []
-    permanent: list[Pod] = []
-    for pod in pods:
-        rtype = children.replica_type_of(pod, plugin)
-        if pod.phase is not PodPhase.FAILED or pod.metadata.deletion_timestamp is not None or rtype is None:
-            continue
-        policy = job.replica_specs[rtype].restart_policy if rtype in job.replica_specs else None
-        if policy in (RestartPolicy.ALWAYS, RestartPolicy.ON_FAILURE):
-            restart.append(pod)
-        elif policy == RestartPolicy.EXIT_CODE:
-            (restart if _exit_code(pod, plugin) >= 128 else permanent).append(pod)
-    return restart, permanent
-
-
-def _exit_code(pod: Pod, plugin: Framework) -> int:
-    """Exit code of the default-named container; 128 and above (signals) are retryable."""
-    main = pod.container_status(plugin.info.default_container)
-    if main is None or main.state.terminated is None:
-        return _NO_EXIT_CODE
-    return main.state.terminated.exit_code
 
 
 def _sync_children(

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from datetime import timedelta
 
 from trainyard.controller import ControllerSettings
 from trainyard.frameworks.network import NetworkMode
@@ -22,3 +23,11 @@ class OperatorSettings:
                 network_mode=NetworkMode.HOST, node_address=node_address, gang_scheduler_name=gang_scheduler_name
             )
         )
+
+
+def with_pending_timeout(settings: OperatorSettings, seconds: float | None) -> OperatorSettings:
+    """``settings`` with ``--pending-timeout``: None keeps the default, 0 turns the check off."""
+    if seconds is None:
+        return settings
+    timeout = timedelta(seconds=seconds) if seconds > 0 else None
+    return replace(settings, controller=replace(settings.controller, pending_timeout=timeout))

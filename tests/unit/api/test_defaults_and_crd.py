@@ -388,4 +388,4 @@ def test_condition_type_enum_lists_every_condition() -> None:
     node = at(".status.conditions[].type")
 
     assert node["type"] == "string"
-    assert set(node["enum"]) == {"Created", "Running", "Restarting", "Succeeded", "Suspended", "Failed"}
+    assert set(node["enum"]) == {"Created", "Running", "Restarting", "Succeeded", "Suspended", "Failed", "Pending"}

@@ -8,6 +8,7 @@ tests check the real builders against an independent statement of the contract.
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -39,6 +40,8 @@ DNS = ControllerSettings(network_mode=NetworkMode.CLUSTER_DNS)
 MASTER_HOST_PORT = 30000
 """Host port ``job(ports=True)`` records for master-0; worker-i gets ``WORKER_HOST_PORT + i``."""
 WORKER_HOST_PORT = 30100
+
+_UIDS = itertools.count(1)
 
 
 def template(
@@ -247,6 +250,8 @@ def apply(world: World, plan: Plan, *, phase: str = "Pending") -> World:
     services = [s for s in world.services if ChildRef("Service", s.name) not in deleted]
     for obj in plan.create:
         raw = obj.to_dict()
+        # The API server gives every new object a fresh uid; restart bookkeeping keys on it.
+        raw["metadata"]["uid"] = f"{obj.name}-{next(_UIDS)}"
         if obj.kind == "Pod":
             raw["status"] = {"phase": phase}
             pods.append(Pod.model_validate(raw))

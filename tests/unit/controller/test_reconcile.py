@@ -479,8 +479,13 @@ def test_failed_worker(policy: str, exit_code: int | None, restarted: bool, outc
     assert plan.status is not None
     assert plan.create == ()
     if restarted:
-        assert plan.delete == (ChildRef("Pod", "mnist-worker-1"),)
+        # Counted and marked first (written with the status); deleted by the pass that reads it back.
+        assert plan.delete == ()
+        assert plan.status.restart_count == 1
         assert plan.status.completion_time is None
+        again = run_world(apply(World(owner, pods, tuple(services)), plan))
+        assert again.delete == (ChildRef("Pod", "mnist-worker-1"),)
+        assert again.create == ()
     else:
         assert plan.delete == ()
         assert plan.status.completion_time == NOW
@@ -531,7 +536,10 @@ def test_failing_job_keeps_running_as_false_and_is_never_reported_restarting(pol
 
     assert plan.status is not None
     assert conditions(plan.status) == [("Created", "True"), ("Running", "False"), ("Failed", "True")]
-    assert [(e.type, e.reason) for e in plan.events] == [(EventType.WARNING, "PyTorchJobFailed")]
+    assert [(e.type, e.reason) for e in plan.events] == [
+        (EventType.NORMAL, "ExitedWithCode"),
+        (EventType.WARNING, "PyTorchJobFailed"),
+    ]
 
 
 def test_failed_master_with_never_fails_the_job() -> None:
@@ -793,6 +801,9 @@ def test_restart_converges() -> None:
     world = apply(world, run_world(world))
     world = set_phase(world, "Failed", "mnist-worker-1")
 
+    marking = run_world(world)
+    assert marking.delete == () and marking.create == ()
+    world = apply(world, marking)
     restarting = run_world(world)
     assert restarting.delete == (ChildRef("Pod", "mnist-worker-1"),)
     assert restarting.create == ()
