@@ -13,6 +13,8 @@ import base64
 import copy
 from typing import Any
 
+from trainyard.cluster import autoscaling
+
 Obj = dict[str, Any]
 
 POD_UPDATABLE = (
@@ -40,6 +42,8 @@ def on_write(key: str, obj: Obj) -> None:
     elif key == "storage.k8s.io/storageclasses":
         obj.setdefault("reclaimPolicy", "Delete")
         obj.setdefault("volumeBindingMode", "Immediate")
+    elif key == autoscaling.KEY:
+        autoscaling.default(obj)
     elif key == "scheduling.k8s.io/priorityclasses":
         obj.setdefault("preemptionPolicy", "PreemptLowerPriority")
     elif key == "core/services":

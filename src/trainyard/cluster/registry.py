@@ -99,6 +99,17 @@ BUILTINS = (
     ),
     ResourceType("coordination.k8s.io", "v1", "leases", "lease", "Lease", True),
     ResourceType(
+        "autoscaling",
+        "v2",
+        "horizontalpodautoscalers",
+        "horizontalpodautoscaler",
+        "HorizontalPodAutoscaler",
+        True,
+        short_names=("hpa",),
+        categories=("all",),
+        subresources=frozenset({"status"}),
+    ),
+    ResourceType(
         "apiextensions.k8s.io",
         "v1",
         "customresourcedefinitions",

@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from trainyard.cluster import errors, leases
+from trainyard.cluster import autoscaling, errors, leases
 from trainyard.cluster.registry import ResourceType
 
 # A shape is one of the scalar names below, a dict of field shapes (a struct; "*" makes it a
@@ -175,6 +175,7 @@ SHAPES: dict[str, dict[str, Any]] = {
             "addresses": [{"type": STR, "address": STR}],
         },
     },
+    autoscaling.KEY: autoscaling.SHAPE,
     "scheduling.k8s.io/priorityclasses": {
         "value": INT,
         "globalDefault": BOOL,

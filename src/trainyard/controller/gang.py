@@ -250,6 +250,11 @@ def _parse(text: object) -> tuple[Decimal, bool]:
     return (value * _SUFFIX[suffix] if suffix else value), suffix in _BINARY
 
 
+def quantity_value(text: object) -> Decimal:
+    """A quantity's value (``"1500m"`` → 1.5); ValueError if malformed."""
+    return _parse(text)[0]
+
+
 def _add(total: dict[str, tuple[Decimal, bool]], resources: Mapping[str, object]) -> None:
     for name, quantity in resources.items():
         try:

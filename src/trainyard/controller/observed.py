@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
+from trainyard.api.autoscaling import HorizontalPodAutoscaler
 from trainyard.api.common import TrainingJob
 from trainyard.api.core import Pod, Service
 from trainyard.api.podgroup import PodGroup
@@ -35,3 +36,5 @@ class Observed:
     """The PodGroup named after the job, when gang scheduling is on and it exists."""
     priority_classes: Mapping[str, int] = field(default_factory=dict)
     """PriorityClass values by name, read only when a PodGroup's minResources must be computed."""
+    hpa: HorizontalPodAutoscaler | None = None
+    """The HorizontalPodAutoscaler named after the job (PyTorchJob), when it exists and was read."""

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from enum import StrEnum
 
+from trainyard.api.autoscaling import HorizontalPodAutoscaler
 from trainyard.api.common import JobStatus
 from trainyard.api.core import Pod, Service
 from trainyard.api.podgroup import PodGroup
@@ -55,6 +56,11 @@ class Plan:
     one's), applied before any pod is created."""
     delete_pod_group: str | None = None
     """Gang scheduling: the name of the job's PodGroup to delete (job finished or suspended)."""
+    hpa: HorizontalPodAutoscaler | None = None
+    """Elastic PyTorchJob: the HPA to create (no resourceVersion) or to replace (with the observed
+    one's)."""
+    delete_hpa: str | None = None
+    """Elastic PyTorchJob: the name of the job's HPA to delete (suspended, or no longer asked for)."""
 
     @property
     def empty(self) -> bool:

@@ -22,6 +22,7 @@ One pass, in order (the order lives here and only here):
    missing pods and Services are created, surplus ones (scale-down) deleted;
 9. the status is returned only if it changed, with events for new conditions;
 10. with gang scheduling on, the plan is amended for the job's PodGroup (``gang.schedule``);
+10a. a PyTorchJob's HorizontalPodAutoscaler is created, replaced or deleted (``elastic.autoscale``);
 11. ``lifecycle.finish_pass``: completionTime, lastReconcileTime, TTL deletion, timed requeues.
 """
 
@@ -34,7 +35,7 @@ from trainyard.api import conditions
 from trainyard.api.common import ConditionType, JobStatus, TrainingJob
 from trainyard.api.core import Pod, Service
 from trainyard.api.defaults import apply_defaults
-from trainyard.controller import children, gang, lifecycle, restarts
+from trainyard.controller import children, elastic, gang, lifecycle, restarts
 from trainyard.controller.observed import ControllerSettings, Observed
 from trainyard.controller.plan import ChildRef, EventType, JobEvent, Plan
 from trainyard.controller.status import count_replicas, replica_statuses
@@ -49,6 +50,7 @@ def reconcile(observed: Observed, plugin: Framework, settings: ControllerSetting
     if job.metadata.deletion_timestamp is not None or not lifecycle.is_managed(job):
         return Plan()
     plan = gang.schedule(observed, plugin, settings, _reconcile(observed, plugin, settings))
+    plan = elastic.autoscale(observed, plugin, plan)
     return lifecycle.finish_pass(plan, job, plugin, observed.now)
 
 

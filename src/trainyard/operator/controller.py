@@ -18,6 +18,7 @@ from typing import Any
 from lightkube import AsyncClient
 from lightkube.core.exceptions import ApiError
 from lightkube.generic_resource import create_namespaced_resource
+from lightkube.resources.autoscaling_v2 import HorizontalPodAutoscaler as LkHpa
 from lightkube.resources.core_v1 import Pod as LkPod
 from lightkube.resources.core_v1 import Service as LkService
 from lightkube.resources.scheduling_v1 import PriorityClass
@@ -25,12 +26,13 @@ from lightkube.types import PatchType
 from pydantic import ValidationError
 
 from trainyard.api import labels
+from trainyard.api.autoscaling import HorizontalPodAutoscaler
 from trainyard.api.common import TrainingJob
 from trainyard.api.core import Pod, Service
 from trainyard.api.meta import format_time
 from trainyard.api.podgroup import PodGroup, flavour
 from trainyard.client import build, is_status, job_resource, record_event, selector, to_dict, watch_forever
-from trainyard.controller import ChildRef, Observed, Plan, children, gang, reconcile
+from trainyard.controller import ChildRef, Observed, Plan, children, elastic, gang, reconcile
 from trainyard.frameworks.base import Framework
 from trainyard.operator.metrics import OperatorMetrics
 from trainyard.operator.ports import PortAllocator
@@ -74,6 +76,9 @@ class JobController:
         if gang.enabled(settings.controller):
             kind = flavour(settings.controller.gang_scheduler_name)
             self.pod_groups = create_namespaced_resource(kind.group, kind.version, "PodGroup", "podgroups")
+        self.autoscaling = elastic.autoscales(plugin.info.kind)
+        self.hpa_owners: set[Key] = set()
+        """Jobs the HPA watch saw owning an HPA: read even when the job no longer asks for one."""
 
     async def prime(self) -> None:
         """Hold the ports of every existing job before any worker allocates, so that after a
@@ -105,6 +110,8 @@ class JobController:
         if self.pod_groups is not None:
             await self._check_pod_groups()
             tasks.append(self._watch_pod_groups())
+        if self.autoscaling:
+            tasks.append(self._watch_hpas())
         await asyncio.gather(*tasks)
 
     async def _check_pod_groups(self) -> None:
@@ -142,6 +149,15 @@ class JobController:
             for ref in m.get("ownerReferences") or []:
                 if ref.get("controller") and ref.get("kind") == self.plugin.info.kind:
                     self.queue.add((m["namespace"], ref["name"]))
+
+    async def _watch_hpas(self) -> None:
+        async for event, obj in watch_forever(self.client, LkHpa, namespace=self.settings.namespace):
+            m = obj["metadata"]
+            for ref in m.get("ownerReferences") or []:
+                if ref.get("controller") and ref.get("kind") == self.plugin.info.kind:
+                    key = (m["namespace"], ref["name"])
+                    (self.hpa_owners.discard if event == "DELETED" else self.hpa_owners.add)(key)
+                    self.queue.add(key)
 
     # -- the worker loop -----------------------------------------------------------------------------
 
@@ -209,7 +225,8 @@ class JobController:
             ]
         )
         group, classes = await self._observe_gang(job)
-        observed = Observed(job, pods, services, self.clock(), pod_group=group, priority_classes=classes)
+        hpa = await self._observe_hpa(job, key)
+        observed = Observed(job, pods, services, self.clock(), pod_group=group, priority_classes=classes, hpa=hpa)
         plan = reconcile(observed, self.plugin, self.settings.controller)
         await self.apply(raw, plan)
         return plan.requeue_after.total_seconds() if plan.requeue_after is not None else None
@@ -233,6 +250,19 @@ class JobController:
                     classes[pc.metadata.name] = pc.value
         return group, classes
 
+    async def _observe_hpa(self, job: TrainingJob, key: Key) -> HorizontalPodAutoscaler | None:
+        """The HPA named after the job, read only for jobs that ask for one or (per the watch) have one."""
+        if not self.autoscaling or not (elastic.wants_hpa(job) or key in self.hpa_owners):
+            return None
+        try:
+            return HorizontalPodAutoscaler.model_validate(
+                to_dict(await self.client.get(LkHpa, job.name, namespace=job.namespace))
+            )
+        except ApiError as exc:
+            if not is_status(exc, 404):
+                raise
+            return None
+
     # -- applying a plan -------------------------------------------------------------------------------
 
     async def apply(self, job: dict[str, Any], plan: Plan) -> None:
@@ -249,6 +279,10 @@ class JobController:
             await self._record_ports(job, plan.allocate_ports)
         if plan.pod_group is not None:
             await self._write_pod_group(plan.pod_group)
+        if plan.hpa is not None:
+            await self._write_hpa(plan.hpa)
+        if plan.delete_hpa is not None:
+            await self._delete_hpa(plan.delete_hpa, namespace)
         for ref in plan.delete:
             if await self._delete(ref, namespace):
                 events.append(("Normal", f"SuccessfulDelete{ref.kind}", f"Deleted {ref.kind.lower()}: {ref.name}"))
@@ -286,6 +320,25 @@ class JobController:
                     raise
         else:
             await self.client.replace(body)
+
+    async def _write_hpa(self, hpa: HorizontalPodAutoscaler) -> None:
+        """Create the HPA, or replace it as read (a newer version gets a conflict, and a retry)."""
+        body = build(LkHpa, hpa.to_dict())
+        if hpa.metadata.resource_version is None:
+            try:
+                await self.client.create(body)
+            except ApiError as exc:
+                if not is_status(exc, 409):  # already there: the next pass sees it
+                    raise
+        else:
+            await self.client.replace(body)
+
+    async def _delete_hpa(self, name: str, namespace: str) -> None:
+        try:
+            await self.client.delete(LkHpa, name, namespace=namespace)
+        except ApiError as exc:
+            if not is_status(exc, 404):
+                raise
 
     async def _delete_pod_group(self, job: dict[str, Any], name: str, namespace: str) -> list[tuple[str, str, str]]:
         try:
