@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from aiohttp import web
 from lightkube import AsyncClient, KubeConfig
 
 from trainyard.api.podgroup import SCHEDULER_PLUGINS_SCHEDULER
@@ -31,6 +32,7 @@ from trainyard.cluster.plane import DEFAULT_PORT, ApiPlane
 from trainyard.cluster.scheduler import Scheduler
 from trainyard.frameworks.registry import kinds
 from trainyard.operator.manager import Operator
+from trainyard.operator.metrics import CONTENT_TYPE, OperatorMetrics
 from trainyard.operator.settings import OperatorSettings, with_pending_timeout
 
 log = logging.getLogger(__name__)
@@ -66,6 +68,8 @@ class PlaneOptions:
     node_name: str | None = None
     capacity: Capacity | None = None
     taints: list[dict[str, Any]] = field(default_factory=list)
+    # False: no in-process operator (`yard up --no-operator`); one runs as its own process instead.
+    operator: bool = True
     # The operator's --gang-scheduler-name: the plane's scheduler serves both kinds of PodGroup, so
     # gangs are on by default; "volcano" selects Volcano's, "" turns gang scheduling off.
     gang_scheduler_name: str = SCHEDULER_PLUGINS_SCHEDULER
@@ -78,6 +82,11 @@ class EmbeddedPlane:
         self.options = options
         self.layout = Layout(options.home)
         self.api = ApiPlane(self.layout, host=options.host, port=options.port, secure=options.secure)
+        self.metrics = OperatorMetrics()
+        self.operator: Operator | None = None
+        if options.operator:
+            # The in-process operator's metrics are served beside the API: `<server>/metrics`.
+            self.api.extra_paths["/metrics"] = self._metrics
         self._tasks: list[asyncio.Task[None]] = []
         self.node: NodeAgent | None = None
         self.scheduler: Scheduler | None = None
@@ -101,14 +110,16 @@ class EmbeddedPlane:
             taints=self.options.taints,
         )
         self.scheduler = Scheduler(self._client)
-        settings = OperatorSettings.host(self.options.host, self.options.gang_scheduler_name)
-        operator = Operator(self._client, with_pending_timeout(settings, self.options.pending_timeout))
         self._tasks = [
             asyncio.create_task(self.node.run(), name="node"),
             asyncio.create_task(self.scheduler.run(), name="scheduler"),
             asyncio.create_task(self.node.storage.run(), name="volumes"),
-            asyncio.create_task(operator.run(), name="operator"),
         ]
+        if self.options.operator:
+            settings = OperatorSettings.host(self.options.host, self.options.gang_scheduler_name)
+            settings = with_pending_timeout(settings, self.options.pending_timeout)
+            self.operator = Operator(self._client, settings, metrics=self.metrics)
+            self._tasks.append(asyncio.create_task(self.operator.run(), name="operator"))
         self.layout.state_file.write_text(
             json.dumps(
                 {
@@ -121,11 +132,15 @@ class EmbeddedPlane:
                     "capacity": self.node.capacity.resources(),
                     "declared": sorted(self.node.capacity.declared),
                     "network": "host",
+                    "operator": self.options.operator,
                     "gangScheduler": self.options.gang_scheduler_name,
                     "kinds": list(kinds()),
                 }
             )
         )
+
+    async def _metrics(self, _: web.Request) -> web.Response:
+        return web.Response(body=self.metrics.exposition(), headers={"Content-Type": CONTENT_TYPE})
 
     async def stop(self) -> None:
         for task in self._tasks:

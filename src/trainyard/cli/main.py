@@ -7,7 +7,7 @@ import sys
 
 from lightkube.core.exceptions import ApiError
 
-from trainyard.cli import jobs, plane
+from trainyard.cli import jobs, operator_cmd, plane
 
 
 def parser() -> argparse.ArgumentParser:
@@ -18,6 +18,7 @@ def parser() -> argparse.ArgumentParser:
     sub = top.add_subparsers(dest="command", required=True)
     plane.add_parsers(sub)
     jobs.add_parsers(sub)
+    operator_cmd.add_parsers(sub)
     return top
 
 

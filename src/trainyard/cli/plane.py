@@ -38,6 +38,12 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     )
     up.add_argument("--foreground", action="store_true", help="run in this terminal until Ctrl-C")
     up.add_argument(
+        "--no-operator",
+        dest="operator",
+        action="store_false",
+        help="start the plane without its in-process operator (run one with `yard operator`)",
+    )
+    up.add_argument(
         "--secure",
         action=argparse.BooleanOptionalAction,
         default=None,
@@ -241,6 +247,7 @@ def _foreground(layout: Layout, args: argparse.Namespace, workspace: Path, secur
             node_name=args.node_name,
             capacity=declared,
             taints=taints,
+            operator=args.operator,
             pending_timeout=args.pending_timeout,
             **_gang_option(args),
         )
@@ -275,6 +282,7 @@ def _background(layout: Layout, args: argparse.Namespace, workspace: Path, secur
         str(workspace),
         "--secure" if secure else "--no-secure",
         *_node_flags(args),
+        *([] if args.operator else ["--no-operator"]),
         *([] if args.gang_scheduler_name is None else ["--gang-scheduler-name", args.gang_scheduler_name]),
     ]
     if args.pending_timeout is not None:
@@ -387,7 +395,13 @@ def cmd_status(args: argparse.Namespace) -> int:
         resources = ", ".join(f"{k} {v}" for k, v in state["capacity"].items())
         simulated = f" (declared, simulated: {', '.join(state['declared'])})" if state.get("declared") else ""
         print(f"  capacity     {resources}{simulated}")
-    print(f"  operator     network mode {state['network']}; kinds {', '.join(state['kinds'])}; {len(jobs)} job(s)")
+    if state.get("operator", True):
+        print(
+            f"  operator     network mode {state['network']}; kinds {', '.join(state['kinds'])}; {len(jobs)} job(s);"
+            f" metrics {state['url']}/metrics"
+        )
+    else:
+        print(f"  operator     not in this process (`yard up --no-operator`: run `yard operator`); {len(jobs)} job(s)")
     print(f"  log          {layout.log_file}")
     return 0
 

@@ -30,7 +30,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from trainyard.cluster import autoscaling, causes, errors, priority, schema
+from trainyard.cluster import autoscaling, causes, errors, leases, priority, schema
 from trainyard.cluster.causes import Cause
 from trainyard.cluster.quantity import parse_quantity
 from trainyard.cluster.registry import ResourceType
@@ -609,4 +609,5 @@ _BUILTIN: dict[str, Callable[[dict[str, Any]], list[Cause]]] = {
     "apiextensions.k8s.io/customresourcedefinitions": _crd,
     priority.KEY: priority.validate,
     autoscaling.KEY: autoscaling.validate,
+    leases.KEY: leases.validate,
 }

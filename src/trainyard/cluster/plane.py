@@ -11,8 +11,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
+from typing import Any
 
 from aiohttp import web
 
@@ -56,6 +57,8 @@ class ApiPlane:
         self.server = ApiServer(self.objects, self.hub, layout, address=lambda: f"{self.host}:{self.port}")
         self._runner: web.AppRunner | None = None
         self._gc_task: asyncio.Task[None] | None = None
+        # GET paths served beside the API by the process that embeds it (the operator's /metrics).
+        self.extra_paths: dict[str, Callable[[web.Request], Awaitable[web.StreamResponse]]] = {}
 
     @property
     def url(self) -> str:
@@ -97,6 +100,8 @@ class ApiPlane:
         if self.secure:
             self.credentials = auth.ensure(self.layout, self.host)
             app.middlewares.append(auth.bearer_middleware(self.credentials.token))
+        if self.extra_paths:
+            app.middlewares.append(self._extra_paths_middleware())
         self._runner = web.AppRunner(app, handler_cancellation=True, access_log=None)
         await self._runner.setup()
         site = web.TCPSite(
@@ -113,6 +118,14 @@ class ApiPlane:
             self.port = server.sockets[0].getsockname()[1]
         self._gc_task = asyncio.create_task(self.gc.run())
         log.info("API server listening on %s", self.url)
+
+    def _extra_paths_middleware(self) -> Any:
+        @web.middleware
+        async def extra(request: web.Request, handler: Any) -> web.StreamResponse:
+            serve = self.extra_paths.get(request.path) if request.method == "GET" else None
+            return await (serve(request) if serve is not None else handler(request))
+
+        return extra
 
     async def stop(self) -> None:
         if self._gc_task is not None:

@@ -97,6 +97,7 @@ BUILTINS = (
         "scheduling.k8s.io", "v1", "priorityclasses", "priorityclass", "PriorityClass", False, short_names=("pc",),
         has_spec=False,
     ),
+    ResourceType("coordination.k8s.io", "v1", "leases", "lease", "Lease", True),
     ResourceType(
         "autoscaling",
         "v2",

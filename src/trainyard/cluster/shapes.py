@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from trainyard.cluster import autoscaling, errors
+from trainyard.cluster import autoscaling, errors, leases
 from trainyard.cluster.registry import ResourceType
 
 # A shape is one of the scalar names below, a dict of field shapes (a struct; "*" makes it a
@@ -182,6 +182,7 @@ SHAPES: dict[str, dict[str, Any]] = {
         "description": STR,
         "preemptionPolicy": STR,
     },
+    leases.KEY: leases.SHAPE,
     "apiextensions.k8s.io/customresourcedefinitions": {
         "spec": {
             "group": STR,

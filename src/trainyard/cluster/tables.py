@@ -18,7 +18,7 @@ from typing import Any
 import msgspec
 
 from trainyard.api.meta import parse_time
-from trainyard.cluster import autoscaling, codec
+from trainyard.cluster import autoscaling, codec, leases
 from trainyard.cluster.jsonpath import JSONPathError, evaluate
 from trainyard.cluster.registry import ResourceType
 from trainyard.cluster.store import Obj
@@ -315,6 +315,11 @@ BUILTIN_COLUMNS: dict[str, list[Column]] = {
         ("PreemptionPolicy", "string", 0, lambda o, _: o.get("preemptionPolicy") or ""),
     ],
     autoscaling.KEY: autoscaling.columns(_name, _age),
+    leases.KEY: [
+        ("Name", "string", 0, _name),
+        ("Holder", "string", 0, lambda o, _: leases.holder(o)),
+        ("Age", "string", 0, _age),
+    ],
     "apiextensions.k8s.io/customresourcedefinitions": [
         ("Name", "string", 0, _name),
         ("Created At", "date", 0, lambda o, _: o.get("metadata", {}).get("creationTimestamp", "")),

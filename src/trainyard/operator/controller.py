@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
@@ -33,6 +34,7 @@ from trainyard.api.podgroup import PodGroup, flavour
 from trainyard.client import build, is_status, job_resource, record_event, selector, to_dict, watch_forever
 from trainyard.controller import ChildRef, Observed, Plan, children, elastic, gang, reconcile
 from trainyard.frameworks.base import Framework
+from trainyard.operator.metrics import OperatorMetrics
 from trainyard.operator.ports import PortAllocator
 from trainyard.operator.settings import OperatorSettings
 from trainyard.operator.workqueue import WorkQueue
@@ -41,6 +43,10 @@ log = logging.getLogger(__name__)
 
 Key = tuple[str, str]
 _CHILD_RES: dict[str, Any] = {"Pod": LkPod, "Service": LkService}
+
+
+class NotLeading(RuntimeError):
+    """Raised instead of writing when leader election says this replica may have lost the lease."""
 
 
 class JobController:
@@ -52,6 +58,8 @@ class JobController:
         *,
         ports: PortAllocator,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        metrics: OperatorMetrics | None = None,
+        may_write: Callable[[], bool] = lambda: True,
     ) -> None:
         self.client = client
         self.plugin = plugin
@@ -60,6 +68,10 @@ class JobController:
         self.clock = clock
         self.res = job_resource(plugin.info)
         self.queue: WorkQueue[Key] = WorkQueue()
+        self.metrics = metrics or OperatorMetrics()
+        self.metrics.watch_queue(plugin.info.controller_name, lambda: len(self.queue))
+        # Leader election's fence: a replica that is no longer sure it leads writes nothing.
+        self.may_write = may_write
         self.pod_groups: Any = None
         if gang.enabled(settings.controller):
             kind = flavour(settings.controller.gang_scheduler_name)
@@ -67,6 +79,26 @@ class JobController:
         self.autoscaling = elastic.autoscales(plugin.info.kind)
         self.hpa_owners: set[Key] = set()
         """Jobs the HPA watch saw owning an HPA: read even when the job no longer asks for one."""
+
+    async def prime(self) -> None:
+        """Hold the ports of every existing job before any worker allocates, so that after a
+        restart a new job cannot be given ports an unreconciled job already has."""
+        delay = 0.5
+        while True:
+            try:
+                jobs = [to_dict(obj) async for obj in self.client.list(self.res, namespace=self.settings.namespace)]
+            except Exception as exc:  # the API server may not answer yet: wait for it, as informers do
+                log.warning("cannot list %s yet (%s); retrying in %.1fs", self.res.__name__, exc, delay)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 10.0)
+                continue
+            break
+        for raw in jobs:
+            try:
+                job = self.plugin.info.model.model_validate(raw)
+            except ValidationError:
+                continue
+            self.ports.hold(f"{job.namespace}/{job.name}", children.allocated_ports(job).values())
 
     async def run(self) -> None:
         tasks = [
@@ -132,11 +164,13 @@ class JobController:
     async def _worker(self) -> None:
         while True:
             key = await self.queue.get()
+            started = time.monotonic()
             try:
                 requeue = await self.reconcile(key)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
+                self.metrics.reconciled(self.plugin.info.controller_name, time.monotonic() - started, "error")
                 delay = self.queue.add_rate_limited(key)
                 log.warning(
                     "reconcile %s/%s failed (%s); retrying in %.2fs",
@@ -146,6 +180,8 @@ class JobController:
                     exc_info=not isinstance(exc, ApiError),
                 )
             else:
+                result = "success" if requeue is None else "requeue_after"
+                self.metrics.reconciled(self.plugin.info.controller_name, time.monotonic() - started, result)
                 self.queue.forget(key)
                 if requeue is not None:
                     self.queue.add_after(key, requeue)
@@ -233,6 +269,8 @@ class JobController:
         """Ports, deletes, creates, then the one status write, then events. Exists/gone is success."""
         m = job["metadata"]
         namespace, name = m["namespace"], m["name"]
+        if not self.may_write():
+            raise NotLeading(f"not applying the plan of {namespace}/{name}: this replica no longer leads")
         events: list[tuple[str, str, str]] = []
         if plan.delete_job:
             await self._delete_job(job, plan)
@@ -267,6 +305,7 @@ class JobController:
             await self.client.patch(
                 self.res.Status, name, {"status": status}, namespace=namespace, patch_type=PatchType.MERGE
             )
+            self.metrics.status_written(self.plugin.info.kind, namespace, job.get("status"), status)
         events += [(e.type.value, e.reason, e.message) for e in plan.events]
         await self._emit(job, events)
 
@@ -323,6 +362,7 @@ class JobController:
             if is_status(exc, 404):
                 return
             raise
+        self.metrics.job_deleted(self.plugin.info.kind, m["namespace"])
         await self._emit(job, [(e.type.value, e.reason, e.message) for e in plan.events])
 
     async def _record_ports(self, job: dict[str, Any], keys: tuple[str, ...]) -> None:

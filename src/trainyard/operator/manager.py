@@ -1,4 +1,4 @@
-"""The operator process: one controller per framework kind, sharing a client and a port allocator."""
+"""The operator process: one controller per framework kind, sharing a client, ports and metrics."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from lightkube import AsyncClient
 
 from trainyard.frameworks.registry import kinds, plugin_for
 from trainyard.operator.controller import JobController
+from trainyard.operator.metrics import OperatorMetrics
 from trainyard.operator.ports import PortAllocator
 from trainyard.operator.settings import OperatorSettings
 
@@ -25,11 +26,25 @@ class Operator:
         *,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         ports: PortAllocator | None = None,
+        metrics: OperatorMetrics | None = None,
+        may_write: Callable[[], bool] = lambda: True,
     ) -> None:
         self.settings = settings
-        shared_ports = ports or PortAllocator(host=settings.controller.node_address)
+        self.metrics = metrics or OperatorMetrics()
+        low, high = settings.host_ports
+        shared_ports = ports or PortAllocator(low=low, high=high, host=settings.controller.node_address)
+        enabled = [k for k in kinds() if not settings.kinds or k in settings.kinds]
         self.controllers = [
-            JobController(client, plugin_for(kind), settings, ports=shared_ports, clock=clock) for kind in kinds()
+            JobController(
+                client,
+                plugin_for(kind),
+                settings,
+                ports=shared_ports,
+                clock=clock,
+                metrics=self.metrics,
+                may_write=may_write,
+            )
+            for kind in enabled
         ]
 
     async def run(self) -> None:
@@ -39,4 +54,7 @@ class Operator:
             self.settings.controller.network_mode.value,
             self.settings.namespace,
         )
+        # Every controller shares the port allocator: all existing jobs' ports are held before
+        # any controller's worker may allocate.
+        await asyncio.gather(*(c.prime() for c in self.controllers))
         await asyncio.gather(*(c.run() for c in self.controllers))

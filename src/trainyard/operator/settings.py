@@ -15,6 +15,10 @@ class OperatorSettings:
     namespace: str = "*"
     """Namespace to watch; ``*`` watches all."""
     workers: int = 2
+    kinds: tuple[str, ...] = ()
+    """Kinds to reconcile (``--enable-scheme``); empty: every kind trainyard has a plugin for."""
+    host_ports: tuple[int, int] = (20000, 32767)
+    """Host network mode: the range ports are allocated from (``--host-ports``)."""
 
     @classmethod
     def host(cls, node_address: str = "127.0.0.1", gang_scheduler_name: str = "") -> OperatorSettings:

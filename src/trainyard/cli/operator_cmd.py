@@ -1,0 +1,70 @@
+"""``yard operator [FLAGS]``: run the operator as its own process, against the local plane or a cluster.
+
+It becomes ``python -m trainyard.operator`` (same process), with defaults that fit where it
+points: the local plane's kubeconfig, ``host`` network mode, the plane's gang scheduler and
+endpoints on loopback, or
+``yard --kubeconfig``'s cluster with upstream's defaults. FLAGS are the operator's own and win.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from trainyard.cli.plane import layout_of, running
+
+
+def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    op = sub.add_parser(
+        "operator",
+        help="run the operator as its own process (`yard operator --help` lists its flags)",
+        add_help=False,
+        prefix_chars="+",  # every flag after `operator` is the operator's
+    )
+    op.add_argument("flags", nargs=argparse.REMAINDER)
+    op.set_defaults(func=cmd_operator)
+
+
+def cmd_operator(args: argparse.Namespace) -> int:
+    flags: list[str] = list(args.flags)
+    if args.kubeconfig:
+        defaults = ["--kubeconfig", args.kubeconfig]
+    elif "-h" in flags or "--help" in flags:
+        defaults = []
+    else:
+        layout = layout_of(args)
+        state = running(layout)
+        if state is None:
+            print(
+                f"error: no control plane runs under {layout.home}; start one without its own operator with "
+                "`yard up --no-operator`, or point at a cluster with `yard --kubeconfig FILE operator`",
+                file=sys.stderr,
+            )
+            return 1
+        if state.get("operator", True):
+            print(
+                "error: this control plane runs its own operator; restart it with `yard down && "
+                "yard up --no-operator` to run the operator as its own process",
+                file=sys.stderr,
+            )
+            return 1
+        defaults = [
+            "--kubeconfig",
+            str(layout.kubeconfig),
+            "--network-mode",
+            "host",
+            "--metrics-bind-address",
+            "127.0.0.1:8080",
+            "--health-probe-bind-address",
+            "127.0.0.1:8081",
+            # The plane's own operator would gang-schedule as `yard up --gang-scheduler-name` said.
+            "--gang-scheduler-name",
+            str(state.get("gangScheduler") or ""),
+        ]
+    if args.namespace:
+        defaults += ["--namespace", args.namespace]
+    argv = [sys.executable, "-m", "trainyard.operator", *defaults, *flags]
+    sys.stdout.flush()
+    os.execv(sys.executable, argv)
+    return 0  # not reached: the operator replaced this process

@@ -1,0 +1,350 @@
+"""The operator as its own process: ``python -m trainyard.operator`` (also ``yard operator``).
+
+It takes upstream's flags (reference §4.2) so that a Deployment written for the Kubeflow Training
+Operator can run it: where to find the cluster, what to watch, how many workers, leader election
+through a Lease, and where to serve metrics and probes. trainyard's own additions are the
+network mode (``host`` for a single-machine plane) and the leader election timings.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import os
+import re
+import signal
+import socket
+import sys
+import uuid
+from collections.abc import Coroutine, Sequence
+from pathlib import Path
+from typing import Any
+
+from lightkube import AsyncClient, KubeConfig
+from lightkube.config.kubeconfig import DEFAULT_KUBECONFIG, SERVICE_ACCOUNT
+
+from trainyard.controller import ControllerSettings
+from trainyard.frameworks.network import NetworkMode
+from trainyard.frameworks.registry import kinds
+from trainyard.operator.initcontainer import add_init_container_flags, wait_for_master
+from trainyard.operator.leader import LeaderElectionConfig, LeaderElector
+from trainyard.operator.manager import Operator
+from trainyard.operator.metrics import OperatorMetrics
+from trainyard.operator.serving import Endpoint, metrics_app, parse_bind_address, probes_app, serve
+from trainyard.operator.settings import OperatorSettings, with_pending_timeout
+from trainyard.operator.webhook import (
+    WebhookServer,
+    WebhookSettings,
+    add_webhook_flags,
+    has_certificates,
+    start_webhook,
+    webhook_settings,
+)
+
+log = logging.getLogger("trainyard.operator")
+
+DEFAULT_LEASE_ID = "1ca428e5.training-operator.kubeflow.org"
+# Upstream's schemes (``--enable-scheme``); those without a trainyard plugin yet are refused by name.
+UPSTREAM_SCHEMES = ("tfjob", "pytorchjob", "mpijob", "xgboostjob", "paddlejob", "jaxjob")
+_LOG_LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "error": logging.ERROR, "warn": logging.WARNING}
+
+
+def go_bool(value: str) -> bool:
+    """Go's ``strconv.ParseBool``, as upstream's ``--flag=false`` spelling needs."""
+    lowered = value.lower()
+    if lowered in ("1", "t", "true"):
+        return True
+    if lowered in ("0", "f", "false"):
+        return False
+    raise argparse.ArgumentTypeError(f"invalid boolean value {value!r}")
+
+
+def go_duration(value: str) -> float:
+    """Seconds of a Go duration (``15s``, ``1m30s``, ``500ms``) or of a plain number."""
+    try:
+        return float(value)
+    except ValueError:
+        pass
+    units = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+    parts = re.findall(r"(\d+(?:\.\d+)?)(ms|s|m|h)", value)
+    if not parts or "".join(n + u for n, u in parts) != value:
+        raise argparse.ArgumentTypeError(f"invalid duration {value!r} (examples: 15s, 1m30s, 500ms)")
+    return sum(float(n) * units[u] for n, u in parts)
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m trainyard.operator",
+        description="The trainyard training operator (Kubeflow Training Operator v1 compatible).",
+    )
+    p.add_argument("--kubeconfig", default=None, help="kubeconfig file (default: $KUBECONFIG, in-cluster, ~/.kube)")
+    p.add_argument(
+        "--namespace",
+        default=os.environ.get("KUBEFLOW_NAMESPACE", ""),
+        help="namespace to watch (default $KUBEFLOW_NAMESPACE; empty: the whole cluster)",
+    )
+    p.add_argument(
+        "--enable-scheme",
+        action="append",
+        default=[],
+        metavar="KIND",
+        help=f"reconcile this kind (repeatable, case-insensitive; default: all of {', '.join(kinds())})",
+    )
+    p.add_argument("--controller-threads", type=int, default=1, help="reconcile workers per kind (default 1)")
+    p.add_argument(
+        "--gang-scheduler-name",
+        default="",
+        help="gang scheduling: 'volcano', or any other name for scheduler-plugins (default: none)",
+    )
+    le = p.add_argument_group("leader election")
+    le.add_argument(
+        "--leader-elect",
+        type=go_bool,
+        nargs="?",
+        const=True,
+        default=False,
+        help="elect a leader through a coordination.k8s.io Lease so that only one replica reconciles",
+    )
+    le.add_argument("--leader-election-id", default=DEFAULT_LEASE_ID, help=f"Lease name (default {DEFAULT_LEASE_ID})")
+    le.add_argument(
+        "--leader-election-namespace",
+        default=None,
+        help="Lease namespace (default: the pod's namespace in-cluster, else 'default')",
+    )
+    le.add_argument("--leader-election-identity", default=None, help="this replica's identity (default host_uuid)")
+    le.add_argument("--leader-elect-lease-duration", type=go_duration, default=15.0, metavar="DURATION")
+    le.add_argument("--leader-elect-renew-deadline", type=go_duration, default=10.0, metavar="DURATION")
+    le.add_argument("--leader-elect-retry-period", type=go_duration, default=2.0, metavar="DURATION")
+    srv = p.add_argument_group("endpoints")
+    srv.add_argument("--metrics-bind-address", default=":8080", help="where /metrics is served (0: off)")
+    srv.add_argument(
+        "--health-probe-bind-address", default=":8081", help="where /healthz and /readyz are served (0: off)"
+    )
+    add_webhook_flags(p)  # served only when its certificates exist
+    add_init_container_flags(p)  # cluster-dns mode only
+    p.add_argument(
+        "--pending-timeout",
+        type=go_duration,
+        default=None,
+        metavar="DURATION",
+        help="a job whose pod stays Pending this long gets a Pending condition naming why (default 5m; 0: never)",
+    )
+    net = p.add_argument_group("network (trainyard)")
+    net.add_argument(
+        "--network-mode",
+        choices=[m.value for m in NetworkMode],
+        default=NetworkMode.CLUSTER_DNS.value,
+        help="cluster-dns: replicas find each other through headless Services (a real cluster); "
+        "host: replicas share one machine's network (the embedded plane)",
+    )
+    net.add_argument("--node-address", default="127.0.0.1", help="host mode: the address replicas listen on")
+    net.add_argument(
+        "--host-ports",
+        default="20000-32767",
+        metavar="LOW-HIGH",
+        help="host mode: the range listening ports are allocated from, per job (default 20000-32767)",
+    )
+    p.add_argument("--zap-log-level", default="info", choices=sorted(_LOG_LEVELS), help="log level")
+    return p
+
+
+def settings_from(args: argparse.Namespace) -> OperatorSettings:
+    known = {k.lower(): k for k in kinds()}
+    enabled: list[str] = []
+    for scheme in args.enable_scheme:
+        name = scheme.strip().lower()
+        if name not in known:
+            detail = "not implemented by trainyard yet" if name in UPSTREAM_SCHEMES else "unknown"
+            raise ValueError(f"--enable-scheme {scheme}: {detail}; supported: {', '.join(sorted(known))}")
+        enabled.append(known[name])
+    if args.controller_threads < 1:
+        raise ValueError("--controller-threads must be at least 1")
+    mode = NetworkMode(args.network_mode)
+    low, sep, high = args.host_ports.partition("-")
+    if not (sep and low.isdigit() and high.isdigit() and 1024 <= int(low) < int(high) <= 65535):
+        raise ValueError(f"--host-ports {args.host_ports}: expected LOW-HIGH with 1024 <= LOW < HIGH <= 65535")
+    controller = ControllerSettings(
+        network_mode=mode,
+        node_address=args.node_address,
+        wait_for_master=wait_for_master(args),
+        gang_scheduler_name=args.gang_scheduler_name,
+    )
+    settings = OperatorSettings(
+        controller=controller,
+        namespace=args.namespace or "*",
+        workers=args.controller_threads,
+        kinds=tuple(dict.fromkeys(enabled)),
+        host_ports=(int(low), int(high)),
+    )
+    return with_pending_timeout(settings, args.pending_timeout)
+
+
+def election_from(args: argparse.Namespace) -> LeaderElectionConfig | None:
+    if not args.leader_elect:
+        return None
+    namespace = args.leader_election_namespace
+    if namespace is None:
+        in_cluster = Path(SERVICE_ACCOUNT) / "namespace"
+        namespace = in_cluster.read_text().strip() if in_cluster.exists() else "default"
+    return LeaderElectionConfig(
+        namespace=namespace,
+        name=args.leader_election_id,
+        identity=args.leader_election_identity or f"{socket.gethostname()}_{uuid.uuid4()}",
+        lease_duration=args.leader_elect_lease_duration,
+        renew_deadline=args.leader_elect_renew_deadline,
+        retry_period=args.leader_elect_retry_period,
+    )
+
+
+def load_kubeconfig(path: str | None) -> KubeConfig:
+    """controller-runtime's order: the flag, ``$KUBECONFIG``, in-cluster, ``~/.kube/config``."""
+    if path:
+        return KubeConfig.from_file(path)
+    if os.environ.get("KUBECONFIG"):
+        return KubeConfig.from_file(os.environ["KUBECONFIG"])
+    if (Path(SERVICE_ACCOUNT) / "token").exists():
+        return KubeConfig.from_service_account()
+    return KubeConfig.from_file(DEFAULT_KUBECONFIG)
+
+
+class OperatorProcess:
+    """Endpoints, then (with leader election, once leading) the controllers, until a signal."""
+
+    def __init__(
+        self,
+        config: KubeConfig,
+        settings: OperatorSettings,
+        election: LeaderElectionConfig | None,
+        *,
+        metrics_address: tuple[str, int] | None,
+        probes_address: tuple[str, int] | None,
+        webhook: WebhookSettings | None = None,
+    ) -> None:
+        self.config = config
+        self.settings = settings
+        self.election = election
+        self.metrics_address = metrics_address
+        self.probes_address = probes_address
+        self.webhook = webhook
+        self.metrics = OperatorMetrics()
+        self.ready = False
+        self.endpoints: list[Endpoint] = []
+
+    async def run(self, stop: asyncio.Event) -> None:
+        client = AsyncClient(self.config, field_manager="trainyard-operator")
+        try:
+            if self.metrics_address is not None:
+                self.endpoints.append(await serve(metrics_app(self.metrics), self.metrics_address, "metrics"))
+            if self.probes_address is not None:
+                app = probes_app(lambda: self.ready)
+                self.endpoints.append(await serve(app, self.probes_address, "health probes"))
+            webhook: WebhookServer | None = None
+            if self.webhook is not None and has_certificates(self.webhook):
+                # Every replica serves the webhook, leader or not, as upstream's do.
+                webhook = await start_webhook(self.webhook)
+            elif self.webhook is not None:
+                log.info("validating webhook not served: no tls.crt/tls.key in %s", self.webhook.cert_dir)
+            stopping = asyncio.create_task(stop.wait())
+            try:
+                if self.election is None:
+                    await self._until(self._operator(client).run(), stopping)
+                else:
+                    await self._elected(client, self.election, stopping)
+            finally:
+                stopping.cancel()
+                if webhook is not None:
+                    await webhook.stop()
+        finally:
+            for endpoint in self.endpoints:
+                await endpoint.close()
+            await client.close()
+
+    def _operator(self, client: AsyncClient, elector: LeaderElector | None = None) -> Operator:
+        self.ready = True
+        return Operator(
+            client,
+            self.settings,
+            metrics=self.metrics,
+            may_write=elector.is_leading if elector is not None else lambda: True,
+        )
+
+    async def _elected(self, client: AsyncClient, cfg: LeaderElectionConfig, stopping: asyncio.Task[bool]) -> None:
+        elector = LeaderElector(client, cfg, metrics=self.metrics)
+        # A standby is healthy and ready; it only does not reconcile.
+        self.ready = True
+        try:
+            while not stopping.done():
+                if not await self._until(elector.acquire(), stopping):
+                    return
+                operator = self._operator(client, elector)
+                holding = asyncio.create_task(elector.hold())
+                try:
+                    await self._until(operator.run(), stopping, holding)
+                finally:
+                    holding.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await holding
+                # Lost the lease: the controllers are gone; campaign again with fresh state.
+                if not stopping.done():
+                    log.warning("stopped reconciling: this replica no longer leads")
+        finally:
+            if cfg.release_on_cancel:
+                await elector.release()
+
+    @staticmethod
+    async def _until(work: Coroutine[Any, Any, None], *stops: asyncio.Task[Any]) -> bool:
+        """Run ``work`` until it ends or any of ``stops`` does; True when ``work`` ended first."""
+        task = asyncio.ensure_future(work)
+        done, _ = await asyncio.wait({task, *stops}, return_when=asyncio.FIRST_COMPLETED)
+        if task in done:
+            task.result()
+            return True
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        return False
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    logging.basicConfig(
+        level=_LOG_LEVELS[args.zap_log_level], format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    for noisy in ("httpx", "httpx2", "aiohttp.access"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+    try:
+        settings = settings_from(args)
+        election = election_from(args)
+        metrics_address = parse_bind_address(args.metrics_bind_address)
+        probes_address = parse_bind_address(args.health_probe_bind_address)
+        config = load_kubeconfig(args.kubeconfig)
+    except Exception as exc:  # flags or kubeconfig: say which, exit as a usage error
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    process = OperatorProcess(
+        config,
+        settings,
+        election,
+        metrics_address=metrics_address,
+        probes_address=probes_address,
+        webhook=webhook_settings(args, settings.kinds or None),
+    )
+
+    async def run() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        await process.run(stop)
+
+    try:
+        asyncio.run(run())
+    except OSError as exc:
+        log.error("cannot serve the operator's endpoints: %s", exc)
+        return 1
+    except RuntimeError as exc:  # a cluster the operator cannot run against (e.g. a missing CRD)
+        log.error("%s", exc)
+        return 1
+    return 0
