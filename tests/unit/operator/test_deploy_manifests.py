@@ -5,7 +5,7 @@ The models are those of the official ``kubernetes`` client (generated from the K
 spec): a manifest that loses a field on a round trip through them has a field Kubernetes does not
 define (a typo), and one without a required field does not load. The embedded plane does not serve
 apps/v1, RBAC or admissionregistration, so this is the schema check those kinds get here
-(tests/e2e/test_deploy_manifests.py applies the kinds the plane serves).
+(tests/e2e/test_deploy_kubectl.py applies the kinds the plane serves).
 """
 
 from __future__ import annotations
