@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed-stamp
 YARD := $(BIN)/yard
 DEMO_JOB := examples/pytorch-ddp/pytorchjob.yaml
 
-.PHONY: install demo test lint typecheck unit e2e bench down clean
+.PHONY: install demo test lint typecheck unit e2e bench down clean manifests
 
 install: $(STAMP)
 
@@ -55,6 +55,10 @@ bench: install
 	$(BIN)/python bench/reconcile.py
 	$(BIN)/python bench/apiserver.py
 	$(BIN)/python bench/node.py
+
+# deploy/ from the code (CRDs, RBAC, Deployment, webhook, Dockerfile); a test fails when it is stale.
+manifests: install
+	$(BIN)/python -m trainyard.operator.manifests --out deploy
 
 down:
 	@test -x $(YARD) && $(YARD) down || true

@@ -1,0 +1,260 @@
+"""The ClusterRole and Role of ``deploy/`` cover every request the operator really makes.
+
+``python -m trainyard.operator`` runs as its own process against a ``yard up --no-operator`` plane,
+through a recording HTTP proxy (the kubeconfig it is given points there). Every request is turned
+into the (API group, resource[/subresource], verb) that a real API server's authorizer checks, and
+the run is driven through every path of the operator that writes: leader election, children,
+status, events, host ports, gang scheduling with both PodGroup flavours (scheduler-plugins, then
+Volcano), PriorityClass lookup, the elastic HPA (created, replaced when the job changes, deleted
+on suspend), scaling, suspend and TTL deletion. The granted rules must cover all of it, and every
+granted rule must have been used, except the ones a real cluster asks for and no request shows.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import re
+import threading
+import urllib.parse
+import uuid
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from operator_process import OperatorProcess
+
+from conftest import Kubectl, Plane, eventually, own_plane
+from trainyard.operator.manifests import LEASE_RULES, RULES
+
+pytestmark = pytest.mark.e2e
+
+# Granted although no request shows them: with blockOwnerDeletion on the children's ownerReferences,
+# a real API server's OwnerReferencesPermissionEnforcement admission checks `update` on the owner's
+# finalizers subresource when a child is created; the embedded plane has no such plugin.
+ADMISSION_ONLY = {("kubeflow.org", "pytorchjobs/finalizers", "update")}
+
+_HOP = {"connection", "keep-alive", "transfer-encoding", "content-length", "te", "trailer", "upgrade"}
+
+
+class Recorder(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def __init__(self, upstream: str) -> None:
+        self.upstream = urllib.parse.urlsplit(upstream)
+        self.requests: list[tuple[str, str]] = []
+        self.lock = threading.Lock()
+        super().__init__(("127.0.0.1", 0), _Forward)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}"
+
+
+class _Forward(BaseHTTPRequestHandler):
+    """Forwards one request to the plane and streams the answer back (watches included)."""
+
+    protocol_version = "HTTP/1.1"
+    server: Recorder
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+    def _forward(self) -> None:
+        with self.server.lock:
+            self.server.requests.append((self.command, self.path))
+        length = int(self.headers.get("Content-Length") or 0)
+        body = self.rfile.read(length) if length else None
+        headers = {k: v for k, v in self.headers.items() if k.lower() not in _HOP | {"host"}}
+        up = self.server.upstream
+        conn = http.client.HTTPConnection(up.hostname or "127.0.0.1", up.port, timeout=None)
+        try:
+            conn.request(self.command, self.path, body=body, headers=headers)
+            answer = conn.getresponse()
+            self.send_response(answer.status, answer.reason)
+            for key, value in answer.getheaders():
+                if key.lower() not in _HOP:
+                    self.send_header(key, value)
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            while chunk := answer.read1(65536):
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+                self.wfile.flush()
+            self.wfile.write(b"0\r\n\r\n")
+        except (OSError, http.client.HTTPException):  # an end went away mid-stream (between phases, at the end)
+            self.close_connection = True
+        finally:
+            conn.close()
+
+    do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _forward
+
+
+_PATH = re.compile(r"^/(?:api/(?P<core>v1)|apis/(?P<group>[^/]+)/(?P<version>[^/]+))(?P<rest>(?:/[^/]+)*)$")
+
+
+def authorization(method: str, target: str) -> tuple[str, str, str] | None:
+    """(group, resource[/subresource], verb) as the API server's RequestInfo resolves it; None: not a resource."""
+    split = urllib.parse.urlsplit(target)
+    match = _PATH.match(split.path)
+    if match is None:
+        return None
+    parts = [p for p in (match["rest"] or "").split("/") if p]
+    if parts[:1] == ["namespaces"] and len(parts) >= 3:
+        parts = parts[2:]
+    if not parts:
+        return None  # discovery of a group version
+    resource, name, sub = parts[0], parts[1] if len(parts) > 1 else None, parts[2] if len(parts) > 2 else None
+    query = urllib.parse.parse_qs(split.query)
+    if method == "GET":
+        verb = "get" if name else ("watch" if query.get("watch", [""])[0] in ("1", "true") else "list")
+    else:
+        verb = {"POST": "create", "PUT": "update", "PATCH": "patch"}.get(method) or (
+            "delete" if name else "deletecollection"
+        )
+    return (match["group"] or "", f"{resource}/{sub}" if sub else resource, verb)
+
+
+@pytest.fixture(scope="module")
+def plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Plane]:
+    yield from own_plane(tmp_path_factory, "yard-rbac", "--no-operator", "--cpus", "8")
+
+
+@pytest.fixture(scope="module")
+def kubectl(plane: Plane, tmp_path_factory: pytest.TempPathFactory) -> Kubectl:
+    return Kubectl(plane, tmp_path_factory.mktemp("kube-cache-rbac"))
+
+
+@pytest.fixture
+def recorder(plane: Plane) -> Iterator[Recorder]:
+    server = Recorder(plane.url)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield server
+    server.shutdown()
+    server.server_close()
+
+
+def proxied(plane: Plane, recorder: Recorder, home: Path) -> Plane:
+    """A Plane value whose kubeconfig reaches the plane through ``recorder``."""
+    config = yaml.safe_load(plane.kubeconfig.read_text())
+    for cluster in config["clusters"]:
+        cluster["cluster"]["server"] = recorder.url
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "kubeconfig").write_text(yaml.safe_dump(config))
+    return Plane(home, plane.port)
+
+
+def job(name: str, ns: str, *, workers: int, seconds: int, master: bool = True, **spec: Any) -> dict[str, Any]:
+    def replicas(n: int) -> dict[str, Any]:
+        container = {"name": "pytorch", "image": "python:3.11", "command": ["sleep", str(seconds)]}
+        pod = {"terminationGracePeriodSeconds": 1, "priorityClassName": "deploy-high", "containers": [container]}
+        return {"replicas": n, "restartPolicy": "OnFailure", "template": {"spec": pod}}
+
+    specs = {**({"Master": replicas(1)} if master else {}), **({"Worker": replicas(workers)} if workers else {})}
+    return {
+        "apiVersion": "kubeflow.org/v1",
+        "kind": "PyTorchJob",
+        "metadata": {"name": name, "namespace": ns},
+        "spec": {"pytorchReplicaSpecs": specs, **spec},
+    }
+
+
+def get(kubectl: Kubectl, what: str, name: str, ns: str) -> dict[str, Any] | None:
+    result = kubectl.run("get", what, name, "-n", ns, "-o", "json")
+    if result.returncode != 0:
+        assert "NotFound" in result.stderr, result.stderr
+        return None
+    found: dict[str, Any] = json.loads(result.stdout)
+    return found
+
+
+def patch(kubectl: Kubectl, ns: str, name: str, body: dict[str, Any]) -> None:
+    kubectl("patch", "pytorchjob", name, "-n", ns, "--type=merge", "-p", json.dumps(body))
+
+
+def pod_count(kubectl: Kubectl, ns: str, name: str) -> int:
+    return len(kubectl("get", "pods", "-n", ns, "-l", f"training.kubeflow.org/job-name={name}", "-o", "name").split())
+
+
+def scale_and_suspend(kubectl: Kubectl, ns: str, name: str, group: str, pods: int) -> None:
+    """Pods, then one more Worker (the PodGroup's minMember changes: replaced), then suspend (all deleted)."""
+    eventually(lambda: pod_count(kubectl, ns, name) == pods, timeout=120, what=f"{name}'s {pods} pods")
+    eventually(lambda: get(kubectl, group, name, ns), timeout=60, what=f"{name}'s PodGroup")
+    kubectl("scale", f"pytorchjob/{name}", "-n", ns, "--replicas=2")
+    eventually(
+        lambda: ((get(kubectl, group, name, ns) or {}).get("spec") or {}).get("minMember") == pods + 1,
+        timeout=60,
+        what=f"the PodGroup replaced with minMember {pods + 1}",
+    )
+    patch(kubectl, ns, name, {"spec": {"runPolicy": {"suspend": True}}})
+    eventually(lambda: get(kubectl, group, name, ns) is None, timeout=60, what=f"{name}'s PodGroup deleted")
+    eventually(lambda: pod_count(kubectl, ns, name) == 0, timeout=60, what=f"{name}'s pods deleted")
+
+
+def test_the_roles_cover_exactly_what_the_operator_asks_for(
+    plane: Plane, kubectl: Kubectl, recorder: Recorder, tmp_path: Path
+) -> None:
+    ns = f"rbac-{uuid.uuid4().hex[:6]}"
+    kubectl("create", "namespace", ns)
+    kubectl("create", "priorityclass", "deploy-high", "--value=1000")
+    through = proxied(plane, recorder, tmp_path / "proxied")
+    log = tmp_path / "operator.log"
+    election = ["--leader-elect", "--leader-election-namespace", ns, "--leader-elect-retry-period", "1s"]
+
+    # Phase 1: scheduler-plugins PodGroups, the elastic HPA, leader election, TTL.
+    first = OperatorProcess(through, log, *election, "--gang-scheduler-name", "scheduler-plugins-scheduler")
+    first.start()
+    try:
+        utilization = {"type": "Utilization", "averageUtilization": 50}
+        cpu = {"type": "Resource", "resource": {"name": "cpu", "target": utilization}}
+        elastic = job(
+            "elastic",
+            ns,
+            workers=1,
+            seconds=3600,
+            master=False,
+            elasticPolicy={"minReplicas": 1, "maxReplicas": 3, "rdzvBackend": "c10d", "metrics": [cpu]},
+        )
+        kubectl("create", "-f", "-", input=json.dumps(elastic))
+        eventually(lambda: get(kubectl, "hpa", "elastic", ns), timeout=120, what="the elastic job's HPA")
+        patch(kubectl, ns, "elastic", {"spec": {"elasticPolicy": {"maxReplicas": 4}}})
+        eventually(
+            lambda: ((get(kubectl, "hpa", "elastic", ns) or {}).get("spec") or {}).get("maxReplicas") == 4,
+            timeout=60,
+            what="the HPA replaced with maxReplicas 4",
+        )
+        scale_and_suspend(kubectl, ns, "elastic", "podgroups.scheduling.x-k8s.io", pods=1)
+        eventually(lambda: get(kubectl, "hpa", "elastic", ns) is None, timeout=60, what="the HPA deleted on suspend")
+
+        ttl = job("ttl", ns, workers=0, seconds=0, runPolicy={"ttlSecondsAfterFinished": 0})
+        kubectl("create", "-f", "-", input=json.dumps(ttl))
+        eventually(lambda: get(kubectl, "pytorchjob", "ttl", ns) is None, timeout=180, what="the TTL job deleted")
+    finally:
+        first.stop()
+
+    # Phase 2: Volcano PodGroups.
+    second = OperatorProcess(through, log, "--gang-scheduler-name", "volcano")
+    second.start()
+    try:
+        kubectl("create", "-f", "-", input=json.dumps(job("gang", ns, workers=1, seconds=3600)))
+        scale_and_suspend(kubectl, ns, "gang", "podgroups.scheduling.volcano.sh", pods=2)
+    finally:
+        second.stop()
+
+    with recorder.lock:
+        requests = list(recorder.requests)
+    observed = {t for method, target in requests if (t := authorization(method, target)) is not None}
+    granted = set().union(*(r.triples() for r in (*RULES, *LEASE_RULES)))
+    print(f"{len(requests)} requests, {len(observed)} distinct (group, resource, verb):")
+    for triple in sorted(observed):
+        print("  ", triple)
+    assert observed, log.read_text()
+    missing = observed - granted
+    assert not missing, f"the operator asked for what deploy/ does not grant: {sorted(missing)}"
+    unused = granted - observed - ADMISSION_ONLY
+    assert not unused, f"deploy/ grants what the operator never asked for: {sorted(unused)}"
+    lease_verbs = {t for t in observed if t[1] == "leases"}
+    assert lease_verbs == {t for r in LEASE_RULES for t in r.triples()}
