@@ -107,3 +107,26 @@ def test_suspending_a_job_deletes_its_group_and_resuming_recreates_it(kubectl: K
     eventually(lambda: running(kubectl, ns, "pausable"), timeout=120, what="the resumed gang to run")
     assert kubectl.json("get", PODGROUPS, "pausable", "-n", ns)["metadata"]["uid"] != uid
     kubectl("delete", "pytorchjob", "pausable", "-n", ns, "--wait=false")
+
+
+def test_scaling_a_running_gang_re_enqueues_its_group_and_adds_the_pod(kubectl: Kubectl, ns: str) -> None:
+    # A bigger minMember puts a Running group back to Pending (as Volcano's session does); the
+    # scheduler must enqueue it again by itself, or the operator's gate would hold the new pod forever.
+    # Half a CPU each: Volcano enqueues against the whole minResources (the running members'
+    # share included, as its overcommit plugin does), so the grown gang must fit the 3 CPUs twice over.
+    job = gang_job("growing", ns, ["sleep", "3600"]).replace('"cpu": "1"', '"cpu": "500m"')
+    kubectl("apply", "-f", "-", input=job)
+    eventually(lambda: running(kubectl, ns, "growing"), timeout=120, what="the gang to run")
+    kubectl("scale", "pytorchjob", "growing", "-n", ns, "--replicas=2")
+    eventually(
+        lambda: kubectl.json("get", PODGROUPS, "growing", "-n", ns)["spec"]["minMember"] == 3,
+        timeout=60,
+        what="the PodGroup to ask for three members",
+    )
+    eventually(
+        lambda: sum(p["status"].get("phase") == "Running" for p in pods_of(kubectl, ns, "growing")) == 3,
+        timeout=120,
+        what="the third member to be created and run",
+    )
+    assert kubectl.json("get", PODGROUPS, "growing", "-n", ns)["status"]["phase"] == "Running"
+    kubectl("delete", "pytorchjob", "growing", "-n", ns, "--wait=false")

@@ -278,7 +278,12 @@ class Scheduler:
             old = self.groups.get(key)
             self.groups[key] = obj
             if old is not None and old.get("spec") == obj.get("spec"):
-                return  # a status change: this scheduler writes the status itself
+                # A status change: this scheduler writes the status itself. Only a group that fell
+                # back to Pending needs a new session to be enqueued again: while its operator holds
+                # the new members back, no pod event would start one.
+                if _phase(obj) in ("", "Pending") and _phase(old) not in ("", "Pending"):
+                    self._requeue_all()
+                return
             self._touch(key)
         self._requeue_all()
 
@@ -586,6 +591,10 @@ class Scheduler:
                 self._arm_timeout(key, status, timeout, expired)
         else:
             status = podgroups.volcano_status(obj, members, enqueued=key in self.enqueued, verdict=verdict, now=now)
+            if status.get("phase") not in ("", "Pending", "Inqueue"):
+                # Admission is spent once the gang runs: if it falls back to Pending (its minMember
+                # grew), Volcano's enqueue action must admit it again against what is free then.
+                self.enqueued.discard(key)
         if status == (obj.get("status") or {}):
             return
         self._spawn(self._write_group(key, obj, status))
@@ -663,3 +672,7 @@ class Scheduler:
             task.cancel()
         with contextlib.suppress(Exception):
             await asyncio.gather(*self._background, return_exceptions=True)
+
+
+def _phase(group: Obj) -> str:
+    return str((group.get("status") or {}).get("phase") or "")
