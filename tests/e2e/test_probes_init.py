@@ -66,6 +66,12 @@ def get(kubectl: Kubectl, ns: str, name: str) -> dict[str, Any]:
     return pod
 
 
+def first_container(pod: dict[str, Any]) -> dict[str, Any]:
+    """The first container's status, or {} while the node has not reported one (a fresh pod)."""
+    statuses = pod.get("status", {}).get("containerStatuses") or [{}]
+    return dict(statuses[0])
+
+
 def condition(pod: dict[str, Any], kind: str) -> dict[str, Any]:
     return next((c for c in (pod.get("status") or {}).get("conditions") or [] if c["type"] == kind), {})
 
@@ -168,7 +174,7 @@ def test_failed_exec_liveness_probe_restarts_the_container(kubectl: Kubectl, ns:
         },
     )
     restarted = eventually(
-        lambda: (c := get(kubectl, ns, "live")["status"]["containerStatuses"][0])["restartCount"] >= 1 and c,
+        lambda: (c := first_container(get(kubectl, ns, "live"))).get("restartCount", 0) >= 1 and c,
         timeout=90,
         what="the container to be restarted after failing its liveness probe",
     )
@@ -202,7 +208,7 @@ def test_startup_probe_gates_liveness_and_kills_a_container_that_never_starts(ku
         },
     )
     running = eventually(
-        lambda: (c := get(kubectl, ns, "slow")["status"]["containerStatuses"][0]) and "running" in c["state"] and c,
+        lambda: (c := first_container(get(kubectl, ns, "slow"))) and "running" in c.get("state", {}) and c,
         what="the container to run",
     )
     assert running["started"] is False and running["ready"] is False
