@@ -77,13 +77,21 @@ def openapi_schema(info: KindInfo) -> dict[str, Any]:
     raw = info.model.model_json_schema(by_alias=True, mode="validation")
     defs = raw.get("$defs", {})
     props = raw.get("properties", {})
+    spec = _structural(props["spec"], defs)
+    run_policy = spec.get("properties", {}).get("runPolicy")
+    if run_policy is not None:
+        # Upstream's CRD defaults suspend to false. Defaulting runPolicy itself to {} goes further:
+        # the Kubeflow SDK's models require spec.runPolicy, so a job applied without one (plain
+        # kubectl YAML) would otherwise break its get_job and list_jobs.
+        run_policy["default"] = {}
+        run_policy.get("properties", {}).get("suspend", {})["default"] = False
     return {
         "type": "object",
         "properties": {
             "apiVersion": {"type": "string"},
             "kind": {"type": "string"},
             "metadata": {"type": "object"},
-            "spec": _structural(props["spec"], defs),
+            "spec": spec,
             "status": _structural(props["status"], defs),
         },
     }

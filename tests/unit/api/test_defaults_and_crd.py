@@ -303,9 +303,17 @@ def test_crd_printer_columns() -> None:
     ]
 
 
-@pytest.mark.parametrize("key", ["$ref", "$defs", "anyOf", "allOf", "oneOf", "title", "default", "const"])
+@pytest.mark.parametrize("key", ["$ref", "$defs", "anyOf", "allOf", "oneOf", "title", "const"])
 def test_schema_has_no_non_structural_keys(key: str) -> None:
     assert key not in set(all_keys(SCHEMA))
+
+
+def test_only_run_policy_and_suspend_have_server_defaults() -> None:
+    # pydantic's defaults must not leak into the CRD: the server would write them into every job.
+    defaulted = {path: node["default"] for path, node in walk(SCHEMA) if "default" in node}
+    run_policy = SCHEMA["properties"]["spec"]["properties"]["runPolicy"]
+    assert list(defaulted.values()) == [{}, False]
+    assert run_policy["default"] == {} and run_policy["properties"]["suspend"]["default"] is False
 
 
 def test_every_schema_node_has_a_type_or_keeps_unknown_fields() -> None:
