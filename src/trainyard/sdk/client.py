@@ -556,14 +556,16 @@ class TrainingClient:
         if follow:
             return self._follow(name, ns, info, is_master, replica_type, replica_index, container, tail_lines)
         logs: dict[str, str] = {}
-        for pod in self.get_job_pods(name, ns, is_master, replica_type, replica_index, job_kind=info.kind):
+        pods = self.get_job_pods(name, ns, is_master, replica_type, replica_index, job_kind=info.kind)
+        for pod in pods:
             if (pod.get("status") or {}).get("phase", "Pending") == "Pending":
                 continue
             pod_name = pod["metadata"]["name"]
             logs[pod_name] = "".join(
                 self.stream_pod_log(pod_name, namespace=ns, container=container, tail_lines=tail_lines)
             )
-        events = self.get_job_events(name, ns, info.kind, pods=list(logs)) if verbose else {}
+        # Events of Pending pods too: they are what says why a pod has not started.
+        events = self.get_job_events(name, ns, info.kind, pods=[p["metadata"]["name"] for p in pods]) if verbose else {}
         return logs, events
 
     def get_job_events(
