@@ -8,6 +8,7 @@ the last line printed is ``SCENARIO OK``.
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from importlib import metadata
@@ -107,8 +108,12 @@ check("PET_* env", env.get("PET_NNODES") == "2" and env.get("PET_NODE_RANK") == 
 logs, _ = client.get_job_logs("kf-func", is_master=False)
 master = logs.get("kf-func-master-0", "")
 worker = logs.get("kf-func-worker-0", "")
-check("all_reduce on the master", "kubeflow-sdk ddp rank 0 world 2 sum 3.0" in master, master)
-check("all_reduce on the worker", "kubeflow-sdk ddp rank 1 world 2 sum 3.0" in worker, worker)
+# No num_procs_per_worker: nprocPerNode defaults to "auto", which torchrun reads as one process per CPU.
+nproc = os.cpu_count() or 1
+world = 2 * nproc
+total = float(world * (world + 1) // 2)
+check("all_reduce on the master", f"kubeflow-sdk ddp rank 0 world {world} sum {total}" in master, master)
+check("all_reduce on the worker", f"kubeflow-sdk ddp rank {nproc} world {world} sum {total}" in worker, worker)
 client.delete_job("kf-func")
 
 # --- 3. gone: the SDK's RuntimeError carries the server's 404 ----------------------------------

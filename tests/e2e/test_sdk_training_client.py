@@ -113,7 +113,7 @@ def test_any_kubeconfig_with_its_context_and_namespace(
 def test_job_from_a_dict_runs_and_is_inspected_like_kubeflow(sdk: TrainingClient) -> None:
     name = "sdk-dict"
     created = sdk.create_job(manifest(name, ["python", "-c", SAY_RANK]))
-    assert created["metadata"]["uid"] and created["spec"]["runPolicy"] is not None
+    assert created["metadata"]["uid"] and created["metadata"]["namespace"] == "default"
     eventually(lambda: sdk.is_job_created(name), timeout=60, what="Created")
     seen: list[str] = []
     done = sdk.wait_for_job_conditions(
@@ -191,6 +191,7 @@ def test_job_from_a_function_runs_torchrun_on_every_replica(
         train_func=ddp_train,
         parameters={"greeting": "hello"},
         num_workers=2,
+        num_procs_per_worker=1,  # the operator's default is "auto": one process per CPU
         resources_per_worker={"cpu": "500m", "memory": "2Gi"},
         packages_to_install=["tinypkg_for_yard==1.0"],
         pip_index_url=index,
@@ -209,7 +210,8 @@ def test_job_from_a_function_runs_torchrun_on_every_replica(
     worker = sdk.get_job_pods(name, replica_type="worker")[0]
     container = worker["spec"]["containers"][0]
     env = {e["name"]: e.get("value") for e in container["env"]}
-    assert env["PET_NNODES"] == "2" and env["PET_NODE_RANK"] == "1" and env["OMP_NUM_THREADS"] == "1"
+    assert env["PET_NNODES"] == "2" and env["PET_NODE_RANK"] == "1" and env["PET_NPROC_PER_NODE"] == "1"
+    assert env["OMP_NUM_THREADS"] == "1"
     assert "PET_MASTER_ADDR" in env and "PET_MASTER_PORT" in env
     assert container["resources"]["limits"] == {"cpu": "500m", "memory": "2Gi"}
     assert 'exec torchrun "$program_path/' in container["args"][0]
