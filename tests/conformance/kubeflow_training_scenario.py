@@ -51,6 +51,15 @@ def check(what: str, ok: bool, got: object = None) -> None:
     print(f"ok  {what}")
 
 
+def eventually(probe, timeout: float = 60):
+    deadline = time.monotonic() + timeout
+    while not (value := probe()):
+        if time.monotonic() > deadline:
+            return value
+        time.sleep(0.2)
+    return value
+
+
 client = TrainingClient(config_file=KUBECONFIG, namespace=NAMESPACE)
 
 # --- 1. a PyTorchJob from a typed object: 1 Master + 1 Worker ----------------------------------
@@ -65,7 +74,7 @@ job = models.KubeflowOrgV1PyTorchJob(
     ),
 )
 client.create_job(job)
-check("is_job_created", client.is_job_created("kf-object"))
+check("is_job_created", eventually(lambda: client.is_job_created("kf-object")))
 done = client.wait_for_job_conditions("kf-object", wait_timeout=300, polling_interval=1)
 check("wait_for_job_conditions -> Succeeded", client.is_job_succeeded(job=done))
 types = [c.type for c in client.get_job_conditions("kf-object")]
