@@ -92,8 +92,14 @@ def handled(fn: Callable[P, R]) -> Callable[P, R]:
             status = exc.status
             reason = getattr(status, "reason", None) or "Error"
             fail(f"Error from server ({reason}): {getattr(status, 'message', None) or exc}")
-        except OSError as exc:  # the API server is not reachable
-            fail(f"cannot reach the API server: {exc}")
+        except OSError as exc:
+            fail(str(exc))
+        except Exception as exc:
+            # The HTTP client's transport errors (no server on the port, TLS, timeouts) are the
+            # user's to fix; anything else is a bug and keeps its traceback.
+            if not type(exc).__module__.split(".")[0].startswith(("httpx", "httpcore")):
+                raise
+            fail(f"cannot reach the API server: {exc or type(exc).__name__}")
 
     return wrapper
 

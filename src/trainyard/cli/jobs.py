@@ -235,7 +235,10 @@ def watch_all(client: Client, sources: list[tuple[Any, Callable[[Obj], None]]], 
         threading.Thread(target=pump, args=(res, show), daemon=True).start()
     try:
         while True:
-            show, obj = changes.get()
+            try:
+                show, obj = changes.get(timeout=0.5)  # a timeout keeps Ctrl-C prompt
+            except queue.Empty:
+                continue
             show(obj)
     except KeyboardInterrupt:
         raise typer.Exit(0) from None

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import typer
+import yaml
 from lightkube.core.selector import build_selector
 
 from trainyard.cli.jobs import parse_selector
@@ -139,3 +141,21 @@ def test_usage_errors_exit_2_and_completion_is_offered() -> None:
         },
     )
     assert env_words.stdout.split() == ["pods", "pytorchjobs", "ptj"], env_words
+
+
+def test_an_unreachable_api_server_is_one_line(tmp_path: Path) -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # closed again below: nothing listens there
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "c", "cluster": {"server": f"http://127.0.0.1:{port}"}}],
+        "users": [{"name": "u", "user": {}}],
+        "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
+        "current-context": "x",
+    }
+    (tmp_path / "kubeconfig").write_text(yaml.safe_dump(config))
+    result = yard("--home", str(tmp_path), "get", "jobs")
+    assert result.returncode == 1 and result.stderr.startswith("error: cannot reach the API server"), result.stderr
+    assert result.stderr.count("\n") == 1
