@@ -87,7 +87,7 @@ def handled(fn: Callable[P, R]) -> Callable[P, R]:
         try:
             return fn(*args, **kwargs)
         except (UserError, ManifestError, UnknownKindError) as exc:
-            fail(str(exc).strip("'\""))
+            fail(str(exc))
         except ApiError as exc:
             status = exc.status
             reason = getattr(status, "reason", None) or "Error"

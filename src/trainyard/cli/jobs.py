@@ -20,7 +20,7 @@ from lightkube.resources.core_v1 import Event, Pod
 from rich.text import Text
 
 from trainyard.api import labels
-from trainyard.cli.common import age, api, err, fail, handled, kinds_of, out, styled, table
+from trainyard.cli.common import UserError, age, api, err, fail, handled, kinds_of, out, styled, table
 from trainyard.client import is_status, to_dict
 from trainyard.sdk import explain, jobstate, manifests
 from trainyard.sdk.kinds import JobKind, replica_specs, resolve
@@ -353,7 +353,7 @@ def register(app: typer.Typer) -> None:
         raise typer.Exit(wait_for(client, kind, job_name, client.namespace, timeout=timeout))
 
 
-class NotFoundError(Exception):
+class NotFoundError(UserError):
     pass
 
 

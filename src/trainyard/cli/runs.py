@@ -262,10 +262,8 @@ def follow_run(client: Client, kind: JobKind, name: str, ns: str, *, timeout: fl
             prefixes = Prefixes([])
             stream = logs.follow(client, lambda: seen["pods"], job_done, container=kind.default_container)
             for line in stream:
-                if progress.status is None:
-                    print_line(line, prefixes)
-                else:
-                    progress.status.console.print(prefixes.line(line), overflow="ignore", crop=False)
+                # On a terminal the live status redirects stdout, so log lines scroll above it.
+                print_line(line, prefixes)
         else:
             while not job_done():
                 time.sleep(1.0)
@@ -294,10 +292,13 @@ def follow_run(client: Client, kind: JobKind, name: str, ns: str, *, timeout: fl
 
 def _interrupted(client: Client, kind: JobKind, name: str, ns: str) -> int:
     err.print()
+    # Asked on stderr and read from stdin directly: click's prompt writes a space to stdout.
+    err.print(Text(f"Interrupted. Delete {kind.singular}/{name}? [y/N]: "), end="")
     try:
-        delete = typer.confirm(f"Interrupted. Delete {kind.singular}/{name}?", default=False, err=True)
-    except (typer.Abort, EOFError, KeyboardInterrupt):
-        delete = False
+        answer = sys.stdin.readline() if sys.stdin is not None else ""
+    except (KeyboardInterrupt, OSError, ValueError):
+        answer = ""
+    delete = answer.strip().lower() in ("y", "yes")
     if delete:
         client.delete(kind.resource, name, namespace=ns)
         err.print(Text(f"{kind.singular}.{kind.group}/{name} deleted"))

@@ -77,8 +77,9 @@ def _backoff_line(job: Obj) -> str | None:
     return f"Restarts so far: {used}backoffLimit {limit}; past the limit the job fails."
 
 
-def _warning_events(events: list[Obj], limit: int = 3) -> list[str]:
-    warnings = [e for e in events if e.get("type") == "Warning"]
+def _warning_events(events: list[Obj], said: list[str], limit: int = 3) -> list[str]:
+    """The latest distinct warnings that add something to what ``said`` already says."""
+    warnings = [e for e in events if e.get("type") == "Warning" and not any(e.get("message", "") in s for s in said)]
     seen: list[str] = []
     for e in reversed(warnings):
         line = f"{(e.get('involvedObject') or {}).get('name', '?')}: {e.get('reason', '')}: {e.get('message', '')}"
@@ -109,7 +110,7 @@ def why(job: Obj, pods: list[Obj], events: list[Obj], *, container: str | None =
             deadline = ((job.get("spec") or {}).get("runPolicy") or {}).get("activeDeadlineSeconds")
             lines.append(f"It ran longer than spec.runPolicy.activeDeadlineSeconds ({deadline}s).")
         lines += _restart_lines(pods, container)
-        return lines + _warning_events(events)
+        return lines + _warning_events(events, lines)
     if "Suspended" in true:
         return ["The job is suspended (spec.runPolicy.suspend: true); it runs no pods until that is cleared."]
     if current == "Restarting" or "Restarting" in true:
@@ -119,7 +120,7 @@ def why(job: Obj, pods: list[Obj], events: list[Obj], *, container: str | None =
         backoff = _backoff_line(job)
         if backoff:
             lines.append(backoff)
-        return lines + _warning_events(events)
+        return lines + _warning_events(events, lines)
     if current == "Pending" or "Pending" in true or "Running" not in true:
         lines = []
         pending = condition(job, "Pending")
@@ -137,5 +138,5 @@ def why(job: Obj, pods: list[Obj], events: list[Obj], *, container: str | None =
             lines += [line for pod in pods if (line := _pod_line(pod, container))]
         if not lines:
             return None
-        return lines + _warning_events(events)
+        return lines + _warning_events(events, lines)
     return None
