@@ -235,6 +235,8 @@ def test_bad_manifests_get_one_line_naming_file_and_field(plane: Plane, tmp_path
     assert f"{mixed} (document 2): kind: unknown kind 'Nope'" in one_line_error(yard(plane, "apply", "-f", str(mixed)))
     assert yard(plane, "get", "ptj", name).returncode == 1
     assert "unknown job kind 'tfjobs'" in one_line_error(yard(plane, "get", "tfjobs"))
+    assert one_line_error(yard(plane, "logs", name)) == f"error: no job or pod named {name!r} in namespace default\n"
+    assert "not found" in one_line_error(yard(plane, "describe", "job", name))
 
 
 def test_follow_and_watch_end_with_the_job(plane: Plane, tmp_path: Path) -> None:

@@ -109,10 +109,10 @@ def register(app: typer.Typer) -> None:
         kind_word, name = split_target(target, None)
         try:
             kind, job = find_job(client, kind_word, name, client.namespace)
-        except NotFoundError as exc:
+        except NotFoundError:
             if "/" in target:
                 raise
-            _pod_logs(client, target, exc, container=container, follow=follow, tail=tail, since=since_s)
+            _pod_logs(client, target, container=container, follow=follow, tail=tail, since=since_s)
             return
         ns = job["metadata"]["namespace"]
         pods = select_pods(jobstate.job_pods(client, kind, name, ns), replica)
@@ -186,7 +186,6 @@ def register(app: typer.Typer) -> None:
 def _pod_logs(
     client: Client,
     pod: str,
-    not_found: Exception,
     *,
     container: str | None,
     follow: bool,
@@ -197,7 +196,7 @@ def _pod_logs(
         found = to_dict(client.get(Pod, pod, namespace=client.namespace))
     except ApiError as exc:
         if is_status(exc, 404):
-            fail(f"no job or pod named {pod!r} in namespace {client.namespace} ({not_found})")
+            fail(f"no job or pod named {pod!r} in namespace {client.namespace}")
         raise
     try:
         for raw in client.log(
