@@ -1,196 +1,632 @@
-"""``yard apply | get | wait | logs | delete``: thin commands over ``TrainingClient``."""
+"""``yard apply | get | describe | delete | wait``: kubectl's verbs for training jobs, over the SDK views.
+
+Any job kind the cluster serves works (``sdk.kinds``); ``jobs`` means all of them.
+"""
 
 from __future__ import annotations
 
-import argparse
-import sys
-import time
-from datetime import UTC, datetime
-from pathlib import Path
-from typing import Any
+import json
+import queue
+import re
+import threading
+from collections.abc import Callable
+from typing import Annotated, Any
 
+import typer
+import yaml
+from lightkube import ALL_NS, Client, operators
 from lightkube.core.exceptions import ApiError
+from lightkube.resources.core_v1 import Event, Pod
+from rich.text import Text
 
-from trainyard.api.kinds import KINDS, KindInfo
-from trainyard.api.meta import parse_time
-from trainyard.cli.plane import layout_of
-from trainyard.sdk.client import JobFailedError, TrainingClient
+from trainyard.api import labels
+from trainyard.cli.common import UserError, age, api, err, fail, handled, kinds_of, out, styled, table
+from trainyard.client import is_status, to_dict
+from trainyard.sdk import explain, jobstate, manifests
+from trainyard.sdk.kinds import JobKind, replica_specs, resolve
 
-
-def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    apply = sub.add_parser("apply", help="create or update the jobs in a manifest file")
-    apply.add_argument("-f", "--filename", type=Path, required=True)
-    apply.set_defaults(func=cmd_apply)
-    get = sub.add_parser("get", help="show jobs and their state")
-    get.add_argument("kind", help="pytorchjob(s), or a short name such as ptj")
-    get.add_argument("name", nargs="?")
-    get.set_defaults(func=cmd_get)
-    wait = sub.add_parser("wait", help="wait for a job to finish, showing its progress")
-    wait.add_argument("target", help="KIND/NAME, e.g. pytorchjob/pytorch-ddp")
-    wait.add_argument("--timeout", type=float, default=600)
-    wait.set_defaults(func=cmd_wait)
-    logs = sub.add_parser("logs", help="print a pod's log")
-    logs.add_argument("pod")
-    logs.add_argument("-f", "--follow", action="store_true")
-    logs.add_argument("--tail", type=int, default=None)
-    logs.add_argument("-c", "--container", default=None)
-    logs.set_defaults(func=cmd_logs)
-    delete = sub.add_parser("delete", help="delete a job (its pods and services go with it)")
-    delete.add_argument("kind")
-    delete.add_argument("name")
-    delete.add_argument("--ignore-not-found", action="store_true")
-    delete.set_defaults(func=cmd_delete)
+Obj = dict[str, Any]
+POD_WORDS = ("pod", "pods", "po")
+EVENT_WORDS = ("event", "events", "ev")
+OUTPUTS = ("wide", "yaml", "json", "name")
 
 
-def kind_of(text: str) -> KindInfo:
-    wanted = text.lower()
-    for info in KINDS.values():
-        if wanted in (info.plural, info.singular, info.kind.lower(), *info.short_names):
-            return info
-    known = ", ".join(i.plural for i in KINDS.values())
-    raise SystemExit(f"error: unknown job kind {text!r}; known kinds: {known}")
+def complete_kind(incomplete: str) -> list[str]:
+    words = ["jobs", *POD_WORDS[1:2], *EVENT_WORDS[1:2], "pytorchjobs", "ptj"]
+    return [w for w in words if w.startswith(incomplete)]
 
 
-def client_of(args: argparse.Namespace) -> TrainingClient:
-    kubeconfig = args.kubeconfig or layout_of(args).kubeconfig
-    if not Path(kubeconfig).exists():
-        raise SystemExit(
-            f"error: no kubeconfig at {kubeconfig}; start the control plane with `yard up` or pass --kubeconfig"
-        )
-    return TrainingClient(kubeconfig, namespace=args.namespace)
+def complete_output(incomplete: str) -> list[str]:
+    return [o for o in OUTPUTS if o.startswith(incomplete)]
 
 
-def cmd_apply(args: argparse.Namespace) -> int:
-    for obj, outcome in client_of(args).apply_file(args.filename):
-        print(f"{obj['kind'].lower()}.{obj['apiVersion'].split('/')[0]}/{obj['metadata']['name']} {outcome}")
-    return 0
+# -- label selectors ----------------------------------------------------------------------------
+
+_SET = re.compile(r"^\s*([^\s!=]+)\s+(in|notin)\s+\(([^)]*)\)\s*$")
 
 
-def state_of(job: dict[str, Any]) -> str:
-    conditions = (job.get("status") or {}).get("conditions") or []
-    return str(conditions[-1]["type"]) if conditions else "Pending"
+def parse_selector(text: str | None) -> dict[str, Any] | None:
+    """kubectl's ``-l`` syntax (``a=b,c!=d,e,!f,g in (x,y)``) as lightkube's selector dict."""
+    if not text:
+        return None
+    parts, depth, current = [], 0, ""
+    for ch in text:
+        depth += ch == "("
+        depth -= ch == ")"
+        if ch == "," and depth == 0:
+            parts.append(current)
+            current = ""
+        else:
+            current += ch
+    parts.append(current)
+    out_: dict[str, Any] = {}
+    for raw in (p.strip() for p in parts):
+        if not raw:
+            continue
+        if m := _SET.match(raw):
+            values = [v.strip() for v in m.group(3).split(",") if v.strip()]
+            out_[m.group(1)] = operators.in_(values) if m.group(2) == "in" else operators.not_in(values)
+        elif "!=" in raw:
+            key, value = raw.split("!=", 1)
+            out_[key.strip()] = operators.not_equal(value.strip())
+        elif "=" in raw:
+            key, value = raw.replace("==", "=").split("=", 1)
+            out_[key.strip()] = value.strip()
+        elif raw.startswith("!"):
+            out_[raw[1:].strip()] = operators.not_exists()
+        else:
+            out_[raw] = operators.exists()
+    return out_
 
 
-def age(since: str | None) -> str:
-    if not since:
-        return "?"
-    seconds = int((datetime.now(UTC) - parse_time(since)).total_seconds())
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-        if seconds >= size * 2:
-            return f"{seconds // size}{unit}"
-    return f"{seconds}s"
+# -- rows ----------------------------------------------------------------------------------------
 
 
-def replicas_summary(job: dict[str, Any]) -> str:
+def replicas_summary(job: Obj) -> str:
     statuses = (job.get("status") or {}).get("replicaStatuses") or {}
     parts = []
     for rtype, rs in statuses.items():
         bits = [f"{rs.get(k)} {k}" for k in ("active", "succeeded", "failed") if rs.get(k)]
         parts.append(f"{rtype}: {', '.join(bits) or '-'}")
+    if not parts:
+        specs = replica_specs(job)
+        parts = [f"{rtype}: {spec.get('replicas', 1)} wanted" for rtype, spec in specs.items()]
     return "; ".join(parts) or "-"
 
 
-def print_jobs(jobs: list[dict[str, Any]]) -> None:
-    rows = [("NAME", "STATE", "AGE", "REPLICAS")]
-    rows += [
-        (j["metadata"]["name"], state_of(j), age(j["metadata"].get("creationTimestamp")), replicas_summary(j))
-        for j in jobs
+def duration(job: Obj) -> str:
+    status = job.get("status") or {}
+    start = status.get("startTime")
+    if not start:
+        return "-"
+    end = status.get("completionTime")
+    if end:
+        from trainyard.api.meta import parse_time
+
+        return age(start, parse_time(end))
+    return age(start)
+
+
+def job_row(job: Obj, kind: JobKind, *, wide: bool, all_ns: bool, show_kind: bool) -> list[str | Text]:
+    meta = job["metadata"]
+    row: list[str | Text] = [meta["name"], styled(jobstate.state(job)), age(meta.get("creationTimestamp"))]
+    row.append(replicas_summary(job))
+    if wide:
+        row += [duration(job), str((job.get("status") or {}).get("restartCount", 0))]
+    if show_kind or wide:
+        row.append(kind.kind)
+    return ([meta.get("namespace", "")] if all_ns else []) + row
+
+
+def job_headers(*, wide: bool, all_ns: bool, show_kind: bool) -> list[str]:
+    headers = ["NAME", "STATE", "AGE", "REPLICAS"]
+    if wide:
+        headers += ["DURATION", "RESTARTS"]
+    if show_kind or wide:
+        headers.append("KIND")
+    return (["NAMESPACE"] if all_ns else []) + headers
+
+
+def pod_status_word(pod: Obj) -> str:
+    """kubectl's STATUS column: a waiting or terminated reason, else the phase."""
+    if pod["metadata"].get("deletionTimestamp"):
+        return "Terminating"
+    cs = jobstate.container_state(pod)
+    if (cs.reason and cs.reason not in ("Completed",)) or (cs.phase == "Pending" and cs.reason):
+        return cs.reason
+    if cs.phase == "Succeeded":
+        return "Completed"
+    return cs.phase
+
+
+def pod_row(pod: Obj, *, wide: bool, all_ns: bool) -> list[str | Text]:
+    meta, status = pod["metadata"], pod.get("status") or {}
+    statuses = status.get("containerStatuses") or []
+    containers = (pod.get("spec") or {}).get("containers") or []
+    ready = f"{sum(1 for c in statuses if c.get('ready'))}/{len(containers)}"
+    restarts = str(sum(int(c.get("restartCount") or 0) for c in statuses))
+    row: list[str | Text] = [
+        meta["name"],
+        ready,
+        styled(pod_status_word(pod)),
+        restarts,
+        age(meta.get("creationTimestamp")),
     ]
-    widths = [max(len(r[i]) for r in rows) for i in range(3)]
-    for row in rows:
-        print("   ".join(c.ljust(w) for c, w in zip(row[:3], widths, strict=True)) + "   " + row[3])
+    if wide:
+        meta_labels = meta.get("labels") or {}
+        row += [
+            status.get("podIP") or "<none>",
+            (pod.get("spec") or {}).get("nodeName") or "<none>",
+            meta_labels.get(labels.JOB_NAME, "<none>"),
+            jobstate.replica_name(pod) if labels.REPLICA_TYPE in meta_labels else "<none>",
+        ]
+    return ([meta.get("namespace", "")] if all_ns else []) + row
 
 
-def cmd_get(args: argparse.Namespace) -> int:
-    info = kind_of(args.kind)
-    client = client_of(args)
-    jobs = [client.get_job(args.name, kind=info.kind)] if args.name else client.list_jobs(kind=info.kind)
-    if not jobs:
-        print(f"No {info.plural} found in namespace {client.namespace}.")
-        return 0
-    print_jobs(jobs)
-    return 0
+def pod_headers(*, wide: bool, all_ns: bool) -> list[str]:
+    headers = ["NAME", "READY", "STATUS", "RESTARTS", "AGE"]
+    if wide:
+        headers += ["IP", "NODE", "JOB", "REPLICA"]
+    return (["NAMESPACE"] if all_ns else []) + headers
 
 
-def pod_state(pod: dict[str, Any]) -> str:
-    """The phase, plus why a container is stuck, so a wait that cannot finish says so."""
-    status = pod.get("status") or {}
-    phase = str(status.get("phase", "Pending"))
-    for cs in status.get("containerStatuses") or []:
-        waiting = (cs.get("state") or {}).get("waiting") or {}
-        if waiting.get("reason") not in (None, "ContainerCreating"):
-            return f"{phase} ({waiting['reason']}: {waiting.get('message', '')})"
-    return phase
+def event_row(event: Obj, *, wide: bool, all_ns: bool) -> list[str | Text]:
+    involved = event.get("involvedObject") or {}
+    obj = f"{str(involved.get('kind', '')).lower()}/{involved.get('name', '')}"
+    row: list[str | Text] = [
+        age(jobstate.event_time(event)),
+        styled(str(event.get("type", ""))),
+        str(event.get("reason", "")),
+        obj,
+    ]
+    if wide:
+        source = event.get("source") or {}
+        row += [str(source.get("component") or event.get("reportingComponent") or ""), str(event.get("count") or 1)]
+    row.append(str(event.get("message", "")).replace("\n", " "))
+    return ([event["metadata"].get("namespace", "")] if all_ns else []) + row
 
 
-def cmd_wait(args: argparse.Namespace) -> int:
-    kind_text, _, name = args.target.partition("/")
-    info = kind_of(kind_text)
-    client = client_of(args)
-    start = time.monotonic()
-    print(f"waiting for {info.singular}/{name} (timeout {args.timeout:.0f}s)", flush=True)
-    last: tuple[str, ...] = ()
+def event_headers(*, wide: bool, all_ns: bool) -> list[str]:
+    headers = ["LAST SEEN", "TYPE", "REASON", "OBJECT"] + (["SOURCE", "COUNT"] if wide else []) + ["MESSAGE"]
+    return (["NAMESPACE"] if all_ns else []) + headers
 
-    def progress(job: dict[str, Any]) -> None:
-        nonlocal last
-        pods = client.get_job_pods(name, kind=info.kind)
-        phases = ", ".join(
-            f"{p['metadata']['name'].removeprefix(name + '-')} {pod_state(p)}"
-            for p in sorted(pods, key=lambda p: p["metadata"]["name"])
-        )
-        line = ""
-        master = next(
-            (p for p in pods if p["metadata"]["labels"].get("training.kubeflow.org/job-role") == "master"),
-            None,
-        )
-        if master is not None and (master.get("status") or {}).get("phase") in (
-            "Running",
-            "Succeeded",
-            "Failed",
-        ):
+
+# -- printing -----------------------------------------------------------------------------------
+
+
+def _clean(obj: Obj) -> Obj:
+    return dict(json.loads(json.dumps(obj, default=str)))
+
+
+def print_objects(objs: list[Obj], output: str, *, single: bool) -> None:
+    if output == "name":
+        for o in objs:
+            group = o["apiVersion"].split("/")[0] if "/" in o["apiVersion"] else ""
+            out.print(Text(f"{o['kind'].lower()}{'.' + group if group else ''}/{o['metadata']['name']}"))
+        return
+    body: Obj = objs[0] if single and len(objs) == 1 else {"apiVersion": "v1", "kind": "List", "items": objs}
+    body = _clean(body)
+    if output == "json":
+        out.print(Text(json.dumps(body, indent=4)))
+    else:
+        out.print(Text(yaml.safe_dump(body, sort_keys=False).rstrip("\n")))
+
+
+def _with_kind(obj: Obj, api_version: str, kind: str) -> Obj:
+    return {
+        "apiVersion": api_version,
+        "kind": kind,
+        **{k: v for k, v in obj.items() if k not in ("apiVersion", "kind")},
+    }
+
+
+# -- watching -----------------------------------------------------------------------------------
+
+
+def watch_all(client: Client, sources: list[tuple[Any, Callable[[Obj], None]]], namespace: Any, selector: Any) -> None:
+    """Print every change of several resources as it comes (Ctrl-C ends it)."""
+    changes: queue.Queue[tuple[Callable[[Obj], None], Obj]] = queue.Queue()
+
+    def pump(res: Any, show: Callable[[Obj], None]) -> None:
+        for _kind, obj in client.watch(res, namespace=namespace, labels=selector):
+            changes.put((show, to_dict(obj)))
+
+    for res, show in sources:
+        threading.Thread(target=pump, args=(res, show), daemon=True).start()
+    try:
+        while True:
             try:
-                text = "".join(
-                    client.stream_pod_log(master["metadata"]["name"], container=info.default_container, tail_lines=1)
-                )
-                line = text.strip()
-            except ApiError:
-                line = ""
-        current = (state_of(job), phases, line)
-        if current != last:
-            last = current
-            shown = f" | {line}" if line else ""
-            print(
-                f"  [{time.monotonic() - start:6.1f}s] {current[0]:<10} pods: {phases or 'none yet'}{shown}",
-                flush=True,
-            )
-
-    try:
-        client.wait_for_job_conditions(name, kind=info.kind, timeout=args.timeout, callback=progress)
-    except JobFailedError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
-    except TimeoutError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    print(f"{info.singular}/{name} succeeded in {time.monotonic() - start:.1f}s")
-    return 0
+                show, obj = changes.get(timeout=0.5)  # a timeout keeps Ctrl-C prompt
+            except queue.Empty:
+                continue
+            show(obj)
+    except KeyboardInterrupt:
+        raise typer.Exit(0) from None
 
 
-def cmd_logs(args: argparse.Namespace) -> int:
-    client = client_of(args)
-    for line in client.stream_pod_log(args.pod, container=args.container, follow=args.follow, tail_lines=args.tail):
-        sys.stdout.write(line)
-        sys.stdout.flush()
-    return 0
+# -- commands -----------------------------------------------------------------------------------
 
 
-def cmd_delete(args: argparse.Namespace) -> int:
-    info = kind_of(args.kind)
-    try:
-        client_of(args).delete_job(args.name, kind=info.kind)
-    except ApiError as exc:
-        if args.ignore_not_found and getattr(exc.status, "code", None) == 404:
-            return 0
-        raise
-    print(f"{info.singular}.{info.group}/{args.name} deleted")
-    return 0
+def register(app: typer.Typer) -> None:
+    @app.command(help="Create or update the jobs of manifest files, a directory of them, or - for stdin.")
+    @handled
+    def apply(
+        filename: Annotated[
+            list[str], typer.Option("-f", "--filename", help="a manifest file, a directory, or - (stdin); repeatable")
+        ],
+    ) -> None:
+        # Every document is read and checked before the first is sent: a bad file changes nothing.
+        docs = [doc for path in filename for doc in manifests.load(path)]
+        client = api()
+        kinds = kinds_of(client)
+        checked = [(doc, manifests.check(doc, kinds)) for doc in docs]
+        for doc, kind in checked:
+            obj, outcome = manifests.apply(client, doc, kind, client.namespace)
+            out.print(Text(f"{kind.singular}.{kind.group}/{obj['metadata']['name']} {outcome}"))
+
+    @app.command(help="List jobs (any served kind, or 'jobs' for all), pods or events.")
+    @handled
+    def get(
+        what: Annotated[
+            str,
+            typer.Argument(help="jobs | <kind> (pytorchjobs, ptj, ...) | pods | events", autocompletion=complete_kind),
+        ],
+        name: Annotated[str | None, typer.Argument(help="only this one")] = None,
+        output: Annotated[
+            str | None, typer.Option("-o", "--output", help="wide | yaml | json | name", autocompletion=complete_output)
+        ] = None,
+        watch: Annotated[bool, typer.Option("-w", "--watch", help="after listing, print every change")] = False,
+        all_namespaces: Annotated[bool, typer.Option("-A", "--all-namespaces", help="across all namespaces")] = False,
+        selector: Annotated[
+            str | None, typer.Option("-l", "--selector", help="label selector, e.g. app=x,tier!=y")
+        ] = None,
+        job: Annotated[str | None, typer.Option("--job", help="pods or events of this job only")] = None,
+        namespace: Annotated[str | None, typer.Option("-n", "--namespace", help="namespace")] = None,
+    ) -> None:
+        if output not in (None, *OUTPUTS):
+            fail(f"--output {output!r}: expected one of {', '.join(OUTPUTS)}")
+        client = api(namespace)
+        ns: Any = ALL_NS if all_namespaces else client.namespace
+        wide = output == "wide"
+        labels_ = parse_selector(selector) or {}
+        word = what.lower().split(".")[0]
+        if word in POD_WORDS:
+            if job:
+                labels_[labels.JOB_NAME] = job
+            _get_pods(client, name, ns, labels_ or None, output, wide, all_namespaces, watch)
+        elif word in EVENT_WORDS:
+            _get_events(client, name, ns, job, output, wide, all_namespaces, watch)
+        else:
+            kinds = resolve(what, kinds_of(client))
+            _get_jobs(client, kinds, name, ns, labels_ or None, output, wide, all_namespaces, watch, word)
+
+    @app.command(help="Explain a job: conditions, replicas, recent events and, when it is stuck, why.")
+    @handled
+    def describe(
+        target: Annotated[str, typer.Argument(help="job | <kind> | KIND/NAME | NAME")],
+        name: Annotated[str | None, typer.Argument(help="the job's name")] = None,
+        namespace: Annotated[str | None, typer.Option("-n", "--namespace", help="namespace")] = None,
+    ) -> None:
+        client = api(namespace)
+        kind_word, job_name = split_target(target, name)
+        kind, job_obj = find_job(client, kind_word, job_name, client.namespace)
+        describe_job(client, kind, job_obj)
+
+    @app.command(help="Delete jobs (their pods and services go with them).")
+    @handled
+    def delete(
+        target: Annotated[str, typer.Argument(help="<kind> | job | KIND/NAME")],
+        names: Annotated[list[str] | None, typer.Argument(help="names of the jobs")] = None,
+        ignore_not_found: Annotated[bool, typer.Option("--ignore-not-found", help="a missing job is no error")] = False,
+        namespace: Annotated[str | None, typer.Option("-n", "--namespace", help="namespace")] = None,
+    ) -> None:
+        client = api(namespace)
+        if "/" in target:
+            kind_word, first = target.split("/", 1)
+            wanted = [first, *(names or [])]
+        else:
+            kind_word, wanted = target, list(names or [])
+        if not wanted:
+            fail("name the job(s) to delete, e.g. `yard delete pytorchjob NAME`")
+        for job_name in wanted:
+            try:
+                kind, _ = find_job(client, kind_word, job_name, client.namespace)
+            except NotFoundError as exc:
+                if ignore_not_found:
+                    continue
+                fail(str(exc))
+            client.delete(kind.resource, job_name, namespace=client.namespace)
+            out.print(Text(f"{kind.singular}.{kind.group}/{job_name} deleted"))
+
+    @app.command(help="Wait for a job to finish, showing its progress (exit 1 if it fails).")
+    @handled
+    def wait(
+        target: Annotated[str, typer.Argument(help="KIND/NAME, e.g. pytorchjob/pytorch-ddp")],
+        timeout: Annotated[float, typer.Option(help="seconds")] = 600,
+        namespace: Annotated[str | None, typer.Option("-n", "--namespace", help="namespace")] = None,
+    ) -> None:
+        from trainyard.cli.runs import wait_for
+
+        client = api(namespace)
+        kind_word, job_name = split_target(target, None)
+        kind, _ = find_job(client, kind_word, job_name, client.namespace)
+        raise typer.Exit(wait_for(client, kind, job_name, client.namespace, timeout=timeout))
+
+
+class NotFoundError(UserError):
+    pass
+
+
+def split_target(target: str, name: str | None) -> tuple[str, str]:
+    if name is not None:
+        return target, name
+    if "/" in target:
+        kind_word, job_name = target.split("/", 1)
+        return kind_word, job_name
+    return "jobs", target
+
+
+def find_job(client: Client, kind_word: str, name: str, namespace: str) -> tuple[JobKind, Obj]:
+    """The job of that name among the kinds the word names; NotFoundError says where it looked."""
+    kinds = resolve(kind_word, kinds_of(client))
+    for kind in kinds:
+        try:
+            return kind, to_dict(client.get(kind.resource, name, namespace=namespace))
+        except ApiError as exc:
+            if not is_status(exc, 404):
+                raise
+    what = kinds[0].singular if len(kinds) == 1 else "job"
+    raise NotFoundError(f'{what} "{name}" not found in namespace {namespace}')
+
+
+def _get_jobs(
+    client: Client,
+    kinds: list[JobKind],
+    name: str | None,
+    ns: Any,
+    selector: Any,
+    output: str | None,
+    wide: bool,
+    all_ns: bool,
+    watch: bool,
+    word: str,
+) -> None:
+    found: list[tuple[JobKind, Obj]] = []
+    for kind in kinds:
+        if name:
+            try:
+                found.append((kind, to_dict(client.get(kind.resource, name, namespace=client.namespace))))
+            except ApiError as exc:
+                if not is_status(exc, 404):
+                    raise
+        else:
+            found += [(kind, to_dict(j)) for j in client.list(kind.resource, namespace=ns, labels=selector)]
+    if name and not found and not watch:
+        what = kinds[0].singular if len(kinds) == 1 else "job"
+        fail(f'{what} "{name}" not found in namespace {client.namespace}')
+    show_kind = len(kinds) > 1
+    if output in ("json", "yaml", "name") and not watch:
+        objs = [_with_kind(j, k.api_version, k.kind) for k, j in found]
+        print_objects(objs, output, single=bool(name))
+        return
+    headers = job_headers(wide=wide, all_ns=all_ns, show_kind=show_kind)
+    if not found and not watch:
+        where = "any namespace" if all_ns else f"namespace {client.namespace}"
+        err.print(Text(f"No {kinds[0].plural if len(kinds) == 1 else 'jobs'} found in {where}."))
+        return
+    if not watch:
+        table(headers, [job_row(j, k, wide=wide, all_ns=all_ns, show_kind=show_kind) for k, j in found])
+        return
+    table(headers, [])
+
+    def shower(kind: JobKind) -> Callable[[Obj], None]:
+        def show(obj: Obj) -> None:
+            if name and obj["metadata"]["name"] != name:
+                return
+            if output in ("json", "yaml", "name"):
+                print_objects([_with_kind(obj, kind.api_version, kind.kind)], output, single=True)
+            else:
+                table(headers, [job_row(obj, kind, wide=wide, all_ns=all_ns, show_kind=show_kind)], header=False)
+
+        return show
+
+    watch_all(client, [(k.resource, shower(k)) for k in kinds], ns, selector)
+
+
+def _get_pods(
+    client: Client,
+    name: str | None,
+    ns: Any,
+    selector: Any,
+    output: str | None,
+    wide: bool,
+    all_ns: bool,
+    watch: bool,
+) -> None:
+    if name and not watch:
+        try:
+            pods = [to_dict(client.get(Pod, name, namespace=client.namespace))]
+        except ApiError as exc:
+            if is_status(exc, 404):
+                fail(f'pod "{name}" not found in namespace {client.namespace}')
+            raise
+    else:
+        pods = [to_dict(p) for p in client.list(Pod, namespace=ns, labels=selector)]
+    pods = [_with_kind(p, "v1", "Pod") for p in pods]
+    if output in ("json", "yaml", "name") and not watch:
+        print_objects(pods, output, single=bool(name))
+        return
+    headers = pod_headers(wide=wide, all_ns=all_ns)
+    if not pods and not watch:
+        err.print(Text(f"No pods found in {'any namespace' if all_ns else f'namespace {client.namespace}'}."))
+        return
+    if not watch:
+        table(headers, [pod_row(p, wide=wide, all_ns=all_ns) for p in pods])
+        return
+    table(headers, [])
+
+    def show(obj: Obj) -> None:
+        if name and obj["metadata"]["name"] != name:
+            return
+        if output in ("json", "yaml", "name"):
+            print_objects([_with_kind(obj, "v1", "Pod")], output, single=True)
+        else:
+            table(headers, [pod_row(obj, wide=wide, all_ns=all_ns)], header=False)
+
+    watch_all(client, [(Pod, show)], ns, selector)
+
+
+def _get_events(
+    client: Client,
+    name: str | None,
+    ns: Any,
+    job: str | None,
+    output: str | None,
+    wide: bool,
+    all_ns: bool,
+    watch: bool,
+) -> None:
+    def wanted(e: Obj) -> bool:
+        involved = (e.get("involvedObject") or {}).get("name", "")
+        if name and e["metadata"]["name"] != name:
+            return False
+        return not job or involved == job or involved.startswith(f"{job}-")
+
+    events = sorted(
+        (e for e in (to_dict(x) for x in client.list(Event, namespace=ns)) if wanted(e)), key=jobstate.event_time
+    )
+    events = [_with_kind(e, "v1", "Event") for e in events]
+    if output in ("json", "yaml", "name") and not watch:
+        print_objects(events, output, single=bool(name))
+        return
+    headers = event_headers(wide=wide, all_ns=all_ns)
+    if not events and not watch:
+        err.print(Text(f"No events found in {'any namespace' if all_ns else f'namespace {client.namespace}'}."))
+        return
+    if not watch:
+        table(headers, [event_row(e, wide=wide, all_ns=all_ns) for e in events])
+        return
+    table(headers, [])
+
+    def show(obj: Obj) -> None:
+        if wanted(obj):
+            table(headers, [event_row(obj, wide=wide, all_ns=all_ns)], header=False)
+
+    watch_all(client, [(Event, show)], ns, None)
+
+
+# -- describe -----------------------------------------------------------------------------------
+
+
+def _field(label: str, value: str | Text) -> None:
+    line = Text(f"{label + ':':<14}")
+    line.append_text(value if isinstance(value, Text) else Text(value))
+    out.print(line)
+
+
+def describe_job(client: Client, kind: JobKind, job: Obj) -> None:
+    meta, status = job["metadata"], job.get("status") or {}
+    namespace = meta.get("namespace") or client.namespace
+    pods = jobstate.job_pods(client, kind, meta["name"], namespace)
+    events = jobstate.pod_events(
+        client,
+        namespace,
+        {meta["name"], *(p["metadata"]["name"] for p in pods)},
+        {meta.get("uid", ""), *(p["metadata"].get("uid", "") for p in pods)},
+    )
+    _field("Name", meta["name"])
+    _field("Namespace", namespace)
+    _field("Kind", f"{kind.kind} ({kind.api_version})")
+    _field("State", styled(jobstate.state(job)))
+    _field("Created", f"{meta.get('creationTimestamp', '')} ({age(meta.get('creationTimestamp'))} ago)")
+    if status.get("startTime"):
+        _field("Started", str(status["startTime"]))
+    if status.get("completionTime"):
+        _field("Completed", f"{status['completionTime']} (ran {duration(job)})")
+    run_policy = (job.get("spec") or {}).get("runPolicy") or {}
+    limit = run_policy.get("backoffLimit")
+    restarts = str(status.get("restartCount", 0)) + (f" (backoffLimit {limit})" if limit is not None else "")
+    _field("Restarts", restarts)
+    reasons = explain.why(job, pods, events, container=kind.default_container)
+    if reasons:
+        out.print()
+        out.print(Text("Why:", style="bold"))
+        for line in reasons:
+            out.print(Text(f"  {line}"))
+    out.print()
+    out.print(Text("Conditions:", style="bold"))
+    rows: list[list[str | Text]] = [
+        [
+            styled(str(c.get("type", ""))),
+            str(c.get("status", "")),
+            str(c.get("reason", "")),
+            age(c.get("lastTransitionTime")),
+            str(c.get("message", "")),
+        ]
+        for c in jobstate.conditions(job)
+    ]
+    _indented(["TYPE", "STATUS", "REASON", "AGE", "MESSAGE"], rows)
+    out.print()
+    out.print(Text("Replicas:", style="bold"))
+    _indented(["REPLICA", "POD", "STATUS", "RESTARTS", "EXIT", "NODE", "AGE"], _replica_rows(job, pods, kind))
+    out.print()
+    out.print(Text("Events:", style="bold"))
+    recent = events[-15:]
+    _indented(
+        ["LAST SEEN", "TYPE", "REASON", "OBJECT", "MESSAGE"],
+        [
+            [
+                age(jobstate.event_time(e)),
+                styled(str(e.get("type", ""))),
+                str(e.get("reason", "")),
+                str((e.get("involvedObject") or {}).get("name", "")),
+                str(e.get("message", "")).replace("\n", " "),
+            ]
+            for e in recent
+        ],
+    )
+
+
+def _indented(headers: list[str], rows: list[list[str | Text]]) -> None:
+    if not rows:
+        out.print(Text("  <none>"))
+        return
+    table(["  " + headers[0], *headers[1:]], [[Text("  ").append_text(_text(r[0])), *r[1:]] for r in rows])
+
+
+def _text(value: str | Text) -> Text:
+    return value if isinstance(value, Text) else Text(value)
+
+
+def _replica_rows(job: Obj, pods: list[Obj], kind: JobKind) -> list[list[str | Text]]:
+    """One row per wanted replica (``<type>-<index>``), with its pod if it has one."""
+    by_replica = {jobstate.replica_name(p): p for p in pods}
+    wanted = [
+        f"{rtype.lower()}-{i}"
+        for rtype, spec in replica_specs(job).items()
+        for i in range(int(spec.get("replicas", 1)))
+    ]
+    rows: list[list[str | Text]] = []
+    for replica in [*wanted, *(r for r in by_replica if r not in wanted)]:
+        pod = by_replica.get(replica)
+        if pod is None:
+            rows.append([replica, "<none>", "-", "-", "-", "-", "-"])
+            continue
+        cs = jobstate.container_state(pod, kind.default_container)
+        code = cs.exit_code if cs.exit_code is not None else cs.last_exit_code
+        rows.append(
+            [
+                replica,
+                pod["metadata"]["name"],
+                styled(pod_status_word(pod)),
+                str(cs.restarts),
+                "-" if code is None else str(code),
+                (pod.get("spec") or {}).get("nodeName") or "<none>",
+                age(pod["metadata"].get("creationTimestamp")),
+            ]
+        )
+    return rows
+
+
+def pods_line(pods: list[Obj]) -> str:
+    return ", ".join(f"{jobstate.replica_name(p)} {pod_status_word(p)}" for p in pods) or "no pods yet"

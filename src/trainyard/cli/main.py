@@ -1,40 +1,49 @@
-"""The ``yard`` command: control-plane lifecycle and thin job commands. No business logic here."""
+"""The ``yard`` command (typer): the plane's lifecycle and kubectl-like job commands. No business logic here."""
 
 from __future__ import annotations
 
-import argparse
 import sys
+from typing import Annotated
 
-from lightkube.core.exceptions import ApiError
+import typer
 
-from trainyard.cli import jobs, operator_cmd, plane
+from trainyard.cli import jobs, operator_cmd, plane, runs
+from trainyard.cli.common import GLOBALS
+
+app = typer.Typer(
+    name="yard",
+    help="Kubeflow-compatible training jobs on this machine (or any cluster a kubeconfig names).",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
 
 
-def parser() -> argparse.ArgumentParser:
-    top = argparse.ArgumentParser(prog="yard", description="Kubeflow-compatible training jobs on this machine.")
-    top.add_argument("--home", default=None, help="state directory (default $TRAINYARD_HOME or ~/.trainyard)")
-    top.add_argument("--kubeconfig", default=None, help="talk to this cluster instead of the local plane")
-    top.add_argument("-n", "--namespace", default=None)
-    sub = top.add_subparsers(dest="command", required=True)
-    plane.add_parsers(sub)
-    jobs.add_parsers(sub)
-    operator_cmd.add_parsers(sub)
-    return top
+@app.callback()
+def top(
+    home: Annotated[str | None, typer.Option(help="state directory (default $TRAINYARD_HOME or ~/.trainyard)")] = None,
+    kubeconfig: Annotated[str | None, typer.Option(help="talk to this cluster instead of the local plane")] = None,
+    namespace: Annotated[
+        str | None, typer.Option("-n", "--namespace", help="namespace (default: the kubeconfig's, or 'default')")
+    ] = None,
+) -> None:
+    GLOBALS.home, GLOBALS.kubeconfig, GLOBALS.namespace = home, kubeconfig, namespace
+
+
+plane.register(app)
+jobs.register(app)
+runs.register(app)
+operator_cmd.register(app)
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parser().parse_args(argv)
+    command = typer.main.get_command(app)
     try:
-        return int(args.func(args))
-    except ApiError as exc:
-        status = exc.status
-        print(
-            f"Error from server ({getattr(status, 'reason', '')}): {getattr(status, 'message', exc)}",
-            file=sys.stderr,
-        )
-        return 1
+        command.main(args=argv, prog_name="yard")
     except KeyboardInterrupt:
         return 130
+    return 0
 
 
 if __name__ == "__main__":

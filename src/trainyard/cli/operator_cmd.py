@@ -12,18 +12,26 @@ import argparse
 import os
 import sys
 
+import typer
+
 from trainyard.cli.plane import layout_of, running
 
 
-def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    op = sub.add_parser(
+def register(app: typer.Typer) -> None:
+    @app.command(
         "operator",
-        help="run the operator as its own process (`yard operator --help` lists its flags)",
-        add_help=False,
-        prefix_chars="+",  # every flag after `operator` is the operator's
+        help="Run the operator as its own process (`yard operator --help` lists its flags).",
+        add_help_option=False,
+        # every flag after `operator` is the operator's
+        context_settings={"allow_extra_args": True, "ignore_unknown_options": True, "help_option_names": []},
     )
-    op.add_argument("flags", nargs=argparse.REMAINDER)
-    op.set_defaults(func=cmd_operator)
+    def operator(ctx: typer.Context) -> None:
+        from trainyard.cli.common import GLOBALS
+
+        args = argparse.Namespace(
+            home=GLOBALS.home, kubeconfig=GLOBALS.kubeconfig, namespace=GLOBALS.namespace, flags=list(ctx.args)
+        )
+        raise typer.Exit(cmd_operator(args))
 
 
 def cmd_operator(args: argparse.Namespace) -> int:

@@ -15,7 +15,9 @@ import sys
 import time
 import urllib.request
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
+
+import typer
 
 from trainyard.api.podgroup import SCHEDULER_PLUGINS_SCHEDULER
 from trainyard.cluster import backoff, capacity, gpus, nodestatus
@@ -28,83 +30,116 @@ STOP_TIMEOUT = 30.0
 LEFTOVER_GRACE = 10.0
 
 
-def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    up = sub.add_parser("up", help="start the embedded control plane (in the background by default)")
-    up.add_argument(
-        "--port",
-        type=int,
-        default=DEFAULT_PORT,
-        help=f"API server port on 127.0.0.1 (default {DEFAULT_PORT})",
-    )
-    up.add_argument("--foreground", action="store_true", help="run in this terminal until Ctrl-C")
-    up.add_argument(
-        "--no-operator",
-        dest="operator",
-        action="store_false",
-        help="start the plane without its in-process operator (run one with `yard operator`)",
-    )
-    up.add_argument(
-        "--secure",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="serve HTTPS with a self-signed CA and a bearer token (kept in $TRAINYARD_HOME/pki); --no-secure "
-        "serves plain http on loopback; default: as the last `yard up` of this home (plain http the first time)",
-    )
-    up.add_argument(
-        "--workspace",
-        type=Path,
-        default=None,
-        help="directory that stands for an image's /workspace (default: the current directory)",
-    )
-    up.add_argument(
-        "--restart-backoff",
-        type=float,
-        default=None,
-        metavar="SECONDS",
-        help="first crash-loop back-off of a restarting container; doubles to 30x, reset after a 60x clean run "
-        f"(default ${backoff.ENV} or the kubelet's {backoff.KUBELET_BASE:g}s, so 5m cap and 10m reset)",
-    )
-    up.add_argument(
-        "--gang-scheduler-name",
-        default=None,
-        metavar="NAME",
-        help="gang scheduling of jobs through PodGroups, as the operator's flag: scheduler-plugins' with the plane's "
-        f"{SCHEDULER_PLUGINS_SCHEDULER!r} (the default), Volcano's with 'volcano', none with ''",
-    )
-    up.add_argument(
-        "--pending-timeout",
-        type=float,
-        default=None,
-        metavar="SECONDS",
-        help="a job whose pod stays Pending longer than this gets a Pending condition naming why "
-        "(Unschedulable, ImagePullBackOff, ...); 0 turns it off (default 300)",
-    )
-    node = up.add_argument_group(
-        "local node",
-        "declared capacity is a simulation: the scheduler admits pods against it, while their processes "
-        "still share this machine's CPUs, memory and GPUs",
-    )
-    node.add_argument("--node-name", default=None, help="name of the local Node (default: this host's name)")
-    node.add_argument("--cpus", default=None, metavar="N", help="declare N CPUs (e.g. 8 or 1500m) instead of detecting")
-    node.add_argument("--memory", default=None, metavar="QTY", help="declare this much memory (e.g. 64Gi)")
-    node.add_argument("--gpus", type=int, default=None, metavar="N", help="declare N nvidia.com/gpu (default: counted)")
-    node.add_argument("--max-pods", type=int, default=None, metavar="N", help="pods it runs at once (default 110)")
-    node.add_argument(
-        "--taint",
-        action="append",
-        default=[],
-        metavar="KEY[=VALUE]:EFFECT",
-        help="taint the node (repeatable); set at every start, replacing the node's taints",
-    )
-    up.set_defaults(func=cmd_up)
-    down = sub.add_parser(
-        "down", help="stop the control plane and every training process it runs (also those a killed plane left)"
-    )
-    down.set_defaults(func=cmd_down)
-    status = sub.add_parser("status", help="say what runs where")
-    status.set_defaults(func=cmd_status)
-    kubeconfig = sub.add_parser("kubeconfig", help="print the path of the kubeconfig for kubectl")
-    kubeconfig.set_defaults(func=cmd_kubeconfig)
+def register(app: typer.Typer) -> None:
+    """``up``, ``down``, ``status`` and ``kubeconfig``: flags as they always were (scripts and tests use them)."""
+
+    @app.command(help="Start the embedded control plane (in the background by default).")
+    def up(
+        port: Annotated[
+            int, typer.Option(help=f"API server port on 127.0.0.1 (default {DEFAULT_PORT})")
+        ] = DEFAULT_PORT,
+        foreground: Annotated[bool, typer.Option("--foreground", help="run in this terminal until Ctrl-C")] = False,
+        operator: Annotated[
+            bool,
+            typer.Option(
+                "--operator/--no-operator",
+                help="--no-operator starts the plane without its in-process operator (run one with `yard operator`)",
+            ),
+        ] = True,
+        secure: Annotated[
+            bool | None,
+            typer.Option(
+                "--secure/--no-secure",
+                help="serve HTTPS with a self-signed CA and a bearer token (kept in $TRAINYARD_HOME/pki); --no-secure "
+                "serves plain http on loopback; default: as the last `yard up` of this home (plain http the first "
+                "time)",
+                show_default=False,
+            ),
+        ] = None,
+        workspace: Annotated[
+            Path | None,
+            typer.Option(help="directory that stands for an image's /workspace (default: the current directory)"),
+        ] = None,
+        restart_backoff: Annotated[
+            float | None,
+            typer.Option(
+                metavar="SECONDS",
+                help="first crash-loop back-off of a restarting container; doubles to 30x, reset after a 60x clean "
+                f"run (default ${backoff.ENV} or the kubelet's {backoff.KUBELET_BASE:g}s, so 5m cap and 10m reset)",
+            ),
+        ] = None,
+        gang_scheduler_name: Annotated[
+            str | None,
+            typer.Option(
+                metavar="NAME",
+                help="gang scheduling of jobs through PodGroups, as the operator's flag: scheduler-plugins' with the "
+                f"plane's {SCHEDULER_PLUGINS_SCHEDULER!r} (the default), Volcano's with 'volcano', none with ''",
+            ),
+        ] = None,
+        pending_timeout: Annotated[
+            float | None,
+            typer.Option(
+                metavar="SECONDS",
+                help="a job whose pod stays Pending longer than this gets a Pending condition naming why "
+                "(Unschedulable, ImagePullBackOff, ...); 0 turns it off (default 300)",
+            ),
+        ] = None,
+        node_name: Annotated[
+            str | None, typer.Option(help="name of the local Node (default: this host's name)", rich_help_panel=NODE)
+        ] = None,
+        cpus: Annotated[
+            str | None,
+            typer.Option(
+                metavar="N", help="declare N CPUs (e.g. 8 or 1500m) instead of detecting", rich_help_panel=NODE
+            ),
+        ] = None,
+        memory: Annotated[
+            str | None, typer.Option(metavar="QTY", help="declare this much memory (e.g. 64Gi)", rich_help_panel=NODE)
+        ] = None,
+        gpus: Annotated[
+            int | None,
+            typer.Option(metavar="N", help="declare N nvidia.com/gpu (default: counted)", rich_help_panel=NODE),
+        ] = None,
+        max_pods: Annotated[
+            int | None, typer.Option(metavar="N", help="pods it runs at once (default 110)", rich_help_panel=NODE)
+        ] = None,
+        taint: Annotated[
+            list[str] | None,
+            typer.Option(
+                metavar="KEY[=VALUE]:EFFECT",
+                help="taint the node (repeatable); set at every start, replacing the node's taints",
+                rich_help_panel=NODE,
+            ),
+        ] = None,
+    ) -> None:
+        args = _namespace(**locals())
+        args.taint = list(taint or [])
+        raise typer.Exit(cmd_up(args))
+
+    @app.command(help="Stop the control plane and every training process it runs (also those a killed plane left).")
+    def down() -> None:
+        raise typer.Exit(cmd_down(_namespace()))
+
+    @app.command(help="Say what runs where.")
+    def status() -> None:
+        raise typer.Exit(cmd_status(_namespace()))
+
+    @app.command(help="Print the path of the kubeconfig for kubectl.")
+    def kubeconfig() -> None:
+        raise typer.Exit(cmd_kubeconfig(_namespace()))
+
+
+NODE = (
+    "Local node (declared capacity is a simulation: the scheduler admits pods against it, while their processes "
+    "still share this machine's CPUs, memory and GPUs)"
+)
+
+
+def _namespace(**options: Any) -> argparse.Namespace:
+    """The command's options plus the global ones, as the ``cmd_*`` functions read them."""
+    from trainyard.cli.common import GLOBALS
+
+    return argparse.Namespace(home=GLOBALS.home, kubeconfig=GLOBALS.kubeconfig, namespace=GLOBALS.namespace, **options)
 
 
 def layout_of(args: argparse.Namespace) -> Layout:
@@ -372,15 +407,17 @@ def cmd_status(args: argparse.Namespace) -> int:
     if state is None:
         print(f"trainyard is not running (home {layout.home}); start it with `yard up`")
         return 3
-    from trainyard.sdk.client import TrainingClient
+    from lightkube import ALL_NS, Client, KubeConfig
+    from lightkube.resources.core_v1 import Pod
 
-    client = TrainingClient(layout.kubeconfig)
-    jobs = [(kind, j) for kind in state["kinds"] for j in client.list_jobs(kind=kind, namespace="*")]
-    pods = [
-        p
-        for kind, j in jobs
-        for p in client.get_job_pods(j["metadata"]["name"], kind=kind, namespace=j["metadata"]["namespace"])
-    ]
+    from trainyard.api.labels import JOB_NAME
+    from trainyard.client import to_dict
+    from trainyard.sdk.kinds import builtin_kinds
+
+    client = Client(KubeConfig.from_file(layout.kubeconfig), field_manager="yard")
+    served = [k for k in builtin_kinds() if k.kind in state["kinds"]]
+    jobs = [j for kind in served for j in client.list(kind.resource, namespace=ALL_NS)]
+    pods = [to_dict(p) for p in client.list(Pod, namespace=ALL_NS, labels={JOB_NAME: None})]
     running_pods = sum(1 for p in pods if (p.get("status") or {}).get("phase") == "Running")
     print(f"trainyard control plane: running (pid {state['pid']})")
     print(f"  API server   {state['url']}   kubectl: KUBECONFIG={layout.kubeconfig}")

@@ -1,0 +1,315 @@
+"""``yard logs`` and ``yard run``: a distributed job's logs as one stream, and a job run like a command.
+
+``yard run -f job.yaml`` applies the job, streams every replica's log, keeps a progress line, and
+exits 0 only if the job Succeeded (1 with the failure reason if it Failed, 2 on timeout, 130 on
+Ctrl-C, after offering to delete the job).
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+import time
+from typing import Annotated, Any
+
+import typer
+from lightkube import Client
+from lightkube.core.exceptions import ApiError
+from lightkube.resources.core_v1 import Pod
+from rich.text import Text
+
+from trainyard.cli.common import api, err, fail, handled, kinds_of, out
+from trainyard.cli.jobs import NotFoundError, find_job, pods_line, split_target
+from trainyard.client import is_status, to_dict
+from trainyard.sdk import explain, jobstate, logs, manifests
+from trainyard.sdk.kinds import JobKind
+
+Obj = dict[str, Any]
+PREFIX_STYLES = ("cyan", "magenta", "green", "yellow", "blue", "bright_red", "bright_cyan", "bright_magenta")
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)(h|m|s)")
+
+
+def parse_since(text: str | None) -> int | None:
+    """``--since 90s | 5m | 1h30m`` in whole seconds (at least 1, as the API wants)."""
+    if not text:
+        return None
+    parts = _DURATION.findall(text)
+    if not parts or "".join(f"{n}{u}" for n, u in parts) != text:
+        raise typer.BadParameter(f"{text!r} is not a duration such as 30s, 5m or 1h", param_hint="--since")
+    seconds = sum(float(n) * {"h": 3600, "m": 60, "s": 1}[u] for n, u in parts)
+    return max(1, int(seconds))
+
+
+class Prefixes:
+    """A stable colour per replica, and the prefixes padded to one width so the lines align."""
+
+    def __init__(self, replicas: list[str]) -> None:
+        self.styles: dict[str, str] = {}
+        self.width = max((len(r) for r in replicas), default=0)
+        for r in replicas:
+            self.style(r)
+
+    def style(self, replica: str) -> str:
+        if replica not in self.styles:
+            self.styles[replica] = PREFIX_STYLES[len(self.styles) % len(PREFIX_STYLES)]
+            self.width = max(self.width, len(replica))
+        return self.styles[replica]
+
+    def line(self, line: logs.LogLine) -> Text:
+        text = Text(f"[{line.replica}]".ljust(self.width + 2), style=self.style(line.replica))
+        text.append(" " + line.text)
+        return text
+
+
+def select_pods(pods: list[Obj], replica: str | None) -> list[Obj]:
+    """``worker-1`` picks one replica, ``worker`` every replica of a type, a pod name that pod."""
+    if not replica:
+        return pods
+    wanted = replica.lower()
+    return [
+        p
+        for p in pods
+        if jobstate.replica_name(p) == wanted
+        or jobstate.replica_name(p).rsplit("-", 1)[0] == wanted
+        or p["metadata"]["name"] == replica
+    ]
+
+
+def print_line(line: logs.LogLine, prefixes: Prefixes | None) -> None:
+    out.print(prefixes.line(line) if prefixes else Text(line.text), overflow="ignore", crop=False)
+
+
+def register(app: typer.Typer) -> None:
+    @app.command(
+        "logs",
+        help="Print a job's logs: every replica interleaved with a [replica] prefix, or one with --replica. "
+        "A pod's name prints that pod's log.",
+    )
+    @handled
+    def logs_(
+        target: Annotated[str, typer.Argument(help="JOB, KIND/JOB, or a pod name")],
+        replica: Annotated[
+            str | None, typer.Option("--replica", "-r", help="one replica (worker-1) or one type (worker)")
+        ] = None,
+        follow: Annotated[bool, typer.Option("-f", "--follow", help="keep printing until the job finishes")] = False,
+        tail: Annotated[int | None, typer.Option("--tail", help="the last N lines of each replica")] = None,
+        since: Annotated[str | None, typer.Option("--since", help="only lines newer than this (30s, 5m, 1h)")] = None,
+        container: Annotated[
+            str | None, typer.Option("-c", "--container", help="container (default: the job's)")
+        ] = None,
+        prefix: Annotated[
+            bool | None, typer.Option("--prefix/--no-prefix", help="tag lines with the replica (default: when several)")
+        ] = None,
+        namespace: Annotated[str | None, typer.Option("-n", "--namespace", help="namespace")] = None,
+    ) -> None:
+        since_s = parse_since(since)
+        if tail is not None and tail < 0:
+            fail("--tail must be 0 or more")
+        client = api(namespace)
+        kind_word, name = split_target(target, None)
+        try:
+            kind, job = find_job(client, kind_word, name, client.namespace)
+        except NotFoundError:
+            if "/" in target:
+                raise
+            _pod_logs(client, target, container=container, follow=follow, tail=tail, since=since_s)
+            return
+        ns = job["metadata"]["namespace"]
+        pods = select_pods(jobstate.job_pods(client, kind, name, ns), replica)
+        if replica and not pods:
+            have = ", ".join(jobstate.replica_name(p) for p in jobstate.job_pods(client, kind, name, ns)) or "none"
+            fail(f"{kind.singular} {name} has no replica {replica!r} (it has: {have})")
+        several = prefix if prefix is not None else (len(pods) > 1 or not replica)
+        prefixes = Prefixes([jobstate.replica_name(p) for p in pods]) if several else None
+        chosen = container or kind.default_container
+        if not follow:
+            for line in logs.read(client, pods, container=chosen, tail=tail, since=since_s):
+                print_line(line, prefixes)
+            return
+
+        def job_done() -> bool:
+            try:
+                return jobstate.finished(to_dict(client.get(kind.resource, name, namespace=ns))) is not None
+            except ApiError as exc:
+                return is_status(exc, 404)
+
+        def current_pods() -> list[Obj]:
+            return select_pods(jobstate.job_pods(client, kind, name, ns), replica)
+
+        try:
+            for line in logs.follow(client, current_pods, job_done, container=chosen, tail=tail, since=since_s):
+                print_line(line, prefixes)
+        except KeyboardInterrupt:
+            raise typer.Exit(130) from None
+
+    @app.command(
+        help="Apply a job, stream all its replicas' logs with a progress line, and exit 0 only if it Succeeded."
+    )
+    @handled
+    def run(
+        filename: Annotated[str, typer.Option("-f", "--filename", help="the job's manifest (one job), or - for stdin")],
+        timeout: Annotated[float, typer.Option(help="give up after this many seconds (exit 2)")] = 3600,
+        logs_: Annotated[bool, typer.Option("--logs/--no-logs", help="stream the replicas' logs")] = True,
+        namespace: Annotated[str | None, typer.Option("-n", "--namespace", help="namespace")] = None,
+    ) -> None:
+        client = api(namespace)
+        kinds = kinds_of(client)
+        docs = manifests.load(filename)
+        if len(docs) != 1:
+            fail(f"{filename}: `yard run` runs one job; this holds {len(docs)} documents (use `yard apply`)")
+        doc = docs[0]
+        kind = manifests.check(doc, kinds)
+        ns = (doc.body.get("metadata") or {}).get("namespace") or client.namespace
+        name = doc.body["metadata"].get("name")
+        if name:
+            try:
+                existing = to_dict(client.get(kind.resource, name, namespace=ns))
+            except ApiError as exc:
+                if not is_status(exc, 404):
+                    raise
+                existing = None
+            if existing is not None and jobstate.finished(existing):
+                fail(
+                    f"{kind.singular}/{name} already exists and {jobstate.finished(existing)}; delete it first "
+                    f"(`yard delete {kind.singular} {name}`)"
+                )
+        job, outcome = manifests.apply(client, doc, kind, ns)
+        name = job["metadata"]["name"]
+        err.print(Text(f"{kind.singular}.{kind.group}/{name} {outcome}"))
+        try:
+            code = follow_run(client, kind, name, ns, timeout=timeout, show_logs=logs_)
+        except KeyboardInterrupt:
+            code = _interrupted(client, kind, name, ns)
+        raise typer.Exit(code)
+
+
+def _pod_logs(
+    client: Client,
+    pod: str,
+    *,
+    container: str | None,
+    follow: bool,
+    tail: int | None,
+    since: int | None,
+) -> None:
+    try:
+        found = to_dict(client.get(Pod, pod, namespace=client.namespace))
+    except ApiError as exc:
+        if is_status(exc, 404):
+            fail(f"no job or pod named {pod!r} in namespace {client.namespace}")
+        raise
+    try:
+        for raw in client.log(
+            pod,
+            namespace=client.namespace,
+            container=logs.container_of(found, container),
+            follow=follow,
+            tail_lines=tail,
+            since=since,
+        ):
+            sys.stdout.write(raw)
+            sys.stdout.flush()
+    except KeyboardInterrupt:
+        raise typer.Exit(130) from None
+
+
+class Progress:
+    """The job's state and its replicas' in one line: a live status on a terminal, else a line per change."""
+
+    def __init__(self, kind: JobKind, name: str) -> None:
+        self.kind, self.name = kind, name
+        self.start = time.monotonic()
+        self.last = ""
+        self.status = err.status("") if err.is_terminal else None
+        if self.status is not None:
+            self.status.start()
+
+    def update(self, job: Obj, pods: list[Obj]) -> None:
+        text = f"{self.kind.singular}/{self.name}: {jobstate.state(job)} ({pods_line(pods)})"
+        if text == self.last:
+            if self.status is not None:
+                self.status.update(f"{text} [{time.monotonic() - self.start:.0f}s]")
+            return
+        self.last = text
+        if self.status is not None:
+            self.status.update(f"{text} [{time.monotonic() - self.start:.0f}s]")
+        else:
+            err.print(Text(f"--- [{time.monotonic() - self.start:6.1f}s] {text}", style="dim"))
+
+    def stop(self) -> None:
+        if self.status is not None:
+            self.status.stop()
+
+
+def follow_run(client: Client, kind: JobKind, name: str, ns: str, *, timeout: float, show_logs: bool) -> int:
+    """Stream the job's logs until it finishes; the exit code its outcome deserves."""
+    deadline = time.monotonic() + timeout
+    progress = Progress(kind, name)
+    seen: dict[str, Any] = {"job": None, "pods": []}
+
+    def job_done() -> bool:
+        job = to_dict(client.get(kind.resource, name, namespace=ns))
+        pods = jobstate.job_pods(client, kind, name, ns)
+        seen["job"], seen["pods"] = job, pods
+        progress.update(job, pods)
+        if time.monotonic() > deadline and not jobstate.finished(job):
+            raise TimeoutError
+        return jobstate.finished(job) is not None
+
+    try:
+        if show_logs:
+            prefixes = Prefixes([])
+            stream = logs.follow(client, lambda: seen["pods"], job_done, container=kind.default_container)
+            for line in stream:
+                # On a terminal the live status redirects stdout, so log lines scroll above it.
+                print_line(line, prefixes)
+        else:
+            while not job_done():
+                time.sleep(1.0)
+    except TimeoutError:
+        progress.stop()
+        err.print(
+            Text(f"error: {kind.singular}/{name} did not finish in {timeout:.0f}s; it is still there", style="red")
+        )
+        return 2
+    finally:
+        progress.stop()
+    job = seen["job"] or to_dict(client.get(kind.resource, name, namespace=ns))
+    elapsed = time.monotonic() - progress.start
+    if jobstate.finished(job) == "Succeeded":
+        err.print(Text(f"{kind.singular}/{name} succeeded in {elapsed:.1f}s", style="green"))
+        return 0
+    failed = jobstate.condition(job, "Failed") or {}
+    err.print(
+        Text(f"error: {kind.singular}/{name} failed: {failed.get('message') or failed.get('reason')}", style="red")
+    )
+    events = jobstate.pod_events(client, ns, {name, *(p["metadata"]["name"] for p in seen["pods"])}, set())
+    for reason in (explain.why(job, seen["pods"], events, container=kind.default_container) or [])[1:]:
+        err.print(Text(f"  {reason}"))
+    return 1
+
+
+def _interrupted(client: Client, kind: JobKind, name: str, ns: str) -> int:
+    err.print()
+    # Asked on stderr and read from stdin directly: click's prompt writes a space to stdout.
+    err.print(Text(f"Interrupted. Delete {kind.singular}/{name}? [y/N]: "), end="")
+    try:
+        answer = sys.stdin.readline() if sys.stdin is not None else ""
+    except (KeyboardInterrupt, OSError, ValueError):
+        answer = ""
+    delete = answer.strip().lower() in ("y", "yes")
+    if delete:
+        client.delete(kind.resource, name, namespace=ns)
+        err.print(Text(f"{kind.singular}.{kind.group}/{name} deleted"))
+    else:
+        err.print(Text(f"{kind.singular}/{name} keeps running; `yard delete {kind.singular} {name}` stops it"))
+    return 130
+
+
+def wait_for(client: Client, kind: JobKind, name: str, ns: str, *, timeout: float) -> int:
+    """``yard wait``: progress lines until the job finishes; 0 Succeeded, 1 Failed, 2 timed out."""
+    out.print(Text(f"waiting for {kind.singular}/{name} (timeout {timeout:.0f}s)"))
+    try:
+        return follow_run(client, kind, name, ns, timeout=timeout, show_logs=False)
+    except KeyboardInterrupt:
+        return 130

@@ -1,0 +1,128 @@
+"""Which training-job kinds a cluster serves, and how a user's word ("ptj", "jobs", "TFJob") names them.
+
+The kinds come from API discovery, so a kind the operator serves works in the CLI without a
+table here; trainyard's own kinds are the fallback when discovery is refused (RBAC on a real
+cluster). Nothing here assumes PyTorchJob: a job's replica specs are the ``*ReplicaSpecs`` field
+of its spec, its pods are found through upstream's labels and ownerReferences.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cache
+from typing import Any
+
+from lightkube import Client
+from lightkube.generic_resource import create_namespaced_resource
+
+from trainyard.api.kinds import KINDS
+
+# The group every Kubeflow v1 training kind lives in (PyTorchJob, TFJob, MPIJob, XGBoostJob, ...).
+JOB_GROUP = "kubeflow.org"
+JOB_VERSION = "v1"
+# Words that mean "every job kind", as `yard get jobs`.
+ALL_JOBS = ("job", "jobs", "trainingjob", "trainingjobs")
+
+
+@dataclass(frozen=True)
+class JobKind:
+    kind: str
+    plural: str
+    singular: str
+    short_names: tuple[str, ...] = ()
+    group: str = JOB_GROUP
+    version: str = JOB_VERSION
+    default_container: str | None = field(default=None, compare=False)
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}"
+
+    @property
+    def resource(self) -> Any:
+        return _resource(self.group, self.version, self.kind, self.plural)
+
+    def names(self) -> tuple[str, ...]:
+        return (self.plural, self.singular, self.kind.lower(), *self.short_names)
+
+
+class UnknownKindError(LookupError):
+    """A word that names no served job kind; the message lists the ones that are."""
+
+
+@cache
+def _resource(group: str, version: str, kind: str, plural: str) -> Any:
+    return create_namespaced_resource(group, version, kind, plural)
+
+
+def builtin_kinds() -> list[JobKind]:
+    return [
+        JobKind(
+            kind=i.kind,
+            plural=i.plural,
+            singular=i.singular,
+            short_names=i.short_names,
+            group=i.group,
+            version=i.version,
+            default_container=i.default_container,
+        )
+        for i in KINDS.values()
+    ]
+
+
+def get_json(client: Client, path: str) -> Any:
+    """GET a path of the API server through the client's own connection (auth, TLS) as JSON."""
+    inner = client._client  # lightkube keeps its configured HTTP client here; it has no public raw GET
+    response = inner.send(inner._client.build_request("GET", path))
+    response.raise_for_status()
+    return response.json()
+
+
+def served_kinds(client: Client) -> list[JobKind]:
+    """The job kinds the cluster serves (API discovery of kubeflow.org/v1), or trainyard's own if refused."""
+    known = {k.kind: k for k in builtin_kinds()}
+    try:
+        listing = get_json(client, f"/apis/{JOB_GROUP}/{JOB_VERSION}")
+    except Exception:  # discovery refused or absent: the kinds this trainyard knows
+        return list(known.values())
+    out = []
+    for res in listing.get("resources") or []:
+        if "/" in res.get("name", "") or not res.get("namespaced", True):
+            continue  # subresources (status, scale) and anything cluster-scoped
+        kind = res["kind"]
+        out.append(
+            JobKind(
+                kind=kind,
+                plural=res["name"],
+                singular=res.get("singularName") or kind.lower(),
+                short_names=tuple(res.get("shortNames") or ()),
+                default_container=known[kind].default_container if kind in known else None,
+            )
+        )
+    return out or list(known.values())
+
+
+def resolve(word: str, kinds: list[JobKind]) -> list[JobKind]:
+    """The kinds a word names: all of them for "jobs", else the one whose name it is."""
+    wanted = word.lower().split(".", 1)[0]  # kubectl accepts pytorchjobs.kubeflow.org
+    if wanted in ALL_JOBS:
+        return list(kinds)
+    for kind in kinds:
+        if wanted in kind.names():
+            return [kind]
+    served = ", ".join(k.plural for k in kinds) or "none"
+    raise UnknownKindError(f"unknown job kind {word!r}; this cluster serves: {served} (or 'jobs' for all)")
+
+
+def by_kind(kind: str, kinds: list[JobKind]) -> JobKind | None:
+    """The served kind of a manifest's ``kind`` (exact, as the API server matches it)."""
+    return next((k for k in kinds if k.kind == kind), None)
+
+
+def replica_specs(job: dict[str, Any]) -> dict[str, Any]:
+    """``spec.<x>ReplicaSpecs`` of any Kubeflow v1 job kind."""
+    spec = job.get("spec") or {}
+    for key, value in spec.items():
+        if key.endswith("ReplicaSpecs") and isinstance(value, dict):
+            return value
+    return {}
