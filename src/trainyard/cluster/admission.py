@@ -30,9 +30,9 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+from trainyard.api.quantity import parse_quantity
 from trainyard.cluster import autoscaling, causes, errors, leases, priority, schema
 from trainyard.cluster.causes import Cause
-from trainyard.cluster.quantity import parse_quantity
 from trainyard.cluster.registry import ResourceType
 from trainyard.cluster.schema import prune_metadata
 

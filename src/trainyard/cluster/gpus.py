@@ -24,7 +24,7 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from trainyard.cluster.quantity import parse_quantity
+from trainyard.api.quantity import parse_quantity
 
 Obj = dict[str, Any]
 

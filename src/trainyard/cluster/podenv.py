@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-from trainyard.cluster.quantity import parse_quantity
+from trainyard.api.quantity import parse_quantity
 
 Obj = dict[str, Any]
 

@@ -14,7 +14,7 @@ import math
 from decimal import Decimal
 from typing import Any
 
-from trainyard.cluster.quantity import parse_quantity
+from trainyard.api.quantity import parse_quantity
 
 Obj = dict[str, Any]
 COMPUTE = ("cpu", "memory")

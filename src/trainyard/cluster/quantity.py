@@ -1,6 +1,6 @@
-"""Kubernetes resource quantities (``500m``, ``2Gi``, ``1e3``): parsing and the units the scheduler counts in.
+"""Resource amounts the scheduler counts in: millicores of CPU, whole units (bytes) of everything else.
 
-``parse_quantity`` reads a quantity exactly (a ``Decimal``). ``amount`` turns it into the integer
+``amount`` turns a quantity (read by ``trainyard.api.quantity``) into the integer
 the scheduler adds up, as kube-scheduler does: CPU in millicores, every other resource in whole
 units (bytes for memory), rounded up. ``format_amount`` writes such an integer back the way
 ``kubectl`` shows it. Pure: callers are ``podenv``, ``capacity`` and ``scheduling``.
@@ -9,48 +9,15 @@ units (bytes for memory), rounded up. ``format_amount`` writes such an integer b
 from __future__ import annotations
 
 import math
-import re
-from decimal import Decimal, InvalidOperation
 
-_QUANTITY = re.compile(r"^([+-]?(?:\d+\.?\d*|\.\d+))(?:([eE][+-]?\d+)|(Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E))?$")
-_SUFFIX = {
-    "n": Decimal("1e-9"),
-    "u": Decimal("1e-6"),
-    "m": Decimal("1e-3"),
-    "k": Decimal(10) ** 3,
-    "M": Decimal(10) ** 6,
-    "G": Decimal(10) ** 9,
-    "T": Decimal(10) ** 12,
-    "P": Decimal(10) ** 15,
-    "E": Decimal(10) ** 18,
-    "Ki": Decimal(2) ** 10,
-    "Mi": Decimal(2) ** 20,
-    "Gi": Decimal(2) ** 30,
-    "Ti": Decimal(2) ** 40,
-    "Pi": Decimal(2) ** 50,
-    "Ei": Decimal(2) ** 60,
-}
-_BINARY = (("Ei", 2**60), ("Pi", 2**50), ("Ti", 2**40), ("Gi", 2**30), ("Mi", 2**20), ("Ki", 2**10))
+from trainyard.api.quantity import BINARY_SUFFIXES, SUFFIXES, parse_quantity
+
+_BINARY = tuple((suffix, int(SUFFIXES[suffix])) for suffix in BINARY_SUFFIXES)
 CPU = "cpu"
 MEMORY = "memory"
 PODS = "pods"
 GPU = "nvidia.com/gpu"
 EPHEMERAL_STORAGE = "ephemeral-storage"
-
-
-def parse_quantity(text: str | int | float) -> Decimal:
-    """A resource quantity (``500m``, ``2Gi``, ``1e3``) as an exact number; ValueError when malformed."""
-    match = _QUANTITY.match(str(text).strip())
-    if match is None:
-        raise ValueError(f"quantities must match the regular expression '{_QUANTITY.pattern}'")
-    number, exponent, suffix = match.groups()
-    try:
-        value = Decimal(number)
-        if exponent:
-            value *= Decimal(10) ** int(exponent[1:])
-    except InvalidOperation as exc:
-        raise ValueError(f"invalid quantity {text!r}") from exc
-    return value * _SUFFIX[suffix] if suffix else value
 
 
 def amount(resource: str, text: str | int | float) -> int:

@@ -33,8 +33,8 @@ from lightkube.resources.core_v1 import PersistentVolume, PersistentVolumeClaim,
 from lightkube.resources.storage_v1 import StorageClass
 from lightkube.types import PatchType
 
+from trainyard.api.quantity import parse_quantity
 from trainyard.client import build, is_status, record_event, watch_forever
-from trainyard.cluster.quantity import parse_quantity
 
 log = logging.getLogger(__name__)
 

@@ -26,12 +26,12 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import re
 from collections.abc import Mapping
 from decimal import Decimal
 from typing import Any
 
 from trainyard.api import conditions, labels
+from trainyard.api import quantity as quantities
 from trainyard.api.common import SchedulingPolicy, TrainingJob
 from trainyard.api.core import Pod, Service
 from trainyard.api.defaults import apply_defaults
@@ -47,6 +47,7 @@ from trainyard.api.podgroup import (
     Quantity,
     flavour,
 )
+from trainyard.api.quantity import BINARY_SUFFIXES, SUFFIXES
 from trainyard.controller.children import is_owned, owner_reference
 from trainyard.controller.observed import ControllerSettings, Observed
 from trainyard.controller.plan import EventType, JobEvent, Plan
@@ -219,35 +220,10 @@ def _template_priority_class(extra: Mapping[str, Any] | None) -> str:
     return value if isinstance(value, str) else ""
 
 
-_QUANTITY = re.compile(r"^([+-]?(?:\d+\.?\d*|\.\d+))(?:([eE][+-]?\d+)|(Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E))?$")
-_SUFFIX = {
-    "n": Decimal("1e-9"),
-    "u": Decimal("1e-6"),
-    "m": Decimal("1e-3"),
-    "k": Decimal(10) ** 3,
-    "M": Decimal(10) ** 6,
-    "G": Decimal(10) ** 9,
-    "T": Decimal(10) ** 12,
-    "P": Decimal(10) ** 15,
-    "E": Decimal(10) ** 18,
-    "Ki": Decimal(2) ** 10,
-    "Mi": Decimal(2) ** 20,
-    "Gi": Decimal(2) ** 30,
-    "Ti": Decimal(2) ** 40,
-    "Pi": Decimal(2) ** 50,
-    "Ei": Decimal(2) ** 60,
-}
-_BINARY = ("Ei", "Pi", "Ti", "Gi", "Mi", "Ki")
-
-
 def _parse(text: object) -> tuple[Decimal, bool]:
     """A quantity's value and whether it was written with a binary suffix; ValueError if malformed."""
-    match = _QUANTITY.match(str(text).strip())
-    if match is None:
-        raise ValueError(f"invalid quantity {text!r}")
-    number, exponent, suffix = match.groups()
-    value = Decimal(number) * (Decimal(10) ** int(exponent[1:]) if exponent else 1)
-    return (value * _SUFFIX[suffix] if suffix else value), suffix in _BINARY
+    value, suffix = quantities.parse(text)
+    return value, suffix in BINARY_SUFFIXES
 
 
 def quantity_value(text: object) -> Decimal:
@@ -270,8 +246,8 @@ def _format(value: Decimal, binary: bool) -> str:
     if value == value.to_integral_value():
         whole = int(value)
         if binary and whole:
-            for suffix in _BINARY:
-                size = int(_SUFFIX[suffix])
+            for suffix in BINARY_SUFFIXES:
+                size = int(SUFFIXES[suffix])
                 if whole % size == 0:
                     return f"{whole // size}{suffix}"
         return str(whole)
