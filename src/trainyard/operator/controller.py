@@ -32,7 +32,7 @@ from trainyard.api.core import Pod, Service
 from trainyard.api.meta import format_time
 from trainyard.api.podgroup import PodGroup, flavour
 from trainyard.client import build, is_status, job_resource, record_event, selector, to_dict, watch_forever
-from trainyard.controller import ChildRef, Observed, Plan, children, elastic, gang, reconcile
+from trainyard.controller import Observed, Plan, children, elastic, gang, reconcile
 from trainyard.frameworks.base import Framework
 from trainyard.operator.metrics import OperatorMetrics
 from trainyard.operator.ports import PortAllocator
@@ -278,13 +278,13 @@ class JobController:
         if plan.allocate_ports:
             await self._record_ports(job, plan.allocate_ports)
         if plan.pod_group is not None:
-            await self._write_pod_group(plan.pod_group)
+            await self._create_or_replace(self.pod_groups, plan.pod_group)
         if plan.hpa is not None:
-            await self._write_hpa(plan.hpa)
+            await self._create_or_replace(LkHpa, plan.hpa)
         if plan.delete_hpa is not None:
-            await self._delete_hpa(plan.delete_hpa, namespace)
+            await self._delete_named(LkHpa, plan.delete_hpa, namespace)
         for ref in plan.delete:
-            if await self._delete(ref, namespace):
+            if await self._delete_named(_CHILD_RES[ref.kind], ref.name, namespace):
                 events.append(("Normal", f"SuccessfulDelete{ref.kind}", f"Deleted {ref.kind.lower()}: {ref.name}"))
         if plan.delete_pod_group is not None:
             events += await self._delete_pod_group(job, plan.delete_pod_group, namespace)
@@ -309,10 +309,10 @@ class JobController:
         events += [(e.type.value, e.reason, e.message) for e in plan.events]
         await self._emit(job, events)
 
-    async def _write_pod_group(self, group: PodGroup) -> None:
-        """Create the group, or replace it as read (a newer version gets a conflict, and a retry)."""
-        body = build(self.pod_groups, group.to_dict())
-        if group.metadata.resource_version is None:
+    async def _create_or_replace(self, res: Any, obj: PodGroup | HorizontalPodAutoscaler) -> None:
+        """Create the object, or replace it as read (a newer version gets a conflict, and a retry)."""
+        body = build(res, obj.to_dict())
+        if obj.metadata.resource_version is None:
             try:
                 await self.client.create(body)
             except ApiError as exc:
@@ -321,33 +321,24 @@ class JobController:
         else:
             await self.client.replace(body)
 
-    async def _write_hpa(self, hpa: HorizontalPodAutoscaler) -> None:
-        """Create the HPA, or replace it as read (a newer version gets a conflict, and a retry)."""
-        body = build(LkHpa, hpa.to_dict())
-        if hpa.metadata.resource_version is None:
-            try:
-                await self.client.create(body)
-            except ApiError as exc:
-                if not is_status(exc, 409):  # already there: the next pass sees it
-                    raise
-        else:
-            await self.client.replace(body)
-
-    async def _delete_hpa(self, name: str, namespace: str) -> None:
+    async def _delete_named(self, res: Any, name: str, namespace: str) -> bool:
+        """Delete; False when it was already gone (that is success too)."""
         try:
-            await self.client.delete(LkHpa, name, namespace=namespace)
+            await self.client.delete(res, name, namespace=namespace)
         except ApiError as exc:
-            if not is_status(exc, 404):
-                raise
+            if is_status(exc, 404):
+                return False
+            raise
+        return True
 
     async def _delete_pod_group(self, job: dict[str, Any], name: str, namespace: str) -> list[tuple[str, str, str]]:
         try:
-            await self.client.delete(self.pod_groups, name, namespace=namespace)
+            deleted = await self._delete_named(self.pod_groups, name, namespace)
         except ApiError as exc:
-            if is_status(exc, 404):
-                return []
             await self._emit(job, [("Warning", "FailedDeletePodGroup", f"Error deleting: {exc}")])
             raise
+        if not deleted:
+            return []
         return [
             ("Normal", "JobTerminated", "Job has been terminated. Deleting PodGroup"),
             ("Normal", "SuccessfulDeletePodGroup", f"Deleted PodGroup: {name}"),
@@ -356,12 +347,8 @@ class JobController:
     async def _delete_job(self, job: dict[str, Any], plan: Plan) -> None:
         """TTL: the job goes (its children follow through ownerReferences); the event only if we deleted it."""
         m = job["metadata"]
-        try:
-            await self.client.delete(self.res, m["name"], namespace=m["namespace"])
-        except ApiError as exc:
-            if is_status(exc, 404):
-                return
-            raise
+        if not await self._delete_named(self.res, m["name"], m["namespace"]):
+            return
         self.metrics.job_deleted(self.plugin.info.kind, m["namespace"])
         await self._emit(job, [(e.type.value, e.reason, e.message) for e in plan.events])
 
@@ -373,15 +360,6 @@ class JobController:
         current.update(dict(zip(keys, fresh, strict=True)))
         patch = {"metadata": {"annotations": {labels.HOST_PORTS: json.dumps(current, sort_keys=True)}}}
         await self.client.patch(self.res, m["name"], patch, namespace=m["namespace"], patch_type=PatchType.MERGE)
-
-    async def _delete(self, ref: ChildRef, namespace: str) -> bool:
-        try:
-            await self.client.delete(_CHILD_RES[ref.kind], ref.name, namespace=namespace)
-        except ApiError as exc:
-            if is_status(exc, 404):
-                return False
-            raise
-        return True
 
     async def _emit(self, job: dict[str, Any], events: list[tuple[str, str, str]]) -> None:
         m = job["metadata"]
