@@ -77,8 +77,14 @@ client.create_job(job)
 check("is_job_created", eventually(lambda: client.is_job_created("kf-object")))
 done = client.wait_for_job_conditions("kf-object", wait_timeout=300, polling_interval=1)
 check("wait_for_job_conditions -> Succeeded", client.is_job_succeeded(job=done))
-types = [c.type for c in client.get_job_conditions("kf-object")]
-check("conditions Created, Running, Succeeded", {"Created", "Running", "Succeeded"} <= set(types), types)
+# A replica that finishes between two operator passes is never seen Running (as upstream), so
+# Running may be absent; when it was recorded, finishing flipped it to False.
+conditions = {c.type: c.status for c in client.get_job_conditions("kf-object")}
+check(
+    "conditions Created, Succeeded (Running, if recorded, now False)",
+    {"Created", "Succeeded"} <= set(conditions) and conditions.get("Running", "False") == "False",
+    conditions,
+)
 fetched = client.get_job("kf-object")
 check("get_job is the SDK's model", isinstance(fetched, models.KubeflowOrgV1PyTorchJob), type(fetched))
 check("list_jobs", "kf-object" in [j.metadata.name for j in client.list_jobs()])
