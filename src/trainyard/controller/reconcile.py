@@ -125,7 +125,7 @@ def _reconcile(observed: Observed, plugin: Framework, settings: ControllerSettin
         creates = [c for c in creates if not isinstance(c, Pod)]
     plan = Plan(
         delete=(*deletes, *surplus),
-        create=tuple(restarts.decorate(job, creates)),
+        create=tuple(restarts.decorate(job, plugin, creates)),
         events=decision.events,
         requeue_after=recheck,
     )

@@ -19,10 +19,15 @@ re-creation. A failed pod is first *marked* (count and mark written with the sta
 only by a later pass that reads the mark back, so an operator killed between any two writes
 neither loses nor doubles a restart. Entries of pods that are gone are dropped: uids never return.
 
-Also here: whole-job restart (when one replica fails retryably, every pod is deleted and the new
-generation is created only once all the old pods are gone; OnFailure replicas then run with pod
-``restartPolicy: Never`` so a crash surfaces as a failed pod instead of an in-place restart), and
-the ``Pending`` condition of a job whose pod has waited too long (upstream #2001).
+Also here: whole-gang restart, and the ``Pending`` condition of a job whose pod has waited too
+long (upstream #2001). A static world (every rank fixed when the job starts: a PyTorchJob without
+``elasticPolicy``) cannot take one restarted rank back, since its peers have moved on or wait in
+a rendezvous that will never come again (upstream has that deadlock). So, unless the job says
+``runPolicy.restartScope: Replica``, a retryable failure of one replica restarts the whole gang:
+every pod is deleted and the new generation is created only once all the old pods are gone, and
+OnFailure replicas run with pod ``restartPolicy: Never`` so that a crash surfaces as a failed pod
+at once instead of an in-place restart of one rank. Elastic worlds keep per-pod restarts (their
+rendezvous admits a rejoining replica); ``restartScope: Job`` asks for the gang restart anyway.
 """
 
 from __future__ import annotations
@@ -41,7 +46,7 @@ from trainyard.api.common import (
 )
 from trainyard.api.conditions import FALSE, TRUE, find, set_condition
 from trainyard.api.core import ContainerStatus, Pod, PodPhase, RestartPolicy, Service
-from trainyard.controller import children
+from trainyard.controller import children, lifecycle
 from trainyard.controller.plan import ChildRef, EventType, JobEvent
 from trainyard.frameworks.base import Framework, Verdict
 
@@ -50,6 +55,8 @@ NO_EXIT_CODE = 0xBEEF
 failure): >= 128, so retryable."""
 
 EXITED_WITH_CODE = "ExitedWithCode"
+RESTARTING_ALL = "RestartingAllReplicas"
+"""trainyard's event for a whole-gang restart: which replica failed, how, and the count so far."""
 
 # Waiting reasons that are progress, not a problem: a pod showing only these is just slow.
 _PROGRESS = frozenset({"ContainerCreating", "PodInitializing"})
@@ -89,8 +96,12 @@ def permanent_message(job: TrainingJob, rtype: str | None) -> str:
     return f'job "{job.name}" is failing because "{rtype}" replica(s) failed.'
 
 
-def whole_job(job: TrainingJob) -> bool:
-    return job.run_policy.restart_scope == RestartScope.JOB
+def whole_job(job: TrainingJob, plugin: Framework) -> bool:
+    """Whether a retryable failure restarts every replica: the default for static worlds."""
+    scope = job.run_policy.restart_scope
+    if scope is None:
+        return not plugin.is_elastic(job)
+    return scope == RestartScope.JOB
 
 
 def decide(job: TrainingJob, plugin: Framework, pods: Sequence[Pod], status: JobStatus) -> RestartDecision:
@@ -129,7 +140,7 @@ def decide(job: TrainingJob, plugin: Framework, pods: Sequence[Pod], status: Job
     count = status.restart_count or 0
     limit = job.run_policy.backoff_limit
     live = [p for p in pods if p.metadata.uid in entries and p.metadata.deletion_timestamp is None]
-    whole = whole_job(job)
+    whole = whole_job(job, plugin)
     if whole:
         triggered = bool(fresh_failures) or in_place > 0
         wanted = count + 1 if triggered else count
@@ -161,8 +172,10 @@ def decide(job: TrainingJob, plugin: Framework, pods: Sequence[Pod], status: Job
         updates["pod_ledger"] = kept
     restarting = None
     if whole and marked and not exceeded:
-        failed = {p.metadata.uid: p for p in [*fresh_failures, *restarted]}
-        restarting = _whole_job_verdict(job, plugin, list(failed.values()))
+        failed = list({p.metadata.uid: p for p in [*fresh_failures, *restarted]}.values())
+        restarting = _whole_job_verdict(job, plugin, failed)
+        if to_mark:
+            events.append(_gang_restart_event(job, plugin, failed, count))
     return RestartDecision(
         status=status.model_copy(update=updates),
         delete=delete,
@@ -180,9 +193,34 @@ def _whole_job_verdict(job: TrainingJob, plugin: Framework, failures: Sequence[P
     if not types:
         return Verdict(ConditionType.RESTARTING, f"{kind} {job.name} is restarting all replicas.")
     because = ", ".join(f"{sum(1 for p in failures if children.replica_type_of(p, plugin) == t)} {t}" for t in types)
+    first = failure_detail(min(failures, key=lambda p: p.name), plugin)
     return Verdict(
-        ConditionType.RESTARTING, f"{kind} {job.name} is restarting all replicas because {because} replica(s) failed."
+        ConditionType.RESTARTING,
+        f"{kind} {job.name} is restarting all replicas because {because} replica(s) failed ({first}).",
     )
+
+
+def _gang_restart_event(job: TrainingJob, plugin: Framework, failed: Sequence[Pod], count: int) -> JobEvent:
+    limit = job.run_policy.backoff_limit
+    budget = f"restart {count} of backoffLimit {limit}" if limit is not None else f"restart {count}"
+    what = "; ".join(failure_detail(p, plugin) for p in failed) or "a replica failed"
+    message = f"Restarting every replica of {plugin.info.kind} {job.name} together ({budget}): {what}"
+    return JobEvent(EventType.WARNING, RESTARTING_ALL, message)
+
+
+def failure_detail(pod: Pod, plugin: Framework) -> str:
+    """``Worker 0 (pod x-worker-0) exited with code 1 (Error)``: who failed and how, for people."""
+    rtype, index = children.replica_type_of(pod, plugin), children.replica_index(pod)
+    who = f"{rtype} {index} (pod {pod.name})" if rtype is not None else f"pod {pod.name}"
+    main = pod.container_status(plugin.info.default_container)
+    ended = None
+    if main is not None:
+        ended = main.state.terminated or (main.last_state.terminated if main.last_state is not None else None)
+    if ended is not None:
+        return f"{who} exited with code {ended.exit_code} ({ended.reason or 'Error'})"
+    if pod.status.reason:
+        return f"{who} failed: {pod.status.reason}" + (f" ({pod.status.message})" if pod.status.message else "")
+    return f"{who} failed"
 
 
 def _failure(job: TrainingJob, plugin: Framework, pod: Pod) -> str | None:
@@ -236,10 +274,11 @@ def fail_on_backoff(
     status: JobStatus,
     now: datetime,
 ) -> tuple[JobStatus, tuple[ChildRef, ...]]:
-    """Backoff limit exceeded (reference §6.1 step 5): Failed, completionTime, every pod and Service deleted.
+    """Backoff limit exceeded (reference §6.1 step 5): Failed, completionTime, then ``cleanPodPolicy``.
 
-    Every pod goes whatever ``cleanPodPolicy`` says, as upstream: a pod left behind would go on
-    restarting in place for a job that has failed.
+    The Failed condition is decided before the cleanup, as upstream since v1.9.4 (#3420): pods go
+    by ``cleanPodPolicy`` like on any other finish (Services always), so under ``None`` and
+    ``Running`` the replica whose failure failed the job keeps its terminated pod and its logs.
     """
     status = set_condition(
         status,
@@ -250,21 +289,19 @@ def fail_on_backoff(
     )
     status = status.model_copy(update={"completion_time": status.completion_time or now})
     status, _ = pending(job, plugin, pods, status, None, now, finished=True)
-    doomed = [ChildRef("Pod", p.name) for p in pods if p.metadata.deletion_timestamp is None]
-    doomed += [ChildRef("Service", s.name) for s in services]
-    return status, tuple(doomed)
+    return status, lifecycle.cleanup(job, pods, services)
 
 
 # -- whole-job restart: pods of OnFailure replicas do not restart in place ----------------------------
 
 
-def decorate(job: TrainingJob, created: Iterable[Pod | Service]) -> list[Pod | Service]:
-    """Under ``restartScope: Job``, OnFailure replicas' pods get ``restartPolicy: Never``.
+def decorate(job: TrainingJob, plugin: Framework, created: Iterable[Pod | Service]) -> list[Pod | Service]:
+    """Under whole-gang restarts, OnFailure replicas' pods get ``restartPolicy: Never``.
 
     The operator then sees the crash as a failed pod at once and restarts every replica; an
     in-place restart would bring one rank back alone into a world that is waiting for it.
     """
-    if not whole_job(job):
+    if not whole_job(job, plugin):
         return list(created)
     out: list[Pod | Service] = []
     for obj in created:

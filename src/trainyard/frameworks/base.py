@@ -51,6 +51,14 @@ class Framework(Protocol):
 
     def is_master_role(self, job: TrainingJob, replica_type: str, index: int) -> bool: ...
 
+    def is_elastic(self, job: TrainingJob) -> bool:
+        """Whether one replica may leave and rejoin the running world (an elastic rendezvous).
+
+        A static world (every rank fixed at start) cannot take one restarted replica back: the
+        engine then restarts the whole gang together (``controller.restarts``).
+        """
+        ...
+
     def verdicts(self, job: TrainingJob, counts: Mapping[str, ReplicaCounts]) -> Sequence[Verdict]:
         """Conditions implied by the replica counts, in the order they must be applied."""
         ...

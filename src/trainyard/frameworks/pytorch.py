@@ -31,6 +31,10 @@ class PyTorch:
             return replica_type == "Master"
         return replica_type == "Worker" and index == 0
 
+    def is_elastic(self, job: TrainingJob) -> bool:
+        assert isinstance(job, PyTorchJob)
+        return job.spec.elastic_policy is not None
+
     def init_containers(self, job: TrainingJob, replica_type: str, index: int, network: Network) -> Sequence[Container]:
         """Cluster mode: Workers of a job with a Master wait until the master's port accepts connections.
 

@@ -83,11 +83,14 @@ def job(
     status: dict[str, Any] | None = None,
     deleting: bool = False,
     extra_spec: dict[str, Any] | None = None,
+    scope: str | None = "Replica",
 ) -> PyTorchJob:
     """A PyTorchJob as written by a user (no explicit Master replicas, nothing defaulted).
 
     ``master=0`` or ``workers=0`` leaves that replica type out; ``ports=True`` records the host
-    ports the operator allocated (annotation ``trainyard.dev/host-ports``).
+    ports the operator allocated (annotation ``trainyard.dev/host-ports``). ``scope`` is
+    ``runPolicy.restartScope``: upstream's per-replica restarts unless a test is about the
+    whole-gang restart (``None``: the field is left out, so the gang default applies).
     """
     specs: dict[str, Any] = {}
     for rtype, count in (("Master", master), ("Worker", workers)):
@@ -105,8 +108,13 @@ def job(
         "metadata": {"name": name, "namespace": NAMESPACE, "uid": uid, "creationTimestamp": "2025-12-31T23:59:00Z"},
         "spec": {"pytorchReplicaSpecs": specs, **(extra_spec or {})},
     }
+    run_policy = dict(body["spec"].get("runPolicy") or {})
     if clean is not None:
-        body["spec"]["runPolicy"] = {"cleanPodPolicy": clean}
+        run_policy["cleanPodPolicy"] = clean
+    if scope is not None:
+        run_policy.setdefault("restartScope", scope)
+    if run_policy:
+        body["spec"]["runPolicy"] = run_policy
     if ports:
         body["metadata"]["annotations"] = {HOST_PORTS: json.dumps(host_ports(master, workers))}
     if deleting:

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from job_builders import (
     DNS,
+    PLUGIN,
     NAME,
     NOW,
     World,
@@ -30,6 +31,7 @@ from job_builders import (
 
 from trainyard.api import Pod, PyTorchJob
 from trainyard.controller import ChildRef, ControllerSettings, EventType, JobEvent, Plan
+from trainyard.controller.restarts import failure_detail
 
 BACKOFF = f"Job {NAME} has failed because it has reached the specified backoff limit"
 
@@ -75,7 +77,7 @@ def owner_with(
     limit: int | None = None,
     count: int | None = None,
     book: list[dict[str, Any]] | None = None,
-    scope: str | None = None,
+    scope: str | None = "Replica",
     conds: tuple[str, ...] = ("Created", "Running"),
     workers: int = 1,
 ) -> PyTorchJob:
@@ -89,7 +91,9 @@ def owner_with(
         extra["restartCount"] = count
     if book is not None:
         extra["podLedger"] = book
-    return job(1, workers, restart=policy, status=stored_status(*conds, **extra), extra_spec={"runPolicy": run_policy})
+    return job(
+        1, workers, restart=policy, status=stored_status(*conds, **extra), extra_spec={"runPolicy": run_policy}, scope=None
+    )
 
 
 def all_services(owner: PyTorchJob, workers: int = 1) -> list[Any]:
@@ -364,10 +368,8 @@ def test_backoff_limit(
     if fails:
         assert (last.type, last.status, last.reason, last.message) == ("Failed", "True", "PyTorchJobFailed", BACKOFF)
         assert plan.status.completion_time == NOW
-        # Upstream: every pod and Service goes, whatever cleanPodPolicy says (none would stop restarting).
-        assert set(plan.delete) == {ChildRef("Pod", p.name) for p in pods} | {
-            ChildRef("Service", s.name) for s in services
-        }
+        # As upstream since v1.9.4 (#3420): cleanPodPolicy (default None) decides; Services always go.
+        assert set(plan.delete) == {ChildRef("Service", s.name) for s in services}
         assert plan.create == ()
         assert JobEvent(EventType.WARNING, "PyTorchJobFailed", BACKOFF) in plan.events
     else:
@@ -384,8 +386,30 @@ def test_backoff_failure_then_only_cleans_up() -> None:
 
     world = apply(world, run_world(world))
 
-    assert world.pods == () and world.services == ()
+    assert [p.name for p in world.pods] == ["mnist-master-0", "mnist-worker-0"] and world.services == ()
     assert run_world(world).empty
+
+
+# (id, cleanPodPolicy, pods deleted when the backoff limit fails the job)
+BACKOFF_CLEANUP = [
+    ("none-keeps-every-pod", "None", set()),
+    ("running-stops-the-running-keeps-the-failed", "Running", {"mnist-master-0", "mnist-worker-1"}),
+    ("all-deletes-every-pod", "All", {"mnist-master-0", "mnist-worker-0", "mnist-worker-1"}),
+]
+
+
+@pytest.mark.parametrize(("clean", "deleted"), [c[1:] for c in BACKOFF_CLEANUP], ids=[c[0] for c in BACKOFF_CLEANUP])
+@pytest.mark.parametrize("scope", [None, "Replica"], ids=["gang", "replica"])
+def test_backoff_failure_respects_clean_pod_policy(scope: str | None, clean: str, deleted: set[str]) -> None:
+    owner = job(1, 2, clean=clean, scope=scope, extra_spec={"runPolicy": {"backoffLimit": 0}})
+    owner = owner.model_copy(update={"status": owner.status.model_validate(stored_status("Created", "Running"))})
+    pods, services = replicas(owner, {"Master": ["Running"], "Worker": ["Failed", "Running"]})
+
+    plan = run(owner, pods, services)
+
+    assert plan.status is not None and plan.status.conditions[-1].message == BACKOFF
+    assert {r.name for r in plan.delete if r.kind == "Pod"} == deleted
+    assert {r.name for r in plan.delete if r.kind == "Service"} == {s.name for s in services}
 
 
 # -- crash safety: an operator killed between writes neither loses nor doubles a restart ---------------
@@ -441,8 +465,17 @@ def test_whole_job_restart_marks_every_pod_and_counts_once() -> None:
     assert plan.delete == () and plan.create == ()
     last = plan.status.conditions[-1]
     assert (last.type, last.status, last.reason) == ("Restarting", "True", "PyTorchJobRestarting")
-    assert last.message == "PyTorchJob mnist is restarting all replicas because 2 Worker replica(s) failed."
+    assert last.message == (
+        "PyTorchJob mnist is restarting all replicas because 2 Worker replica(s) failed"
+        " (Worker 0 (pod mnist-worker-0) failed)."
+    )
     assert [c.type for c in plan.status.conditions].count("Running") == 0
+    assert JobEvent(
+        EventType.WARNING,
+        "RestartingAllReplicas",
+        "Restarting every replica of PyTorchJob mnist together (restart 1): "
+        "Worker 0 (pod mnist-worker-0) failed; Worker 1 (pod mnist-worker-1) failed",
+    ) in plan.events
 
 
 def test_whole_job_restart_converges_to_a_new_generation() -> None:
@@ -498,7 +531,10 @@ def test_whole_job_restart_is_triggered_by_an_in_place_restart() -> None:
     assert all(recreate for *_, recreate in book_of(plan))
     last = plan.status.conditions[-1]
     assert (last.type, last.status) == ("Restarting", "True")
-    assert last.message == "PyTorchJob mnist is restarting all replicas because 1 Worker replica(s) failed."
+    assert last.message == (
+        "PyTorchJob mnist is restarting all replicas because 1 Worker replica(s) failed"
+        " (Worker 0 (pod mnist-worker-0) exited with code 0 (Completed))."
+    )
 
 
 def test_whole_job_restart_beyond_the_limit_fails() -> None:
@@ -510,12 +546,111 @@ def test_whole_job_restart_beyond_the_limit_fails() -> None:
     assert plan.status is not None
     assert plan.status.conditions[-1].message == BACKOFF
     assert plan.status.restart_count == 1
-    assert {r.name for r in plan.delete if r.kind == "Pod"} == {p.name for p in pods}
+    # cleanPodPolicy None (the default): the failed pod and its logs stay; nothing is restarted.
+    assert {r.name for r in plan.delete if r.kind == "Pod"} == set()
+    assert plan.create == ()
+
+
+# -- the default: a static world restarts as a gang, an elastic one per pod ---------------------------------
+
+
+def default_scope(*, elastic: bool, workers: int = 2) -> PyTorchJob:
+    spec: dict[str, Any] = {"runPolicy": {"backoffLimit": 3}}
+    if elastic:
+        spec["elasticPolicy"] = {"minReplicas": 1, "maxReplicas": 3, "rdzvBackend": "c10d"}
+    return job(0 if elastic else 1, workers, scope=None, extra_spec=spec, status=stored_status("Created", "Running"))
+
+
+def failed_worker(owner: PyTorchJob, index: int, code: int) -> Pod:
+    state = {"terminated": {"exitCode": code, "reason": "OOMKilled" if code == 137 else "Error"}}
+    return with_status(pod(owner, "Worker", index), phase="Failed", containerStatuses=[main_status(state=state)])
+
+
+def test_a_static_world_restarts_every_replica_by_default() -> None:
+    owner = default_scope(elastic=False)
+    pods, services = replicas(owner, {"Master": ["Running"], "Worker": ["Running"]})
+    pods = (*pods, failed_worker(owner, 1, 137))
+
+    plan = run(owner, pods, (*services, service(owner, "Worker", 1)))
+
+    assert plan.status is not None and plan.status.restart_count == 1
+    assert all(recreate for *_, recreate in book_of(plan))
+    assert plan.status.conditions[-1].message == (
+        "PyTorchJob mnist is restarting all replicas because 1 Worker replica(s) failed"
+        " (Worker 1 (pod mnist-worker-1) exited with code 137 (OOMKilled))."
+    )
+    assert JobEvent(
+        EventType.WARNING,
+        "RestartingAllReplicas",
+        "Restarting every replica of PyTorchJob mnist together (restart 1 of backoffLimit 3): "
+        "Worker 1 (pod mnist-worker-1) exited with code 137 (OOMKilled)",
+    ) in plan.events
+
+
+def test_a_static_world_converges_to_a_new_generation_that_succeeds() -> None:
+    world = World(default_scope(elastic=False, workers=1))
+    world = apply(world, run_world(world), phase="Running")
+    first = {p.name: p.metadata.uid for p in world.pods}
+    world = set_phase(world, "Failed", "mnist-worker-0")
+
+    for _ in range(6):
+        plan = run_world(world)
+        if plan.empty:
+            break
+        world = apply(world, plan, phase="Running")
+
+    assert {p.name for p in world.pods} == set(first)
+    assert all(p.metadata.uid != first[p.name] for p in world.pods)
+    assert world.job.status.restart_count == 1
+    assert world.job.status.conditions[-1].type == "Running"
+    done = run_world(set_phase(world, "Succeeded", "mnist-master-0")).status
+    assert done is not None and done.conditions[-1].type == "Succeeded"
+
+
+def test_an_elastic_world_restarts_only_the_failed_pod_by_default() -> None:
+    owner = default_scope(elastic=True, workers=3)
+    pods, services = replicas(owner, {"Worker": ["Running", "Running"]})
+    pods = (*pods, failed_worker(owner, 2, 1))
+
+    plan = run(owner, pods, (*services, service(owner, "Worker", 2)))
+
+    assert plan.status is not None and plan.status.restart_count == 1
+    assert [(name, recreate) for name, _, _, recreate in book_of(plan)] == [("mnist-worker-2", True)]
+    assert all(e.reason != "RestartingAllReplicas" for e in plan.events)
+    assert {o.spec.restart_policy for o in run(owner).create if isinstance(o, Pod)} == {"OnFailure"}
+
+
+@pytest.mark.parametrize(
+    ("status", "detail"),
+    [
+        (
+            {"phase": "Failed", "containerStatuses": [main_status(state=terminated(2))]},
+            "Worker 0 (pod mnist-worker-0) exited with code 2 (Error)",
+        ),
+        (
+            {"phase": "Running", "containerStatuses": [main_status(restarts=1, last=terminated(1))]},
+            "Worker 0 (pod mnist-worker-0) exited with code 1 (Error)",
+        ),
+        (
+            {"phase": "Failed", "reason": "Evicted", "message": "The node was low on memory."},
+            "Worker 0 (pod mnist-worker-0) failed: Evicted (The node was low on memory.)",
+        ),
+        ({"phase": "Failed"}, "Worker 0 (pod mnist-worker-0) failed"),
+    ],
+    ids=["terminated", "restarted-in-place", "evicted", "nothing-known"],
+)
+def test_failure_detail_names_the_replica_its_exit_code_and_reason(status: dict[str, Any], detail: str) -> None:
+    owner = job(1, 1)
+    body = pod(owner, "Worker", 0).to_dict()
+    body["status"] = status
+
+    assert failure_detail(Pod.model_validate(body), PLUGIN) == detail
 
 
 POD_POLICIES = [
     # id, scope, replica restartPolicy, pod restartPolicy
-    ("replica-scope-on-failure", None, "OnFailure", "OnFailure"),
+    ("default-static-world-on-failure", None, "OnFailure", "Never"),
+    ("default-static-world-exit-code", None, "ExitCode", "Never"),
     ("job-scope-on-failure", "Job", "OnFailure", "Never"),
     ("job-scope-always", "Job", "Always", "Always"),
     ("job-scope-exit-code", "Job", "ExitCode", "Never"),
