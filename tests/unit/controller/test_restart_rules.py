@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 from job_builders import (
     DNS,
-    PLUGIN,
     NAME,
     NOW,
+    PLUGIN,
     World,
     apply,
     job,
@@ -91,9 +91,8 @@ def owner_with(
         extra["restartCount"] = count
     if book is not None:
         extra["podLedger"] = book
-    return job(
-        1, workers, restart=policy, status=stored_status(*conds, **extra), extra_spec={"runPolicy": run_policy}, scope=None
-    )
+    status = stored_status(*conds, **extra)
+    return job(1, workers, restart=policy, status=status, extra_spec={"runPolicy": run_policy}, scope=None)
 
 
 def all_services(owner: PyTorchJob, workers: int = 1) -> list[Any]:
