@@ -132,7 +132,7 @@ def test_never_failure_fails_the_job_and_keeps_the_pod(kubectl: Kubectl, ns: str
 
 def test_on_failure_restarts_in_place_and_counts_it(kubectl: Kubectl, ns: str, tmp_path: Path) -> None:
     script = marker_script(tmp_path / "master", "sys.exit(1)", "sys.exit(0)")
-    submit(kubectl, ns, "inplace", {"Master": replica("OnFailure", script)})
+    submit(kubectl, ns, "inplace", {"Master": replica("OnFailure", script)}, restartScope="Replica")
 
     job = finished(kubectl, ns, "inplace")
 
@@ -163,7 +163,8 @@ def test_exit_code_137_is_retried_by_recreating_the_pod(kubectl: Kubectl, ns: st
         f"sys.exit(0 if os.path.exists({str(second)!r}) else 2)\n"
     )
     worker = marker_script(tmp_path / "worker", SIGKILL_SELF, "sys.exit(0)")
-    submit(kubectl, ns, "killed", {"Master": replica("ExitCode", master), "Worker": replica("ExitCode", worker)})
+    specs = {"Master": replica("ExitCode", master), "Worker": replica("ExitCode", worker)}
+    submit(kubectl, ns, "killed", specs, restartScope="Replica")
 
     job = finished(kubectl, ns, "killed")
 
@@ -198,15 +199,38 @@ def test_exit_code_1_is_permanent(kubectl: Kubectl, ns: str) -> None:
     assert events(kubectl, ns, "broken", "SuccessfulCreatePod") == ["Created pod: broken-master-0"]
 
 
+FAIL_3 = "print('attempt failed'); raise SystemExit(3)"
+KILLED = f"print('attempt failed'); import os, signal; {SIGKILL_SELF}"
+# (id, replica restartPolicy, restartScope, cleanPodPolicy, script, exit code)
+BACKOFF_CASES = [
+    ("gang-recreations-clean-running", "OnFailure", None, "Running", "print('attempt failed'); raise SystemExit(3)", 3),
+    (
+        "exit-code-recreations",
+        "ExitCode",
+        None,
+        None,
+        f"print('attempt failed'); import os, signal; {SIGKILL_SELF}",
+        137,
+    ),
+    ("on-failure-in-place", "OnFailure", "Replica", None, "print('attempt failed'); raise SystemExit(3)", 3),
+]
+
+
 @pytest.mark.parametrize(
-    ("policy", "script", "exit_code"),
-    [("ExitCode", f"import os, signal; {SIGKILL_SELF}", 137), ("OnFailure", "raise SystemExit(3)", 3)],
-    ids=["ExitCode-recreations", "OnFailure-in-place"],
+    ("policy", "scope", "clean", "script", "exit_code"),
+    [c[1:] for c in BACKOFF_CASES],
+    ids=[c[0] for c in BACKOFF_CASES],
 )
-def test_backoff_limit_exhaustion_fails_the_job(
-    kubectl: Kubectl, ns: str, policy: str, script: str, exit_code: int
+def test_backoff_limit_exhaustion_fails_the_job_and_keeps_the_failed_pod(
+    kubectl: Kubectl, ns: str, policy: str, scope: str | None, clean: str | None, script: str, exit_code: int
 ) -> None:
-    submit(kubectl, ns, "doomed", {"Master": replica(policy, script)}, backoffLimit=2)
+    run_policy: dict[str, Any] = {"backoffLimit": 2}
+    if scope is not None:
+        run_policy["restartScope"] = scope
+    if clean is not None:
+        run_policy["cleanPodPolicy"] = clean
+    sleeper = replica("OnFailure", "import time; time.sleep(600)")
+    submit(kubectl, ns, "doomed", {"Master": replica(policy, script), "Worker": sleeper}, **run_policy)
 
     job = finished(kubectl, ns, "doomed")
 
@@ -215,21 +239,31 @@ def test_backoff_limit_exhaustion_fails_the_job(
     assert cond["message"] == f"Job doomed {BACKOFF}"
     assert job["status"]["completionTime"]
     exits = events(kubectl, ns, "doomed", "ExitedWithCode")
-    assert set(exits) == {f"Pod: {ns}.doomed-master-0 exited with code {exit_code}"}
-    if policy == "ExitCode":
-        # Two re-creations were allowed; the third failure failed the job instead of a third.
+    assert f"Pod: {ns}.doomed-master-0 exited with code {exit_code}" in exits
+    if scope is None:
+        # Two restarts of the whole gang were allowed; the third failure failed the job instead.
         assert job["status"]["restartCount"] == 2
-        assert len(exits) == 3
-        assert len(events(kubectl, ns, "doomed", "SuccessfulCreatePod")) == 3
+        assert len(events(kubectl, ns, "doomed", "RestartingAllReplicas")) == 2
+        assert events(kubectl, ns, "doomed", "SuccessfulCreatePod").count("Created pod: doomed-master-0") == 3
     else:
         # In place, the kubelet restarts without asking: the restart that exceeds the limit is seen after it.
         assert job["status"]["restartCount"] >= 3
-        assert len(events(kubectl, ns, "doomed", "SuccessfulCreatePod")) == 1
-    # Nothing is left to go on restarting for a failed job.
-    eventually(
-        lambda: not kubectl.json("get", "pods", "-n", ns, "-l", "training.kubeflow.org/job-name=doomed")["items"],
-        what="the failed job's pods to be deleted",
-    )
+        assert events(kubectl, ns, "doomed", "SuccessfulCreatePod").count("Created pod: doomed-master-0") == 1
+    # As upstream since v1.9.4: cleanPodPolicy decides what stays. The replica that failed the job
+    # keeps its pod and its logs (the attempt before, too, when it restarted in place).
+    master = pod(kubectl, ns, "doomed-master-0")
+    assert "attempt failed" in kubectl("logs", "doomed-master-0", "-n", ns)
+    if scope is None:
+        assert master["status"]["phase"] == "Failed"
+    else:
+        assert "attempt failed" in kubectl("logs", "doomed-master-0", "-n", ns, "--previous")
+    if clean == "Running":
+        # The replica that was still running is stopped; the failed one stays.
+        eventually(
+            lambda: kubectl.run("get", "pod", "doomed-worker-0", "-n", ns).returncode != 0,
+            what="the running worker to be deleted",
+        )
+        assert pod(kubectl, ns, "doomed-master-0")["status"]["phase"] == "Failed"
 
 
 def test_whole_job_restart_recreates_every_replica(kubectl: Kubectl, ns: str, tmp_path: Path) -> None:
@@ -258,7 +292,12 @@ def test_whole_job_restart_recreates_every_replica(kubectl: Kubectl, ns: str, tm
         "Deleted pod: ddp-worker-0",
     ]
     assert events(kubectl, ns, "ddp", "PyTorchJobRestarting") == [
-        "PyTorchJob ddp is restarting all replicas because 1 Worker replica(s) failed."
+        "PyTorchJob ddp is restarting all replicas because 1 Worker replica(s) failed"
+        " (Worker 0 (pod ddp-worker-0) exited with code 1 (Error))."
+    ]
+    assert events(kubectl, ns, "ddp", "RestartingAllReplicas") == [
+        "Restarting every replica of PyTorchJob ddp together (restart 1 of backoffLimit 3): "
+        "Worker 0 (pod ddp-worker-0) exited with code 1 (Error)"
     ]
     assert f"Pod: {ns}.ddp-worker-0 exited with code 1" in events(kubectl, ns, "ddp", "ExitedWithCode")
 
