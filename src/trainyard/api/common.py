@@ -37,12 +37,15 @@ class ConditionType(StrEnum):
 
 
 class RestartScope(StrEnum):
-    """trainyard: what a retryable replica failure restarts (``runPolicy.restartScope``)."""
+    """trainyard: what a retryable replica failure restarts (``runPolicy.restartScope``).
+
+    Unset: ``Job`` for a static world (every rank fixed at start), ``Replica`` for an elastic one.
+    """
 
     REPLICA = "Replica"
-    """Only the failed replica (upstream's behaviour, the default)."""
+    """Only the failed replica (upstream's behaviour)."""
     JOB = "Job"
-    """Every replica, deleted and recreated together (DDP cannot lose one rank)."""
+    """Every replica, deleted and recreated together (a static DDP world cannot lose one rank)."""
 
 
 class ReplicaSpec(K8sModel):
