@@ -90,7 +90,20 @@ def program(func: Callable[..., Any], parameters: Mapping[str, Any] | None) -> s
             raise ValueError("parameters must hold only literals (str, numbers, bools, None, lists, dicts)")
         call = f"{func.__name__}({text})"
     # Annotations stay unevaluated: the names they use (``Any``, ...) were imports of the caller's module.
-    return f"from __future__ import annotations\n\n{source}\n\n{call}\n"
+    return f"from __future__ import annotations\n\n{source}\n\n{call}\n{_TEARDOWN}"
+
+
+# Run after the function returns. A default process group still alive at interpreter exit can abort
+# the replica (gloo: "terminate called without an active exception", SIGABRT) after it has done its
+# work; the failed replica is restarted alone, and its new torchrun joins the master agent's TCPStore,
+# which still holds the gloo address of the master's exited rank 0: gloo's connect is refused.
+_TEARDOWN = """
+import sys as _trainyard_sys
+
+_trainyard_dist = _trainyard_sys.modules.get("torch.distributed")
+if _trainyard_dist is not None and _trainyard_dist.is_available() and _trainyard_dist.is_initialized():
+    _trainyard_dist.destroy_process_group()
+"""
 
 
 def script(

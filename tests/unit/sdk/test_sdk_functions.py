@@ -111,6 +111,38 @@ def test_replica_script_installs_packages_beside_the_program_not_into_the_enviro
     assert probe.returncode != 0, "the package leaked into the plane's Python environment"
 
 
+def leaves_a_process_group() -> None:
+    import atexit
+    import sys
+
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    atexit.register(lambda: print("initialized at exit:", dist.is_initialized(), file=sys.stderr))
+
+
+def plain() -> None:
+    import atexit
+    import sys
+
+    atexit.register(lambda: print("torch imported:", "torch" in sys.modules))
+
+
+def test_the_replica_destroys_a_process_group_the_function_left(tmp_path: Path) -> None:
+    # Left to interpreter exit, gloo's process group can abort a replica that did its work (SIGABRT); the
+    # restarted replica then reads a dead rank's address from the master's store (connect refused).
+    job = functions.job_from_function(name="a", namespace="d", train_func=leaves_a_process_group)
+    result = run_replica(job, tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "initialized at exit: False" in result.stderr
+
+
+def test_the_teardown_imports_nothing_for_a_function_without_torch(tmp_path: Path) -> None:
+    result = run_replica(functions.job_from_function(name="a", namespace="d", train_func=plain), tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "torch imported: False\n"
+
+
 def test_a_failing_function_fails_the_replica(tmp_path: Path) -> None:
     def boom() -> None:
         raise SystemExit(3)
