@@ -49,7 +49,7 @@ def save(path: Path, state: dict[str, Any]) -> None:
     """Atomic: a reader (or a restart after a crash mid-write) sees the old file or the new one."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     torch.save(state, tmp)
-    os.replace(tmp, path)
+    tmp.replace(path)
 
 
 def main() -> None:

@@ -69,10 +69,11 @@ def host(observed: Observed, plugin: Framework, settings: ControllerSettings, pl
     if port is None:  # host mode, port not allocated yet: this pass asked for it (children.required_port_keys)
         return plan
     pod = build_pod(job, plugin, wanted, network, port)
+    ended = (PodPhase.FAILED, PodPhase.SUCCEEDED)
     deletes = [
         ChildRef("Pod", p.name)
         for p in pods
-        if p.metadata.deletion_timestamp is None and (p.phase in (PodPhase.FAILED, PodPhase.SUCCEEDED) or p.name != pod.name)
+        if p.metadata.deletion_timestamp is None and (p.phase in ended or p.name != pod.name)
     ]
     creates: list[Pod | Service] = []
     if not any(p.name == pod.name for p in pods):

@@ -11,7 +11,6 @@ from trainyard.api.pytorch import PyTorchJob
 from trainyard.frameworks.base import RendezvousHost, ReplicaCounts, Verdict
 from trainyard.frameworks.network import Network, NetworkMode, wait_container
 
-
 C10D_PORT = 29400
 """torchrun's default c10d rendezvous port: the rendezvous host's in cluster-dns mode."""
 
