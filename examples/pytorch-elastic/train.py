@@ -19,7 +19,9 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 import time
+import traceback
 from pathlib import Path
 from typing import Any
 
@@ -96,4 +98,13 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except Exception:
+        # A lost peer fails the next all-reduce at once, but tearing down gloo's threads and
+        # sockets at interpreter exit then takes seconds (8 s measured here), and torchrun only
+        # restarts the group once this process has exited: report, then exit right away.
+        traceback.print_exc()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(1)
