@@ -6,8 +6,9 @@ replacement joins), the agents stop every worker and start them again in a new w
 state that survives is the checkpoint rank 0 writes every ``--checkpoint-every`` steps, so each
 start resumes from it. Lines it prints, which the e2e test and ``bench/elastic_recovery.py`` read:
 
-* ``rank R: resumed from step K (world W) time T`` or ``rank R: starting from step 0 (world W) time T``,
-  once per start of each process (``T``: Unix time, seconds);
+* ``rank R: resumed from step K (world W) time T up S`` or ``rank R: starting from step 0 (world W)
+  time T up S``, once per start of each process (``T``: Unix time; ``S``: seconds since the
+  process started, i.e. its imports, the process group and the checkpoint load);
 * ``step S world W loss L time T`` from rank 0 after each step (``T``: Unix time, seconds).
 
 The checkpoint directory must be shared by every worker (the same directory on one machine; a
@@ -38,6 +39,16 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--checkpoint-every", type=int, default=5)
     parser.add_argument("--step-seconds", type=float, default=0.2, help="extra time per step (a stand-in for work)")
     return parser.parse_args()
+
+
+def uptime() -> float:
+    """Seconds since this process started (Linux ``/proc``; NaN elsewhere)."""
+    try:
+        ticks = int(Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()[19])
+        since_boot = float(Path("/proc/uptime").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return float("nan")
+    return since_boot - ticks / os.sysconf("SC_CLK_TCK")
 
 
 def load(path: Path) -> dict[str, Any] | None:
@@ -73,9 +84,12 @@ def main() -> None:
         net.load_state_dict(state["model"])
         optimizer.load_state_dict(state["optimizer"])
         start = int(state["step"])
-        print(f"rank {rank}: resumed from step {start} (world {world}) time {time.time():.3f}", flush=True)
+        print(
+            f"rank {rank}: resumed from step {start} (world {world}) time {time.time():.3f} up {uptime():.1f}",
+            flush=True,
+        )
     else:
-        print(f"rank {rank}: starting from step 0 (world {world}) time {time.time():.3f}", flush=True)
+        print(f"rank {rank}: starting from step 0 (world {world}) time {time.time():.3f} up {uptime():.1f}", flush=True)
     model = DistributedDataParallel(net)
     loss_fn = nn.MSELoss()
     target = torch.randn(16, 1)

@@ -33,7 +33,7 @@ pytestmark = pytest.mark.e2e
 MANIFEST = REPO / "examples" / "pytorch-elastic" / "pytorchjob.yaml"
 JOB_LABEL = "training.kubeflow.org/job-name"
 STARTED = re.compile(
-    r"^rank (\d+): (?:resumed from step (\d+)|starting from step 0) \(world \d+\) time ([\d.]+)$", re.M
+    r"^rank (\d+): (?:resumed from step (\d+)|starting from step 0) \(world \d+\) time ([\d.]+) up ([\d.na]+)$", re.M
 )
 STEP = re.compile(r"^step (\d+) world (\d+) loss \S+ time ([\d.]+)$", re.M)
 STEPS = 60
