@@ -6,6 +6,10 @@ per pod, a checkpoint every 5 steps, 0.2 s per step), waits until training passe
 loses one worker (``--how delete``: ``kubectl delete pod``; ``--how kill``: SIGKILL every process
 of its container) and reads the training script's own stamped lines from ``kubectl logs``:
 
+* *kill → new round*: until the survivors' agents closed their first rendezvous round after the
+  loss (torchrun's own ``Rendezvous complete`` log line, ``LOGLEVEL=INFO``): failure detection,
+  the dead node's heartbeat expiry and the last call; and how many rounds they went through until
+  the replacement was in (2 when it arrived after the survivors' round: one more restart);
 * *kill → new training processes*: until the survivors' agents started their training processes
   again (detection, the new rendezvous round); the processes' own *start-up* (imports, process
   group, checkpoint load) is reported apart, from their ``resumed ... up S`` line;
@@ -43,6 +47,8 @@ TARGET_S = 15.0
 STARTED = re.compile(
     r"^rank \d+: (?:resumed from step (\d+)|starting from step 0) \(world \d+\) time ([\d.]+) up ([\d.na]+)$", re.M
 )
+# torchrun's own log line (LOGLEVEL=INFO) when a round closes: glog-style, local time.
+ROUND = re.compile(r"^I(\d{4}) (\d\d:\d\d:\d\d\.\d+) +\d+ \S+\] \[default\] Rendezvous complete for workers", re.M)
 STEP = re.compile(r"^step (\d+) world (\d+) loss \S+ time ([\d.]+)$", re.M)
 
 
@@ -123,6 +129,7 @@ class Bench:
         container["env"] = [e for e in container["env"] if e["name"] != "CHECKPOINT_DIR"]
         container["env"].append({"name": "CHECKPOINT_DIR", "value": str(checkpoints)})
         container["args"] = ["--steps", "80", "--step-seconds", "0.2"]
+        container["env"].append({"name": "LOGLEVEL", "value": "INFO"})  # torchrun logs each round
         workers = [f"{name}-worker-{i}" for i in range(3)]
         lost = workers[victim]
         submitted = time.time()
@@ -152,6 +159,14 @@ class Bench:
             return min(found) if found else None
 
         restart, startup = self.until(restarted, 300, "the survivors restarting")
+        year = time.localtime().tm_year
+        rounds = sorted(
+            t
+            for w in survivors
+            for m in ROUND.finditer(self.logs(w))
+            if (t := time.mktime(time.strptime(f"{year}{m[1]} {m[2][:8]}", "%Y%m%d %H:%M:%S")) + float(m[2][8:]))
+            > killed
+        )
 
         def first_step() -> float | None:
             times = [float(m[3]) for w in survivors for m in STEP.finditer(self.logs(w)) if float(m[3]) > restart]
@@ -178,6 +193,8 @@ class Bench:
         return {
             "to_training": trained_at - submitted,
             "spawned": restart - startup - killed,
+            "round": (rounds[0] - killed) if rounds else float("nan"),
+            "rounds": float(len(rounds)) / len(survivors),
             "startup": startup,
             "restarted": restart - killed,
             "first_step": step - killed,
@@ -203,7 +220,8 @@ def main() -> None:
                 f = bench.run(name, victim, args.how, home / "checkpoints" / name)
                 net = f["first_step"] - f["startup"]
                 print(
-                    f"{args.how} worker-{victim} (run {run + 1}): kill -> new training processes "
+                    f"{args.how} worker-{victim} (run {run + 1}): kill -> new round {f['round']:.1f} s "
+                    f"({f['rounds']:.0f} rounds until the replacement was in), -> new training processes "
                     f"{f['spawned']:.1f} s, their start-up (imports, process group, checkpoint) "
                     f"{f['startup']:.1f} s, -> first step {f['first_step']:.1f} s; less start-up {net:.1f} s "
                     f"({TARGET_S / net:.2f}x target, {'meets' if net <= TARGET_S else 'MISSES'}); "
