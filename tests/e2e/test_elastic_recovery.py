@@ -196,5 +196,7 @@ def test_survivors_resume_from_the_checkpoint_the_replacement_joins_and_the_job_
 
     job = eventually(succeeded, timeout=WAIT, what="the job Succeeded")
     assert set(job["status"]["replicaStatuses"]) == {"Worker"}
-    eventually(lambda: pod(kubectl, ns, f"{name}-rdzv") is None, timeout=60, what="the rendezvous host deleted")
+    eventually(lambda: pod(kubectl, ns, f"{name}-rdzv") is None, timeout=WAIT, what="the rendezvous host deleted")
+    phases = {p["status"]["phase"] for p in kubectl.json("get", "pods", "-n", ns, "-l", f"{JOB_LABEL}={name}")["items"]}
+    assert phases == {"Succeeded"}, phases  # every agent ended well, the store outlived them
     assert "done: 60 steps" in "".join(logs(kubectl, ns, w) for w in workers)

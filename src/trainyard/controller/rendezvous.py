@@ -16,7 +16,9 @@ plugin asks for one (``Framework.rendezvous_host``), the job gets instead:
 
 ``host`` runs after the rest of the pass and amends its plan: it creates what is missing while
 the job runs, replaces a pod that ended (Failed or Succeeded: it should never end), and deletes
-both once the job is finished or suspended, or no longer wants a host.
+both once the job is suspended or no longer wants a host, or is finished and none of its replica
+pods still runs (elastic jobs succeed when one Worker does: the others' agents still use the
+store in torchrun's exit barrier, or to learn that the rendezvous closed).
 """
 
 from __future__ import annotations
@@ -59,7 +61,12 @@ def host(observed: Observed, plugin: Framework, settings: ControllerSettings, pl
     services = [s for s in observed.services if is_owned(s, job) and is_rendezvous(s)]
     wanted = plugin.rendezvous_host(job)
     status = plan.status or observed.job.status
-    if wanted is None or job.run_policy.suspend or conditions.is_finished(status) or plan.delete_job:
+    finished = conditions.is_finished(status)
+    if finished and wanted is not None and not job.run_policy.suspend and _replicas_running(observed, job):
+        # Agents still finishing (the exit barrier) or waiting (closed rendezvous) talk to the
+        # store: without it they fail, and restartPolicy restarts them against nothing.
+        return plan
+    if wanted is None or job.run_policy.suspend or finished or plan.delete_job:
         gone = [ChildRef("Pod", p.name) for p in pods if p.metadata.deletion_timestamp is None]
         gone += [ChildRef("Service", s.name) for s in services if s.metadata.deletion_timestamp is None]
         return dataclasses.replace(plan, delete=(*plan.delete, *gone)) if gone else plan
@@ -83,6 +90,13 @@ def host(observed: Observed, plugin: Framework, settings: ControllerSettings, pl
     if not deletes and not creates:
         return plan
     return dataclasses.replace(plan, delete=(*plan.delete, *deletes), create=(*plan.create, *creates))
+
+
+def _replicas_running(observed: Observed, job: TrainingJob) -> bool:
+    return any(
+        is_owned(p, job) and not is_rendezvous(p) and p.phase in (PodPhase.PENDING, PodPhase.RUNNING)
+        for p in observed.pods
+    )
 
 
 def selector(job: TrainingJob, plugin: Framework) -> dict[str, str]:

@@ -206,7 +206,7 @@ def test_a_lost_worker_is_recreated_while_the_host_stays() -> None:
 def test_the_host_goes_when_the_job_finishes_or_is_suspended(ending: str) -> None:
     owner = elastic_job()
     host, host_service = rdzv_pod(owner), rdzv_service(owner)
-    phases = ["Succeeded", "Running", "Running"] if ending == "succeeded" else ["Running"] * 3
+    phases = ["Succeeded"] * 3 if ending == "succeeded" else ["Running"] * 3
     if ending == "suspended":
         body = owner.to_dict()
         body["spec"]["runPolicy"] = {"suspend": True}
@@ -221,3 +221,15 @@ def test_the_host_goes_when_the_job_finishes_or_is_suspended(ending: str) -> Non
     world = apply(World(owner, (*pods, host), (*services, host_service)), plan)
     assert [p for p in world.pods if is_rendezvous(p)] == []
     assert not any(ref.name == RDZV for ref in run(world.job, world.pods, world.services).delete)
+
+
+def test_a_succeeded_job_keeps_its_host_while_replicas_still_run() -> None:
+    owner = elastic_job()
+    host, host_service = rdzv_pod(owner), rdzv_service(owner)
+    pods, services = replicas(owner, {"Worker": ["Succeeded", "Running", "Succeeded"]})
+
+    plan = run(owner, [*pods, host], [*services, host_service])
+
+    assert plan.status is not None and any(c.type == "Succeeded" for c in plan.status.conditions)
+    assert ChildRef("Pod", RDZV) not in plan.delete and ChildRef("Service", RDZV) not in plan.delete
+    assert rdzv_pods(plan) == [] and rdzv_services(plan) == []  # nor recreated
