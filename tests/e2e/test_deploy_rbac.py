@@ -176,7 +176,9 @@ def patch(kubectl: Kubectl, ns: str, name: str, body: dict[str, Any]) -> None:
 
 
 def pod_count(kubectl: Kubectl, ns: str, name: str) -> int:
-    return len(kubectl("get", "pods", "-n", ns, "-l", f"training.kubeflow.org/job-name={name}", "-o", "name").split())
+    """The job's replica pods (an elastic job's rendezvous host ``<job>-rdzv`` has no replica type)."""
+    selector = f"training.kubeflow.org/job-name={name},training.kubeflow.org/replica-type"
+    return len(kubectl("get", "pods", "-n", ns, "-l", selector, "-o", "name").split())
 
 
 def scale_and_suspend(kubectl: Kubectl, ns: str, name: str, group: str, pods: int) -> None:

@@ -67,8 +67,10 @@ def spec_of(kubectl: Kubectl, ns: str, name: str) -> dict[str, Any]:
     return spec
 
 
-def pods(kubectl: Kubectl, ns: str) -> list[str]:
-    return kubectl("get", "pods", "-n", ns, "-o", "name").split()
+def pods(kubectl: Kubectl, ns: str, *, replicas: bool = True) -> list[str]:
+    """The namespace's pods: replicas only, or all (an elastic job also has its rendezvous host)."""
+    selector = ["-l", "training.kubeflow.org/replica-type"] if replicas else []
+    return kubectl("get", "pods", "-n", ns, *selector, "-o", "name").split()
 
 
 def patch_job(kubectl: Kubectl, ns: str, name: str, patch: dict[str, Any]) -> None:
@@ -120,7 +122,7 @@ def test_elastic_job_gets_its_hpa_which_follows_suspend_resume_and_deletion(kube
     # Suspended: no HPA (and no pods); resumed: a new one.
     patch_job(kubectl, ns, name, {"spec": {"runPolicy": {"suspend": True}}})
     eventually(lambda: get_hpa(kubectl, ns, name) is None, timeout=90, what="HPA deleted on suspend")
-    eventually(lambda: not pods(kubectl, ns), timeout=90, what="pods deleted on suspend")
+    eventually(lambda: not pods(kubectl, ns, replicas=False), timeout=90, what="pods deleted on suspend")
     patch_job(kubectl, ns, name, {"spec": {"runPolicy": {"suspend": False}}})
     again = eventually(lambda: get_hpa(kubectl, ns, name), timeout=90, what="HPA recreated on resume")
     assert again["metadata"]["uid"] != hpa["metadata"]["uid"]

@@ -9,3 +9,7 @@ JOB_ROLE = "training.kubeflow.org/job-role"
 # Our own: ports the operator allocated for a job in host network mode, as JSON
 # {"<replica-type>-<index>/<port-name>": port}. Kept on the job so a restarted operator reuses them.
 HOST_PORTS = "trainyard.dev/host-ports"
+
+# Our own: marks a job's rendezvous host (a pod and, in cluster-dns mode, its Service), which is
+# owned by the job but is no replica: the value is the rendezvous backend (``c10d``).
+RENDEZVOUS = "trainyard.dev/rendezvous"

@@ -18,7 +18,7 @@ from trainyard.api.core import (
 )
 from trainyard.api.meta import ObjectMeta, OwnerReference, TypedObject
 from trainyard.frameworks.base import Framework
-from trainyard.frameworks.network import Network, NetworkMode, port_key, replica_name
+from trainyard.frameworks.network import RENDEZVOUS_PORT_KEY, Network, NetworkMode, port_key, replica_name
 
 
 def owner_reference(job: TrainingJob) -> OwnerReference:
@@ -35,6 +35,11 @@ def owner_reference(job: TrainingJob) -> OwnerReference:
 def is_owned(child: TypedObject, job: TrainingJob) -> bool:
     """Only children whose *controller* reference is this job's uid count (a recreated job is new)."""
     return any(ref.controller and ref.uid == job.metadata.uid for ref in child.metadata.owner_references or [])
+
+
+def is_rendezvous(child: TypedObject) -> bool:
+    """A job's rendezvous host (``rendezvous.py``): owned by the job, but no replica of it."""
+    return labels.RENDEZVOUS in (child.metadata.labels or {})
 
 
 def replica_index(child: TypedObject) -> int | None:
@@ -76,6 +81,9 @@ def required_port_keys(job: TrainingJob, plugin: Framework) -> list[str]:
         ports = containers[default_container(containers, plugin)].ports or []
         for index in range(spec.replicas or 0):
             keys += [port_key(rtype, index, port_name(p)) for p in ports]
+    rendezvous = plugin.rendezvous_host(job)
+    if rendezvous is not None and rendezvous.allocate:
+        keys.append(RENDEZVOUS_PORT_KEY)
     return keys
 
 

@@ -23,6 +23,8 @@ One pass, in order (the order lives here and only here):
 9. the status is returned only if it changed, with events for new conditions;
 10. with gang scheduling on, the plan is amended for the job's PodGroup (``gang.schedule``);
 10a. a PyTorchJob's HorizontalPodAutoscaler is created, replaced or deleted (``elastic.autoscale``);
+10b. the job's rendezvous host (not a replica: left out of every step above) is created or deleted
+    (``rendezvous.host``);
 11. ``lifecycle.finish_pass``: completionTime, lastReconcileTime, TTL deletion, timed requeues.
 """
 
@@ -35,7 +37,7 @@ from trainyard.api import conditions
 from trainyard.api.common import ConditionType, JobStatus, TrainingJob
 from trainyard.api.core import Pod, Service
 from trainyard.api.defaults import apply_defaults
-from trainyard.controller import children, elastic, gang, lifecycle, restarts
+from trainyard.controller import children, elastic, gang, lifecycle, rendezvous, restarts
 from trainyard.controller.observed import ControllerSettings, Observed
 from trainyard.controller.plan import ChildRef, EventType, JobEvent, Plan
 from trainyard.controller.status import count_replicas, replica_statuses
@@ -51,6 +53,7 @@ def reconcile(observed: Observed, plugin: Framework, settings: ControllerSetting
         return Plan()
     plan = gang.schedule(observed, plugin, settings, _reconcile(observed, plugin, settings))
     plan = elastic.autoscale(observed, plugin, plan)
+    plan = rendezvous.host(observed, plugin, settings, plan)
     return lifecycle.finish_pass(plan, job, plugin, observed.now)
 
 
@@ -58,8 +61,8 @@ def _reconcile(observed: Observed, plugin: Framework, settings: ControllerSettin
     raw = observed.job
     job = apply_defaults(raw, plugin.info)
     now = observed.now
-    pods = [p for p in observed.pods if children.is_owned(p, job)]
-    services = [s for s in observed.services if children.is_owned(s, job)]
+    pods = [p for p in observed.pods if children.is_owned(p, job) and not children.is_rendezvous(p)]
+    services = [s for s in observed.services if children.is_owned(s, job) and not children.is_rendezvous(s)]
 
     status = job.status
     if not status.conditions:

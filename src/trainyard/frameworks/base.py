@@ -30,6 +30,24 @@ class ReplicaCounts:
 
 
 @dataclass(frozen=True)
+class RendezvousHost:
+    """A small pod the operator runs beside a job's replicas to host its rendezvous (not a replica).
+
+    It outlives any one replica, so losing a replica never takes the rendezvous with it. It runs
+    ``command`` followed by the port as the last argument, in the image of ``replica_type``'s
+    default container, and listens on ``port`` (in host network mode, on an allocated port
+    unless ``allocate`` is false because the user fixed it).
+    """
+
+    replica_type: str
+    command: tuple[str, ...]
+    port: int
+    allocate: bool = True
+    container_name: str = "rendezvous"
+    port_name: str = "c10d"
+
+
+@dataclass(frozen=True)
 class Verdict:
     """A condition the job should have now, with its upstream message."""
 
@@ -57,6 +75,10 @@ class Framework(Protocol):
         A static world (every rank fixed at start) cannot take one restarted replica back: the
         engine then restarts the whole gang together (``controller.restarts``).
         """
+        ...
+
+    def rendezvous_host(self, job: TrainingJob) -> RendezvousHost | None:
+        """The rendezvous host the operator runs for a (defaulted) job; None when it runs none."""
         ...
 
     def verdicts(self, job: TrainingJob, counts: Mapping[str, ReplicaCounts]) -> Sequence[Verdict]:

@@ -33,6 +33,15 @@ def port_key(replica_type: str, index: int, port_name: str) -> str:
     return f"{replica_type.lower()}-{index}/{port_name}"
 
 
+def rendezvous_name(job: str) -> str:
+    """Pod and Service name of a job's rendezvous host: ``<job>-rdzv`` (no replica is named so)."""
+    return f"{job}-rdzv".replace("/", "-")
+
+
+RENDEZVOUS_PORT_KEY = "rdzv/c10d"
+"""Host mode: the key of the port allocated for a job's rendezvous host."""
+
+
 @dataclass(frozen=True)
 class WaitForMaster:
     """The wait-for-master init container of cluster mode; ``image`` needs ``sh`` and ``nc -z``."""
@@ -87,6 +96,18 @@ class Network:
         if self.mode is NetworkMode.HOST:
             return self.node_address
         return replica_name(job, replica_type, index)
+
+    def rendezvous_address(self, job: str) -> str:
+        """Where a job's rendezvous host answers: the node in host mode, its Service's name otherwise."""
+        if self.mode is NetworkMode.HOST:
+            return self.node_address
+        return rendezvous_name(job)
+
+    def rendezvous_port(self, declared: int) -> int | None:
+        """The rendezvous host's port; in host mode the allocated one (None until allocated)."""
+        if self.mode is NetworkMode.HOST:
+            return self.host_ports.get(RENDEZVOUS_PORT_KEY)
+        return declared
 
     def port(self, replica_type: str, index: int, port_name: str, declared: int) -> int:
         """The port a replica listens on; in host mode, the one allocated for it (or ``declared``)."""

@@ -8,8 +8,42 @@ from trainyard.api.common import ConditionType, TrainingJob
 from trainyard.api.core import Container, EnvVar, RestartPolicy
 from trainyard.api.kinds import PYTORCHJOB, KindInfo
 from trainyard.api.pytorch import PyTorchJob
-from trainyard.frameworks.base import ReplicaCounts, Verdict
+from trainyard.frameworks.base import RendezvousHost, ReplicaCounts, Verdict
 from trainyard.frameworks.network import Network, NetworkMode, wait_container
+
+C10D_PORT = 29400
+"""torchrun's default c10d rendezvous port: the rendezvous host's in cluster-dns mode."""
+
+# The rendezvous host's program (``python -c``, the port as its argument): a c10d TCPStore server
+# and nothing else. It needs only torch, which a PyTorch image has (trainyard need not be there).
+STORE_SCRIPT = """\
+import signal, sys
+from torch.distributed import TCPStore
+port = int(sys.argv[1])
+store = TCPStore("127.0.0.1", port, is_master=True, wait_for_workers=False)
+print(f"c10d rendezvous store listening on port {port}", flush=True)
+signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+while True:
+    signal.pause()
+"""
+
+RDZV_CONF_DEFAULTS: tuple[tuple[str, str], ...] = (
+    # the store is the rendezvous host's, never an agent's (an agent's dies with its pod)
+    ("is_host", "false"),
+    # a round with fewer than maxReplicas nodes closes this long after minReplicas joined (30 s)
+    ("last_call_timeout", "3"),
+    # a node whose agent is gone is dropped after interval x attempts without heartbeat (5 s x 3)
+    ("keep_alive_interval", "1"),
+    ("keep_alive_max_attempt", "5"),
+)
+"""``PET_RDZV_CONF`` entries an operator-hosted rendezvous gets unless ``rdzvConf`` sets the key."""
+
+ENV_DEFAULTS: tuple[tuple[str, str], ...] = (
+    # torch's shared store keeps the first round's MASTER_ADDR/PORT (rank 0's agent) for later
+    # rounds: once that agent is gone, workers of the next round connect to nothing
+    ("TORCH_DISABLE_SHARE_RDZV_TCP_STORE", "1"),
+)
+"""Variables an operator-hosted rendezvous gets unless the container sets them itself."""
 
 
 def declared_port(job: TrainingJob, replica_type: str, info: KindInfo) -> int:
@@ -34,6 +68,26 @@ class PyTorch:
     def is_elastic(self, job: TrainingJob) -> bool:
         assert isinstance(job, PyTorchJob)
         return job.spec.elastic_policy is not None
+
+    def rendezvous_host(self, job: TrainingJob) -> RendezvousHost | None:
+        """Elastic c10d jobs get a c10d store of their own, unless ``rdzvHost`` names one.
+
+        Upstream points every agent at worker-0, whose agent then hosts the store: deleting that
+        pod ends the rendezvous for everyone. A store in a pod of its own outlives any worker.
+        """
+        assert isinstance(job, PyTorchJob)
+        policy = job.spec.elastic_policy
+        if policy is None or policy.rdzv_host or policy.standalone or (policy.rdzv_backend or "c10d") != "c10d":
+            return None
+        rtype = "Worker" if "Worker" in job.replica_specs else next(iter(job.replica_specs), None)
+        if rtype is None:
+            return None
+        return RendezvousHost(
+            replica_type=rtype,
+            command=("python", "-c", STORE_SCRIPT),
+            port=policy.rdzv_port or C10D_PORT,
+            allocate=policy.rdzv_port is None,
+        )
 
     def init_containers(self, job: TrainingJob, replica_type: str, index: int, network: Network) -> Sequence[Container]:
         """Cluster mode: Workers of a job with a Master wait until the master's port accepts connections.
@@ -75,16 +129,21 @@ class PyTorch:
         if job.spec.elastic_policy is None:
             out.append(EnvVar(name="PET_NNODES", value=str(total)))
         else:
-            out += self._elastic_env(job, network)
+            out += self._elastic_env(job, replica_type, network)
         return out
 
-    def _elastic_env(self, job: PyTorchJob, network: Network) -> list[EnvVar]:
+    def _elastic_env(self, job: PyTorchJob, replica_type: str, network: Network) -> list[EnvVar]:
         policy = job.spec.elastic_policy
         assert policy is not None
-        host = policy.rdzv_host or network.address(job.name, "Worker", 0)
-        port = policy.rdzv_port or network.port(
-            "Worker", 0, self.info.default_port_name, declared_port(job, "Worker", self.info)
-        )
+        hosted = self.rendezvous_host(job)
+        if hosted is not None:
+            host = network.rendezvous_address(job.name)
+            port = hosted.port if not hosted.allocate else network.rendezvous_port(hosted.port) or hosted.port
+        else:
+            host = policy.rdzv_host or network.address(job.name, "Worker", 0)
+            port = policy.rdzv_port or network.port(
+                "Worker", 0, self.info.default_port_name, declared_port(job, "Worker", self.info)
+            )
         out = [
             EnvVar(name="PET_RDZV_ENDPOINT", value=f"{host}:{port}"),
             EnvVar(name="PET_RDZV_BACKEND", value=policy.rdzv_backend or "c10d"),
@@ -96,10 +155,17 @@ class PyTorch:
             out.append(EnvVar(name="PET_NPROC_PER_NODE", value=str(policy.n_proc_per_node)))
         if policy.rdzv_id is not None:
             out.append(EnvVar(name="PET_RDZV_ID", value=policy.rdzv_id))
-        if policy.rdzv_conf is not None:
-            out.append(EnvVar(name="PET_RDZV_CONF", value=",".join(f"{c.key}={c.value}" for c in policy.rdzv_conf)))
+        conf = [(c.key, c.value) for c in policy.rdzv_conf or []]
+        if hosted is not None:
+            # the user's rdzvConf wins over every default, key by key
+            conf += [(k, v) for k, v in RDZV_CONF_DEFAULTS if k not in {key for key, _ in conf}]
+        if policy.rdzv_conf is not None or conf:
+            out.append(EnvVar(name="PET_RDZV_CONF", value=",".join(f"{k}={v}" for k, v in conf)))
         if policy.standalone:
             out.append(EnvVar(name="PET_STANDALONE", value=""))
+        if hosted is not None:
+            own = _container_env_names(job, replica_type, self.info)
+            out += [EnvVar(name=k, value=v) for k, v in ENV_DEFAULTS if k not in own]
         return out
 
     def verdicts(self, job: TrainingJob, counts: Mapping[str, ReplicaCounts]) -> Sequence[Verdict]:
@@ -129,3 +195,11 @@ class PyTorch:
             msg = f"{kind} {name} is restarting because {c.failed} {rtype} replica(s) failed."
             out.append(Verdict(ConditionType.RESTARTING, msg))
         return out
+
+
+def _container_env_names(job: TrainingJob, replica_type: str, info: KindInfo) -> set[str]:
+    """Names the replica's default container sets itself (the operator's defaults yield to them)."""
+    for container in job.replica_specs[replica_type].template.spec.containers:
+        if container.name == info.default_container:
+            return {e.name for e in container.env or []}
+    return set()

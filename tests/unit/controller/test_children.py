@@ -13,7 +13,11 @@ from typing import Any
 import pytest
 from job_builders import DNS, HOST, JOB_ROLE, child_labels, created, job, run, template
 
+from trainyard.api import PYTORCHJOB
+from trainyard.api.defaults import apply_defaults
+from trainyard.controller import children
 from trainyard.frameworks.network import WAIT_SCRIPT, WaitForMaster
+from trainyard.frameworks.registry import plugin_for
 
 USER_LABELS = {"app": "mnist", "team": "vision"}
 
@@ -108,3 +112,21 @@ def test_init_containers_get_no_operator_env() -> None:
 
 def test_default_settings_wait_in_cluster_mode() -> None:
     assert DNS.wait_for_master == WaitForMaster(image="busybox:1.36", max_tries=100, interval_seconds=2)
+
+
+def test_an_elastic_c10d_job_needs_one_more_host_port_for_its_rendezvous_host() -> None:
+    plugin = plugin_for("PyTorchJob")
+    elastic = apply_defaults(job(0, 2, extra_spec={"elasticPolicy": {"minReplicas": 1}}), PYTORCHJOB)
+    fixed = apply_defaults(job(0, 2, extra_spec={"elasticPolicy": {"rdzvPort": 29500}}), PYTORCHJOB)
+    static = apply_defaults(job(0, 2), PYTORCHJOB)
+
+    workers = ["worker-0/pytorchjob-port", "worker-1/pytorchjob-port"]
+    assert children.required_port_keys(elastic, plugin) == [*workers, "rdzv/c10d"]
+    assert children.required_port_keys(fixed, plugin) == workers
+    assert children.required_port_keys(static, plugin) == workers
+    host = run(elastic).create
+    assert [(o.kind, o.name) for o in host if children.is_rendezvous(o)] == [
+        ("Pod", "mnist-rdzv"),
+        ("Service", "mnist-rdzv"),
+    ]
+    assert not any(children.is_rendezvous(o) for o in host if o.name != "mnist-rdzv")

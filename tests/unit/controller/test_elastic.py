@@ -15,6 +15,7 @@ from job_builders import DNS, NAME, NAMESPACE, NOW, OTHER_UID, PLUGIN, job, owne
 from trainyard.api import PyTorchJob
 from trainyard.api.autoscaling import HorizontalPodAutoscaler
 from trainyard.controller import Observed, Plan, reconcile
+from trainyard.controller.children import is_rendezvous
 
 CPU_50 = {"type": "Resource", "resource": {"name": "cpu", "target": {"type": "Utilization", "averageUtilization": 50}}}
 PODS_1 = {
@@ -114,7 +115,7 @@ def test_first_pass_creates_the_hpa_with_defaulted_bounds(
         },
     }
     # Pods are created in the same pass: the HPA does not gate anything.
-    assert sum(o.kind == "Pod" for o in plan.create) == workers
+    assert sum(o.kind == "Pod" and not is_rendezvous(o) for o in plan.create) == workers
 
 
 def test_a_finished_job_still_has_its_hpa_reconciled() -> None:

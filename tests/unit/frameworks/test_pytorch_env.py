@@ -19,7 +19,12 @@ from trainyard.frameworks.registry import plugin_for
 
 PLUGIN = PyTorch()
 DNS = Network(NetworkMode.CLUSTER_DNS)
-HOST_PORTS = {"master-0/pytorchjob-port": 31000, "worker-0/pytorchjob-port": 31001, "worker-1/pytorchjob-port": 31002}
+HOST_PORTS = {
+    "master-0/pytorchjob-port": 31000,
+    "worker-0/pytorchjob-port": 31001,
+    "worker-1/pytorchjob-port": 31002,
+    "rdzv/c10d": 31009,
+}
 HOST = Network(NetworkMode.HOST, HOST_PORTS, node_address="10.1.2.3")
 
 
@@ -174,15 +179,66 @@ def test_elastic_block_in_upstream_order() -> None:
     ]
 
 
+DEFAULT_CONF = "is_host=false,last_call_timeout=3,keep_alive_interval=1,keep_alive_max_attempt=5"
+
 ELASTIC = [
     # id, workers, elasticPolicy, network, expected subset of the env, names that must be absent
     (
-        "minimal-defaults",
+        "minimal-defaults-use-the-operator-rendezvous-host",
         2,
         {},
         DNS,
-        {"PET_RDZV_ENDPOINT": "mnist-worker-0:23456", "PET_RDZV_BACKEND": "c10d", "PET_NNODES": "2:2"},
-        ["PET_MAX_RESTARTS", "PET_RDZV_ID", "PET_RDZV_CONF", "PET_STANDALONE", "MASTER_ADDR", "RANK"],
+        {
+            "PET_RDZV_ENDPOINT": "mnist-rdzv:29400",
+            "PET_RDZV_BACKEND": "c10d",
+            "PET_NNODES": "2:2",
+            "PET_RDZV_CONF": DEFAULT_CONF,
+            "TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1",
+        },
+        ["PET_MAX_RESTARTS", "PET_RDZV_ID", "PET_STANDALONE", "MASTER_ADDR", "RANK"],
+    ),
+    (
+        "rdzv-conf-merged-the-users-keys-win",
+        2,
+        {"rdzvConf": [{"key": "last_call_timeout", "value": "10"}, {"key": "join_timeout", "value": "60"}]},
+        DNS,
+        {
+            "PET_RDZV_CONF": "last_call_timeout=10,join_timeout=60,is_host=false,"
+            "keep_alive_interval=1,keep_alive_max_attempt=5"
+        },
+        [],
+    ),
+    (
+        "users-is-host-wins",
+        2,
+        {"rdzvConf": [{"key": "is_host", "value": "true"}]},
+        DNS,
+        {"PET_RDZV_CONF": "is_host=true,last_call_timeout=3,keep_alive_interval=1,keep_alive_max_attempt=5"},
+        [],
+    ),
+    (
+        "rdzv-port-without-host-is-the-rendezvous-hosts-port",
+        2,
+        {"rdzvPort": 29500},
+        HOST,
+        {"PET_RDZV_ENDPOINT": "10.1.2.3:29500"},
+        [],
+    ),
+    (
+        "explicit-rdzv-host-is-upstreams-behaviour",
+        2,
+        {"rdzvHost": "store.example"},
+        DNS,
+        {"PET_RDZV_ENDPOINT": "store.example:23456"},
+        ["PET_RDZV_CONF", "TORCH_DISABLE_SHARE_RDZV_TCP_STORE"],
+    ),
+    (
+        "standalone-has-no-host",
+        2,
+        {"standalone": True},
+        DNS,
+        {"PET_RDZV_ENDPOINT": "mnist-worker-0:23456"},
+        ["PET_RDZV_CONF", "TORCH_DISABLE_SHARE_RDZV_TCP_STORE"],
     ),
     ("only-max", 1, {"maxReplicas": 4}, DNS, {"PET_NNODES": "4:4"}, []),
     ("only-min", 3, {"minReplicas": 2}, DNS, {"PET_NNODES": "2:2"}, []),
@@ -192,17 +248,25 @@ ELASTIC = [
         {"rdzvHost": "rdzv.example", "rdzvPort": 2379, "rdzvBackend": "etcd-v2"},
         DNS,
         {"PET_RDZV_ENDPOINT": "rdzv.example:2379", "PET_RDZV_BACKEND": "etcd-v2"},
-        [],
+        ["PET_RDZV_CONF", "TORCH_DISABLE_SHARE_RDZV_TCP_STORE"],
     ),
     (
-        "host-network-uses-worker-0-allocated-port",
+        "etcd-backend-has-no-host",
+        2,
+        {"rdzvBackend": "etcd-v2"},
+        DNS,
+        {"PET_RDZV_ENDPOINT": "mnist-worker-0:23456"},
+        ["PET_RDZV_CONF"],
+    ),
+    (
+        "host-network-uses-the-rendezvous-hosts-allocated-port",
         2,
         {"minReplicas": 1, "maxReplicas": 2},
         HOST,
-        {"PET_RDZV_ENDPOINT": "10.1.2.3:31001", "PET_NNODES": "1:2"},
+        {"PET_RDZV_ENDPOINT": "10.1.2.3:31009", "PET_NNODES": "1:2"},
         [],
     ),
-    ("empty-rdzv-conf", 1, {"rdzvConf": []}, DNS, {"PET_RDZV_CONF": ""}, []),
+    ("empty-rdzv-conf", 1, {"rdzvConf": []}, DNS, {"PET_RDZV_CONF": DEFAULT_CONF}, []),
     ("standalone-false", 1, {"standalone": False}, DNS, {}, ["PET_STANDALONE"]),
     (
         "deprecated-nProcPerNode",
@@ -225,6 +289,26 @@ def test_elastic_policy(
 
     assert {k: got.get(k) for k in expected} == expected
     assert [name for name in absent if name in got] == []
+
+
+def test_a_containers_own_variable_wins_over_the_operators_default() -> None:
+    tmpl = template(env=[{"name": "TORCH_DISABLE_SHARE_RDZV_TCP_STORE", "value": "0"}])
+    got = env(job(0, 2, elastic={}, tmpl=tmpl), "Worker", 0)
+
+    assert "TORCH_DISABLE_SHARE_RDZV_TCP_STORE" not in got  # the container's own "0" stays the only one
+
+
+def test_rendezvous_host_is_asked_for_only_by_operator_hosted_c10d() -> None:
+    hosted = PLUGIN.rendezvous_host(job(0, 3, elastic={"minReplicas": 2, "maxReplicas": 4}))
+    assert hosted is not None
+    assert (hosted.replica_type, hosted.port, hosted.allocate, hosted.port_name) == ("Worker", 29400, True, "c10d")
+    assert hosted.command[:2] == ("python", "-c") and "TCPStore" in hosted.command[2]
+    assert "$(" not in hosted.command[2]  # pod commands get $(VAR) expansion
+    fixed = PLUGIN.rendezvous_host(job(0, 3, elastic={"rdzvPort": 29500}))
+    assert fixed is not None and (fixed.port, fixed.allocate) == (29500, False)
+    for policy in ({"rdzvHost": "h"}, {"rdzvBackend": "etcd"}, {"standalone": True}):
+        assert PLUGIN.rendezvous_host(job(0, 3, elastic=policy)) is None, policy
+    assert PLUGIN.rendezvous_host(job(1, 2)) is None
 
 
 def test_elastic_job_with_a_master_also_gets_the_master_variables() -> None:
