@@ -103,7 +103,7 @@ def api_plane_in_thread(home: Path) -> Iterator[tuple[Plane, ApiPlane, Callable[
 
     try:
         asyncio.run_coroutine_threadsafe(api.start(), loop).result(60)
-        plane = Plane(home, api.port)
+        plane = Plane(home, api.port, secure=False)  # ApiPlane alone serves plain http
         plane.kubeconfig.write_text(yaml.safe_dump(kubeconfig(api.url)))
         yield plane, api, on_loop
     finally:

@@ -29,13 +29,19 @@ WATCHERS = 12
 WRITES = 120
 
 
+def connect(plane: Plane, timeout: float) -> http.client.HTTPConnection:
+    parts = urlsplit(plane.url)
+    if plane.secure:
+        return http.client.HTTPSConnection(parts.hostname, parts.port, timeout=timeout, context=plane.ssl_context())
+    return http.client.HTTPConnection(parts.hostname, parts.port, timeout=timeout)
+
+
 class Watch:
     """One watch stream read on a thread; ``events`` fills as lines arrive."""
 
     def __init__(self, plane: Plane, path: str, accept: str = "application/json") -> None:
-        parts = urlsplit(plane.url)
-        self.conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=120)
-        self.conn.request("GET", path, headers={"Accept": accept})
+        self.conn = connect(plane, timeout=120)
+        self.conn.request("GET", path, headers={"Accept": accept, **plane.auth_headers()})
         self.response = self.conn.getresponse()
         assert self.response.status == 200, self.response.read()
         self.events: list[dict[str, Any]] = []
@@ -66,10 +72,10 @@ def _rv(obj: dict[str, Any]) -> str:
 
 
 def call(plane: Plane, method: str, path: str, body: Any = None, ctype: str = "application/json") -> Any:
-    parts = urlsplit(plane.url)
-    conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=60)
+    conn = connect(plane, timeout=60)
     try:
-        conn.request(method, path, json.dumps(body) if body is not None else None, {"Content-Type": ctype})
+        headers = {"Content-Type": ctype, **plane.auth_headers()}
+        conn.request(method, path, json.dumps(body) if body is not None else None, headers)
         response = conn.getresponse()
         data = response.read()
         assert 200 <= response.status < 300, (method, path, response.status, data[:500])
