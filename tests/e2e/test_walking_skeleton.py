@@ -11,7 +11,6 @@ import json
 import re
 import subprocess
 import sys
-import urllib.request
 
 import pytest
 

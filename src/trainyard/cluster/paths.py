@@ -73,7 +73,7 @@ class Layout:
 
     @property
     def settings_file(self) -> Path:
-        """How ``yard up`` was last asked to serve: ``{"secure": true}``, or plain http with ``"insecureOptIn": true``."""
+        """How ``yard up`` last served: ``{"secure": true}``, or plain http with ``"insecureOptIn": true``."""
         return self.home / "yard.json"
 
     @property

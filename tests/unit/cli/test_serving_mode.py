@@ -63,7 +63,8 @@ def test_make_private_creates_0700_and_narrows_an_old_home(tmp_path: Path) -> No
     (old / "private").write_text("")
     (old / "private").chmod(0o600)
     assert sorted(make_private(old)) == [".", "pods", "store.db"]
-    assert (mode(old), mode(old / "store.db"), mode(old / "pods"), mode(old / "private")) == (0o700, 0o600, 0o700, 0o600)
+    modes = (mode(old), mode(old / "store.db"), mode(old / "pods"), mode(old / "private"))
+    assert modes == (0o700, 0o600, 0o700, 0o600)
     assert make_private(old) == []
 
 
