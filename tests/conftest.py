@@ -6,6 +6,7 @@ exactly as a user would, and ``kubectl`` runs the binary on PATH against it.
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import socket
@@ -75,6 +76,14 @@ class Plane:
             request.add_header(key, value)
         return urllib.request.urlopen(request, timeout=timeout, context=self.ssl_context())
 
+    def connection(self, timeout: float = 60) -> http.client.HTTPConnection:
+        """An ``http.client`` connection to the plane whose requests carry its token (HTTPS when secure)."""
+        if not self.secure:
+            return http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
+        conn = _TokenConnection("127.0.0.1", self.port, timeout=timeout, context=self.ssl_context())
+        conn.auth = self.auth_headers()
+        return conn
+
     @property
     def kubeconfig(self) -> Path:
         return self.home / "kubeconfig"
@@ -94,6 +103,15 @@ class Plane:
 
     def down(self) -> None:
         self.yard("down", check=False)
+
+
+class _TokenConnection(http.client.HTTPSConnection):
+    auth: dict[str, str]
+
+    def request(  # type: ignore[override]
+        self, method: str, url: str, body: Any = None, headers: Any = None, *, encode_chunked: bool = False
+    ) -> None:
+        super().request(method, url, body, {**self.auth, **dict(headers or {})}, encode_chunked=encode_chunked)
 
 
 def own_plane(

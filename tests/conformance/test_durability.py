@@ -42,7 +42,7 @@ ACKED_BEFORE_KILL = 200
 
 
 def connect(plane: Plane) -> http.client.HTTPConnection:
-    return http.client.HTTPConnection("127.0.0.1", plane.port, timeout=30)
+    return plane.connection(timeout=30)
 
 
 def call(conn: http.client.HTTPConnection, method: str, path: str, body: Any = None, ctype: str = "") -> Any:

@@ -9,14 +9,12 @@ watch resumed from a revision gets the backlog and then the live changes without
 
 from __future__ import annotations
 
-import http.client
 import json
 import socket
 import threading
 import uuid
 from collections.abc import Iterator
 from typing import Any
-from urllib.parse import urlsplit
 
 import pytest
 
@@ -29,19 +27,12 @@ WATCHERS = 12
 WRITES = 120
 
 
-def connect(plane: Plane, timeout: float) -> http.client.HTTPConnection:
-    parts = urlsplit(plane.url)
-    if plane.secure:
-        return http.client.HTTPSConnection(parts.hostname, parts.port, timeout=timeout, context=plane.ssl_context())
-    return http.client.HTTPConnection(parts.hostname, parts.port, timeout=timeout)
-
-
 class Watch:
     """One watch stream read on a thread; ``events`` fills as lines arrive."""
 
     def __init__(self, plane: Plane, path: str, accept: str = "application/json") -> None:
-        self.conn = connect(plane, timeout=120)
-        self.conn.request("GET", path, headers={"Accept": accept, **plane.auth_headers()})
+        self.conn = plane.connection(timeout=120)
+        self.conn.request("GET", path, headers={"Accept": accept})
         self.response = self.conn.getresponse()
         assert self.response.status == 200, self.response.read()
         self.events: list[dict[str, Any]] = []
@@ -72,10 +63,9 @@ def _rv(obj: dict[str, Any]) -> str:
 
 
 def call(plane: Plane, method: str, path: str, body: Any = None, ctype: str = "application/json") -> Any:
-    conn = connect(plane, timeout=60)
+    conn = plane.connection(timeout=60)
     try:
-        headers = {"Content-Type": ctype, **plane.auth_headers()}
-        conn.request(method, path, json.dumps(body) if body is not None else None, headers)
+        conn.request(method, path, json.dumps(body) if body is not None else None, {"Content-Type": ctype})
         response = conn.getresponse()
         data = response.read()
         assert 200 <= response.status < 300, (method, path, response.status, data[:500])

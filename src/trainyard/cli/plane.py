@@ -472,6 +472,8 @@ def cmd_status(args: argparse.Namespace) -> int:
     print(f"  API server   {state['url']}   kubectl: KUBECONFIG={layout.kubeconfig}")
     if state.get("secure"):
         print(f"  security     TLS (CA {layout.ca_cert}) and a bearer token ({layout.token_file})")
+    else:
+        print("  security     NONE: plain http, no authentication (`yard up --insecure`); any local user can use it")
     print(f"  store        {layout.database}")
     print(
         f"  node agent   node {state['node']!r}: {running_pods} training pod(s) running;"
