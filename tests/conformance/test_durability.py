@@ -17,6 +17,7 @@ started again on the same home. Then:
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
 import os
@@ -133,7 +134,8 @@ class Watcher:
 
     def close(self) -> None:
         if self.conn.sock is not None:
-            self.conn.sock.shutdown(socket.SHUT_RDWR)
+            with contextlib.suppress(OSError):  # over TLS, a socket the killed server reset says so
+                self.conn.sock.shutdown(socket.SHUT_RDWR)
         self.conn.close()
         self.thread.join(timeout=10)
 

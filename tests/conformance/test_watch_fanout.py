@@ -9,6 +9,7 @@ watch resumed from a revision gets the backlog and then the live changes without
 
 from __future__ import annotations
 
+import contextlib
 import json
 import socket
 import threading
@@ -50,7 +51,8 @@ class Watch:
 
     def close(self) -> None:
         if self.conn.sock is not None:
-            self.conn.sock.shutdown(socket.SHUT_RDWR)
+            with contextlib.suppress(OSError):  # over TLS, a socket the killed server reset says so
+                self.conn.sock.shutdown(socket.SHUT_RDWR)
         self.conn.close()
         self._thread.join(timeout=10)
 
