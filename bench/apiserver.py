@@ -448,7 +448,8 @@ async def list_pods(url: str, count: int, clients: int, repeats: int) -> dict[st
         runs = []
         for _ in range(repeats):
             t = time.monotonic()
-            conn.writer.write(f"GET {base} HTTP/1.1\r\nHost: {conn.host}\r\nAccept: {accept}\r\n\r\n".encode())
+            head = f"GET {base} HTTP/1.1\r\nHost: {conn.host}\r\nAccept: {accept}\r\n{conn.auth}\r\n"
+            conn.writer.write(head.encode())
             status, headers = await conn._head()
             body = await conn.reader.readexactly(int(headers["content-length"]))
             runs.append(time.monotonic() - t)
