@@ -605,7 +605,7 @@ def print_side_by_side(results: dict[str, dict[str, float]]) -> None:
     for key in results[schemes[0]]:
         values = [results[s].get(key, float("nan")) for s in schemes]
         change = f"{(values[-1] / values[0] - 1) * 100:+.0f}%" if values[0] else ""
-        print(f"   {key:16} " + "  ".join(f"{v:10.2f}" for v in values) + f"   {change}")
+        print(f"   {key:24} " + "  ".join(f"{v:10.2f}" for v in values) + f"   {change}")
 
 
 if __name__ == "__main__":

@@ -145,6 +145,12 @@ def insecure_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Plane]:
     p.down()
 
 
+@pytest.fixture(scope="session")
+def secure_plane(plane: Plane) -> Plane:
+    """The default plane is the secure one (the name is kept for tests written when it was not)."""
+    return plane
+
+
 def plain_and_secure(request: pytest.FixtureRequest, plane: Plane) -> Plane:
     """Body of a module's ``plane`` override parametrized over ``http`` and ``https`` (the default plane)."""
     return request.getfixturevalue("insecure_plane") if request.param == "http" else plane
