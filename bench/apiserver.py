@@ -8,8 +8,11 @@ The server runs as a separate process in a temporary home, in one of two shapes:
   watching too). The benchmark's pods name a node that does not exist, so the node agent leaves
   them Pending either way.
 
-The clients are other processes talking plain HTTP/1.1 over keep-alive connections, through a
+The clients are other processes talking HTTP/1.1 over keep-alive connections, through a
 minimal client (``rawhttp``) so that on a small machine the load generator costs little CPU.
+``--schemes http,https`` (the default) runs everything twice, each time against a fresh server:
+plain http (``yard up --insecure``), then HTTPS with the bearer token (``yard up``'s default; the
+clients verify the plane's CA and send its token, as kubectl does), and ends with the two side by side.
 Phases, each reported with the machine's load average and the server's CPU seconds:
 
 1. sustained writes: concurrent clients create ConfigMaps and merge-patch each one once;
@@ -45,7 +48,7 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
-from rawhttp import Connection, LineStream
+from rawhttp import Connection, LineStream, use_credentials
 
 REPO = Path(__file__).resolve().parents[1]
 TABLE_ACCEPT = (
@@ -60,13 +63,13 @@ TARGET_LIST_S = 0.3
 # -- the server process ------------------------------------------------------------------------
 
 
-def serve_api_plane(home: Path, profile: str | None) -> None:
+def serve_api_plane(home: Path, profile: str | None, secure: bool) -> None:
     """``--serve``: the API server alone on a free port; prints its URL, runs until SIGTERM."""
     from trainyard.cluster.paths import Layout
     from trainyard.cluster.plane import ApiPlane
 
     async def run() -> None:
-        plane = ApiPlane(Layout(home), port=0)
+        plane = ApiPlane(Layout(home), port=0, secure=secure)
         await plane.start()
         print(plane.url, flush=True)
         stop = asyncio.Event()
@@ -118,10 +121,18 @@ class Server:
     stop: Callable[[], None]
 
 
-def start_server(kind: str, home: Path, profile: str | None, src: Path) -> Server:
+def trust(home: Path, url: str) -> None:
+    """Let this process's clients (and those it starts) reach a secure server as kubectl would."""
+    if url.startswith("https:"):
+        use_credentials(str(home / "pki" / "ca.crt"), (home / "pki" / "token").read_text().strip())
+
+
+def start_server(kind: str, home: Path, profile: str | None, src: Path, secure: bool) -> Server:
     env = {**os.environ, "PYTHONPATH": f"{src}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
     if kind == "api":
         argv = [sys.executable, str(Path(__file__).resolve()), "--serve", str(home)]
+        if secure:
+            argv.append("--serve-secure")
         if profile:
             argv += ["--profile", profile]
         child = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True, env=env, cwd=REPO)
@@ -129,6 +140,7 @@ def start_server(kind: str, home: Path, profile: str | None, src: Path) -> Serve
         url = child.stdout.readline().strip()
         if not url:
             raise SystemExit("the API server did not start")
+        trust(home, url)
 
         def stop_api() -> None:
             child.send_signal(signal.SIGTERM)
@@ -140,8 +152,16 @@ def start_server(kind: str, home: Path, profile: str | None, src: Path) -> Serve
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     yard = [sys.executable, "-m", "trainyard.cli.main", "--home", str(home)]
-    subprocess.run([*yard, "up", "--port", str(port), "--workspace", str(home)], check=True, env=env, cwd=REPO)
+    mode = "--secure" if secure else "--insecure"
+    subprocess.run(
+        [*yard, "up", "--port", str(port), "--workspace", str(home), mode],
+        check=True,
+        env=env,
+        cwd=REPO,
+        stderr=subprocess.DEVNULL,  # --insecure's warning, expected here
+    )
     state = json.loads((home / "plane.json").read_text())
+    trust(home, state["url"])
 
     def stop_yard() -> None:
         subprocess.run([*yard, "down"], check=False, env=env, cwd=REPO, capture_output=True)
@@ -428,7 +448,8 @@ async def list_pods(url: str, count: int, clients: int, repeats: int) -> dict[st
         runs = []
         for _ in range(repeats):
             t = time.monotonic()
-            conn.writer.write(f"GET {base} HTTP/1.1\r\nHost: {conn.host}\r\nAccept: {accept}\r\n\r\n".encode())
+            head = f"GET {base} HTTP/1.1\r\nHost: {conn.host}\r\nAccept: {accept}\r\n{conn.auth}\r\n"
+            conn.writer.write(head.encode())
             status, headers = await conn._head()
             body = await conn.reader.readexactly(int(headers["content-length"]))
             runs.append(time.monotonic() - t)
@@ -444,27 +465,30 @@ async def list_pods(url: str, count: int, clients: int, repeats: int) -> dict[st
 # -- driver ---------------------------------------------------------------------------------------
 
 
-async def bench(args: argparse.Namespace, server: Server) -> None:
+async def bench(args: argparse.Namespace, server: Server) -> dict[str, float]:
     print(f"trainyard API server benchmark, {datetime.now(UTC):%Y-%m-%d %H:%M} UTC")
     machine = platform.processor() or platform.machine()
     print(f"machine:  {machine}, {os.cpu_count()} cpus, Python {platform.python_version()}")
     print(f"server:   {server.shape}, pid {server.pid}, {server.url}")
     print(f"          running {args.src}")
-    print(f"clients:  separate processes, HTTP/1.1 keep-alive (bench/rawhttp.py); {load()} at start\n")
+    tls = "over TLS with the bearer token, " if server.url.startswith("https:") else ""
+    print(f"clients:  separate processes, HTTP/1.1 keep-alive {tls}(bench/rawhttp.py); {load()} at start\n")
 
+    figures: dict[str, float] = {}
     if "writes" in args.phases:
-        await phase_writes(args, server)
+        figures |= await phase_writes(args, server)
     if "watch" in args.phases:
-        await phase_watch(args, server)
+        figures |= await phase_watch(args, server)
     if "list" in args.phases:
-        await phase_list(args, server)
+        figures |= await phase_list(args, server)
     st = proc_status(server.pid)
     print(f"4. server memory after the run: VmRSS {st['VmRSS']}, peak VmHWM {st['VmHWM']}")
     sizes = {f.name: f.stat().st_size / 1e6 for f in Path(args.home).glob("store.db*")}
     print("   store on disk: " + ", ".join(f"{name} {mb:.1f} MB" for name, mb in sorted(sizes.items())))
+    return figures
 
 
-async def phase_writes(args: argparse.Namespace, server: Server) -> None:
+async def phase_writes(args: argparse.Namespace, server: Server) -> dict[str, float]:
     split0 = cpu_times(server.pid)
     cpu0 = cpu_seconds(server.pid)
     w = await sustained_writes(server.url, args.write_procs, args.writers, args.write_seconds)
@@ -482,9 +506,10 @@ async def phase_writes(args: argparse.Namespace, server: Server) -> None:
     )
     print(f"   ({cpu_split(server.pid, split0)}); {load()}")
     print(f"   target >= {TARGET_WRITES:.0f} writes/s: {verdict(w['rate'], TARGET_WRITES, True)}\n")
+    return {"writes/s": w["rate"], "write p99 ms": w["p99_ms"], "server us/write": cpu / w["writes"] * 1e6}
 
 
-async def phase_watch(args: argparse.Namespace, server: Server) -> None:
+async def phase_watch(args: argparse.Namespace, server: Server) -> dict[str, float]:
     split0 = cpu_times(server.pid)
     cpu0 = cpu_seconds(server.pid)
     lat = await watch_latency(server.url, args.watchers, args.rate, args.watch_seconds, args.watch_objects)
@@ -508,9 +533,10 @@ async def phase_watch(args: argparse.Namespace, server: Server) -> None:
     )
     print(f"   ({cpu_split(server.pid, split0)}); {load()}")
     print(f"   target p99 <= {TARGET_WATCH_P99_MS:.0f} ms: {verdict(lat['p99_ms'], TARGET_WATCH_P99_MS, False)}\n")
+    return {"watch p50 ms": lat["p50_ms"], "watch p99 ms": lat["p99_ms"]}
 
 
-async def phase_list(args: argparse.Namespace, server: Server) -> None:
+async def phase_list(args: argparse.Namespace, server: Server) -> dict[str, float]:
     cpu0 = cpu_seconds(server.pid)
     lp = await list_pods(server.url, args.pods, args.writers * args.write_procs, args.repeats)
     cpu1 = cpu_seconds(server.pid)
@@ -525,6 +551,7 @@ async def phase_list(args: argparse.Namespace, server: Server) -> None:
             f"{verdict(f['median_s'], TARGET_LIST_S, False)}"
         )
     print(f"   server CPU for the phase {cpu1 - cpu0:.2f} s; {load()}\n")
+    return {"list json ms": lp["json"]["median_s"] * 1000, "list table ms": lp["table"]["median_s"] * 1000}
 
 
 def main() -> None:
@@ -544,18 +571,41 @@ def main() -> None:
     parser.add_argument(
         "--src", default=str(REPO / "src"), help="the trainyard sources the server runs (e.g. a baseline checkout)"
     )
+    parser.add_argument(
+        "--schemes", default="http,https", help="http (--insecure), https (the default: TLS + token), or both"
+    )
     parser.add_argument("--serve", default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--serve-secure", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve:
-        serve_api_plane(Path(args.serve), args.profile)
+        serve_api_plane(Path(args.serve), args.profile, args.serve_secure)
         return
-    with tempfile.TemporaryDirectory(prefix="yard-bench-") as home:
-        args.home = home
-        server = start_server(args.plane, Path(home), args.profile, Path(args.src).resolve())
-        try:
-            asyncio.run(bench(args, server))
-        finally:
-            server.stop()
+    results: dict[str, dict[str, float]] = {}
+    for scheme in args.schemes.split(","):
+        if scheme not in ("http", "https"):
+            raise SystemExit(f"--schemes: {scheme!r} is neither http nor https")
+        print(f"===== {scheme} =====")
+        with tempfile.TemporaryDirectory(prefix="yard-bench-") as home:
+            args.home = home
+            server = start_server(args.plane, Path(home), args.profile, Path(args.src).resolve(), scheme == "https")
+            try:
+                results[scheme] = asyncio.run(bench(args, server))
+            finally:
+                server.stop()
+        print()
+    print_side_by_side(results)
+
+
+def print_side_by_side(results: dict[str, dict[str, float]]) -> None:
+    """The figures of each scheme in columns, with HTTPS's change against http."""
+    if len(results) < 2:
+        return
+    schemes = list(results)
+    print("side by side: " + " vs ".join(schemes) + " (one run each; the machine's load moves both)")
+    for key in results[schemes[0]]:
+        values = [results[s].get(key, float("nan")) for s in schemes]
+        change = f"{(values[-1] / values[0] - 1) * 100:+.0f}%" if values[0] else ""
+        print(f"   {key:24} " + "  ".join(f"{v:10.2f}" for v in values) + f"   {change}")
 
 
 if __name__ == "__main__":

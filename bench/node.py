@@ -1,7 +1,10 @@
 """Local node figures against a real ``yard up``: pod start latency, 1,000 pods to completion, plane memory.
 
 The plane runs as ``yard up`` would start it, in a temporary home; the client creates pods over
-HTTP/1.1 keep-alive connections (``rawhttp``) and follows them through one watch. Phases:
+HTTP/1.1 keep-alive connections (``rawhttp``) and follows them through one watch.
+``--schemes http,https`` (the default) runs it all twice, each against a fresh plane: plain http
+(``yard up --insecure``), then HTTPS with the bearer token (the default), then prints both side
+by side. Phases:
 
 1. **Start latency** over ``--pods`` (100) pods created one at a time (the next once the previous
    is Running), each running ``date +%s.%N`` under ``restartPolicy: Never``:
@@ -40,7 +43,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from apiserver import call, cpu_seconds, load, pct, proc_status, verdict
+from apiserver import call, cpu_seconds, load, pct, print_side_by_side, proc_status, trust, verdict
 from rawhttp import Connection, LineStream
 
 REPO = Path(__file__).resolve().parents[1]
@@ -63,18 +66,26 @@ class Plane:
         subprocess.run([*yard, "down"], check=False, env=env, cwd=REPO, capture_output=True)
 
 
-def start_plane(home: Path, src: Path, profile: str | None) -> tuple[Plane, list[str], dict[str, str]]:
+def start_plane(home: Path, src: Path, profile: str | None, secure: bool) -> tuple[Plane, list[str], dict[str, str]]:
     env = {**os.environ, "PYTHONPATH": f"{src}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
     yard = [sys.executable, "-m", "trainyard.cli.main", "--home", str(home)]
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
+    mode = "--secure" if secure else "--insecure"
     if not profile:
-        subprocess.run([*yard, "up", "--port", str(port), "--workspace", str(home)], check=True, env=env, cwd=REPO)
+        subprocess.run(
+            [*yard, "up", "--port", str(port), "--workspace", str(home), mode],
+            check=True,
+            env=env,
+            cwd=REPO,
+            stderr=subprocess.DEVNULL,  # --insecure's warning, expected here
+        )
         state = json.loads((home / "plane.json").read_text())
+        trust(home, state["url"])
         return Plane(int(state["pid"]), state["url"], home), yard, env
     argv = [sys.executable, "-m", "cProfile", "-o", profile, "-m", "trainyard.cli.main", "--home", str(home)]
-    argv += ["up", "--foreground", "--port", str(port), "--workspace", str(home)]
+    argv += ["up", "--foreground", "--port", str(port), "--workspace", str(home), mode]
     log = (home / "yard.log").open("ab")
     child = subprocess.Popen(argv, env=env, cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
     deadline = time.monotonic() + 60
@@ -83,6 +94,7 @@ def start_plane(home: Path, src: Path, profile: str | None) -> tuple[Plane, list
             raise SystemExit("the plane did not start under the profiler")
         time.sleep(0.1)
     state = json.loads((home / "plane.json").read_text())
+    trust(home, state["url"])
     return Plane(child.pid, state["url"], home, child), yard, env
 
 
@@ -173,7 +185,7 @@ def shim_count() -> int:
     return count
 
 
-async def start_latency(plane: Plane, count: int) -> None:
+async def start_latency(plane: Plane, count: int) -> dict[str, float]:
     seen = Seen()
     conn = await Connection.open(plane.url)
     raw = await call(conn, "GET", f"/api/v1/namespaces/{NAMESPACE}/pods")
@@ -214,9 +226,14 @@ async def start_latency(plane: Plane, count: int) -> None:
         print(f"     of which bind -> fork   p50 {fork50:6.1f} ms   p99 {fork99:6.1f} ms   (the shim's own clock)")
     if seen.failed:
         print(f"   {len(seen.failed)} pod(s) failed: {seen.failed[:5]}")
+    return {
+        "created->Running p50 ms": pct(to_running, 0.5),
+        "created->Running p99 ms": pct(to_running, 0.99),
+        "bind->process p50 ms": p50,
+    }
 
 
-async def burst(plane: Plane, count: int, creators: int) -> None:
+async def burst(plane: Plane, count: int, creators: int) -> dict[str, float]:
     seen = Seen()
     conn = await Connection.open(plane.url)
     raw = await call(conn, "GET", f"/api/v1/namespaces/{NAMESPACE}/pods")
@@ -268,9 +285,10 @@ async def burst(plane: Plane, count: int, creators: int) -> None:
     print(f"   plane CPU {cpu:.1f} s ({cpu / count * 1000:.1f} ms per pod); at most {peak_shims} shims at once")
     if seen.failed:
         print(f"   {len(seen.failed)} pod(s) failed: {seen.failed[:5]}")
+    return {f"{count} pods s": elapsed, "plane ms/pod": cpu / count * 1000}
 
 
-async def bench(args: argparse.Namespace, plane: Plane) -> None:
+async def bench(args: argparse.Namespace, plane: Plane) -> dict[str, float]:
     print(f"trainyard local node benchmark, {datetime.now(UTC):%Y-%m-%d %H:%M} UTC")
     machine = platform.processor() or platform.machine()
     print(f"machine: {machine}, {os.cpu_count()} cpus, Python {platform.python_version()}")
@@ -278,12 +296,14 @@ async def bench(args: argparse.Namespace, plane: Plane) -> None:
     conn = await Connection.open(plane.url)
     await call(conn, "POST", "/api/v1/namespaces", {"metadata": {"name": NAMESPACE}}, 201, 409)
     conn.close()
+    figures: dict[str, float] = {}
     if args.pods:
-        await start_latency(plane, args.pods)
+        figures |= await start_latency(plane, args.pods)
     if args.burst:
-        await burst(plane, args.burst, args.creators)
+        figures |= await burst(plane, args.burst, args.creators)
     st = proc_status(plane.pid)
     print(f"3. plane memory after the run: VmRSS {st['VmRSS']}, peak VmHWM {st['VmHWM']}")
+    return figures
 
 
 def main() -> None:
@@ -294,17 +314,27 @@ def main() -> None:
     parser.add_argument("--profile", default=None, help="run the plane under cProfile and write its stats here")
     parser.add_argument("--src", default=str(REPO / "src"), help="the trainyard sources the plane runs")
     parser.add_argument("--keep", action="store_true", help="keep the plane's home (its log, pods) afterwards")
+    parser.add_argument(
+        "--schemes", default="http,https", help="http (--insecure), https (the default: TLS + token), or both"
+    )
     args = parser.parse_args()
-    home = Path(tempfile.mkdtemp(prefix="yard-node-bench-"))
-    plane, yard, env = start_plane(home, Path(args.src).resolve(), args.profile)
-    try:
-        asyncio.run(bench(args, plane))
-    finally:
-        plane.stop(yard, env)
-        if args.keep:
-            print(f"the plane's home is kept: {home}")
-        else:
-            shutil.rmtree(home, ignore_errors=True)
+    results: dict[str, dict[str, float]] = {}
+    for scheme in args.schemes.split(","):
+        if scheme not in ("http", "https"):
+            raise SystemExit(f"--schemes: {scheme!r} is neither http nor https")
+        print(f"===== {scheme} =====")
+        home = Path(tempfile.mkdtemp(prefix="yard-node-bench-"))
+        plane, yard, env = start_plane(home, Path(args.src).resolve(), args.profile, scheme == "https")
+        try:
+            results[scheme] = asyncio.run(bench(args, plane))
+        finally:
+            plane.stop(yard, env)
+            if args.keep:
+                print(f"the plane's home is kept: {home}")
+            else:
+                shutil.rmtree(home, ignore_errors=True)
+        print()
+    print_side_by_side(results)
 
 
 if __name__ == "__main__":

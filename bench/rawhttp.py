@@ -3,13 +3,40 @@
 The benchmark's clients share a 2-core machine with the server, so a general-purpose client
 (aiohttp's costs about as much CPU per request as the server) would measure mostly itself. This
 one only writes a request and reads a ``Content-Length`` or chunked response, like wrk or hey.
+
+``https://`` URLs are served over TLS, trusting the CA file in ``$RAWHTTP_CAFILE`` and sending
+``Authorization: Bearer $RAWHTTP_TOKEN`` (a secure plane's ``pki/ca.crt`` and ``pki/token``), as
+kubectl does with the plane's kubeconfig; environment variables so that the benchmark's client
+processes inherit them.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
+import os
+import ssl
 from collections.abc import AsyncIterator, Callable
 from urllib.parse import urlsplit
+
+
+def use_credentials(cafile: str, token: str) -> None:
+    """Trust ``cafile`` and send ``token`` on ``https://`` URLs (in this process and the ones it starts)."""
+    os.environ["RAWHTTP_CAFILE"], os.environ["RAWHTTP_TOKEN"] = cafile, token
+    _context.cache_clear()
+
+
+@functools.cache
+def _context() -> ssl.SSLContext:
+    return ssl.create_default_context(cafile=os.environ.get("RAWHTTP_CAFILE") or None)
+
+
+def _tls(scheme: str) -> tuple[ssl.SSLContext | None, str]:
+    """(the client TLS context or None, the extra header lines) for a URL's scheme."""
+    if scheme != "https":
+        return None, ""
+    token = os.environ.get("RAWHTTP_TOKEN")
+    return _context(), (f"Authorization: Bearer {token}\r\n" if token else "")
 
 
 class HttpError(Exception):
@@ -17,22 +44,24 @@ class HttpError(Exception):
 
 
 class Connection:
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, host: str) -> None:
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, host: str, auth: str = "") -> None:
         self.reader = reader
         self.writer = writer
         self.host = host
+        self.auth = auth
 
     @classmethod
     async def open(cls, url: str) -> Connection:
         parts = urlsplit(url)
-        reader, writer = await asyncio.open_connection(parts.hostname, parts.port, limit=1 << 24)
-        return cls(reader, writer, parts.netloc)
+        context, auth = _tls(parts.scheme)
+        reader, writer = await asyncio.open_connection(parts.hostname, parts.port, limit=1 << 24, ssl=context)
+        return cls(reader, writer, parts.netloc, auth)
 
     def close(self) -> None:
         self.writer.close()
 
     def send(self, method: str, path: str, body: bytes = b"", content_type: str = "application/json") -> None:
-        head = f"{method} {path} HTTP/1.1\r\nHost: {self.host}\r\nAccept: application/json\r\n"
+        head = f"{method} {path} HTTP/1.1\r\nHost: {self.host}\r\nAccept: application/json\r\n{self.auth}"
         if body or method in ("POST", "PUT", "PATCH"):
             head += f"Content-Type: {content_type}\r\nContent-Length: {len(body)}\r\n"
         self.writer.write(head.encode() + b"\r\n" + body)
@@ -99,8 +128,12 @@ class LineStream(asyncio.Protocol):
     async def open(cls, url: str, path: str, on_line: Callable[[bytes], None]) -> tuple[asyncio.Transport, LineStream]:
         parts = urlsplit(url)
         loop = asyncio.get_running_loop()
-        transport, protocol = await loop.create_connection(lambda: cls(on_line), parts.hostname, parts.port)
-        transport.write(f"GET {path} HTTP/1.1\r\nHost: {parts.netloc}\r\nAccept: application/json\r\n\r\n".encode())
+        context, auth = _tls(parts.scheme)
+        transport, protocol = await loop.create_connection(
+            lambda: cls(on_line), parts.hostname, parts.port, ssl=context
+        )
+        head = f"GET {path} HTTP/1.1\r\nHost: {parts.netloc}\r\nAccept: application/json\r\n{auth}\r\n"
+        transport.write(head.encode())
         return transport, protocol
 
     def data_received(self, data: bytes) -> None:

@@ -6,12 +6,15 @@ exactly as a user would, and ``kubectl`` runs the binary on PATH against it.
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import socket
+import ssl
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,11 +48,41 @@ def eventually(probe: Callable[[], T], *, timeout: float = 60.0, interval: float
 class Plane:
     home: Path
     port: int
-    secure: bool = False
+    # The default, as for `yard up`: HTTPS and a bearer token. False: `yard up --insecure` (plain http).
+    secure: bool = True
 
     @property
     def url(self) -> str:
         return f"{'https' if self.secure else 'http'}://127.0.0.1:{self.port}"
+
+    # -- for tests that call the API server directly rather than through the kubeconfig ---------
+
+    def ssl_context(self) -> ssl.SSLContext | None:
+        """A client context that trusts the plane's own CA (None for plain http)."""
+        return ssl.create_default_context(cafile=self.home / "pki" / "ca.crt") if self.secure else None
+
+    def auth_headers(self) -> dict[str, str]:
+        """``Authorization: Bearer <token>`` (nothing for plain http)."""
+        if not self.secure:
+            return {}
+        return {"Authorization": f"Bearer {(self.home / 'pki' / 'token').read_text().strip()}"}
+
+    def urlopen(self, target: str | urllib.request.Request, *, timeout: float = 60) -> Any:
+        """``urllib.request.urlopen`` of a path (or full URL, or Request) on the plane, with its CA and token."""
+        request = urllib.request.Request(self.url + target if target.startswith("/") else target) if isinstance(
+            target, str
+        ) else target
+        for key, value in self.auth_headers().items():
+            request.add_header(key, value)
+        return urllib.request.urlopen(request, timeout=timeout, context=self.ssl_context())
+
+    def connection(self, timeout: float = 60) -> http.client.HTTPConnection:
+        """An ``http.client`` connection to the plane whose requests carry its token (HTTPS when secure)."""
+        if not self.secure:
+            return http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
+        conn = _TokenConnection("127.0.0.1", self.port, timeout=timeout, context=self.ssl_context())
+        conn.auth = self.auth_headers()
+        return conn
 
     @property
     def kubeconfig(self) -> Path:
@@ -65,22 +98,33 @@ class Plane:
         return result
 
     def up(self, *flags: str) -> None:
-        secure = ["--secure"] if self.secure else []
-        self.yard("up", "--port", str(self.port), "--workspace", str(REPO), *secure, *flags)
+        mode = "--secure" if self.secure else "--insecure"
+        self.yard("up", "--port", str(self.port), "--workspace", str(REPO), mode, *flags)
 
     def down(self) -> None:
         self.yard("down", check=False)
 
 
-def own_plane(tmp_path_factory: pytest.TempPathFactory, name: str, *flags: str) -> Iterator[Plane]:
+class _TokenConnection(http.client.HTTPSConnection):
+    auth: dict[str, str]
+
+    def request(  # type: ignore[override]
+        self, method: str, url: str, body: Any = None, headers: Any = None, *, encode_chunked: bool = False
+    ) -> None:
+        super().request(method, url, body, {**self.auth, **dict(headers or {})}, encode_chunked=encode_chunked)
+
+
+def own_plane(
+    tmp_path_factory: pytest.TempPathFactory, name: str, *flags: str, secure: bool = True
+) -> Iterator[Plane]:
     """A module's own plane, started with ``yard up`` ``flags`` (for module-scoped ``plane`` fixtures)."""
-    plane = Plane(tmp_path_factory.mktemp(name), free_port())
+    plane = Plane(tmp_path_factory.mktemp(name), free_port(), secure)
     plane.up(*flags)
     yield plane
     plane.down()
 
 
-def start_plane(home: Path, *, secure: bool = False) -> Plane:
+def start_plane(home: Path, *, secure: bool = True) -> Plane:
     plane = Plane(home, free_port(), secure)
     plane.up()
     return plane
@@ -94,16 +138,22 @@ def plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Plane]:
 
 
 @pytest.fixture(scope="session")
-def secure_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Plane]:
-    """A second plane behind ``--secure`` (HTTPS + token), for client suites that run against both."""
-    p = start_plane(tmp_path_factory.mktemp("yard-secure-home"), secure=True)
+def insecure_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Plane]:
+    """A second plane started with ``--insecure`` (plain http, no token), for tests about plain http."""
+    p = start_plane(tmp_path_factory.mktemp("yard-insecure-home"), secure=False)
     yield p
     p.down()
 
 
+@pytest.fixture(scope="session")
+def secure_plane(plane: Plane) -> Plane:
+    """The default plane is the secure one (the name is kept for tests written when it was not)."""
+    return plane
+
+
 def plain_and_secure(request: pytest.FixtureRequest, plane: Plane) -> Plane:
-    """Body of a module's ``plane`` override parametrized over ``http`` and ``https``."""
-    return request.getfixturevalue("secure_plane") if request.param == "https" else plane
+    """Body of a module's ``plane`` override parametrized over ``http`` and ``https`` (the default plane)."""
+    return request.getfixturevalue("insecure_plane") if request.param == "http" else plane
 
 
 class Kubectl:

@@ -63,7 +63,7 @@ class PlaneOptions:
     host: str = "127.0.0.1"
     port: int = DEFAULT_PORT
     workspace: Path | None = None
-    secure: bool = False
+    secure: bool = True
     # The local node: its name (default: this host's), declared capacity (None: detected) and taints.
     node_name: str | None = None
     capacity: Capacity | None = None
@@ -93,7 +93,7 @@ class EmbeddedPlane:
         self._client: AsyncClient | None = None
 
     async def start(self) -> None:
-        self.layout.home.mkdir(parents=True, exist_ok=True)
+        self.layout.home.mkdir(mode=0o700, parents=True, exist_ok=True)
         await self.api.start()
         # the operator and node agent use exactly what kubectl gets: same CA, same token
         config = kubeconfig(self.api.url, self.api.credentials)

@@ -17,6 +17,7 @@ started again on the same home. Then:
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
 import os
@@ -42,7 +43,7 @@ ACKED_BEFORE_KILL = 200
 
 
 def connect(plane: Plane) -> http.client.HTTPConnection:
-    return http.client.HTTPConnection("127.0.0.1", plane.port, timeout=30)
+    return plane.connection(timeout=30)
 
 
 def call(conn: http.client.HTTPConnection, method: str, path: str, body: Any = None, ctype: str = "") -> Any:
@@ -133,7 +134,8 @@ class Watcher:
 
     def close(self) -> None:
         if self.conn.sock is not None:
-            self.conn.sock.shutdown(socket.SHUT_RDWR)
+            with contextlib.suppress(OSError):  # over TLS, a socket the killed server reset says so
+                self.conn.sock.shutdown(socket.SHUT_RDWR)
         self.conn.close()
         self.thread.join(timeout=10)
 

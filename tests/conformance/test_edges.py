@@ -7,7 +7,6 @@ through the real kubectl where a client's behaviour is the point.
 
 from __future__ import annotations
 
-import http.client
 import json
 from collections.abc import Iterable
 from typing import Any
@@ -31,7 +30,7 @@ def call(
     ctype: str = "application/json",
     headers: dict[str, str] | None = None,
 ) -> tuple[int, Any]:
-    conn = http.client.HTTPConnection("127.0.0.1", plane.port, timeout=60)
+    conn = plane.connection(timeout=60)
     try:
         hdrs = {"Content-Type": ctype, **(headers or {})}
         chunked = body is not None and not isinstance(body, bytes)

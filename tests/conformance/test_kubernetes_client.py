@@ -65,8 +65,8 @@ def run_scenario(version: str, plane: Plane, *args: str) -> str:
 @pytest.mark.parametrize("scheme", ["http", "https"])
 @pytest.mark.parametrize("version", sorted(VERSIONS))
 def test_kubernetes_client_crud_watch_conflict_logs(version: str, scheme: str, request: pytest.FixtureRequest) -> None:
-    # The same scenario against the default plane and against `yard up --secure` (CA + token).
-    plane: Plane = request.getfixturevalue("secure_plane" if scheme == "https" else "plane")
+    # The same scenario against the default (secure: CA + token) plane and against `yard up --insecure`.
+    plane: Plane = request.getfixturevalue("plane" if scheme == "https" else "insecure_plane")
     run_scenario(version, plane, "crud", f"k8s-client-{version}")
 
 
@@ -103,7 +103,7 @@ def api_plane_in_thread(home: Path) -> Iterator[tuple[Plane, ApiPlane, Callable[
 
     try:
         asyncio.run_coroutine_threadsafe(api.start(), loop).result(60)
-        plane = Plane(home, api.port)
+        plane = Plane(home, api.port, secure=False)  # ApiPlane alone serves plain http
         plane.kubeconfig.write_text(yaml.safe_dump(kubeconfig(api.url)))
         yield plane, api, on_loop
     finally:

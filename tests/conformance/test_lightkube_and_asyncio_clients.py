@@ -37,7 +37,7 @@ OURS = {"pre", "live", "ssa"}
 
 @pytest.fixture(scope="module", params=["http", "https"])
 def plane(request: pytest.FixtureRequest, plane: Plane) -> Plane:
-    # Every client here must work against the default plane and against `yard up --secure`.
+    # Every client here must work against the default (secure) plane and against `yard up --insecure`.
     return plain_and_secure(request, plane)
 
 @pytest.fixture(scope="module")

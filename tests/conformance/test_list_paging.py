@@ -34,7 +34,7 @@ def call(plane: Plane, method: str, path: str, body: Any = None, accept: str = "
     headers = {"Content-Type": "application/json", "Accept": accept}
     request = urllib.request.Request(plane.url + path, data=data, method=method, headers=headers)
     try:
-        with urllib.request.urlopen(request, timeout=60) as response:
+        with plane.urlopen(request, timeout=60) as response:
             return response.status, json.loads(response.read())
     except urllib.error.HTTPError as exc:
         return exc.code, json.loads(exc.read())

@@ -1,8 +1,9 @@
-"""``yard up --secure``: HTTPS with the plane's own CA and a bearer token, driven by real clients.
+"""``yard up`` is secure by default: HTTPS with the plane's own CA and a bearer token, driven by real clients.
 
 A real plane runs in a temporary home; kubectl, the ``yard`` CLI (through the SDK) and raw
 ``urllib`` requests talk to it. The plane's own operator and node agent must get through the
-same check, which the job that runs to completion proves.
+same check, which the job that runs to completion proves. Another local user (a real one, made
+with ``useradd`` when the tests run as root) gets 401 and can read nothing under the home.
 """
 
 from __future__ import annotations
@@ -10,9 +11,14 @@ from __future__ import annotations
 import base64
 import http.client
 import json
+import os
+import shutil
 import socket
 import ssl
 import stat
+import subprocess
+import sys
+import tempfile
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -22,7 +28,7 @@ from typing import Any
 import pytest
 import yaml
 
-from conftest import Kubectl, Plane, eventually, start_plane
+from conftest import Kubectl, Plane, eventually, free_port, start_plane
 
 pytestmark = pytest.mark.e2e
 
@@ -223,7 +229,7 @@ def _other_addresses() -> list[str]:
     return found
 
 
-@pytest.mark.parametrize("which", ["secure_plane", "plane"])
+@pytest.mark.parametrize("which", ["secure_plane", "insecure_plane"])
 def test_the_api_server_listens_on_loopback_only(which: str, request: pytest.FixtureRequest) -> None:
     served: Plane = request.getfixturevalue(which)
     assert _listeners(served.port) == ["0100007F"], "one listener, on 127.0.0.1"
@@ -260,10 +266,11 @@ def test_restarts_keep_secure_mode_and_credentials_until_they_are_deleted(
         assert "default" in Kubectl(plane, cache)("get", "namespaces")
 
         # switching needs an explicit flag, and a running plane is not switched behind the user's back
-        switch = plane.yard("up", "--no-secure", "--port", str(plane.port), check=False)
+        switch = plane.yard("up", "--insecure", "--port", str(plane.port), check=False)
         assert switch.returncode == 1 and "yard down" in switch.stderr
         plane.down()
-        plane.yard("up", "--no-secure", "--port", str(plane.port))
+        started = plane.yard("up", "--no-secure", "--port", str(plane.port))  # --insecure's old name
+        assert "WARNING: `--insecure`" in started.stderr
         config = yaml.safe_load(plane.kubeconfig.read_text())
         assert config["clusters"][0]["cluster"] == {"server": f"http://127.0.0.1:{plane.port}"}
         assert config["users"][0]["user"] == {}
@@ -291,3 +298,240 @@ def test_official_python_client_uses_the_kubeconfig_unchanged(secure_plane: Plan
         refused.list_namespaced_pod("default")
     assert failure.value.status == 401
     assert json.loads(failure.value.body)["reason"] == "Unauthorized"
+
+
+def test_plain_http_is_an_opt_in_that_warns_at_every_start_and_is_remembered(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    plane = Plane(tmp_path_factory.mktemp("insecure-opt-in-home"), free_port(), secure=False)
+    try:
+        first = plane.yard("up", "--insecure", "--port", str(plane.port))
+        for started in (first,):
+            assert "WARNING: `--insecure`" in started.stderr and "any command" in started.stderr
+            assert "yard up --secure" in started.stderr, "it says how to go back"
+        assert json.loads((plane.home / "yard.json").read_text()) == {"secure": False, "insecureOptIn": True}
+        with plane.urlopen("/api/v1/namespaces") as response:
+            assert response.status == 200
+        plane.down()
+        # a plain `yard up` keeps the opt-in, and warns again
+        again = plane.yard("up", "--port", str(plane.port))
+        assert "WARNING: `--insecure`" in again.stderr
+        assert yaml.safe_load(plane.kubeconfig.read_text())["clusters"][0]["cluster"]["server"].startswith("http:")
+        assert "WARNING" in (plane.home / "yard.log").read_text(), "the plane's log says it too"
+        plane.down()
+        back = plane.yard("up", "--secure", "--port", str(plane.port))
+        assert "WARNING" not in back.stderr
+        assert json.loads((plane.home / "yard.json").read_text()) == {"secure": True}
+    finally:
+        plane.down()
+
+
+def test_a_plane_left_on_the_old_http_default_moves_to_https_and_says_so(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    home = tmp_path_factory.mktemp("old-default-home")
+    plane = Plane(home, free_port())
+    # what a plain `yard up` of an older trainyard left: plain http remembered, no opt-in recorded,
+    # world-readable files and an http kubeconfig
+    (home / "yard.json").write_text('{"secure": false}\n')
+    (home / "yard.log").write_text("an old log\n")
+    (home / "kubeconfig").write_text(yaml.safe_dump({"clusters": [{"cluster": {"server": "http://127.0.0.1:1"}}]}))
+    for path in (home / "yard.json", home / "yard.log", home / "kubeconfig"):
+        path.chmod(0o644)
+    home.chmod(0o755)
+    try:
+        started = plane.yard("up", "--port", str(plane.port))
+        assert "now serves HTTPS" in started.stderr and str(plane.kubeconfig) in started.stderr, started.stderr
+        assert "yard up --insecure" in started.stderr, "it says how to keep plain http"
+        assert "WARNING" not in started.stderr
+        assert json.loads((home / "yard.json").read_text()) == {"secure": True}
+        config = yaml.safe_load(plane.kubeconfig.read_text())
+        assert config["clusters"][0]["cluster"]["server"] == plane.url and plane.url.startswith("https:")
+        assert config["users"][0]["user"]["token"] == token_of(plane)
+        assert mode(home) == 0o700
+        for name in ("yard.json", "yard.log", "kubeconfig"):
+            assert mode(home / name) == 0o600, name
+        assert "default" in Kubectl(plane, tmp_path_factory.mktemp("old-default-cache"))("get", "namespaces")
+        plane.down()
+        # told once: the next start is quiet
+        assert "HTTPS" not in plane.yard("up", "--port", str(plane.port)).stderr
+    finally:
+        plane.down()
+
+
+def test_yard_up_refuses_a_shared_home(tmp_path: Path) -> None:
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o1777)
+    result = Plane(shared, free_port()).yard("up", check=False)
+    assert result.returncode == 2 and "shared directory" in result.stderr
+    assert mode(shared) == 0o1777, "left as it was"
+
+
+# -- another local user -------------------------------------------------------------------------
+
+POD = """
+apiVersion: v1
+kind: Pod
+metadata:
+  name: private-pod
+spec:
+  restartPolicy: Never
+  containers:
+    - name: main
+      image: python:3.11
+      command: ["python3", "-c", "print('a secret of the owner')"]
+"""
+
+# Run by the other user with the system's Python: what can it reach of the plane in HOME on PORT?
+PROBE = r"""
+import json, os, ssl, sys, urllib.error, urllib.request
+home, port, token = sys.argv[1], sys.argv[2], sys.argv[3]
+out = {}
+context = ssl._create_unverified_context()  # the CA is the owner's; an attacker would not check anyway
+for name, headers in (("anonymous", {}), ("guessed", {"Authorization": "Bearer " + token})):
+    request = urllib.request.Request(f"https://127.0.0.1:{port}/api/v1/namespaces/default/pods", headers=headers)
+    try:
+        with urllib.request.urlopen(request, context=context, timeout=30) as response:
+            out[name] = response.status
+    except urllib.error.HTTPError as exc:
+        out[name] = exc.code
+try:
+    urllib.request.urlopen(f"http://127.0.0.1:{port}/api/v1/namespaces/default/pods", timeout=30)
+    out["http"] = "served"
+except Exception as exc:
+    out["http"] = type(exc).__name__
+for rel in sys.argv[4:]:
+    try:
+        with open(os.path.join(home, rel), "rb") as handle:
+            handle.read(1)
+        out[rel] = "read"
+    except OSError as exc:
+        out[rel] = type(exc).__name__
+try:
+    os.listdir(home)
+    out["listdir"] = "listed"
+except OSError as exc:
+    out["listdir"] = type(exc).__name__
+print(json.dumps(out))
+"""
+
+
+@pytest.fixture(scope="module")
+def open_parent_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Plane]:
+    """A plane started by a plain `yard up` in a home whose parent every user can traverse (0755)."""
+    parent = Path(tempfile.mkdtemp(prefix="yard-secure-parent-"))
+    parent.chmod(0o755)
+    plane = Plane(parent / "home", free_port())
+    try:
+        plane.yard("up", "--port", str(plane.port), "--workspace", str(tmp_path_factory.mktemp("ws")))
+        yield plane
+    finally:
+        plane.down()
+        shutil.rmtree(parent, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def ran_pod(open_parent_plane: Plane, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The log file of a pod that ran to completion in ``open_parent_plane``."""
+    k = Kubectl(open_parent_plane, tmp_path_factory.mktemp("private-cache"))
+    k("apply", "-f", "-", input=POD)
+    eventually(
+        lambda: k.json("get", "pod", "private-pod")["status"].get("phase") == "Succeeded",
+        timeout=180,
+        what="the pod to succeed",
+    )
+    assert k("logs", "private-pod") == "a secret of the owner\n"
+    logs = list((open_parent_plane.home / "pods").glob("default_private-pod_*/logs/main.log"))
+    assert len(logs) == 1, logs
+    return logs[0]
+
+
+def test_a_plain_yard_up_serves_https_with_a_token(open_parent_plane: Plane) -> None:
+    plane = open_parent_plane
+    assert json.loads((plane.home / "yard.json").read_text()) == {"secure": True}
+    state = json.loads((plane.home / "plane.json").read_text())
+    assert state["secure"] is True and state["url"] == plane.url == f"https://127.0.0.1:{plane.port}"
+    assert_unauthorized(request(plane, "/api/v1/namespaces"))
+    assert request(plane, "/api/v1/namespaces", token=token_of(plane))[0] == 200
+
+
+def test_everything_under_the_home_is_owner_only(open_parent_plane: Plane, ran_pod: Path) -> None:
+    home = open_parent_plane.home
+    assert mode(home) == 0o700
+    checked = 0
+    for root, dirs, files in os.walk(home):
+        for name in dirs:
+            path = Path(root) / name
+            if not path.is_symlink():
+                assert mode(path) & 0o077 == 0, f"{path} is {oct(mode(path))}"
+        for name in files:
+            path = Path(root) / name
+            if path.is_symlink() or Path(root).name == "work":
+                continue  # a container's own files in its working dir keep the container's umask
+            assert mode(path) & 0o077 == 0, f"{path} is {oct(mode(path))}"
+            checked += 1
+    assert checked >= 10
+    for path in (home / "store.db", home / "kubeconfig", home / "yard.log", ran_pod, home / "pki" / "token"):
+        assert mode(path) == 0o600, path
+    assert mode(ran_pod.parent) == 0o700 and mode(ran_pod.parent.parent) == 0o700
+
+
+def _other_user() -> Iterator[str]:
+    name = f"yardother{os.getpid() % 100000}"
+    subprocess.run(["userdel", "-r", name], capture_output=True)
+    created = subprocess.run(["useradd", "--no-create-home", "--shell", "/usr/sbin/nologin", name], capture_output=True)
+    if created.returncode != 0:
+        raise AssertionError(f"useradd failed: {created.stderr!r}")
+    try:
+        yield name
+    finally:
+        subprocess.run(["userdel", name], capture_output=True)
+
+
+@pytest.fixture(scope="module")
+def other_user() -> Iterator[str | None]:
+    """A real second Unix user (None when these tests are not root or the system has no useradd)."""
+    if os.geteuid() != 0 or not (shutil.which("useradd") and shutil.which("runuser")):
+        yield None
+        return
+    yield from _other_user()
+
+
+def test_another_local_user_gets_401_and_reads_nothing(
+    open_parent_plane: Plane, ran_pod: Path, other_user: str | None
+) -> None:
+    plane = open_parent_plane
+    private = [
+        "pki/token",
+        "pki/ca.key",
+        "pki/server.key",
+        "kubeconfig",
+        "store.db",
+        "yard.log",
+        str(ran_pod.relative_to(plane.home)),
+    ]
+    if other_user is None:
+        # not root: what stops another user is what this checks (no group or other bit on the way in)
+        assert mode(plane.home) == 0o700
+        for rel in private:
+            assert mode(plane.home / rel) & 0o077 == 0, rel
+        assert_unauthorized(request(plane, "/api/v1/namespaces/default/pods", token="guessed"))
+        return
+    # the home's parent lets anyone through: only trainyard's own permissions stand in the way
+    assert mode(plane.home.parent) == 0o755
+    python = shutil.which("python3", path="/usr/bin:/bin") or sys.executable
+    probe = subprocess.run(
+        ["runuser", "-u", other_user, "--", python, "-c", PROBE, str(plane.home), str(plane.port), "guessed", *private],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd="/",
+    )
+    assert probe.returncode == 0, probe.stderr
+    seen = json.loads(probe.stdout)
+    assert seen.pop("anonymous") == 401 and seen.pop("guessed") == 401
+    assert seen.pop("http") != "served"
+    assert seen == dict.fromkeys([*private, "listdir"], "PermissionError"), seen
+    # ... while the owner reads the log through the API
+    assert "a secret of the owner" in plane.yard("logs", "private-pod").stdout

@@ -9,14 +9,13 @@ watch resumed from a revision gets the backlog and then the live changes without
 
 from __future__ import annotations
 
-import http.client
+import contextlib
 import json
 import socket
 import threading
 import uuid
 from collections.abc import Iterator
 from typing import Any
-from urllib.parse import urlsplit
 
 import pytest
 
@@ -33,8 +32,7 @@ class Watch:
     """One watch stream read on a thread; ``events`` fills as lines arrive."""
 
     def __init__(self, plane: Plane, path: str, accept: str = "application/json") -> None:
-        parts = urlsplit(plane.url)
-        self.conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=120)
+        self.conn = plane.connection(timeout=120)
         self.conn.request("GET", path, headers={"Accept": accept})
         self.response = self.conn.getresponse()
         assert self.response.status == 200, self.response.read()
@@ -53,7 +51,8 @@ class Watch:
 
     def close(self) -> None:
         if self.conn.sock is not None:
-            self.conn.sock.shutdown(socket.SHUT_RDWR)
+            with contextlib.suppress(OSError):  # over TLS, a socket the killed server reset says so
+                self.conn.sock.shutdown(socket.SHUT_RDWR)
         self.conn.close()
         self._thread.join(timeout=10)
 
@@ -66,8 +65,7 @@ def _rv(obj: dict[str, Any]) -> str:
 
 
 def call(plane: Plane, method: str, path: str, body: Any = None, ctype: str = "application/json") -> Any:
-    parts = urlsplit(plane.url)
-    conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=60)
+    conn = plane.connection(timeout=60)
     try:
         conn.request(method, path, json.dumps(body) if body is not None else None, {"Content-Type": ctype})
         response = conn.getresponse()

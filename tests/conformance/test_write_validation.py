@@ -75,7 +75,7 @@ def call(
     data = json.dumps(body).encode() if body is not None else None
     request = urllib.request.Request(plane.url + path, data=data, method=method, headers={"Content-Type": ctype})
     try:
-        with urllib.request.urlopen(request, timeout=60) as response:
+        with plane.urlopen(request, timeout=60) as response:
             return response.status, json.loads(response.read()), response.headers
     except urllib.error.HTTPError as exc:
         return exc.code, json.loads(exc.read()), exc.headers

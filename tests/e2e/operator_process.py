@@ -22,6 +22,7 @@ from conftest import REPO, Plane, free_port
 
 class Api:
     def __init__(self, plane: Plane) -> None:
+        self.plane = plane
         self.base = plane.url
 
     def call(self, method: str, path: str, body: Any = None, *, content_type: str = "application/json") -> Any:
@@ -29,7 +30,7 @@ class Api:
         request = urllib.request.Request(
             self.base + path, method=method, data=data, headers={"Content-Type": content_type}
         )
-        with urllib.request.urlopen(request, timeout=60) as response:
+        with self.plane.urlopen(request, timeout=60) as response:
             return json.loads(response.read() or b"null")
 
     def get(self, path: str, **params: str) -> Any:

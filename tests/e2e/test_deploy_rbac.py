@@ -119,7 +119,8 @@ def authorization(method: str, target: str) -> tuple[str, str, str] | None:
 
 @pytest.fixture(scope="module")
 def plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Plane]:
-    yield from own_plane(tmp_path_factory, "yard-rbac", "--no-operator", "--cpus", "8")
+    # plain http: the recording proxy in front of the plane is a plain http one
+    yield from own_plane(tmp_path_factory, "yard-rbac", "--no-operator", "--cpus", "8", secure=False)
 
 
 @pytest.fixture(scope="module")
@@ -144,7 +145,7 @@ def proxied(plane: Plane, recorder: Recorder, home: Path) -> Plane:
         cluster["cluster"]["server"] = recorder.url
     home.mkdir(parents=True, exist_ok=True)
     (home / "kubeconfig").write_text(yaml.safe_dump(config))
-    return Plane(home, plane.port)
+    return Plane(home, plane.port, plane.secure)
 
 
 def job(name: str, ns: str, *, workers: int, seconds: int, master: bool = True, **spec: Any) -> dict[str, Any]:

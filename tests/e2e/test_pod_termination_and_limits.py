@@ -74,7 +74,7 @@ class Watch:
             {"watch": "1", "fieldSelector": f"metadata.name={name}", "resourceVersion": resource_version}
         )
         self.events: list[tuple[str, dict[str, Any]]] = []
-        self._response = urllib.request.urlopen(f"{plane.url}/api/v1/namespaces/{ns}/pods?{query}", timeout=120)
+        self._response = plane.urlopen(f"/api/v1/namespaces/{ns}/pods?{query}", timeout=120)
         self._thread = threading.Thread(target=self._read, daemon=True)
         self._thread.start()
 

@@ -11,7 +11,6 @@ import json
 import re
 import subprocess
 import sys
-import urllib.request
 
 import pytest
 
@@ -196,7 +195,7 @@ def test_streaming_list_watch_ends_its_initial_events_with_a_bookmark(plane: Pla
         f"{plane.url}/api/v1/namespaces?watch=true&sendInitialEvents=true&allowWatchBookmarks=true"
         "&resourceVersionMatch=NotOlderThan&timeoutSeconds=1"
     )
-    with urllib.request.urlopen(url, timeout=10) as response:
+    with plane.urlopen(url, timeout=10) as response:
         events = [json.loads(line) for line in response.read().splitlines() if line.strip()]
     kinds = [e["type"] for e in events]
     assert kinds[: kinds.index("BOOKMARK")] and set(kinds[: kinds.index("BOOKMARK")]) == {"ADDED"}

@@ -21,7 +21,7 @@ import typer
 
 from trainyard.api.podgroup import SCHEDULER_PLUGINS_SCHEDULER
 from trainyard.cluster import backoff, capacity, gpus, nodestatus
-from trainyard.cluster.paths import Layout, default_home
+from trainyard.cluster.paths import PRIVATE_UMASK, Layout, SharedHomeError, default_home, make_private
 from trainyard.cluster.plane import DEFAULT_PORT
 
 START_TIMEOUT = 60.0
@@ -49,10 +49,12 @@ def register(app: typer.Typer) -> None:
         secure: Annotated[
             bool | None,
             typer.Option(
-                "--secure/--no-secure",
-                help="serve HTTPS with a self-signed CA and a bearer token (kept in $TRAINYARD_HOME/pki); --no-secure "
-                "serves plain http on loopback; default: as the last `yard up` of this home (plain http the first "
-                "time)",
+                "--secure/--insecure",
+                " /--no-secure",
+                help="--secure (the default) serves HTTPS with a self-signed CA and a bearer token that only the "
+                "0600 kubeconfig holds (kept in $TRAINYARD_HOME/pki); --insecure (alias --no-secure) opts in to plain "
+                "http on loopback with no authentication, which every local user can use; a plain `yard up` serves "
+                "as the last one of this home was asked to",
                 show_default=False,
             ),
         ] = None,
@@ -182,7 +184,7 @@ def cmd_up(args: argparse.Namespace) -> int:
     if state is not None:
         print(f"trainyard is already running at {state['url']} (pid {state['pid']}, home {layout.home})")
         if args.secure is not None and bool(state.get("secure")) != args.secure:
-            flag = "--secure" if args.secure else "--no-secure"
+            flag = "--secure" if args.secure else "--insecure"
             print(f"error: it is not serving as {flag} asks; run `yard down` first to switch", file=sys.stderr)
             return 1
         if _node_flags(args):
@@ -212,9 +214,27 @@ def cmd_up(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
-    layout.home.mkdir(parents=True, exist_ok=True)
-    secure = remembered_secure(layout) if args.secure is None else args.secure
-    layout.settings_file.write_text(json.dumps({"secure": secure}) + "\n")
+    # Everything the plane (and this command) creates under the home is the owner's alone.
+    os.umask(PRIVATE_UMASK)
+    try:
+        narrowed = make_private(layout.home)
+    except SharedHomeError as exc:
+        print(f"error: {exc}; set $TRAINYARD_HOME or --home to a directory of your own", file=sys.stderr)
+        return 2
+    if narrowed:
+        print(f"note: made {layout.home} and what is in it private to you (0700/0600)", file=sys.stderr)
+    secure, migrated = serving_mode(layout, args.secure)
+    save_mode(layout, secure)
+    if migrated:
+        print(
+            f"note: this plane served plain http, the old default; it now serves HTTPS with a bearer token "
+            f"(secure by default). The kubeconfig {layout.kubeconfig} changed: copies of the old one stop "
+            "working, read it again (KUBECONFIG=$(yard kubeconfig)). To keep plain http: `yard down && "
+            "yard up --insecure`.",
+            file=sys.stderr,
+        )
+    if not secure and not args.foreground:  # the foreground plane logs it (to stderr) as it starts
+        print(insecure_warning(args.port), file=sys.stderr)
     workspace = (args.workspace or Path.cwd()).resolve()
     if args.foreground:
         return _foreground(layout, args, workspace, secure)
@@ -256,12 +276,39 @@ def _node_options(args: argparse.Namespace) -> tuple[capacity.Capacity | None, l
     return declared, taints
 
 
-def remembered_secure(layout: Layout) -> bool:
-    """Whether the last ``yard up`` of this home served securely: a plain ``yard up`` never downgrades."""
+def serving_mode(layout: Layout, flag: bool | None) -> tuple[bool, bool]:
+    """(secure, migrated): the flag if given, else what this home's last ``yard up`` chose.
+
+    Plain http is kept only where the user opted in (``"insecureOptIn": true``, written by
+    ``--insecure`` since plain http stopped being the default). A ``yard.json`` that says plain http
+    without it was written by an older ``yard up`` whose default that was: it moves to the secure
+    default (``migrated``) and the caller says so.
+    """
+    if flag is not None:
+        return flag, False
     try:
-        return bool(json.loads(layout.settings_file.read_text()).get("secure"))
-    except (FileNotFoundError, ValueError, AttributeError):
-        return False
+        settings = json.loads(layout.settings_file.read_text())
+    except (FileNotFoundError, ValueError):
+        return True, False
+    if not isinstance(settings, dict) or settings.get("secure", True) is not False:
+        return True, False
+    if settings.get("insecureOptIn") is True:
+        return False, False
+    return True, True
+
+
+def save_mode(layout: Layout, secure: bool) -> None:
+    settings: dict[str, Any] = {"secure": True} if secure else {"secure": False, "insecureOptIn": True}
+    layout.settings_file.write_text(json.dumps(settings) + "\n")  # 0600: under PRIVATE_UMASK
+
+
+def insecure_warning(port: int) -> str:
+    return (
+        f"WARNING: `--insecure`: the API server on http://127.0.0.1:{port} has no TLS and no authentication. Any "
+        "local user or process can use it: read and change every object, and run any command, with hostPath "
+        "volumes reading and writing any file, as the user who started the plane. Go back to the secure default "
+        "(HTTPS and a bearer token in the 0600 kubeconfig) with `yard down && yard up --secure`."
+    )
 
 
 def _foreground(layout: Layout, args: argparse.Namespace, workspace: Path, secure: bool) -> int:
@@ -272,6 +319,8 @@ def _foreground(layout: Layout, args: argparse.Namespace, workspace: Path, secur
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("httpx2").setLevel(logging.WARNING)
     logging.getLogger("httpx").setLevel(logging.WARNING)
+    if not secure:
+        logging.getLogger("trainyard").warning("%s", insecure_warning(port))
     layout.pid_file.write_text(str(os.getpid()))
     try:
         options = PlaneOptions(
@@ -315,7 +364,7 @@ def _background(layout: Layout, args: argparse.Namespace, workspace: Path, secur
         str(port),
         "--workspace",
         str(workspace),
-        "--secure" if secure else "--no-secure",
+        "--secure" if secure else "--insecure",
         *_node_flags(args),
         *([] if args.operator else ["--no-operator"]),
         *([] if args.gang_scheduler_name is None else ["--gang-scheduler-name", args.gang_scheduler_name]),
@@ -423,6 +472,8 @@ def cmd_status(args: argparse.Namespace) -> int:
     print(f"  API server   {state['url']}   kubectl: KUBECONFIG={layout.kubeconfig}")
     if state.get("secure"):
         print(f"  security     TLS (CA {layout.ca_cert}) and a bearer token ({layout.token_file})")
+    else:
+        print("  security     NONE: plain http, no authentication (`yard up --insecure`); any local user can use it")
     print(f"  store        {layout.database}")
     print(
         f"  node agent   node {state['node']!r}: {running_pods} training pod(s) running;"

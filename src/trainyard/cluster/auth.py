@@ -1,4 +1,4 @@
-"""Secure mode (``yard up --secure``): the plane's CA, server certificate and bearer token, and the check.
+"""Secure mode (the default of ``yard up``): the plane's CA, server certificate and bearer token, and the check.
 
 On first start a self-signed CA, a server certificate it signs and a random bearer token are
 written under ``$TRAINYARD_HOME/pki``; later starts reuse them, so kubeconfigs handed out earlier
@@ -81,7 +81,6 @@ def ensure(layout: Layout, host: str) -> Credentials:
         ca, ca_key = _new_ca()
         write_private(layout.ca_key, _key_pem(ca_key))
         write_private(layout.ca_cert, ca.public_bytes(serialization.Encoding.PEM))
-        layout.ca_cert.chmod(0o644)
         with contextlib.suppress(FileNotFoundError):
             layout.server_cert.unlink()
     if not _server_cert_fits(layout, ca, host):
@@ -89,7 +88,6 @@ def ensure(layout: Layout, host: str) -> Credentials:
         key = ec.generate_private_key(ec.SECP256R1())
         write_private(layout.server_key, _key_pem(key))
         write_private(layout.server_cert, _issue(ca, ca_key, key, host).public_bytes(serialization.Encoding.PEM))
-        layout.server_cert.chmod(0o644)
     try:
         token = layout.token_file.read_text().strip()
     except FileNotFoundError:

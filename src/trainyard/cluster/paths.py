@@ -3,12 +3,47 @@
 from __future__ import annotations
 
 import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
+
+# What the plane creates under its home is its owner's alone (0700 directories, 0600 files).
+PRIVATE_UMASK = 0o077
 
 
 def default_home() -> Path:
     return Path(os.environ.get("TRAINYARD_HOME") or Path.home() / ".trainyard")
+
+
+class SharedHomeError(Exception):
+    """The home is a directory other users share (``/tmp``), or someone else's: the plane will not live there."""
+
+
+def make_private(home: Path) -> list[str]:
+    """Create ``home`` mode 0700, or make an existing one and what is directly in it owner-only.
+
+    Returns the names whose permissions were narrowed (a home left by an older trainyard, whose
+    files were created world-readable). Everything deeper is out of others' reach once the home is 0700.
+    """
+    home.mkdir(mode=0o700, parents=True, exist_ok=True)
+    info = home.lstat()
+    if not stat.S_ISDIR(info.st_mode):
+        raise SharedHomeError(f"{home} is not a directory")
+    if info.st_uid != os.getuid():
+        raise SharedHomeError(f"{home} belongs to uid {info.st_uid}, not to you (uid {os.getuid()})")
+    if info.st_mode & stat.S_ISVTX:
+        raise SharedHomeError(f"{home} is a shared directory (sticky bit set); choose a directory of your own")
+    narrowed = []
+    if stat.S_IMODE(info.st_mode) & 0o077:
+        home.chmod(stat.S_IMODE(info.st_mode) & 0o700 | 0o700)
+        narrowed.append(".")
+    for entry in home.iterdir():
+        st = entry.lstat()
+        if stat.S_ISLNK(st.st_mode) or st.st_uid != os.getuid() or not stat.S_IMODE(st.st_mode) & 0o077:
+            continue
+        entry.chmod(stat.S_IMODE(st.st_mode) & 0o700)
+        narrowed.append(entry.name)
+    return narrowed
 
 
 @dataclass(frozen=True)
@@ -38,7 +73,7 @@ class Layout:
 
     @property
     def settings_file(self) -> Path:
-        """How ``yard up`` was last asked to serve (secure or not), so a plain ``yard up`` keeps it."""
+        """How ``yard up`` last served: ``{"secure": true}``, or plain http with ``"insecureOptIn": true``."""
         return self.home / "yard.json"
 
     @property

@@ -297,6 +297,8 @@ def _child(spec: Obj, out_w: int, err_w: int, fail_w: int, cgroup: Path | None) 
         for sig in (signal.SIGPIPE, signal.SIGXFSZ, signal.SIGCHLD, signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
             signal.signal(sig, signal.SIG_DFL)
         signal.set_wakeup_fd(-1)
+        # The plane keeps its home private (umask 077); a container gets a container runtime's umask.
+        os.umask(0o022)
         null = os.open(os.devnull, os.O_RDONLY)
         os.dup2(null, 0)
         os.dup2(out_w, 1)
