@@ -19,8 +19,30 @@ from typing import Any, TypeVar
 
 import pytest
 
+from trainyard.operator.settings import DEFAULT_HOST_PORTS, HOST_PORTS_ENV, parse_host_ports
+
 REPO = Path(__file__).resolve().parents[1]
 T = TypeVar("T")
+
+
+def _own_host_ports() -> None:
+    """Under pytest-xdist, each worker's planes allocate jobs' host ports from a slice of their own.
+
+    A plane's operator reserves the ports of its jobs only in its own memory and checks others by
+    binding, which misses a port another plane has given to a job whose processes are not listening
+    yet (starting, restarting, pending): two planes side by side could hand out the same port. The
+    plane (``yard up``) and ``yard operator`` read ``$TRAINYARD_HOST_PORTS``; every plane a worker
+    starts inherits it.
+    """
+    worker, count = os.environ.get("PYTEST_XDIST_WORKER"), os.environ.get("PYTEST_XDIST_WORKER_COUNT")
+    if not (worker and count):
+        return
+    low, high = parse_host_ports(DEFAULT_HOST_PORTS)
+    index, size = int(worker.removeprefix("gw")), (high - low + 1) // int(count)
+    os.environ[HOST_PORTS_ENV] = f"{low + index * size}-{low + (index + 1) * size - 1}"
+
+
+_own_host_ports()
 
 
 def free_port() -> int:
