@@ -6,6 +6,10 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 YARD := $(BIN)/yard
 DEMO_JOB := examples/pytorch-ddp/pytorchjob.yaml
+# pytest-xdist: whole test files per worker (module-scoped planes start once), in the order
+# tests/conftest.py gives them (slowest first). Most of an e2e test is waiting on processes, so
+# there are more workers than a 2-core CI machine has cores. XDIST= runs in one process.
+XDIST ?= -n 3 --dist loadfile --no-loadscope-reorder
 
 .PHONY: install demo test lint typecheck unit e2e bench down clean manifests
 
@@ -47,16 +51,16 @@ typecheck: install
 	$(BIN)/mypy
 
 unit: install
-	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest -m "not e2e" -q
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest -m "not e2e" -q $(XDIST)
 
 e2e: install
-	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest -m e2e -q
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest -m e2e -q $(XDIST)
 
 test: install
 	$(BIN)/ruff check src tests examples bench
 	$(BIN)/lint-imports
 	$(BIN)/mypy
-	PATH="$$PATH:$(CURDIR)/$(BIN)" $(BIN)/python -m pytest -q
+	PATH="$$PATH:$(CURDIR)/$(BIN)" $(BIN)/python -m pytest -q $(XDIST)
 
 bench: install
 	$(BIN)/python bench/reconcile.py
