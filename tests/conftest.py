@@ -158,15 +158,21 @@ def kubectl(plane: Plane, tmp_path_factory: pytest.TempPathFactory) -> Kubectl:
 # here runs after these, in collection order; tests inside a file keep theirs.
 SLOW_FIRST = (
     "tests/e2e/test_operator_crash_safety.py",
-    "tests/conformance/test_fuzz.py",
-    "tests/e2e/test_node_survival.py",
-    "tests/conformance/test_durability.py",
     "tests/conformance/test_secure.py",
+    "tests/e2e/test_yard_cli.py",
+    "tests/e2e/test_walking_skeleton.py",
+    "tests/e2e/test_readme_commands.py",
+    "tests/e2e/test_node_survival.py",
+    "tests/conformance/test_fuzz.py",
+    "tests/e2e/test_sdk_training_client.py",
+    "tests/conformance/test_kopf_operator.py",
     "tests/conformance/test_kubeflow_training_sdk.py",
     "tests/unit/cli/test_yard_parsing.py",
-    "tests/conformance/test_kopf_operator.py",
-    "tests/conformance/test_lightkube_and_asyncio_clients.py",
     "tests/conformance/test_kubernetes_client.py",
+    "tests/conformance/test_lightkube_and_asyncio_clients.py",
+    "tests/conformance/test_durability.py",
+    "tests/e2e/test_deploy_rbac.py",
+    "tests/e2e/test_gpus.py",
     "tests/unit/operator/test_deploy_manifests.py",
 )
 
