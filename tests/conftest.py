@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -43,6 +44,13 @@ def _own_host_ports() -> None:
 
 
 _own_host_ports()
+
+# Started in the background of a script (`cmd &` in a non-interactive shell, some CI agents), pytest
+# inherits SIGINT ignored, and so would every `yard` it starts (an ignored signal stays ignored across
+# exec, and Python then installs no KeyboardInterrupt handler): the tests that press Ctrl-C on
+# `yard run` or `yard get -w` would wait in vain. A handled signal is reset to default in children.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def free_port() -> int:
