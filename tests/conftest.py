@@ -9,6 +9,7 @@ from __future__ import annotations
 import http.client
 import json
 import os
+import signal
 import socket
 import ssl
 import subprocess
@@ -22,8 +23,37 @@ from typing import Any, TypeVar
 
 import pytest
 
+from trainyard.operator.settings import DEFAULT_HOST_PORTS, HOST_PORTS_ENV, parse_host_ports
+
 REPO = Path(__file__).resolve().parents[1]
 T = TypeVar("T")
+
+
+def _own_host_ports() -> None:
+    """Under pytest-xdist, each worker's planes allocate jobs' host ports from a slice of their own.
+
+    A plane's operator reserves the ports of its jobs only in its own memory and checks others by
+    binding, which misses a port another plane has given to a job whose processes are not listening
+    yet (starting, restarting, pending): two planes side by side could hand out the same port. The
+    plane (``yard up``) and ``yard operator`` read ``$TRAINYARD_HOST_PORTS``; every plane a worker
+    starts inherits it.
+    """
+    worker, count = os.environ.get("PYTEST_XDIST_WORKER"), os.environ.get("PYTEST_XDIST_WORKER_COUNT")
+    if not (worker and count):
+        return
+    low, high = parse_host_ports(DEFAULT_HOST_PORTS)
+    index, size = int(worker.removeprefix("gw")), (high - low + 1) // int(count)
+    os.environ[HOST_PORTS_ENV] = f"{low + index * size}-{low + (index + 1) * size - 1}"
+
+
+_own_host_ports()
+
+# Started in the background of a script (`cmd &` in a non-interactive shell, some CI agents), pytest
+# inherits SIGINT ignored, and so would every `yard` it starts (an ignored signal stays ignored across
+# exec, and Python then installs no KeyboardInterrupt handler): the tests that press Ctrl-C on
+# `yard run` or `yard get -w` would wait in vain. A handled signal is reset to default in children.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def free_port() -> int:
@@ -178,3 +208,35 @@ class Kubectl:
 @pytest.fixture(scope="session")
 def kubectl(plane: Plane, tmp_path_factory: pytest.TempPathFactory) -> Kubectl:
     return Kubectl(plane, tmp_path_factory.mktemp("kube-cache"))
+
+
+# The slowest test files, slowest first (from `pytest --durations`, on a loaded 2-core machine). Under
+# xdist's `--dist loadfile --no-loadscope-reorder` (Makefile) a worker takes whole files in this order,
+# so the long files start at once and the short ones fill in at the end. Order only: a file missing
+# here runs after these, in collection order; tests inside a file keep theirs.
+SLOW_FIRST = (
+    "tests/e2e/test_operator_crash_safety.py",
+    "tests/e2e/test_yard_cli.py",
+    "tests/e2e/test_readme_commands.py",
+    "tests/conformance/test_secure.py",
+    "tests/e2e/test_walking_skeleton.py",
+    "tests/conformance/test_kopf_operator.py",
+    "tests/e2e/test_node_survival.py",
+    "tests/conformance/test_durability.py",
+    "tests/conformance/test_fuzz.py",
+    "tests/e2e/test_deploy_rbac.py",
+    "tests/e2e/test_operator_process.py",
+    "tests/e2e/test_gpus.py",
+    "tests/conformance/test_kubernetes_client.py",
+    "tests/conformance/test_kubeflow_training_sdk.py",
+    "tests/e2e/test_node_and_scheduler.py",
+    "tests/unit/cli/test_yard_parsing.py",
+    "tests/e2e/test_sdk_training_client.py",
+    "tests/conformance/test_lightkube_and_asyncio_clients.py",
+    "tests/e2e/test_lifecycle.py",
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    rank = {path: i for i, path in enumerate(SLOW_FIRST)}
+    items.sort(key=lambda item: rank.get(item.nodeid.partition("::")[0], len(SLOW_FIRST)))

@@ -14,7 +14,7 @@ import json
 import logging
 import os
 import signal
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +33,13 @@ from trainyard.cluster.scheduler import Scheduler
 from trainyard.frameworks.registry import kinds
 from trainyard.operator.manager import Operator
 from trainyard.operator.metrics import CONTENT_TYPE, OperatorMetrics
-from trainyard.operator.settings import OperatorSettings, with_pending_timeout
+from trainyard.operator.settings import (
+    DEFAULT_HOST_PORTS,
+    HOST_PORTS_ENV,
+    OperatorSettings,
+    parse_host_ports,
+    with_pending_timeout,
+)
 
 log = logging.getLogger(__name__)
 
@@ -118,6 +124,9 @@ class EmbeddedPlane:
         if self.options.operator:
             settings = OperatorSettings.host(self.options.host, self.options.gang_scheduler_name)
             settings = with_pending_timeout(settings, self.options.pending_timeout)
+            # As `yard operator --host-ports`, from the environment: each plane on a host may need its own range.
+            host_ports = parse_host_ports(os.environ.get(HOST_PORTS_ENV) or DEFAULT_HOST_PORTS)
+            settings = replace(settings, host_ports=host_ports)
             self.operator = Operator(self._client, settings, metrics=self.metrics)
             self._tasks.append(asyncio.create_task(self.operator.run(), name="operator"))
         self.layout.state_file.write_text(

@@ -23,14 +23,19 @@ print(f"kubernetes {kubernetes.__version__} from {kubernetes.__file__}")
 
 
 def train_func():
-    # Runs in each replica under torchrun; no `$` in here: the SDK's script lets bash expand the source.
+    # Runs in each replica under torchrun. The SDK pastes this source into an unquoted bash here-document
+    # (<< EOM), so bash runs command substitution on it: no dollar sign or backquote in here.
+    import os
+
     import torch
     import torch.distributed as dist
 
     dist.init_process_group("gloo")
     value = torch.tensor([float(dist.get_rank() + 1)])
     dist.all_reduce(value)
-    print("kubeflow-sdk ddp rank", dist.get_rank(), "world", dist.get_world_size(), "sum", value.item(), flush=True)
+    # Local ranks share the pod's stdout: one write per line, so lines cannot interleave.
+    line = f"kubeflow-sdk ddp rank {dist.get_rank()} world {dist.get_world_size()} sum {value.item()}\n"
+    os.write(1, line.encode())
     dist.destroy_process_group()
 
 
@@ -127,8 +132,17 @@ worker = logs.get("kf-func-worker-0", "")
 nproc = os.cpu_count() or 1
 world = 2 * nproc
 total = float(world * (world + 1) // 2)
-check("all_reduce on the master", f"kubeflow-sdk ddp rank 0 world {world} sum {total}" in master, master)
-check("all_reduce on the worker", f"kubeflow-sdk ddp rank {nproc} world {world} sum {total}" in worker, worker)
+
+
+def ranks_line(rank: int) -> str:
+    return f"kubeflow-sdk ddp rank {rank} world {world} sum {total}"
+
+
+# Every local rank of each pod printed its whole line (the master holds ranks 0..nproc-1).
+check("all_reduce on the master", all(ranks_line(r) in master.splitlines() for r in range(nproc)), master)
+check("all_reduce on the worker", all(ranks_line(r) in worker.splitlines() for r in range(nproc, world)), worker)
+# The generated script ran cleanly: nothing in train_func was taken for a shell command.
+check("no shell errors in the logs", "command not found" not in master + worker, master + worker)
 client.delete_job("kf-func")
 
 # --- 3. gone: the SDK's RuntimeError carries the server's 404 ----------------------------------

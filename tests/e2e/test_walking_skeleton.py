@@ -8,6 +8,7 @@ job garbage-collects its pods and Services through their ownerReferences.
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -15,6 +16,7 @@ import sys
 import pytest
 
 from conftest import REPO, Kubectl, Plane, eventually, start_plane
+from trainyard.operator.settings import DEFAULT_HOST_PORTS, HOST_PORTS_ENV, parse_host_ports
 
 pytestmark = pytest.mark.e2e
 
@@ -63,6 +65,9 @@ def test_pytorchjob_runs_end_to_end_through_kubectl(kubectl: Kubectl) -> None:
     assert master["metadata"]["ownerReferences"][0]["uid"] == job["metadata"]["uid"]
     env = {e["name"]: e.get("value") for e in master["spec"]["containers"][0]["env"]}
     assert env["MASTER_ADDR"] == "127.0.0.1" and env["WORLD_SIZE"] == "2" and env["RANK"] == "0"
+    # The master port comes from the plane's host-port range ($TRAINYARD_HOST_PORTS: a slice per xdist worker).
+    low, high = parse_host_ports(os.environ.get(HOST_PORTS_ENV) or DEFAULT_HOST_PORTS)
+    assert low <= int(env["MASTER_PORT"]) <= high, (env["MASTER_PORT"], low, high)
     eventually(
         lambda: not kubectl.json("get", "services", "-l", JOB_LABEL)["items"],
         what="the finished job's Services to be removed",

@@ -246,15 +246,22 @@ def test_follow_and_watch_end_with_the_job(plane: Plane, tmp_path: Path) -> None
         watcher = subprocess.Popen(
             argv(plane, "get", "jobs", "-w", "-l", f"job={name}"), stdout=sink, stderr=subprocess.STDOUT, cwd=REPO
         )
+    # The replicas say bye only once the test has seen the job Running: a job that finishes between
+    # two operator passes is never recorded Running (as upstream), which a loaded machine makes likely.
+    gate = tmp_path / "seen-running"
+    script = HELLO.replace("time.sleep(1)", f'exec("while not os.path.exists({str(gate)!r}): time.sleep(0.1)")')
+
+    def rows() -> list[list[str]]:
+        return [line.split() for line in watch_out.read_text().splitlines()]
+
     try:
-        ok(yard(plane, "apply", "-f", str(write(tmp_path, job(name, workers=1)))))
+        ok(yard(plane, "apply", "-f", str(write(tmp_path, job(name, workers=1, script=script)))))
+        eventually(lambda: any(r[:2] == [name, "Running"] for r in rows()), timeout=120, what="-w to show Running")
+        gate.touch()
         follow = yard(plane, "logs", name, "-f")  # returns by itself once the job is over
         assert sorted(ok(follow).splitlines()) == sorted(
             ["[master-0] hello from 0", "[master-0] bye from 0", "[worker-0] hello from 1", "[worker-0] bye from 1"]
         )
-
-        def rows() -> list[list[str]]:
-            return [line.split() for line in watch_out.read_text().splitlines()]
 
         seen = eventually(
             lambda: any(r[:2] == [name, "Succeeded"] for r in rows()) and rows(),
@@ -265,7 +272,10 @@ def test_follow_and_watch_end_with_the_job(plane: Plane, tmp_path: Path) -> None
         assert any(r[:2] == [name, "Running"] for r in seen), seen
     finally:
         watcher.send_signal(signal.SIGINT)
-        assert watcher.wait(timeout=30) == 0
+        try:
+            assert watcher.wait(timeout=30) == 0
+        finally:
+            watcher.kill()  # nothing once it has exited; otherwise it would outlive the test
     ok(yard(plane, "delete", "ptj", name))
 
 

@@ -33,7 +33,13 @@ from trainyard.operator.leader import LeaderElectionConfig, LeaderElector
 from trainyard.operator.manager import Operator
 from trainyard.operator.metrics import OperatorMetrics
 from trainyard.operator.serving import Endpoint, metrics_app, parse_bind_address, probes_app, serve
-from trainyard.operator.settings import OperatorSettings, with_pending_timeout
+from trainyard.operator.settings import (
+    DEFAULT_HOST_PORTS,
+    HOST_PORTS_ENV,
+    OperatorSettings,
+    parse_host_ports,
+    with_pending_timeout,
+)
 from trainyard.operator.webhook import (
     WebhookServer,
     WebhookSettings,
@@ -142,9 +148,10 @@ def parser() -> argparse.ArgumentParser:
     net.add_argument("--node-address", default="127.0.0.1", help="host mode: the address replicas listen on")
     net.add_argument(
         "--host-ports",
-        default="20000-32767",
+        default=os.environ.get(HOST_PORTS_ENV) or DEFAULT_HOST_PORTS,
         metavar="LOW-HIGH",
-        help="host mode: the range listening ports are allocated from, per job (default 20000-32767)",
+        help=f"host mode: the range listening ports are allocated from, per job (default ${HOST_PORTS_ENV} or "
+        f"{DEFAULT_HOST_PORTS})",
     )
     p.add_argument("--zap-log-level", default="info", choices=sorted(_LOG_LEVELS), help="log level")
     return p
@@ -162,9 +169,10 @@ def settings_from(args: argparse.Namespace) -> OperatorSettings:
     if args.controller_threads < 1:
         raise ValueError("--controller-threads must be at least 1")
     mode = NetworkMode(args.network_mode)
-    low, sep, high = args.host_ports.partition("-")
-    if not (sep and low.isdigit() and high.isdigit() and 1024 <= int(low) < int(high) <= 65535):
-        raise ValueError(f"--host-ports {args.host_ports}: expected LOW-HIGH with 1024 <= LOW < HIGH <= 65535")
+    try:
+        host_ports = parse_host_ports(args.host_ports)
+    except ValueError as exc:
+        raise ValueError(f"--host-ports {exc}") from None
     controller = ControllerSettings(
         network_mode=mode,
         node_address=args.node_address,
@@ -176,7 +184,7 @@ def settings_from(args: argparse.Namespace) -> OperatorSettings:
         namespace=args.namespace or "*",
         workers=args.controller_threads,
         kinds=tuple(dict.fromkeys(enabled)),
-        host_ports=(int(low), int(high)),
+        host_ports=host_ports,
     )
     return with_pending_timeout(settings, args.pending_timeout)
 

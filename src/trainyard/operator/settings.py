@@ -8,6 +8,11 @@ from datetime import timedelta
 from trainyard.controller import ControllerSettings
 from trainyard.frameworks.network import NetworkMode
 
+DEFAULT_HOST_PORTS = "20000-32767"
+HOST_PORTS_ENV = "TRAINYARD_HOST_PORTS"
+"""The default of ``--host-ports`` and the embedded plane's range: two planes on one host (or
+parallel test workers) give each its own, since a port is reserved only by the operator holding it."""
+
 
 @dataclass(frozen=True)
 class OperatorSettings:
@@ -17,7 +22,7 @@ class OperatorSettings:
     workers: int = 2
     kinds: tuple[str, ...] = ()
     """Kinds to reconcile (``--enable-scheme``); empty: every kind trainyard has a plugin for."""
-    host_ports: tuple[int, int] = (20000, 32767)
+    host_ports: tuple[int, int] = (20000, 32767)  # DEFAULT_HOST_PORTS
     """Host network mode: the range ports are allocated from (``--host-ports``)."""
 
     @classmethod
@@ -35,3 +40,11 @@ def with_pending_timeout(settings: OperatorSettings, seconds: float | None) -> O
         return settings
     timeout = timedelta(seconds=seconds) if seconds > 0 else None
     return replace(settings, controller=replace(settings.controller, pending_timeout=timeout))
+
+
+def parse_host_ports(text: str) -> tuple[int, int]:
+    """``LOW-HIGH`` as ``--host-ports`` and ``$TRAINYARD_HOST_PORTS`` take it; ValueError names the rule."""
+    low, sep, high = text.strip().partition("-")
+    if not (sep and low.isdigit() and high.isdigit() and 1024 <= int(low) < int(high) <= 65535):
+        raise ValueError(f"{text}: expected LOW-HIGH with 1024 <= LOW < HIGH <= 65535")
+    return int(low), int(high)

@@ -125,7 +125,16 @@ def test_a_missing_file_or_plane_is_one_line(tmp_path: Path) -> None:
 
 def test_usage_errors_exit_2_and_completion_is_offered() -> None:
     assert yard("get").returncode == 2
-    script = yard("--show-completion", "bash")
+    # Typer finds the shell among the process's ancestors (shellingham), as in a user's terminal; run
+    # it from bash, not from whatever started pytest (make, an xdist worker, a CI agent without a shell).
+    from_bash = ["bash", "-c", '"$@"; exit $?', "bash"]
+    script = subprocess.run(
+        [*from_bash, sys.executable, "-m", "trainyard.cli.main", "--show-completion", "bash"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=60,
+    )
     assert script.returncode == 0 and "_YARD_COMPLETE=complete_bash" in script.stdout
     env_words = subprocess.run(
         [sys.executable, "-m", "trainyard.cli.main"],

@@ -134,3 +134,12 @@ def test_bad_settings(flags: list[str], message: str) -> None:
 def test_election_timings_are_checked_as_client_go_does(lease: float, renew: float, retry: float, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         LeaderElectionConfig("ns", "lease", "me", lease_duration=lease, renew_deadline=renew, retry_period=retry)
+
+
+def test_host_ports_default_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Two planes on one host (parallel test workers) each need a range of their own.
+    monkeypatch.setenv("TRAINYARD_HOST_PORTS", "21000-21999")
+    assert settings_from(parser().parse_args([])).host_ports == (21000, 21999)
+    monkeypatch.delenv("TRAINYARD_HOST_PORTS")
+    assert settings_from(parser().parse_args([])).host_ports == (20000, 32767)
+    assert settings_from(parser().parse_args(["--host-ports", "30000-30100"])).host_ports == (30000, 30100)
