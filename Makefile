@@ -9,7 +9,7 @@ DEMO_JOB := examples/pytorch-ddp/pytorchjob.yaml
 # pytest-xdist: whole test files per worker (module-scoped planes start once), in the order
 # tests/conftest.py gives them (slowest first). Most of an e2e test is waiting on processes, so
 # there are more workers than a 2-core CI machine has cores. XDIST= runs in one process.
-XDIST ?= -n 3 --dist loadfile --no-loadscope-reorder
+XDIST ?= -n 3 --dist loadfile --no-loadscope-reorder --durations=20
 
 .PHONY: install demo test lint typecheck unit e2e bench down clean manifests
 
