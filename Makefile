@@ -9,7 +9,7 @@ DEMO_JOB := examples/pytorch-ddp/pytorchjob.yaml
 # pytest-xdist: whole test files per worker (module-scoped planes start once), in the order
 # tests/conftest.py gives them (slowest first). Most of an e2e test is waiting on processes, so
 # there are more workers than a 2-core CI machine has cores. XDIST= runs in one process.
-XDIST ?= -n 3 --dist loadfile --no-loadscope-reorder --durations=20
+XDIST ?= -n 3 --dist loadfile --no-loadscope-reorder
 
 .PHONY: install demo test lint typecheck unit e2e bench down clean manifests
 
@@ -60,7 +60,7 @@ test: install
 	$(BIN)/ruff check src tests examples bench
 	$(BIN)/lint-imports
 	$(BIN)/mypy
-	PATH="$$PATH:$(CURDIR)/$(BIN)" $(BIN)/python -m pytest -q $(XDIST)
+	PATH="$$PATH:$(CURDIR)/$(BIN)" $(BIN)/python -m pytest -q --durations=20 $(XDIST)
 
 bench: install
 	$(BIN)/python bench/reconcile.py
