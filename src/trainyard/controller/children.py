@@ -149,6 +149,11 @@ def build_service(pod: Pod, plugin: Framework) -> Service:
     }
     containers = pod.spec.containers
     ports = containers[default_container(containers, plugin)].ports or [] if containers else []
+    return headless_service(pod, selector, [(p.name, p.container_port) for p in ports])
+
+
+def headless_service(pod: Pod, selector: dict[str, str], ports: Iterable[tuple[str | None, int]]) -> Service:
+    """A headless Service named and owned like ``pod``, labelled and selecting by ``selector``."""
     return Service(
         api_version="v1",
         kind="Service",
@@ -160,11 +165,8 @@ def build_service(pod: Pod, plugin: Framework) -> Service:
         ),
         spec=ServiceSpec(
             cluster_ip="None",
-            selector=selector,
-            ports=[
-                ServicePort(name=p.name, port=p.container_port, target_port=p.container_port, protocol="TCP")
-                for p in ports
-            ],
+            selector=dict(selector),
+            ports=[ServicePort(name=name, port=port, target_port=port, protocol="TCP") for name, port in ports],
         ),
     )
 

@@ -28,10 +28,17 @@ from typing import Any
 
 from trainyard.api import conditions, labels
 from trainyard.api.common import TrainingJob
-from trainyard.api.core import Container, Pod, PodPhase, Service, ServicePort, ServiceSpec
+from trainyard.api.core import Container, Pod, PodPhase, Service
 from trainyard.api.defaults import apply_defaults
 from trainyard.api.meta import ObjectMeta
-from trainyard.controller.children import allocated_ports, default_container, is_owned, is_rendezvous, owner_reference
+from trainyard.controller.children import (
+    allocated_ports,
+    default_container,
+    headless_service,
+    is_owned,
+    is_rendezvous,
+    owner_reference,
+)
 from trainyard.controller.observed import ControllerSettings, Observed
 from trainyard.controller.plan import ChildRef, Plan
 from trainyard.frameworks.base import Framework, RendezvousHost
@@ -148,19 +155,4 @@ def build_pod(job: TrainingJob, plugin: Framework, wanted: RendezvousHost, netwo
 
 def build_service(pod: Pod, wanted: RendezvousHost, port: int) -> Service:
     """Headless, same name as the pod, selecting exactly it (cluster-dns mode)."""
-    selected = dict(pod.metadata.labels or {})
-    return Service(
-        api_version="v1",
-        kind="Service",
-        metadata=ObjectMeta(
-            name=pod.metadata.name,
-            namespace=pod.metadata.namespace,
-            labels=dict(selected),
-            owner_references=pod.metadata.owner_references,
-        ),
-        spec=ServiceSpec(
-            cluster_ip="None",
-            selector=selected,
-            ports=[ServicePort(name=wanted.port_name, port=port, target_port=port, protocol="TCP")],
-        ),
-    )
+    return headless_service(pod, dict(pod.metadata.labels or {}), [(wanted.port_name, port)])
