@@ -90,12 +90,18 @@ def condition(pod: dict[str, Any], kind: str = "PodScheduled") -> dict[str, Any]
     return next((c for c in (pod.get("status") or {}).get("conditions") or [] if c["type"] == kind), {})
 
 
-def unschedulable(kubectl: Kubectl, ns: str, name: str) -> str:
-    """The pod's PodScheduled=False message once the scheduler has written it."""
+def unschedulable(kubectl: Kubectl, ns: str, name: str, containing: str = "") -> str:
+    """The pod's PodScheduled=False message once the scheduler has written one ``containing`` that.
+
+    A verdict can be superseded: a gang judged before all its pods were created is first told it
+    lacks siblings, then (once they exist) that the whole group does not fit.
+    """
     found = eventually(
-        lambda: (c := condition(get(kubectl, ns, name))).get("reason") == "Unschedulable" and c,
+        lambda: (c := condition(get(kubectl, ns, name))).get("reason") == "Unschedulable"
+        and containing in str(c.get("message"))
+        and c,
         timeout=WAIT,
-        what=f"{name} reported Unschedulable",
+        what=f"{name} reported Unschedulable" + (f" with {containing!r}" if containing else ""),
     )
     assert found["status"] == "False"
     assert not get(kubectl, ns, name)["spec"].get("nodeName")
@@ -297,7 +303,7 @@ def test_two_gangs_one_runs_the_other_waits_whole_then_runs(kubectl: Kubectl, ns
     apply(kubectl, ns, pod_group("second", minMember=3), *(coscheduled("second", i, second) for i in range(3)))
     # One CPU is free, so one pod of the second gang would fit alone: none may be bound.
     for i in range(3):
-        message = unschedulable(kubectl, ns, f"second-{i}")
+        message = unschedulable(kubectl, ns, f"second-{i}", containing="PodGroup")
         assert "PodGroup" in message and "minMember 3" in message, message
     assert all(not get(kubectl, ns, f"second-{i}")["spec"].get("nodeName") for i in range(3))
     group = get(kubectl, ns, "first", "podgroups.scheduling.x-k8s.io")

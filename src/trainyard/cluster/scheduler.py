@@ -110,6 +110,10 @@ class Scheduler:
         self.verdicts: dict[GroupKey, str | None] = {}
         self.enqueued: set[GroupKey] = set()
         self.dirty: set[GroupKey] = set()
+        # One status write per group in flight: two racing merge patches could land out of order
+        # and leave the older status (say Running) on a group whose pods have all finished.
+        self._group_writing: set[GroupKey] = set()
+        self._group_stale: set[GroupKey] = set()  # touched while its write was in flight
         self._reports: OrderedDict[str, PodInfo] = OrderedDict()
         self._report_ready = asyncio.Event()
         self._timers: dict[GroupKey, asyncio.TimerHandle] = {}
@@ -579,6 +583,9 @@ class Scheduler:
         obj = self.groups.get(key)
         if obj is None:
             return
+        if key in self._group_writing:
+            self._group_stale.add(key)  # judged again once the write in flight has landed
+            return
         members = self._member_infos(key)
         now = self.now()
         verdict = self.verdicts.get(key)
@@ -597,6 +604,7 @@ class Scheduler:
                 self.enqueued.discard(key)
         if status == (obj.get("status") or {}):
             return
+        self._group_writing.add(key)
         self._spawn(self._write_group(key, obj, status))
 
     def _arm_timeout(self, key: GroupKey, status: Obj, timeout: int, expired: bool) -> None:
@@ -619,17 +627,23 @@ class Scheduler:
         flavour, namespace, name = key
         res = GROUP_RESOURCES[flavour]
         old = obj.get("status") or {}
-        async with self._writes:
-            try:
-                await self.client.patch(
-                    res.Status, name, {"status": status}, namespace=namespace, patch_type=PatchType.MERGE
-                )
-            except Exception as exc:
-                if not (isinstance(exc, ApiError) and is_status(exc, 404)):
-                    log.warning("could not update the status of PodGroup %s/%s: %s", namespace, name, exc)
-                    asyncio.get_running_loop().call_later(RETRY_SECONDS, self._touch, key)  # try again
-                return
-        self._group_events(key, obj, old, status)
+        try:
+            async with self._writes:
+                try:
+                    await self.client.patch(
+                        res.Status, name, {"status": status}, namespace=namespace, patch_type=PatchType.MERGE
+                    )
+                except Exception as exc:
+                    if not (isinstance(exc, ApiError) and is_status(exc, 404)):
+                        log.warning("could not update the status of PodGroup %s/%s: %s", namespace, name, exc)
+                        asyncio.get_running_loop().call_later(RETRY_SECONDS, self._touch, key)  # try again
+                    return
+            self._group_events(key, obj, old, status)
+        finally:
+            self._group_writing.discard(key)
+            if key in self._group_stale:
+                self._group_stale.discard(key)
+                self._touch(key)
 
     def _group_events(self, key: GroupKey, obj: Obj, old: Obj, new: Obj) -> None:
         """Warnings on the PodGroup: a new Unschedulable condition (Volcano) or a schedule timeout."""
