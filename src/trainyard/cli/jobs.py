@@ -20,7 +20,10 @@ from lightkube.resources.core_v1 import Event, Pod
 from rich.text import Text
 
 from trainyard.api import labels
-from trainyard.cli.common import UserError, age, api, err, fail, handled, kinds_of, out, styled, table
+from trainyard.api.meta import parse_time
+from trainyard.cli.common import age, api, err, fail, handled, kinds_of, out, styled, table
+from trainyard.cli.lookup import NotFoundError, find_job, split_target
+from trainyard.cli.progress import pod_status_word, wait_for
 from trainyard.client import is_status, to_dict
 from trainyard.sdk import explain, jobstate, manifests
 from trainyard.sdk.kinds import JobKind, replica_specs, resolve
@@ -101,8 +104,6 @@ def duration(job: Obj) -> str:
         return "-"
     end = status.get("completionTime")
     if end:
-        from trainyard.api.meta import parse_time
-
         return age(start, parse_time(end))
     return age(start)
 
@@ -125,18 +126,6 @@ def job_headers(*, wide: bool, all_ns: bool, show_kind: bool) -> list[str]:
     if show_kind or wide:
         headers.append("KIND")
     return (["NAMESPACE"] if all_ns else []) + headers
-
-
-def pod_status_word(pod: Obj) -> str:
-    """kubectl's STATUS column: a waiting or terminated reason, else the phase."""
-    if pod["metadata"].get("deletionTimestamp"):
-        return "Terminating"
-    cs = jobstate.container_state(pod)
-    if (cs.reason and cs.reason not in ("Completed",)) or (cs.phase == "Pending" and cs.reason):
-        return cs.reason
-    if cs.phase == "Succeeded":
-        return "Completed"
-    return cs.phase
 
 
 def pod_row(pod: Obj, *, wide: bool, all_ns: bool) -> list[str | Text]:
@@ -345,38 +334,10 @@ def register(app: typer.Typer) -> None:
         timeout: Annotated[float, typer.Option(help="seconds")] = 600,
         namespace: Annotated[str | None, typer.Option("-n", "--namespace", help="namespace")] = None,
     ) -> None:
-        from trainyard.cli.runs import wait_for
-
         client = api(namespace)
         kind_word, job_name = split_target(target, None)
         kind, _ = find_job(client, kind_word, job_name, client.namespace)
         raise typer.Exit(wait_for(client, kind, job_name, client.namespace, timeout=timeout))
-
-
-class NotFoundError(UserError):
-    pass
-
-
-def split_target(target: str, name: str | None) -> tuple[str, str]:
-    if name is not None:
-        return target, name
-    if "/" in target:
-        kind_word, job_name = target.split("/", 1)
-        return kind_word, job_name
-    return "jobs", target
-
-
-def find_job(client: Client, kind_word: str, name: str, namespace: str) -> tuple[JobKind, Obj]:
-    """The job of that name among the kinds the word names; NotFoundError says where it looked."""
-    kinds = resolve(kind_word, kinds_of(client))
-    for kind in kinds:
-        try:
-            return kind, to_dict(client.get(kind.resource, name, namespace=namespace))
-        except ApiError as exc:
-            if not is_status(exc, 404):
-                raise
-    what = kinds[0].singular if len(kinds) == 1 else "job"
-    raise NotFoundError(f'{what} "{name}" not found in namespace {namespace}')
 
 
 def _get_jobs(
@@ -626,7 +587,3 @@ def _replica_rows(job: Obj, pods: list[Obj], kind: JobKind) -> list[list[str | T
             ]
         )
     return rows
-
-
-def pods_line(pods: list[Obj]) -> str:
-    return ", ".join(f"{jobstate.replica_name(p)} {pod_status_word(p)}" for p in pods) or "no pods yet"

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import re
 import sys
-import time
 from typing import Annotated, Any
 
 import typer
@@ -18,14 +17,14 @@ from lightkube.core.exceptions import ApiError
 from lightkube.resources.core_v1 import Pod
 from rich.text import Text
 
-from trainyard.cli.common import api, err, fail, handled, kinds_of, out
-from trainyard.cli.jobs import NotFoundError, find_job, pods_line, split_target
+from trainyard.cli.common import api, err, fail, handled, kinds_of
+from trainyard.cli.lookup import NotFoundError, find_job, split_target
+from trainyard.cli.progress import Prefixes, follow_run, print_line
 from trainyard.client import is_status, to_dict
-from trainyard.sdk import explain, jobstate, logs, manifests
+from trainyard.sdk import jobstate, logs, manifests
 from trainyard.sdk.kinds import JobKind
 
 Obj = dict[str, Any]
-PREFIX_STYLES = ("cyan", "magenta", "green", "yellow", "blue", "bright_red", "bright_cyan", "bright_magenta")
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(h|m|s)")
 
 
@@ -40,27 +39,6 @@ def parse_since(text: str | None) -> int | None:
     return max(1, int(seconds))
 
 
-class Prefixes:
-    """A stable colour per replica, and the prefixes padded to one width so the lines align."""
-
-    def __init__(self, replicas: list[str]) -> None:
-        self.styles: dict[str, str] = {}
-        self.width = max((len(r) for r in replicas), default=0)
-        for r in replicas:
-            self.style(r)
-
-    def style(self, replica: str) -> str:
-        if replica not in self.styles:
-            self.styles[replica] = PREFIX_STYLES[len(self.styles) % len(PREFIX_STYLES)]
-            self.width = max(self.width, len(replica))
-        return self.styles[replica]
-
-    def line(self, line: logs.LogLine) -> Text:
-        text = Text(f"[{line.replica}]".ljust(self.width + 2), style=self.style(line.replica))
-        text.append(" " + line.text)
-        return text
-
-
 def select_pods(pods: list[Obj], replica: str | None) -> list[Obj]:
     """``worker-1`` picks one replica, ``worker`` every replica of a type, a pod name that pod."""
     if not replica:
@@ -73,10 +51,6 @@ def select_pods(pods: list[Obj], replica: str | None) -> list[Obj]:
         or jobstate.replica_name(p).rsplit("-", 1)[0] == wanted
         or p["metadata"]["name"] == replica
     ]
-
-
-def print_line(line: logs.LogLine, prefixes: Prefixes | None) -> None:
-    out.print(prefixes.line(line) if prefixes else Text(line.text), overflow="ignore", crop=False)
 
 
 def register(app: typer.Typer) -> None:
@@ -213,82 +187,6 @@ def _pod_logs(
         raise typer.Exit(130) from None
 
 
-class Progress:
-    """The job's state and its replicas' in one line: a live status on a terminal, else a line per change."""
-
-    def __init__(self, kind: JobKind, name: str) -> None:
-        self.kind, self.name = kind, name
-        self.start = time.monotonic()
-        self.last = ""
-        self.status = err.status("") if err.is_terminal else None
-        if self.status is not None:
-            self.status.start()
-
-    def update(self, job: Obj, pods: list[Obj]) -> None:
-        text = f"{self.kind.singular}/{self.name}: {jobstate.state(job)} ({pods_line(pods)})"
-        if text == self.last:
-            if self.status is not None:
-                self.status.update(f"{text} [{time.monotonic() - self.start:.0f}s]")
-            return
-        self.last = text
-        if self.status is not None:
-            self.status.update(f"{text} [{time.monotonic() - self.start:.0f}s]")
-        else:
-            err.print(Text(f"--- [{time.monotonic() - self.start:6.1f}s] {text}", style="dim"))
-
-    def stop(self) -> None:
-        if self.status is not None:
-            self.status.stop()
-
-
-def follow_run(client: Client, kind: JobKind, name: str, ns: str, *, timeout: float, show_logs: bool) -> int:
-    """Stream the job's logs until it finishes; the exit code its outcome deserves."""
-    deadline = time.monotonic() + timeout
-    progress = Progress(kind, name)
-    seen: dict[str, Any] = {"job": None, "pods": []}
-
-    def job_done() -> bool:
-        job = to_dict(client.get(kind.resource, name, namespace=ns))
-        pods = jobstate.job_pods(client, kind, name, ns)
-        seen["job"], seen["pods"] = job, pods
-        progress.update(job, pods)
-        if time.monotonic() > deadline and not jobstate.finished(job):
-            raise TimeoutError
-        return jobstate.finished(job) is not None
-
-    try:
-        if show_logs:
-            prefixes = Prefixes([])
-            stream = logs.follow(client, lambda: seen["pods"], job_done, container=kind.default_container)
-            for line in stream:
-                # On a terminal the live status redirects stdout, so log lines scroll above it.
-                print_line(line, prefixes)
-        else:
-            while not job_done():
-                time.sleep(1.0)
-    except TimeoutError:
-        progress.stop()
-        err.print(
-            Text(f"error: {kind.singular}/{name} did not finish in {timeout:.0f}s; it is still there", style="red")
-        )
-        return 2
-    finally:
-        progress.stop()
-    job = seen["job"] or to_dict(client.get(kind.resource, name, namespace=ns))
-    elapsed = time.monotonic() - progress.start
-    if jobstate.finished(job) == "Succeeded":
-        err.print(Text(f"{kind.singular}/{name} succeeded in {elapsed:.1f}s", style="green"))
-        return 0
-    failed = jobstate.condition(job, "Failed") or {}
-    err.print(
-        Text(f"error: {kind.singular}/{name} failed: {failed.get('message') or failed.get('reason')}", style="red")
-    )
-    events = jobstate.pod_events(client, ns, {name, *(p["metadata"]["name"] for p in seen["pods"])}, set())
-    for reason in (explain.why(job, seen["pods"], events, container=kind.default_container) or [])[1:]:
-        err.print(Text(f"  {reason}"))
-    return 1
-
-
 def _interrupted(client: Client, kind: JobKind, name: str, ns: str) -> int:
     err.print()
     # Asked on stderr and read from stdin directly: click's prompt writes a space to stdout.
@@ -304,12 +202,3 @@ def _interrupted(client: Client, kind: JobKind, name: str, ns: str) -> int:
     else:
         err.print(Text(f"{kind.singular}/{name} keeps running; `yard delete {kind.singular} {name}` stops it"))
     return 130
-
-
-def wait_for(client: Client, kind: JobKind, name: str, ns: str, *, timeout: float) -> int:
-    """``yard wait``: progress lines until the job finishes; 0 Succeeded, 1 Failed, 2 timed out."""
-    out.print(Text(f"waiting for {kind.singular}/{name} (timeout {timeout:.0f}s)"))
-    try:
-        return follow_run(client, kind, name, ns, timeout=timeout, show_logs=False)
-    except KeyboardInterrupt:
-        return 130
