@@ -15,8 +15,8 @@ from trainyard.api.common import (
 )
 from trainyard.api.core import Container, EnvVar, Pod, PodPhase, RestartPolicy, Service
 from trainyard.api.kinds import KINDS, PYTORCHJOB, KindInfo
+from trainyard.api.kubeflow.pytorch import PyTorchJob
 from trainyard.api.meta import ObjectMeta, OwnerReference, format_time, parse_time
-from trainyard.api.pytorch import PyTorchJob
 
 __all__ = [
     "API_VERSION",

@@ -11,7 +11,7 @@ from typing import TypeVar
 from trainyard.api.common import CleanPodPolicy, ReplicaSpec, TrainingJob
 from trainyard.api.core import ContainerPort, PodTemplateSpec
 from trainyard.api.kinds import KindInfo
-from trainyard.api.pytorch import PyTorchJob
+from trainyard.api.kubeflow.pytorch import PyTorchJob
 
 J = TypeVar("J", bound=TrainingJob)
 

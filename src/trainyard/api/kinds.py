@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from trainyard.api.common import GROUP, VERSION, TrainingJob
 from trainyard.api.core import RestartPolicy
-from trainyard.api.pytorch import PyTorchJob
+from trainyard.api.kubeflow.pytorch import PyTorchJob
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ from pydantic import ValidationError
 
 from trainyard.api.common import QUEUE_IMMUTABLE, SchedulingPolicy, TrainingJob
 from trainyard.api.kinds import KindInfo
-from trainyard.api.pytorch import PyTorchJob
+from trainyard.api.kubeflow.pytorch import PyTorchJob
 
 DNS1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 MANAGED_BY = ("kubeflow.org/training-operator", "kueue.x-k8s.io/multikueue", "trainyard.dev/operator")

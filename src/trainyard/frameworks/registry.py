@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from trainyard.frameworks.base import Framework
-from trainyard.frameworks.pytorch import PyTorch
+from trainyard.frameworks.pytorch.plugin import PyTorch
 
 _PLUGINS: dict[str, Framework] = {plugin.info.kind: plugin for plugin in (PyTorch(),)}
 

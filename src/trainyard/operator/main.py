@@ -27,8 +27,8 @@ from lightkube.config.kubeconfig import DEFAULT_KUBECONFIG, SERVICE_ACCOUNT
 
 from trainyard.controller import ControllerSettings
 from trainyard.frameworks.network import NetworkMode
+from trainyard.frameworks.pytorch.flags import add_init_container_flags, wait_for_master
 from trainyard.frameworks.registry import kinds
-from trainyard.operator.initcontainer import add_init_container_flags, wait_for_master
 from trainyard.operator.leader import LeaderElectionConfig, LeaderElector
 from trainyard.operator.manager import Operator
 from trainyard.operator.metrics import OperatorMetrics

@@ -12,7 +12,7 @@ import pytest
 from kubernetes import client as k8s
 
 import local_index
-from trainyard.api.pytorch import PyTorchJob
+from trainyard.api.kubeflow.pytorch import PyTorchJob
 from trainyard.sdk import functions
 from trainyard.sdk.errors import AlreadyExistsError, ConflictError, InvalidError, NotFoundError, from_status
 

@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from trainyard.api.common import ConditionType, TrainingJob
 from trainyard.api.core import Container, EnvVar, RestartPolicy
 from trainyard.api.kinds import PYTORCHJOB, KindInfo
-from trainyard.api.pytorch import PyTorchJob
+from trainyard.api.kubeflow.pytorch import PyTorchJob
 from trainyard.frameworks.base import RendezvousHost, ReplicaCounts, Verdict
 from trainyard.frameworks.network import Network, NetworkMode, wait_container
 
