@@ -35,7 +35,8 @@ from lightkube.types import CascadeType, PatchType
 
 from trainyard.api import labels
 from trainyard.api.common import ConditionType
-from trainyard.api.kinds import KINDS, KindInfo
+from trainyard.api.kindinfo import KindInfo
+from trainyard.api.kinds import KINDS
 from trainyard.client import build, resource_for_kind, to_dict
 from trainyard.sdk import functions
 from trainyard.sdk.errors import (

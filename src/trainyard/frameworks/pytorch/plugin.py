@@ -6,8 +6,8 @@ from collections.abc import Mapping, Sequence
 
 from trainyard.api.common import ConditionType, TrainingJob
 from trainyard.api.core import Container, EnvVar, RestartPolicy
-from trainyard.api.kinds import PYTORCHJOB, KindInfo
-from trainyard.api.kubeflow.pytorch import PyTorchJob
+from trainyard.api.kindinfo import KindInfo
+from trainyard.api.kubeflow.pytorch import PYTORCHJOB, PyTorchJob
 from trainyard.frameworks.base import RendezvousHost, ReplicaCounts, Verdict
 from trainyard.frameworks.network import Network, NetworkMode, wait_container
 
