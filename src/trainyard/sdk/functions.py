@@ -179,6 +179,7 @@ def layout(kind: str) -> FunctionJobs:
 def function_job(
     *,
     info: KindInfo,
+    plugin: FunctionJobs,
     name: str,
     namespace: str,
     container: dict[str, Any],
@@ -195,7 +196,7 @@ def function_job(
     if volumes:
         pod_spec["volumes"] = to_manifest(list(volumes))
     template = {"metadata": {"annotations": {ISTIO_INJECT: "false"}}, "spec": pod_spec}
-    spec = layout(info.kind).function_spec(template, num_workers, num_procs_per_worker)
+    spec = plugin.function_spec(template, num_workers, num_procs_per_worker)
     metadata: dict[str, Any] = {"name": name, "namespace": namespace}
     if labels:
         metadata["labels"] = dict(labels)
@@ -251,6 +252,7 @@ def job_from_function(
         container["volumeMounts"] = to_manifest(list(volume_mounts))
     return function_job(
         info=info,
+        plugin=plugin,
         name=name,
         namespace=namespace,
         container=container,
