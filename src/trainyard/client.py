@@ -18,7 +18,8 @@ from lightkube.generic_resource import create_namespaced_resource
 from lightkube.resources.core_v1 import Event
 from lightkube.types import OnErrorAction, OnErrorResult
 
-from trainyard.api.kinds import KINDS, KindInfo
+from trainyard.api.kindinfo import KindInfo
+from trainyard.api.kinds import KINDS
 
 log = logging.getLogger(__name__)
 

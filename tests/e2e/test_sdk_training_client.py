@@ -14,7 +14,7 @@ import yaml
 import local_index
 import trainyard
 from conftest import Plane, eventually, free_port
-from trainyard.api.pytorch import PyTorchJob
+from trainyard.api.kubeflow.pytorch import PyTorchJob
 from trainyard.sdk import (
     AlreadyExistsError,
     ConflictError,

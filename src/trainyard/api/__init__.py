@@ -1,9 +1,6 @@
 """Typed resource models: the single source of truth for the schema. Imports nothing of ours."""
 
 from trainyard.api.common import (
-    API_VERSION,
-    GROUP,
-    VERSION,
     CleanPodPolicy,
     ConditionType,
     JobCondition,
@@ -14,9 +11,11 @@ from trainyard.api.common import (
     TrainingJob,
 )
 from trainyard.api.core import Container, EnvVar, Pod, PodPhase, RestartPolicy, Service
-from trainyard.api.kinds import KINDS, PYTORCHJOB, KindInfo
+from trainyard.api.kindinfo import KindInfo
+from trainyard.api.kinds import KINDS
+from trainyard.api.kubeflow import API_VERSION, GROUP, VERSION
+from trainyard.api.kubeflow.pytorch import PYTORCHJOB, PyTorchJob
 from trainyard.api.meta import ObjectMeta, OwnerReference, format_time, parse_time
-from trainyard.api.pytorch import PyTorchJob
 
 __all__ = [
     "API_VERSION",

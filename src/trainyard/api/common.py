@@ -14,10 +14,6 @@ from pydantic import Field
 from trainyard.api.core import PodTemplateSpec
 from trainyard.api.meta import K8sModel, Time, TypedObject
 
-GROUP = "kubeflow.org"
-VERSION = "v1"
-API_VERSION = f"{GROUP}/{VERSION}"
-
 
 class CleanPodPolicy(StrEnum):
     NONE = "None"

@@ -15,7 +15,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from trainyard.api import core, meta
-from trainyard.api.kinds import KindInfo
+from trainyard.api.kindinfo import KindInfo
 
 _DROP = {"title", "default", "description", "examples", "discriminator"}
 
@@ -119,7 +119,7 @@ def crd_for(info: KindInfo) -> dict[str, Any]:
                 "plural": info.plural,
                 "singular": info.singular,
                 "shortNames": list(info.short_names),
-                "categories": ["kubeflow", "trainyard"],
+                "categories": list(info.categories),
             },
             "versions": [
                 {
@@ -129,8 +129,7 @@ def crd_for(info: KindInfo) -> dict[str, Any]:
                     "schema": {"openAPIV3Schema": openapi_schema(info)},
                     "subresources": subresources,
                     "additionalPrinterColumns": [
-                        {"name": "State", "type": "string", "jsonPath": ".status.conditions[-1:].type"},
-                        {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+                        {"name": c.name, "type": c.type, "jsonPath": c.json_path} for c in info.printer_columns
                     ],
                 }
             ],

@@ -1,5 +1,6 @@
 """In-memory defaulting of a job, as upstream's ``SetDefaults_*`` (kubeflow-v1 reference §1.2).
 
+The defaults every kind shares are here; a kind's own come from its ``KindInfo.set_defaults``.
 Like upstream, defaults are never written back to ``.spec``; the controller applies them on
 every pass, so ``kubectl get -o yaml`` shows what the user wrote.
 """
@@ -10,8 +11,7 @@ from typing import TypeVar
 
 from trainyard.api.common import CleanPodPolicy, ReplicaSpec, TrainingJob
 from trainyard.api.core import ContainerPort, PodTemplateSpec
-from trainyard.api.kinds import KindInfo
-from trainyard.api.pytorch import PyTorchJob
+from trainyard.api.kindinfo import KindInfo
 
 J = TypeVar("J", bound=TrainingJob)
 
@@ -56,21 +56,5 @@ def apply_defaults(job: J, info: KindInfo) -> J:
     job.replica_specs.update(specs)
     if job.run_policy.clean_pod_policy is None:
         job.run_policy.clean_pod_policy = CleanPodPolicy.NONE
-    if isinstance(job, PyTorchJob):
-        _default_pytorch(job)
+    info.set_defaults(job)
     return job
-
-
-def _default_pytorch(job: PyTorchJob) -> None:
-    elastic = job.spec.elastic_policy
-    if job.spec.nproc_per_node is None and (elastic is None or elastic.n_proc_per_node is None):
-        job.spec.nproc_per_node = "auto"
-    if elastic is not None:
-        worker = job.spec.pytorch_replica_specs.get("Worker")
-        workers = worker.replicas if worker and worker.replicas is not None else 1
-        if elastic.min_replicas is None and elastic.max_replicas is None:
-            elastic.min_replicas = elastic.max_replicas = workers
-        elif elastic.min_replicas is None:
-            elastic.min_replicas = elastic.max_replicas
-        elif elastic.max_replicas is None:
-            elastic.max_replicas = elastic.min_replicas

@@ -6,6 +6,7 @@ defaulting makes it 1; replica names that would not fit a Service name (63 chara
 rejected up front instead of failing later; ``runPolicy.managedBy`` really is immutable on update
 (upstream compares the new object with itself for PyTorchJob). Warnings (deprecated fields) are
 returned beside the errors, as a webhook's ``admission.Warnings``, for a ``Warning`` header.
+The rules every kind shares are here; a kind's own are its ``KindInfo.validate`` and ``warnings``.
 
 Callers: the embedded API server (``cluster/objects.py``) and the operator's webhook endpoint
 (``operator/webhook.py``), through ``review_job``.
@@ -17,64 +18,16 @@ import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from enum import StrEnum
 from typing import Any
 
 from pydantic import ValidationError
 
 from trainyard.api.common import QUEUE_IMMUTABLE, SchedulingPolicy, TrainingJob
-from trainyard.api.kinds import KindInfo
-from trainyard.api.pytorch import PyTorchJob
+from trainyard.api.field_errors import ErrorType, FieldError, quote
+from trainyard.api.kindinfo import KindInfo
 
 DNS1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 MANAGED_BY = ("kubeflow.org/training-operator", "kueue.x-k8s.io/multikueue", "trainyard.dev/operator")
-
-
-class ErrorType(StrEnum):
-    REQUIRED = "FieldValueRequired"
-    INVALID = "FieldValueInvalid"
-    NOT_SUPPORTED = "FieldValueNotSupported"
-    FORBIDDEN = "FieldValueForbidden"
-    TYPE_INVALID = "FieldValueTypeInvalid"
-    DUPLICATE = "FieldValueDuplicate"
-
-
-_LABELS = {
-    ErrorType.REQUIRED: "Required value",
-    ErrorType.INVALID: "Invalid value",
-    ErrorType.NOT_SUPPORTED: "Unsupported value",
-    ErrorType.FORBIDDEN: "Forbidden",
-    ErrorType.TYPE_INVALID: "Invalid value",
-    ErrorType.DUPLICATE: "Duplicate value",
-}
-
-
-@dataclass(frozen=True)
-class FieldError:
-    """One problem, shaped like a Kubernetes ``StatusCause``."""
-
-    type: ErrorType
-    field: str
-    detail: str
-
-    @property
-    def message(self) -> str:
-        return f"{_LABELS[self.type]}: {self.detail}"
-
-    def __str__(self) -> str:
-        return f"{self.field}: {self.message}"
-
-
-def quote(value: object) -> str:
-    """A bad value as ``field.Error`` prints it: strings quoted, nil as ``"null"``, numbers bare."""
-    if value is None:
-        return '"null"'
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, (int, float)):
-        return str(value)
-    return json.dumps(str(value))
-
 
 _DNS1035_MESSAGE = (
     "a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an "
@@ -138,12 +91,7 @@ def review_job(body: Mapping[str, Any], info: KindInfo, old: Mapping[str, Any] |
 def job_warnings(body: Mapping[str, Any], info: KindInfo) -> list[str]:
     """Deprecation warnings; computed from the raw body so they come even with type errors."""
     spec = body.get("spec")
-    if info.kind != "PyTorchJob" or not isinstance(spec, Mapping):
-        return []
-    elastic = spec.get("elasticPolicy")
-    if isinstance(elastic, Mapping) and elastic.get("nProcPerNode") is not None:
-        return ["spec.elasticPolicy.nProcPerNode is deprecated, use spec.nprocPerNode instead"]
-    return []
+    return info.warnings(spec) if isinstance(spec, Mapping) else []
 
 
 def _managed_by(body: Mapping[str, Any]) -> object:
@@ -190,8 +138,7 @@ def validate_job(body: Mapping[str, Any], info: KindInfo) -> list[FieldError]:
     errors += _validate_name(job, info)
     errors += _validate_replicas(job, info)
     errors += _validate_run_policy(job)
-    if isinstance(job, PyTorchJob):
-        errors += _validate_pytorch(job)
+    errors += info.validate(job)
     return errors
 
 
@@ -304,31 +251,4 @@ def _validate_run_policy(job: TrainingJob) -> list[FieldError]:
                 f'"{policy.managed_by}": supported values: {supported}',
             )
         )
-    return errors
-
-
-def _validate_pytorch(job: PyTorchJob) -> list[FieldError]:
-    errors: list[FieldError] = []
-    specs = {k.lower(): v for k, v in job.spec.pytorch_replica_specs.items()}
-    master = specs.get("master")
-    if master is not None and master.replicas not in (None, 1):
-        errors.append(FieldError(ErrorType.FORBIDDEN, "spec.pytorchReplicaSpecs.Master.replicas", "must be 1"))
-    elastic = job.spec.elastic_policy
-    if elastic is not None:
-        if "worker" not in specs:
-            errors.append(
-                FieldError(
-                    ErrorType.REQUIRED,
-                    "spec.pytorchReplicaSpecs.Worker",
-                    "must be configured if elastic policy is used",
-                )
-            )
-        if elastic.n_proc_per_node is not None and job.spec.nproc_per_node is not None:
-            errors.append(
-                FieldError(
-                    ErrorType.FORBIDDEN,
-                    "spec.elasticPolicy.nProcPerNode",
-                    "must not be used with spec.nprocPerNode",
-                )
-            )
     return errors

@@ -26,16 +26,23 @@ from trainyard.cli.lookup import NotFoundError, find_job, split_target
 from trainyard.cli.progress import pod_status_word, wait_for
 from trainyard.client import is_status, to_dict
 from trainyard.sdk import explain, jobstate, manifests
-from trainyard.sdk.kinds import JobKind, replica_specs, resolve
+from trainyard.sdk.kinds import JobKind, builtin_kinds, default_kind, replica_specs, resolve
 
 Obj = dict[str, Any]
 POD_WORDS = ("pod", "pods", "po")
 EVENT_WORDS = ("event", "events", "ev")
 OUTPUTS = ("wide", "yaml", "json", "name")
+# Examples in help and messages: trainyard's default kind (the cluster may serve more).
+EXAMPLE_KIND = default_kind().singular
+
+
+def kind_words() -> list[str]:
+    """The words of trainyard's own kinds that completion offers: plurals and short names."""
+    return [word for kind in builtin_kinds() for word in (kind.plural, *kind.short_names)]
 
 
 def complete_kind(incomplete: str) -> list[str]:
-    words = ["jobs", *POD_WORDS[1:2], *EVENT_WORDS[1:2], "pytorchjobs", "ptj"]
+    words = ["jobs", *POD_WORDS[1:2], *EVENT_WORDS[1:2], *kind_words()]
     return [w for w in words if w.startswith(incomplete)]
 
 
@@ -258,7 +265,9 @@ def register(app: typer.Typer) -> None:
     def get(
         what: Annotated[
             str,
-            typer.Argument(help="jobs | <kind> (pytorchjobs, ptj, ...) | pods | events", autocompletion=complete_kind),
+            typer.Argument(
+                help=f"jobs | <kind> ({', '.join(kind_words())}, ...) | pods | events", autocompletion=complete_kind
+            ),
         ],
         name: Annotated[str | None, typer.Argument(help="only this one")] = None,
         output: Annotated[
@@ -316,7 +325,7 @@ def register(app: typer.Typer) -> None:
         else:
             kind_word, wanted = target, list(names or [])
         if not wanted:
-            fail("name the job(s) to delete, e.g. `yard delete pytorchjob NAME`")
+            fail(f"name the job(s) to delete, e.g. `yard delete {EXAMPLE_KIND} NAME`")
         for job_name in wanted:
             try:
                 kind, _ = find_job(client, kind_word, job_name, client.namespace)
@@ -330,7 +339,7 @@ def register(app: typer.Typer) -> None:
     @app.command(help="Wait for a job to finish, showing its progress (exit 1 if it fails).")
     @handled
     def wait(
-        target: Annotated[str, typer.Argument(help="KIND/NAME, e.g. pytorchjob/pytorch-ddp")],
+        target: Annotated[str, typer.Argument(help=f"KIND/NAME, e.g. {EXAMPLE_KIND}/pytorch-ddp")],
         timeout: Annotated[float, typer.Option(help="seconds")] = 600,
         namespace: Annotated[str | None, typer.Option("-n", "--namespace", help="namespace")] = None,
     ) -> None:

@@ -33,8 +33,8 @@ from trainyard.api.autoscaling import (
 )
 from trainyard.api.common import TrainingJob
 from trainyard.api.defaults import apply_defaults
+from trainyard.api.kubeflow.pytorch import PyTorchJob
 from trainyard.api.meta import ObjectMeta
-from trainyard.api.pytorch import PyTorchJob
 from trainyard.controller.children import is_owned, owner_reference
 from trainyard.controller.gang import quantity_value
 from trainyard.controller.observed import Observed

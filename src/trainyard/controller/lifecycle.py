@@ -24,10 +24,6 @@ from trainyard.frameworks.base import Framework
 MANAGED_BY_US = "kubeflow.org/training-operator"
 """The ``managedBy`` value (or none) that this operator reconciles, as upstream."""
 
-# Upstream names the TTL deletion event after a pod for these kinds and after a job for the rest
-# (reference §6.5); kept so that event filters written for upstream keep matching.
-_TTL_REASON_POD_KINDS = frozenset({"PyTorchJob", "PaddleJob", "JAXJob"})
-
 
 def is_managed(job: TrainingJob) -> bool:
     """A job another controller manages (e.g. ``kueue.x-k8s.io/multikueue``) gets no writes at all."""
@@ -123,8 +119,8 @@ def ttl_expiry(job: TrainingJob, status: JobStatus) -> datetime | None:
 
 
 def ttl_deletion(job: TrainingJob, plugin: Framework) -> Plan:
-    reason = "SuccessfulDeletePod" if plugin.info.kind in _TTL_REASON_POD_KINDS else "SuccessfulDeleteJob"
-    return Plan(delete_job=True, events=(JobEvent(EventType.NORMAL, reason, f"Deleted job: {job.name}"),))
+    event = JobEvent(EventType.NORMAL, plugin.info.ttl_deletion_reason, f"Deleted job: {job.name}")
+    return Plan(delete_job=True, events=(event,))
 
 
 # -- conditions worth an event --------------------------------------------------------------------

@@ -14,7 +14,7 @@ from typing import Protocol
 
 from trainyard.api.common import ConditionType, TrainingJob
 from trainyard.api.core import Container, EnvVar
-from trainyard.api.kinds import KindInfo
+from trainyard.api.kindinfo import KindInfo
 from trainyard.frameworks.network import Network
 
 

@@ -25,10 +25,10 @@ from typing import Any
 from lightkube import AsyncClient, KubeConfig
 from lightkube.config.kubeconfig import DEFAULT_KUBECONFIG, SERVICE_ACCOUNT
 
+from trainyard.api.kinds import UPSTREAM_FRAMEWORKS
 from trainyard.controller import ControllerSettings
 from trainyard.frameworks.network import NetworkMode
-from trainyard.frameworks.registry import kinds
-from trainyard.operator.initcontainer import add_init_container_flags, wait_for_master
+from trainyard.frameworks.registry import kinds, operator_flags
 from trainyard.operator.leader import LeaderElectionConfig, LeaderElector
 from trainyard.operator.manager import Operator
 from trainyard.operator.metrics import OperatorMetrics
@@ -53,7 +53,7 @@ log = logging.getLogger("trainyard.operator")
 
 DEFAULT_LEASE_ID = "1ca428e5.training-operator.kubeflow.org"
 # Upstream's schemes (``--enable-scheme``); those without a trainyard plugin yet are refused by name.
-UPSTREAM_SCHEMES = ("tfjob", "pytorchjob", "mpijob", "xgboostjob", "paddlejob", "jaxjob")
+UPSTREAM_SCHEMES = frozenset(kind.lower() for kind in UPSTREAM_FRAMEWORKS)
 _LOG_LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "error": logging.ERROR, "warn": logging.WARNING}
 
 
@@ -129,7 +129,8 @@ def parser() -> argparse.ArgumentParser:
         "--health-probe-bind-address", default=":8081", help="where /healthz and /readyz are served (0: off)"
     )
     add_webhook_flags(p)  # served only when its certificates exist
-    add_init_container_flags(p)  # cluster-dns mode only
+    for plugin in operator_flags():
+        plugin.add_operator_flags(p)  # e.g. PyTorch's init container, cluster-dns mode only
     p.add_argument(
         "--pending-timeout",
         type=go_duration,
@@ -173,11 +174,14 @@ def settings_from(args: argparse.Namespace) -> OperatorSettings:
         host_ports = parse_host_ports(args.host_ports)
     except ValueError as exc:
         raise ValueError(f"--host-ports {exc}") from None
+    plugin_settings: dict[str, Any] = {}
+    for plugin in operator_flags():
+        plugin_settings.update(plugin.controller_settings(args))
     controller = ControllerSettings(
         network_mode=mode,
         node_address=args.node_address,
-        wait_for_master=wait_for_master(args),
         gang_scheduler_name=args.gang_scheduler_name,
+        **plugin_settings,
     )
     settings = OperatorSettings(
         controller=controller,

@@ -23,27 +23,15 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from trainyard.api.kinds import framework_label
+
 # Counters are exposed as ``<name>_total`` only, as Go's client does; no ``_created`` series.
 prometheus_client.disable_created_metrics()  # type: ignore[no-untyped-call]
 
 CONTENT_TYPE = prometheus_client.CONTENT_TYPE_LATEST
 
-# The ``framework`` label of each kind, as upstream's controllers set it.
-FRAMEWORKS = {
-    "PyTorchJob": "pytorch",
-    "TFJob": "tensorflow",
-    "MPIJob": "mpi",
-    "XGBoostJob": "xgboost",
-    "PaddleJob": "paddle",
-    "JAXJob": "jax",
-}
-
 # Condition that became True in a written status → the counter it moves.
 _TRANSITIONS = {"Created": "created", "Succeeded": "successful", "Failed": "failed", "Restarting": "restarted"}
-
-
-def framework_of(kind: str) -> str:
-    return FRAMEWORKS.get(kind, kind.lower())
 
 
 def true_conditions(status: Mapping[str, Any] | None) -> set[str]:
@@ -117,11 +105,11 @@ class OperatorMetrics:
         for ctype in sorted(became_true):
             event = _TRANSITIONS.get(ctype)
             if event is not None:
-                self._jobs[event].labels(namespace, framework_of(kind)).inc()
+                self._jobs[event].labels(namespace, framework_label(kind)).inc()
 
     def job_deleted(self, kind: str, namespace: str) -> None:
         """The operator deleted a finished job (``ttlSecondsAfterFinished``)."""
-        self._jobs["deleted"].labels(namespace, framework_of(kind)).inc()
+        self._jobs["deleted"].labels(namespace, framework_label(kind)).inc()
 
     # -- the controllers -------------------------------------------------------------------------
 

@@ -34,7 +34,8 @@ from typing import Any
 
 from aiohttp import web
 
-from trainyard.api.kinds import KINDS, KindInfo
+from trainyard.api.kindinfo import KindInfo
+from trainyard.api.kinds import KINDS
 from trainyard.api.validation import invalid_status, review_job
 
 log = logging.getLogger(__name__)

@@ -35,7 +35,8 @@ from lightkube.types import CascadeType, PatchType
 
 from trainyard.api import labels
 from trainyard.api.common import ConditionType
-from trainyard.api.kinds import KINDS, KindInfo
+from trainyard.api.kindinfo import KindInfo
+from trainyard.api.kinds import DEFAULT_KIND
 from trainyard.client import build, resource_for_kind, to_dict
 from trainyard.sdk import functions
 from trainyard.sdk.errors import (
@@ -44,6 +45,7 @@ from trainyard.sdk.errors import (
     WaitTimeoutError,
     translated,
 )
+from trainyard.sdk.kinds import kind_info, master_replica
 
 __all__ = ["Job", "JobFailedError", "TrainingClient"]
 
@@ -89,7 +91,7 @@ class TrainingClient:
         context: str | None = None,
         client_configuration: KubeConfig | SingleConfig | None = None,
         namespace: str | None = None,
-        job_kind: str = "PyTorchJob",
+        job_kind: str = DEFAULT_KIND,
         *,
         request_timeout: float = DEFAULT_REQUEST_TIMEOUT,
     ) -> None:
@@ -131,13 +133,7 @@ class TrainingClient:
     # -- helpers ---------------------------------------------------------------------------------
 
     def _info(self, job_kind: str | None) -> KindInfo:
-        kind = str(job_kind or getattr(self, "job_kind", "PyTorchJob"))
-        info = KINDS.get(kind) or next(
-            (i for i in KINDS.values() if kind.lower() in (i.plural, i.singular, *i.short_names)), None
-        )
-        if info is None:
-            raise ValueError(f"unknown job kind {kind!r}; known kinds: {', '.join(KINDS)}")
-        return info
+        return kind_info(str(job_kind or getattr(self, "job_kind", DEFAULT_KIND)))
 
     def _ns(self, namespace: str | None) -> str:
         return namespace or self.namespace
@@ -218,10 +214,9 @@ class TrainingClient:
                 raise ValueError("create_job needs job=, or name= with train_func= and/or base_image=")
             if not name:
                 raise ValueError("name= is required to build a job from a function or an image")
-            if info.kind != "PyTorchJob":
-                raise ValueError(f"jobs from a function or an image are PyTorchJobs, not {info.kind}")
+            functions.layout(info.kind)  # refuses a kind whose plugin cannot run a function
             if num_chief_replicas is not None or num_ps_replicas is not None:
-                raise ValueError("num_chief_replicas and num_ps_replicas are TFJob parameters, not PyTorchJob ones")
+                raise ValueError(f"num_chief_replicas and num_ps_replicas are TFJob parameters, not {info.kind} ones")
             if num_workers is None or num_workers < 1:
                 raise ValueError(f"at least one worker is needed, got num_workers={num_workers}")
             body = functions.job_from_function(
@@ -240,7 +235,7 @@ class TrainingClient:
                 volume_mounts=volume_mounts,
                 labels=labels,
                 annotations=annotations,
-                container_name=info.default_container,
+                kind=info.kind,
             )
         ns = namespace or body.get("metadata", {}).get("namespace") or self.namespace
         if queue_name and queue_name.strip():
@@ -666,11 +661,14 @@ class TrainingClient:
                 count = int((rspec or {}).get("replicas", 1))
                 if replica_index is not None:
                     count = 1 if replica_index < count else 0
-                if is_master and rtype.lower() != "master":
-                    count = 0
                 wanted += count
-            if is_master and "Master" not in specs:
-                wanted = 1  # no Master: the operator gives the master role to worker 0
+            if is_master:  # the one replica the kind's plugin gives the master role (e.g. worker 0)
+                master = master_replica(job, info)
+                wanted = int(
+                    master is not None
+                    and (replica_type is None or replica_type.lower() == master[0].lower())
+                    and replica_index in (None, master[1])
+                )
             pods = self.get_job_pod_names(name, namespace, is_master, replica_type, replica_index, job_kind=info.kind)
             finished = any(has_condition(_conditions(job), t) for t in ("Succeeded", "Failed"))
             if len(pods) >= wanted or finished:

@@ -1,13 +1,14 @@
 """Jobs built from arguments rather than manifests: a Python function (or an image) run on N replicas.
 
-``job_from_function`` builds the PyTorchJob that ``TrainingClient.create_job(train_func=...)``
-creates, with the Kubeflow SDK's shape: one Master and ``num_workers - 1`` Workers sharing one
-pod template, whose ``pytorch`` container runs ``bash -c SCRIPT``. The script writes the
-function's source (plus a call to it) to a fresh temporary directory and runs it with
-``torchrun`` when the job is distributed (more than one worker, or ``num_procs_per_worker``), so
-torchrun takes its rendezvous from the ``PET_*`` variables the operator sets; with one worker it
-runs plain ``python -u``. ``packages_to_install`` go into that directory (``pip --target``), never
-into the image's or the plane's own Python environment.
+``job_from_function`` builds the job that ``TrainingClient.create_job(train_func=...)`` creates,
+with the Kubeflow SDK's shape: ``num_workers`` replicas sharing one pod template, whose default
+container runs ``bash -c SCRIPT``. The script writes the function's source (plus a call to it) to
+a fresh temporary directory and runs it. What differs by kind comes from the kind's plugin
+(``frameworks.capabilities.FunctionJobs``): the replica roles, the default image and the command
+the file runs under (a PyTorchJob: one Master and ``num_workers - 1`` Workers, ``torchrun`` when
+distributed so that it takes its rendezvous from the operator's ``PET_*`` variables, else plain
+``python -u``); a kind whose plugin has no such capability is refused. ``packages_to_install`` go
+into that directory (``pip --target``), never into the image's or the plane's own Python environment.
 
 Objects from other clients (the Kubeflow SDK's and the ``kubernetes`` client's generated models,
 pydantic models, lightkube objects) become plain manifests through ``to_manifest``.
@@ -23,8 +24,11 @@ import textwrap
 from collections.abc import Callable, Mapping
 from typing import Any
 
-# The Kubeflow SDK's default image for function jobs; the embedded plane records and does not pull it.
-DEFAULT_BASE_IMAGE = "docker.io/pytorch/pytorch:2.1.2-cuda11.8-cudnn8-runtime"
+from trainyard.api.kindinfo import KindInfo
+from trainyard.api.kinds import DEFAULT_KIND, KINDS
+from trainyard.frameworks.capabilities import FunctionJobs
+from trainyard.frameworks.registry import function_jobs
+
 DEFAULT_PIP_INDEX_URL = "https://pypi.org/simple"
 KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 # Istio's sidecar would keep a finished replica's pod running; the Kubeflow SDK turns it off too.
@@ -163,8 +167,19 @@ def env_list(env_vars: Any) -> list[dict[str, Any]] | None:
     return list(plain)
 
 
-def pytorchjob(
+def layout(kind: str) -> FunctionJobs:
+    """The plugin that lays out a function job of ``kind``; ValueError for a kind that cannot run one."""
+    plugin = function_jobs(kind)
+    if plugin is None:
+        able = " or ".join(f"{k}s" for k in KINDS if function_jobs(k) is not None)
+        raise ValueError(f"jobs from a function or an image are {able}, not {kind}")
+    return plugin
+
+
+def function_job(
     *,
+    info: KindInfo,
+    plugin: FunctionJobs,
     name: str,
     namespace: str,
     container: dict[str, Any],
@@ -174,25 +189,20 @@ def pytorchjob(
     labels: Mapping[str, str] | None = None,
     annotations: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
-    """One Master and ``num_workers - 1`` Workers, the same pod template for both (the Kubeflow SDK's shape)."""
+    """``num_workers`` replicas of one pod template, in the roles the kind's plugin gives them."""
     if num_workers < 1:
         raise ValueError(f"num_workers must be at least 1, got {num_workers}")
     pod_spec: dict[str, Any] = {"containers": [container]}
     if volumes:
         pod_spec["volumes"] = to_manifest(list(volumes))
     template = {"metadata": {"annotations": {ISTIO_INJECT: "false"}}, "spec": pod_spec}
-    replicas: dict[str, Any] = {"Master": {"replicas": 1, "template": template}}
-    if num_workers > 1:
-        replicas["Worker"] = {"replicas": num_workers - 1, "template": template}
-    spec: dict[str, Any] = {"pytorchReplicaSpecs": replicas, "runPolicy": {}}
-    if num_procs_per_worker is not None:
-        spec["nprocPerNode"] = str(num_procs_per_worker)
+    spec = plugin.function_spec(template, num_workers, num_procs_per_worker)
     metadata: dict[str, Any] = {"name": name, "namespace": namespace}
     if labels:
         metadata["labels"] = dict(labels)
     if annotations:
         metadata["annotations"] = dict(annotations)
-    return {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": metadata, "spec": spec}
+    return {"apiVersion": info.api_version, "kind": info.kind, "metadata": metadata, "spec": spec}
 
 
 def job_from_function(
@@ -212,21 +222,22 @@ def job_from_function(
     volume_mounts: list[Any] | None = None,
     labels: Mapping[str, str] | None = None,
     annotations: Mapping[str, str] | None = None,
-    container_name: str = "pytorch",
+    kind: str = DEFAULT_KIND,
 ) -> dict[str, Any]:
-    """The PyTorchJob running ``train_func`` (or, without one, ``base_image``'s own entrypoint)."""
+    """The job of ``kind`` running ``train_func`` (or, without one, ``base_image``'s own entrypoint)."""
+    info = KINDS[kind]
+    plugin = layout(kind)
     if len(volumes or []) != len(volume_mounts or []):
         raise ValueError(
             f"volumes and volume_mounts must have the same length: {len(volumes or [])} vs {len(volume_mounts or [])}"
         )
-    container: dict[str, Any] = {"name": container_name, "image": base_image or DEFAULT_BASE_IMAGE}
+    container: dict[str, Any] = {"name": info.default_container, "image": base_image or plugin.function_image}
     if train_func is not None:
-        distributed = num_workers > 1 or num_procs_per_worker is not None
         container["command"] = ["bash", "-c"]
         container["args"] = [
             script(
                 program(train_func, parameters),
-                entrypoint="torchrun" if distributed else "python -u",
+                entrypoint=plugin.function_entrypoint(num_workers, num_procs_per_worker),
                 packages_to_install=packages_to_install,
                 pip_index_url=pip_index_url,
             )
@@ -239,7 +250,9 @@ def job_from_function(
         container["env"] = env
     if volume_mounts:
         container["volumeMounts"] = to_manifest(list(volume_mounts))
-    return pytorchjob(
+    return function_job(
+        info=info,
+        plugin=plugin,
         name=name,
         namespace=namespace,
         container=container,

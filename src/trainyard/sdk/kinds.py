@@ -1,9 +1,11 @@
 """Which training-job kinds a cluster serves, and how a user's word ("ptj", "jobs", "TFJob") names them.
 
-The kinds come from API discovery, so a kind the operator serves works in the CLI without a
-table here; trainyard's own kinds are the fallback when discovery is refused (RBAC on a real
-cluster). Nothing here assumes PyTorchJob: a job's replica specs are the ``*ReplicaSpecs`` field
-of its spec, its pods are found through upstream's labels and ownerReferences.
+The kinds come from API discovery of the groups trainyard's kinds live in (``api.kinds``), so a
+kind the operator serves works in the CLI without a table here; trainyard's own kinds are the
+fallback when discovery is refused (RBAC on a real cluster). Nothing here assumes a kind: a job's
+replica specs are the ``*ReplicaSpecs`` field of its spec, its pods are found through upstream's
+labels and ownerReferences, and which replica is the master is its plugin's word
+(``master_replica``).
 """
 
 from __future__ import annotations
@@ -15,11 +17,11 @@ from typing import Any
 from lightkube import Client
 from lightkube.generic_resource import create_namespaced_resource
 
-from trainyard.api.kinds import KINDS
+from trainyard.api.defaults import apply_defaults
+from trainyard.api.kindinfo import KindInfo
+from trainyard.api.kinds import DEFAULT_KIND, KINDS
+from trainyard.frameworks.registry import plugin_for
 
-# The group every Kubeflow v1 training kind lives in (PyTorchJob, TFJob, MPIJob, XGBoostJob, ...).
-JOB_GROUP = "kubeflow.org"
-JOB_VERSION = "v1"
 # Words that mean "every job kind", as `yard get jobs`.
 ALL_JOBS = ("job", "jobs", "trainingjob", "trainingjobs")
 
@@ -29,9 +31,9 @@ class JobKind:
     kind: str
     plural: str
     singular: str
+    group: str
+    version: str
     short_names: tuple[str, ...] = ()
-    group: str = JOB_GROUP
-    version: str = JOB_VERSION
     default_container: str | None = field(default=None, compare=False)
 
     @property
@@ -53,6 +55,27 @@ class UnknownKindError(LookupError):
 @cache
 def _resource(group: str, version: str, kind: str, plural: str) -> Any:
     return create_namespaced_resource(group, version, kind, plural)
+
+
+def kind_info(word: str) -> KindInfo:
+    """trainyard's kind a word names: its kind, plural, singular or a short name."""
+    info = KINDS.get(word) or next(
+        (i for i in KINDS.values() if word.lower() in (i.plural, i.singular, *i.short_names)), None
+    )
+    if info is None:
+        raise ValueError(f"unknown job kind {word!r}; known kinds: {', '.join(KINDS)}")
+    return info
+
+
+def master_replica(job: dict[str, Any], info: KindInfo) -> tuple[str, int] | None:
+    """The replica (type, index) of a job manifest that its plugin gives the master role; None if none."""
+    model = apply_defaults(info.model.model_validate(job), info)
+    plugin = plugin_for(info.kind)
+    for rtype, spec in model.replica_specs.items():
+        for index in range(spec.replicas or 0):
+            if plugin.is_master_role(model, rtype, index):
+                return rtype, index
+    return None
 
 
 def builtin_kinds() -> list[JobKind]:
@@ -78,13 +101,26 @@ def get_json(client: Client, path: str) -> Any:
     return response.json()
 
 
+def default_kind() -> JobKind:
+    """trainyard's kind a call that names none means."""
+    return next(k for k in builtin_kinds() if k.kind == DEFAULT_KIND)
+
+
 def served_kinds(client: Client) -> list[JobKind]:
-    """The job kinds the cluster serves (API discovery of kubeflow.org/v1), or trainyard's own if refused."""
-    known = {k.kind: k for k in builtin_kinds()}
+    """The job kinds the cluster serves (API discovery of our kinds' groups), or trainyard's own if refused."""
+    builtin = builtin_kinds()
+    out: list[JobKind] = []
+    for group, version in dict.fromkeys((k.group, k.version) for k in builtin):
+        known = {k.kind: k for k in builtin if (k.group, k.version) == (group, version)}
+        out += _discovered(client, group, version, known) or list(known.values())
+    return out
+
+
+def _discovered(client: Client, group: str, version: str, known: dict[str, JobKind]) -> list[JobKind]:
     try:
-        listing = get_json(client, f"/apis/{JOB_GROUP}/{JOB_VERSION}")
+        listing = get_json(client, f"/apis/{group}/{version}")
     except Exception:  # discovery refused or absent: the kinds this trainyard knows
-        return list(known.values())
+        return []
     out = []
     for res in listing.get("resources") or []:
         if "/" in res.get("name", "") or not res.get("namespaced", True):
@@ -96,10 +132,12 @@ def served_kinds(client: Client) -> list[JobKind]:
                 plural=res["name"],
                 singular=res.get("singularName") or kind.lower(),
                 short_names=tuple(res.get("shortNames") or ()),
+                group=group,
+                version=version,
                 default_container=known[kind].default_container if kind in known else None,
             )
         )
-    return out or list(known.values())
+    return out
 
 
 def resolve(word: str, kinds: list[JobKind]) -> list[JobKind]:

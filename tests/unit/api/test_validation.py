@@ -13,7 +13,8 @@ from typing import Any
 import pytest
 
 from trainyard.api import PYTORCHJOB
-from trainyard.api.validation import ErrorType, FieldError, invalid_status, review_job, validate_job
+from trainyard.api.field_errors import ErrorType, FieldError
+from trainyard.api.validation import invalid_status, review_job, validate_job
 
 E = ErrorType
 SPECS = "spec.pytorchReplicaSpecs"

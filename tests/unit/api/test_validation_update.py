@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 
 from trainyard.api import PYTORCHJOB
-from trainyard.api.validation import ErrorType, FieldError, validate_job_update
+from trainyard.api.field_errors import ErrorType, FieldError
+from trainyard.api.validation import validate_job_update
 
 JOB: dict[str, Any] = {
     "apiVersion": "kubeflow.org/v1",

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from trainyard.frameworks.network import WaitForMaster
-from trainyard.operator.initcontainer import add_init_container_flags, wait_for_master
+from trainyard.frameworks.pytorch.flags import add_init_container_flags, wait_for_master
 from trainyard.operator.webhook import WebhookSettings, add_webhook_flags, has_certificates, webhook_settings
 
 

@@ -12,7 +12,8 @@ import pytest
 from kubernetes import client as k8s
 
 import local_index
-from trainyard.api.pytorch import PyTorchJob
+from trainyard.api.kubeflow.pytorch import PyTorchJob
+from trainyard.frameworks.pytorch.plugin import DEFAULT_BASE_IMAGE
 from trainyard.sdk import functions
 from trainyard.sdk.errors import AlreadyExistsError, ConflictError, InvalidError, NotFoundError, from_status
 
@@ -65,7 +66,7 @@ def test_function_job_has_the_kubeflow_shape() -> None:
     assert job["spec"]["runPolicy"] == {}
     container = specs["Worker"]["template"]["spec"]["containers"][0]
     assert container["name"] == "pytorch"
-    assert container["image"] == functions.DEFAULT_BASE_IMAGE
+    assert container["image"] == DEFAULT_BASE_IMAGE
     assert container["command"] == ["bash", "-c"]
     assert 'exec torchrun "$program_path/' in container["args"][0]
     expected = {"cpu": "1", "memory": "1Gi", "nvidia.com/gpu": "2"}

@@ -1,15 +1,26 @@
-"""PyTorchJob: torchrun/``env://`` wiring and the Master-decides success rule (reference §3.1, §8)."""
+"""PyTorchJob: torchrun/``env://`` wiring and the Master-decides success rule (reference §3.1, §8).
+
+Besides ``base.Framework`` it has two optional capabilities (``frameworks.capabilities``): its
+operator flags (``flags``) and jobs from a Python function (one Master, the rest Workers, run
+under ``torchrun`` when distributed).
+"""
 
 from __future__ import annotations
 
+import argparse
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 from trainyard.api.common import ConditionType, TrainingJob
 from trainyard.api.core import Container, EnvVar, RestartPolicy
-from trainyard.api.kinds import PYTORCHJOB, KindInfo
-from trainyard.api.pytorch import PyTorchJob
+from trainyard.api.kindinfo import KindInfo
+from trainyard.api.kubeflow.pytorch import PYTORCHJOB, PyTorchJob
 from trainyard.frameworks.base import RendezvousHost, ReplicaCounts, Verdict
 from trainyard.frameworks.network import Network, NetworkMode, wait_container
+from trainyard.frameworks.pytorch.flags import add_init_container_flags, wait_for_master
+
+DEFAULT_BASE_IMAGE = "docker.io/pytorch/pytorch:2.1.2-cuda11.8-cudnn8-runtime"
+"""The Kubeflow SDK's default image for function jobs; the embedded plane records and does not pull it."""
 
 C10D_PORT = 29400
 """torchrun's default c10d rendezvous port: the rendezvous host's in cluster-dns mode."""
@@ -59,6 +70,30 @@ def declared_port(job: TrainingJob, replica_type: str, info: KindInfo) -> int:
 
 class PyTorch:
     info: KindInfo = PYTORCHJOB
+    function_image: str = DEFAULT_BASE_IMAGE
+
+    def add_operator_flags(self, parser: argparse.ArgumentParser) -> None:
+        add_init_container_flags(parser)
+
+    def controller_settings(self, args: argparse.Namespace) -> dict[str, Any]:
+        return {"wait_for_master": wait_for_master(args)}
+
+    def function_entrypoint(self, num_workers: int, num_procs_per_worker: int | str | None) -> str:
+        # torchrun takes its rendezvous from the PET_* variables the operator sets; one process alone needs none
+        distributed = num_workers > 1 or num_procs_per_worker is not None
+        return "torchrun" if distributed else "python -u"
+
+    def function_spec(
+        self, template: dict[str, Any], num_workers: int, num_procs_per_worker: int | str | None
+    ) -> dict[str, Any]:
+        """One Master and ``num_workers - 1`` Workers, the same pod template for both (the Kubeflow SDK's shape)."""
+        replicas: dict[str, Any] = {"Master": {"replicas": 1, "template": template}}
+        if num_workers > 1:
+            replicas["Worker"] = {"replicas": num_workers - 1, "template": template}
+        spec: dict[str, Any] = {self.info.replica_specs_field: replicas, "runPolicy": {}}
+        if num_procs_per_worker is not None:
+            spec["nprocPerNode"] = str(num_procs_per_worker)
+        return spec
 
     def is_master_role(self, job: TrainingJob, replica_type: str, index: int) -> bool:
         if "Master" in job.replica_specs:

@@ -1,8 +1,9 @@
-"""The operator flags of the wait-for-master init container (cluster mode only, reference §3.1).
+"""PyTorchJob's operator flags: the wait-for-master init container (cluster mode only, reference §3.1).
 
 Upstream's ``--pytorch-init-container-image`` and ``--pytorch-init-container-max-tries``, with
 two differences: the container checks the master's TCP port, not its DNS name (complaint #7), and
-an empty image turns the step off. The embedded plane never adds it (host network mode).
+an empty image turns the step off. The embedded plane never adds it (host network mode). The
+plugin declares them (``PyTorch.add_operator_flags``); the operator adds every plugin's.
 """
 
 from __future__ import annotations
