@@ -17,11 +17,9 @@ from __future__ import annotations
 
 import logging
 import os
-import queue
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +36,7 @@ from trainyard.api.common import ConditionType
 from trainyard.api.kindinfo import KindInfo
 from trainyard.api.kinds import DEFAULT_KIND
 from trainyard.client import build, resource_for_kind, to_dict
-from trainyard.sdk import functions
+from trainyard.sdk import events, functions, logs
 from trainyard.sdk.errors import (
     JobFailedError,
     NotFoundError,
@@ -574,18 +572,9 @@ class TrainingClient:
         if pods is None:
             pods = self.get_job_pod_names(name, ns, job_kind=info.kind)
         wanted = {(info.kind, name), *(("Pod", p) for p in pods)}
-        out: dict[str, list[str]] = {}
         with translated(self.server):
-            events = [to_dict(e) for e in self.client.list(Event, namespace=ns)]
-        for ev in sorted(events, key=_event_time):
-            inv = ev.get("involvedObject") or {}
-            if (inv.get("kind"), inv.get("name")) not in wanted:
-                continue
-            if (ev["metadata"].get("creationTimestamp") or "") < created:
-                continue
-            key = f"{str(inv['kind']).lower()}/{inv['name']}"
-            out.setdefault(key, []).append(f"{_short_time(_event_time(ev))} {ev.get('message', '')}")
-        return out
+            items = [to_dict(e) for e in self.client.list(Event, namespace=ns)]
+        return events.by_object(items, wanted, since=created)
 
     def _follow(
         self,
@@ -599,47 +588,15 @@ class TrainingClient:
         tail_lines: int | None,
     ) -> Iterator[tuple[str, str]]:
         pods = self._await_pods(name, namespace, info, is_master, replica_type, replica_index)
-        lines: queue.Queue[tuple[str, str] | BaseException | None] = queue.Queue()
-        clients: list[Client] = []
-        stop = threading.Event()
 
-        def pump(pod: str) -> None:
-            client = self._new_client(namespace)
-            clients.append(client)
-            try:
-                if self._await_start(client, pod, namespace, stop):
-                    with translated(self.server):
-                        for line in client.log(
-                            pod, namespace=namespace, container=container, follow=True, tail_lines=tail_lines
-                        ):
-                            if stop.is_set():
-                                return
-                            lines.put((pod, line.rstrip("\n")))
-            except NotFoundError:
-                pass  # the pod went away (job deleted): its stream is simply over
-            except BaseException as exc:
-                if not stop.is_set():
-                    lines.put(exc)
-            finally:
-                lines.put(None)
+        def stream(client: Client, pod: str, stop: threading.Event) -> Iterator[str]:
+            if self._await_start(client, pod, namespace, stop):
+                with translated(self.server):
+                    yield from client.log(
+                        pod, namespace=namespace, container=container, follow=True, tail_lines=tail_lines
+                    )
 
-        threads = [threading.Thread(target=pump, args=(p,), daemon=True, name=f"logs-{p}") for p in pods]
-        for t in threads:
-            t.start()
-        try:
-            open_streams = len(threads)
-            while open_streams:
-                item = lines.get()
-                if item is None:
-                    open_streams -= 1
-                elif isinstance(item, BaseException):
-                    raise item
-                else:
-                    yield item
-        finally:
-            stop.set()
-            for client in clients:
-                client.close()  # unblocks a pump still reading a follow stream
+        yield from logs.follow_pods(pods, lambda: self._new_client(namespace), stream, gone=NotFoundError)
 
     def _await_pods(
         self,
@@ -702,21 +659,3 @@ class TrainingClient:
                 follow=follow,
                 tail_lines=tail_lines,
             )
-
-
-def _event_time(event: Mapping[str, Any]) -> str:
-    return str(
-        event.get("lastTimestamp")
-        or event.get("eventTime")
-        or event.get("firstTimestamp")
-        or (event.get("metadata") or {}).get("creationTimestamp")
-        or ""
-    )
-
-
-def _short_time(stamp: str) -> str:
-    try:
-        return datetime.fromisoformat(stamp.replace("Z", "+00:00")).strftime("%Y-%m-%d %H:%M:%S")
-    except ValueError:
-        return stamp
-

@@ -10,7 +10,7 @@ from __future__ import annotations
 import queue
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -169,3 +169,56 @@ def _pod_done(client: Client, name: str, namespace: str) -> bool:
         return True
     phase = getattr(pod.status, "phase", None) if pod.status else None
     return phase in ("Succeeded", "Failed")
+
+
+def follow_pods(
+    pods: list[str],
+    new_client: Callable[[], Client],
+    stream: Callable[[Client, str, threading.Event], Iterable[str]],
+    *,
+    gone: type[Exception],
+) -> Iterator[tuple[str, str]]:
+    """``(pod, line)`` from every pod's followed log at once, until every stream has ended.
+
+    Each pod is read on a thread of its own with a client of its own (``stream`` yields its raw
+    lines; it should wait for the pod to start unless the event is set). A pod that is ``gone``
+    just ends its stream; any other error is raised here. Closing the iterator closes the
+    clients, which unblocks a thread still reading.
+    """
+    lines: queue.Queue[tuple[str, str] | BaseException | None] = queue.Queue()
+    clients: list[Client] = []
+    stop = threading.Event()
+
+    def pump(pod: str) -> None:
+        client = new_client()
+        clients.append(client)
+        try:
+            for line in stream(client, pod, stop):
+                if stop.is_set():
+                    return
+                lines.put((pod, line.rstrip("\n")))
+        except gone:
+            pass  # the pod went away (job deleted): its stream is simply over
+        except BaseException as exc:
+            if not stop.is_set():
+                lines.put(exc)
+        finally:
+            lines.put(None)
+
+    threads = [threading.Thread(target=pump, args=(p,), daemon=True, name=f"logs-{p}") for p in pods]
+    for t in threads:
+        t.start()
+    try:
+        open_streams = len(threads)
+        while open_streams:
+            item = lines.get()
+            if item is None:
+                open_streams -= 1
+            elif isinstance(item, BaseException):
+                raise item
+            else:
+                yield item
+    finally:
+        stop.set()
+        for client in clients:
+            client.close()  # unblocks a pump still reading a follow stream
