@@ -3,6 +3,8 @@
 The HTTP layer (``server``) only parses requests and renders responses; everything a client can
 observe about an object's lifecycle is decided here: uid, timestamps, generation, status
 subresource separation, optimistic concurrency, finalizers, graceful pod deletion, admission.
+The steps a write goes through live in ``writes`` (this module runs them in order); which objects
+a list selects, in ``requests.fields``.
 """
 
 from __future__ import annotations
@@ -20,11 +22,11 @@ from typing import Any
 from trainyard.api.kinds import KINDS
 from trainyard.api.meta import format_time
 from trainyard.api.validation import review_job
-from trainyard.cluster import qos
 from trainyard.cluster.apiserver import errors
 from trainyard.cluster.apiserver.builtin import priority
 from trainyard.cluster.apiserver.registry import Registry, ResourceType
 from trainyard.cluster.apiserver.requests import paging
+from trainyard.cluster.apiserver.requests.fields import matches, selection
 from trainyard.cluster.apiserver.requests.selectors import FieldSelector, LabelSelector
 from trainyard.cluster.apiserver.writes import admission, defaulting, fieldmanager, patching, shapes
 from trainyard.cluster.storage import codec
@@ -36,88 +38,6 @@ Warnings = list[str]  # the Warning headers a write collects (unknown fields und
 TERMINAL_POD_PHASES = ("Succeeded", "Failed")
 SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 _SUFFIX = string.ascii_lowercase + string.digits
-
-# fieldSelector keys of the kinds that register their own (reference §3.2, core/v1 conversion.go);
-# an unknown key is 400 "field label not supported: X". Other kinds take metadata.name and
-# metadata.namespace (CRs also their CRD's selectableFields) and word the refusal differently.
-FIELD_KEYS: dict[str, tuple[str, ...]] = {
-    "core/pods": (
-        "metadata.name",
-        "metadata.namespace",
-        "spec.nodeName",
-        "spec.host",  # what old clients send for spec.nodeName
-        "spec.restartPolicy",
-        "spec.schedulerName",
-        "spec.serviceAccountName",
-        "spec.hostNetwork",
-        "status.phase",
-        "status.podIP",
-        "status.podIPs",
-        "status.nominatedNodeName",
-    ),
-    "core/events": (
-        "metadata.name",
-        "metadata.namespace",
-        "involvedObject.kind",
-        "involvedObject.namespace",
-        "involvedObject.name",
-        "involvedObject.uid",
-        "involvedObject.apiVersion",
-        "involvedObject.resourceVersion",
-        "involvedObject.fieldPath",
-        "reason",
-        "reportingComponent",
-        "source",
-        "type",
-    ),
-    "core/secrets": ("metadata.name", "metadata.namespace", "type"),
-    "core/namespaces": ("metadata.name", "status.phase"),
-    "core/nodes": ("metadata.name", "spec.unschedulable"),
-    "core/services": ("metadata.name", "metadata.namespace", "spec.clusterIP", "spec.type"),
-}
-_FIELD_ALIASES = {"spec.host": "spec.nodeName"}
-_BOOLEAN_FIELDS = ("spec.hostNetwork", "spec.unschedulable")  # Go's FormatBool: unset reads "false"
-
-
-def field_keys(rt: ResourceType) -> tuple[str, ...]:
-    return FIELD_KEYS.get(rt.key) or ("metadata.name", "metadata.namespace", *rt.selectable_fields)
-
-
-def check_fields(rt: ResourceType, fields: FieldSelector) -> None:
-    """400 for a fieldSelector key the resource cannot filter on, in the API server's words."""
-    supported = field_keys(rt)
-    for term in fields.terms:
-        if term.key not in supported:
-            if rt.key in FIELD_KEYS or rt.custom:
-                raise errors.bad_request(f"field label not supported: {term.key}")
-            raise errors.bad_request(
-                f'"{term.key}" is not a known field selector: only "metadata.name", "metadata.namespace"'
-            )
-
-
-def field_values(rt: ResourceType, obj: Obj) -> dict[str, str]:
-    out = {}
-    for key in field_keys(rt):
-        node: Any = obj
-        for part in _FIELD_ALIASES.get(key, key).split("."):
-            node = node.get(part) if isinstance(node, dict) else None
-        if key == "source" and isinstance(node, dict):
-            node = node.get("component")
-        if key == "status.podIPs" and isinstance(node, list):
-            node = (node[0] or {}).get("ip") if node and isinstance(node[0], dict) else None
-        if key in _BOOLEAN_FIELDS and node is None:
-            node = False
-        if isinstance(node, bool):
-            node = "true" if node else "false"
-        out[key] = "" if node is None or isinstance(node, (dict, list)) else str(node)
-    return out
-
-
-def matches(rt: ResourceType, obj: Obj, labels: LabelSelector | None, fields: FieldSelector | None) -> bool:
-    if labels is not None and not labels.matches(obj.get("metadata", {}).get("labels") or {}):
-        return False
-    return fields is None or fields.matches(field_values(rt, obj))
-
 
 def patch_failure(exc: patching.PatchError) -> errors.ApiError:
     """The Status for a patch that cannot be applied, as the real API server words it.
@@ -159,17 +79,6 @@ class EncodedPage:
     revision: int
     continue_token: str = ""
     remaining: int | None = None
-
-
-def selection(
-    rt: ResourceType, labels: LabelSelector | None, fields: FieldSelector | None
-) -> Callable[[bytes], bool] | None:
-    """``matches`` for an encoded object, decoding only what the selectors read; None: all."""
-    if fields is not None:
-        return lambda body: matches(rt, codec.loads(body), labels, fields)
-    if labels is not None:
-        return lambda body: labels.matches(codec.labels(body))
-    return None
 
 
 class Objects:
@@ -342,7 +251,7 @@ class Objects:
         m["creationTimestamp"] = format_time(self.clock())
         if rt.has_spec and rt.kind not in ("Namespace",):
             m["generation"] = 1
-        self._defaults_on_create(rt, obj)
+        defaulting.on_create(rt, obj, now=m["creationTimestamp"])
         defaulting.on_write(rt.key, obj)
         if rt.key == "core/pods":
             priority.admit_pod(obj, self._priority_classes())
@@ -609,43 +518,6 @@ class Objects:
                 "Forbidden",
                 f"unable to create new content in namespace {namespace} because it is being terminated",
             )
-
-    def _defaults_on_create(self, rt: ResourceType, obj: Obj) -> None:
-        if rt.key == "core/namespaces":
-            obj.setdefault("spec", {}).setdefault("finalizers", ["kubernetes"])
-            obj["status"] = {"phase": "Active"}
-        elif rt.key == "core/pods":
-            obj["status"] = {"phase": "Pending", "qosClass": qos.qos_class(obj.get("spec") or {})}
-        elif rt.key == "core/services":
-            spec = obj.setdefault("spec", {})
-            spec.setdefault("type", "ClusterIP")
-            spec.setdefault("sessionAffinity", "None")
-            if spec.get("clusterIP") is None:
-                spec["clusterIP"] = "127.0.0.1"
-            obj.setdefault("status", {"loadBalancer": {}})
-        elif rt.key == "core/secrets":
-            obj["type"] = obj.get("type") or "Opaque"
-        elif rt.key == "apiextensions.k8s.io/customresourcedefinitions":
-            obj["status"] = self._crd_status(obj)
-        elif rt.key in ("core/persistentvolumeclaims", "core/persistentvolumes"):
-            obj["status"] = {"phase": "Pending"}
-        elif "status" in rt.subresources:
-            obj.pop("status", None)
-
-    def _crd_status(self, crd: Obj) -> Obj:
-        now = format_time(self.clock())
-        names = crd.get("spec", {}).get("names", {})
-        return {
-            "acceptedNames": names,
-            "storedVersions": [v["name"] for v in crd.get("spec", {}).get("versions", []) if v.get("storage")],
-            "conditions": [
-                {"type": t, "status": "True", "reason": r, "message": m, "lastTransitionTime": now}
-                for t, r, m in (
-                    ("NamesAccepted", "NoConflicts", "no conflicts found"),
-                    ("Established", "InitialNamesAccepted", "the initial names have been accepted"),
-                )
-            ],
-        }
 
     def _admit(
         self,

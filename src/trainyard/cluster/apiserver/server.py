@@ -1,29 +1,30 @@
 """The HTTP face of the embedded control plane: the Kubernetes REST API over ``Objects``.
 
-This module parses URLs, query parameters and bodies, negotiates Tables, streams watches and
-logs, and renders every failure as a ``Status``. What an operation means lives in ``objects``.
+This module routes URLs to discovery documents, verbs and subresources, reads query parameters
+and bodies (through ``requests``), negotiates Tables, and renders every failure as a
+``Status``. What an operation means lives in ``objects``; the responses that stay open
+(watches, followed logs) in ``streams``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import re
 import unicodedata
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from aiohttp import web
 
-from trainyard.api.meta import parse_time
-from trainyard.cluster import logs
 from trainyard.cluster.apiserver import connect, discovery, errors, tables
-from trainyard.cluster.apiserver.objects import Objects, check_fields, matches, patch_failure
+from trainyard.cluster.apiserver.objects import Objects, patch_failure
 from trainyard.cluster.apiserver.registry import ResourceType
 from trainyard.cluster.apiserver.requests import bodies, paging
+from trainyard.cluster.apiserver.requests.fields import check_fields
 from trainyard.cluster.apiserver.requests.jsonpath import get_path, set_path
+from trainyard.cluster.apiserver.requests.query import JSON, flag, int64, wants_table
 from trainyard.cluster.apiserver.requests.selectors import (
     FieldSelector,
     LabelSelector,
@@ -31,24 +32,14 @@ from trainyard.cluster.apiserver.requests.selectors import (
     parse_field_selector,
     parse_label_selector,
 )
+from trainyard.cluster.apiserver.streams import BOOKMARK_SECONDS, Streams
 from trainyard.cluster.apiserver.writes import admission, patching
 from trainyard.cluster.paths import Layout
 from trainyard.cluster.storage import codec
-from trainyard.cluster.storage.store import Expired, Obj
-from trainyard.cluster.storage.watch import ChunkedSink, Event, Hub
+from trainyard.cluster.storage.store import Obj
+from trainyard.cluster.storage.watch import Hub
 
 log = logging.getLogger(__name__)
-
-JSON = "application/json"
-_TRUE = {"1", "t", "T", "true", "TRUE", "True"}
-# Without timeoutSeconds a real server keeps a watch open 30-60 minutes.
-DEFAULT_WATCH_SECONDS = 1800
-BOOKMARK_SECONDS = 60.0
-MAX_SINCE_SECONDS = 100 * 365 * 86400
-
-
-def _bool(value: str | None) -> bool:
-    return value in _TRUE
 
 
 @dataclass(frozen=True)
@@ -70,10 +61,8 @@ class ApiServer:
         bookmark_seconds: float = BOOKMARK_SECONDS,
     ) -> None:
         self.objects = objects
-        self.hub = hub
-        self.layout = layout
         self.address = address
-        self.bookmark_seconds = bookmark_seconds
+        self.streams = Streams(objects, hub, layout, bookmark_seconds=bookmark_seconds)
 
     @property
     def registry(self) -> Any:
@@ -181,8 +170,8 @@ class ApiServer:
             raise errors.unknown_path()
         if name is None:
             if method == "GET":
-                if _bool(query.get("watch")):
-                    return await self._watch(request, rt, ns)
+                if flag(query.get("watch")):
+                    return await self.streams.watch(request, rt, ns, *self._selectors(request, rt))
                 return self._list(request, rt, ns)
             if method == "POST" and (ns is not None or not rt.namespaced):
                 body = await _body(request, rt)
@@ -200,7 +189,7 @@ class ApiServer:
         if sub == "log":
             if method != "GET":
                 raise errors.method_not_allowed()
-            return await self._log(request, namespace, name)
+            return await self.streams.log(request, rt, namespace, name)
         if sub == "binding":
             if method != "POST":
                 raise errors.method_not_allowed()
@@ -257,7 +246,7 @@ class ApiServer:
             list_meta["continue"] = page.continue_token
         if page.remaining is not None:
             list_meta["remainingItemCount"] = page.remaining
-        if not _wants_table(request):
+        if not wants_table(request):
             return _encoded_list(rt, page.items, list_meta)
         include = request.query.get("includeObject", "Metadata")
         fast = tables.table_encoded(rt, page.items, now=self.now(), list_meta=list_meta, include_object=include)
@@ -274,7 +263,7 @@ class ApiServer:
         return _json(table)
 
     def _object(self, request: web.Request, rt: ResourceType, obj: Obj, code: int = 200) -> web.Response:
-        if _wants_table(request):
+        if wants_table(request):
             rv = obj.get("metadata", {}).get("resourceVersion", "")
             return _json(
                 tables.table(
@@ -339,7 +328,7 @@ class ApiServer:
             name,
             body,
             manager=manager,
-            force=_bool(request.query.get("force")),
+            force=flag(request.query.get("force")),
             subresource=sub,
             dry_run=dry_run,
             field_validation=admission.field_validation(request.query.get("fieldValidation"), "PatchOptions"),
@@ -467,247 +456,6 @@ class ApiServer:
         )
         return _json({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}, 201)
 
-    # -- streams -------------------------------------------------------------------------------
-
-    async def _watch(self, request: web.Request, rt: ResourceType, namespace: str | None) -> web.StreamResponse:
-        labels, fields = self._selectors(request, rt)
-        as_table = _wants_table(request)
-        bookmarks = _bool(request.query.get("allowWatchBookmarks"))
-        timeout = _int(request.query, "timeoutSeconds")
-        timeout = DEFAULT_WATCH_SECONDS if timeout is None else timeout
-        deadline = asyncio.get_running_loop().time() + timeout
-        store_ns = namespace if rt.namespaced else None
-        selected = None if labels is None and fields is None else lambda o: matches(rt, o, labels, fields)
-        sub = self.hub.subscribe(rt.key, store_ns, selected)
-        response = web.StreamResponse(headers={"Content-Type": JSON, "Cache-Control": "no-cache"})
-        response.enable_chunked_encoding()
-        await response.prepare(request)
-        direct: ChunkedSink | None = None
-        last = 0  # the newest revision this watcher has been sent
-
-        def line(kind: str, obj: Obj) -> bytes:
-            if as_table and kind in ("ADDED", "MODIFIED", "DELETED"):
-                obj = tables.table(
-                    rt,
-                    [obj],
-                    now=self.now(),
-                    resource_version=obj["metadata"].get("resourceVersion", ""),
-                    include_object=request.query.get("includeObject", "Metadata"),
-                )
-            return codec.dumps({"type": kind, "object": obj}) + b"\n"
-
-        def event_line(ev: Event) -> bytes:
-            # Plain watchers share the change's one encoding; Tables are per watcher (ages, columns).
-            shared = None if as_table else ev.line(rt.group_version, rt.kind)
-            return shared if shared is not None else line(ev.type, self.objects.present(rt, ev.obj))
-
-        async def send(kind: str, obj: Obj) -> None:
-            await response.write(line(kind, obj))
-
-        def live_line(ev: Event) -> bytes | None:
-            nonlocal last
-            if ev.rv <= last:
-                return None
-            last = ev.rv
-            return event_line(ev)
-
-        def bookmark() -> Obj:
-            rv = str(self.objects.store.revision)
-            return {"kind": rt.kind, "apiVersion": rt.group_version, "metadata": {"resourceVersion": rv}}
-
-        try:
-            rv_param = request.query.get("resourceVersion") or "0"
-            initial_events = _bool(request.query.get("sendInitialEvents"))
-            if rv_param == "0" or initial_events:
-                if as_table:
-                    items, last = self.objects.list(rt, store_ns, labels, fields)
-                    for item in items:
-                        await send("ADDED", item)
-                else:
-                    encoded, last = self.objects.list_encoded(rt, store_ns, labels, fields)
-                    await _write_lines(response, [codec.watch_line("ADDED", item) for item in encoded])
-                if initial_events and bookmarks:
-                    # Streaming lists (client-go's WatchList, kubectl >= 1.35) wait for this marker.
-                    end = {"resourceVersion": str(last), "annotations": {"k8s.io/initial-events-end": "true"}}
-                    await send("BOOKMARK", {"kind": rt.kind, "apiVersion": rt.group_version, "metadata": end})
-            else:
-                try:
-                    start = int(rv_param)
-                    if start > self.objects.store.revision:
-                        raise Expired(start, self.objects.store.revision)
-                    backlog = self.objects.store.changes_since(start, rt.key)
-                except (Expired, ValueError) as exc:
-                    status = errors.ApiError(
-                        410,
-                        "Expired",
-                        str(exc) if isinstance(exc, Expired) else f"invalid resourceVersion {rv_param!r}",
-                    )
-                    await send("ERROR", status.status())
-                    return response
-                last = start
-                lines = []
-                for change in backlog:
-                    event = sub.translate(change)
-                    if event is not None:
-                        lines.append(event_line(event))
-                    last = change.rv
-                await _write_lines(response, lines)
-            loop = asyncio.get_running_loop()
-            if not as_table and request.transport is not None:
-                # Plain watchers take changes straight from the hub (see watch.ChunkedSink).
-                direct = ChunkedSink(request.transport, live_line, self.hub.flusher)
-                sub.attach(direct)
-            while True:
-                remaining = deadline - loop.time()
-                if remaining <= 0:
-                    break
-                if direct is not None:
-                    await asyncio.sleep(min(remaining, self.bookmark_seconds))
-                    if bookmarks and loop.time() < deadline:
-                        direct.raw(line("BOOKMARK", bookmark()))
-                    continue
-                batch = await sub.next_batch(min(remaining, self.bookmark_seconds))
-                if not batch:
-                    if bookmarks and sub.queue.empty():
-                        await send("BOOKMARK", bookmark())
-                    continue
-                lines = []
-                for ev in batch:
-                    if ev.rv <= last:
-                        continue
-                    last = ev.rv
-                    lines.append(event_line(ev))
-                if lines:
-                    await response.write(b"".join(lines))
-        except (ConnectionResetError, asyncio.CancelledError):
-            pass
-        finally:
-            self.hub.unsubscribe(sub)
-            if direct is not None:
-                direct.flush()  # before the response's last chunk
-        return response
-
-    async def _log(self, request: web.Request, namespace: str, name: str) -> web.StreamResponse:
-        rt = self.registry.lookup("", "v1", "pods")
-        q = request.query
-        tail, limit, since_seconds = _log_options(q, name)
-        pod = self.objects.get(rt, namespace, name)
-        names = [c["name"] for c in pod.get("spec", {}).get("containers", [])]
-        names += [c["name"] for c in pod.get("spec", {}).get("initContainers") or []]
-        container = q.get("container")
-        if not container:
-            if len(pod["spec"]["containers"]) != 1:
-                raise errors.bad_request(f"a container name must be specified for pod {name}, choose one of: {names}")
-            container = names[0]
-        if container not in names:
-            raise errors.bad_request(f"container {container} is not valid for pod {name}")
-        uid = pod["metadata"]["uid"]
-        previous = _bool(q.get("previous"))
-        path = self.layout.container_log(namespace, name, uid, container, previous=previous)
-        if not path.exists():
-            if previous:
-                raise errors.bad_request(f'previous terminated container "{container}" in pod "{name}" not found')
-            raise errors.bad_request(
-                f'container "{container}" in pod "{name}" is waiting to start: {_waiting_reason(pod, container)}'
-            )
-        since = None
-        if since_seconds is not None:
-            # Anything older than the plane's logs means "everything"; a huge value must not overflow.
-            since = self.now() - timedelta(seconds=min(since_seconds, MAX_SINCE_SECONDS))
-        elif q.get("sinceTime"):
-            try:
-                since = parse_time(q["sinceTime"])
-            except ValueError as exc:
-                raise errors.bad_request(f'invalid sinceTime "{q["sinceTime"]}": not an RFC3339 time') from exc
-        timestamps = _bool(q.get("timestamps"))
-        text, offset = logs.read(
-            path,
-            tail_lines=tail,
-            since=since,
-            timestamps=timestamps,
-            limit_bytes=limit,
-        )
-        if not _bool(q.get("follow")) or previous:
-            return web.Response(body=text, content_type="text/plain")
-        response = web.StreamResponse(headers={"Content-Type": "text/plain"})
-        response.enable_chunked_encoding()
-        await response.prepare(request)
-        await response.write(text)
-        sent = len(text)
-
-        def finished() -> bool:
-            current = self.objects.store.get(rt.key, namespace, name)
-            return current is None or current["metadata"]["uid"] != uid or _container_done(current, container)
-
-        try:
-            async for chunk in logs.follow(path, offset, timestamps=timestamps, finished=finished):
-                if limit is not None:
-                    chunk = chunk[: max(limit - sent, 0)]
-                if chunk:
-                    await response.write(chunk)
-                    sent += len(chunk)
-                if limit is not None and sent >= limit:
-                    break
-        except (ConnectionResetError, asyncio.CancelledError):
-            pass
-        return response
-
-
-def _log_options(q: Any, name: str) -> tuple[int | None, int | None, int | None]:
-    """tailLines, limitBytes and sinceSeconds, checked as ``ValidatePodLogOptions`` does."""
-    values: dict[str, int | None] = {}
-    causes = []
-    for key, minimum, rule in (
-        ("tailLines", 0, "must be greater than or equal to 0"),
-        ("limitBytes", 1, "must be greater than 0"),
-        ("sinceSeconds", 1, "must be greater than 0"),
-    ):
-        raw = q.get(key)
-        if raw is None or raw == "":
-            values[key] = None
-            continue
-        try:
-            value = int(raw)
-        except ValueError:
-            raise errors.bad_request(f'invalid {key} "{raw}": not an integer') from None
-        values[key] = value
-        if value < minimum:
-            causes.append({"reason": "FieldValueInvalid", "field": key, "message": f"Invalid value: {raw}: {rule}"})
-    if values["sinceSeconds"] is not None and q.get("sinceTime"):
-        causes.append(
-            {
-                "reason": "FieldValueForbidden",
-                "field": "",
-                "message": "Forbidden: at most one of `sinceTime` or `sinceSeconds` may be specified",
-            }
-        )
-    if causes:
-        summary = ", ".join(f"{c['field']}: {c['message']}" if c["field"] else c["message"] for c in causes)
-        raise errors.ApiError(
-            422,
-            "Invalid",
-            f'PodLogOptions "{name}" is invalid: {summary}',
-            {"name": name, "kind": "PodLogOptions", "causes": causes},
-        )
-    return values["tailLines"], values["limitBytes"], values["sinceSeconds"]
-
-
-def _waiting_reason(pod: Obj, container: str) -> str:
-    status = pod.get("status") or {}
-    for cs in (status.get("containerStatuses") or []) + (status.get("initContainerStatuses") or []):
-        if cs.get("name") == container:
-            return str(((cs.get("state") or {}).get("waiting") or {}).get("reason") or "ContainerCreating")
-    return "ContainerCreating"
-
-
-def _container_done(pod: Obj, container: str) -> bool:
-    status = pod.get("status") or {}
-    if status.get("phase") in ("Succeeded", "Failed"):
-        return True
-    for cs in (status.get("containerStatuses") or []) + (status.get("initContainerStatuses") or []):
-        if cs.get("name") == container and (cs.get("state") or {}).get("terminated"):
-            return True
-    return False
 
 
 def _manager(request: web.Request) -> str:
@@ -728,26 +476,8 @@ def _read_only(parts: list[str]) -> bool:
     return (parts[:1] == ["api"] and len(parts) <= 2) or (parts[:1] == ["apis"] and len(parts) <= 3)
 
 
-def _int(query: Mapping[str, str], name: str, *, minimum: int | None = None) -> int | None:
-    """An int64 query parameter as Go's ParseInt reads it; 400 when it is not one."""
-    raw = query.get(name)
-    if not raw:
-        return None
-    if not re.fullmatch(r"[+-]?[0-9]{1,19}", raw) or not -(2**63) <= int(raw) < 2**63:
-        raise errors.bad_request(f"invalid value for query parameter {name}: {raw!r} is not a 64-bit integer")
-    value = int(raw)
-    if minimum is not None and value < minimum:
-        raise errors.bad_request(f"invalid value for query parameter {name}: {value} must be at least {minimum}")
-    return value
-
-
 def _at(parts: list[str], index: int) -> str | None:
     return parts[index] if len(parts) > index else None
-
-
-def _wants_table(request: web.Request) -> bool:
-    accept = request.headers.get("Accept", "")
-    return "as=Table" in accept.split(",")[0] or accept.startswith("application/json;as=Table")
 
 
 def _warn(response: web.Response, warnings: list[str]) -> web.Response:
@@ -784,12 +514,6 @@ def _encoded_list(rt: ResourceType, items: list[bytes], list_meta: dict[str, Any
     return web.Response(body=body, content_type=JSON)
 
 
-async def _write_lines(response: web.StreamResponse, lines: list[bytes], chunk: int = 256) -> None:
-    # A few large writes instead of one per event; bounded so a huge backlog still streams.
-    for start in range(0, len(lines), chunk):
-        await response.write(b"".join(lines[start : start + chunk]))
-
-
 async def _body(request: web.Request, endpoint: ResourceType | tuple[str, str] | None) -> dict[str, Any]:
     """The one object of a create or update body; ``endpoint`` says what a protobuf body may be."""
     if isinstance(endpoint, ResourceType):
@@ -808,7 +532,7 @@ async def _delete_options(request: web.Request) -> dict[str, Any]:
     if q.get("propagationPolicy"):
         opts["propagationPolicy"] = q["propagationPolicy"]
     if q.get("gracePeriodSeconds"):
-        opts["gracePeriodSeconds"] = _int(q, "gracePeriodSeconds")
+        opts["gracePeriodSeconds"] = int64(q, "gracePeriodSeconds")
     if opts.get("orphanDependents") is True and "propagationPolicy" not in opts:
         opts["propagationPolicy"] = "Orphan"
     # kubectl --dry-run=server sends dryRun in the body, the Python clients as a query parameter.

@@ -1,10 +1,13 @@
 """What the API server does to every written built-in before storing it: defaults and update rules.
 
-A real API server defaults an object each time it decodes one, so a field a client leaves out
-of a PUT or adds in a patch (a new Service port, a Secret's ``stringData``) comes back filled
-in exactly as on create. Pods additionally refuse updates to their spec beyond the few fields
-a kubelet can apply in place (``ValidatePodUpdate``). Callers: ``Objects`` on create, update
-and patch of the main resource (never of ``/status``). Pure: no I/O.
+A new object gets the status its kind starts with (``on_create``: a Namespace is Active, a Pod
+Pending with its QoS class, a CRD established at once; other kinds with a status subresource
+start without one, whatever the client sent). A real API server defaults an object each time it decodes
+one (``on_write``), so a field a client leaves out of a PUT or adds in a patch (a new Service
+port, a Secret's ``stringData``) comes back filled in exactly as on create. Pods additionally
+refuse updates to their spec beyond the few fields a kubelet can apply in place
+(``ValidatePodUpdate``). Callers: ``Objects`` on create, update and patch of the main resource
+(never of ``/status``). Pure: no I/O.
 """
 
 from __future__ import annotations
@@ -13,7 +16,9 @@ import base64
 import copy
 from typing import Any
 
+from trainyard.cluster import qos
 from trainyard.cluster.apiserver.builtin import autoscaling
+from trainyard.cluster.apiserver.registry import ResourceType
 
 Obj = dict[str, Any]
 
@@ -22,6 +27,46 @@ POD_UPDATABLE = (
     "`spec.tolerations` (only additions to existing tolerations),"
     "`spec.terminationGracePeriodSeconds` (allow it to be set to 1 if it was previously negative)"
 )
+
+
+def on_create(rt: ResourceType, obj: Obj, *, now: str) -> None:
+    """What a new object of ``rt`` starts with beyond its defaults, in place; ``now`` is its creation time."""
+    if rt.key == "core/namespaces":
+        obj.setdefault("spec", {}).setdefault("finalizers", ["kubernetes"])
+        obj["status"] = {"phase": "Active"}
+    elif rt.key == "core/pods":
+        obj["status"] = {"phase": "Pending", "qosClass": qos.qos_class(obj.get("spec") or {})}
+    elif rt.key == "core/services":
+        spec = obj.setdefault("spec", {})
+        spec.setdefault("type", "ClusterIP")
+        spec.setdefault("sessionAffinity", "None")
+        if spec.get("clusterIP") is None:
+            spec["clusterIP"] = "127.0.0.1"
+        obj.setdefault("status", {"loadBalancer": {}})
+    elif rt.key == "core/secrets":
+        obj["type"] = obj.get("type") or "Opaque"
+    elif rt.key == "apiextensions.k8s.io/customresourcedefinitions":
+        obj["status"] = _crd_status(obj, now)
+    elif rt.key in ("core/persistentvolumeclaims", "core/persistentvolumes"):
+        obj["status"] = {"phase": "Pending"}
+    elif "status" in rt.subresources:
+        obj.pop("status", None)
+
+
+def _crd_status(crd: Obj, now: str) -> Obj:
+    """A CRD is established as it is created: nothing here can conflict with its names."""
+    names = crd.get("spec", {}).get("names", {})
+    return {
+        "acceptedNames": names,
+        "storedVersions": [v["name"] for v in crd.get("spec", {}).get("versions", []) if v.get("storage")],
+        "conditions": [
+            {"type": t, "status": "True", "reason": r, "message": m, "lastTransitionTime": now}
+            for t, r, m in (
+                ("NamesAccepted", "NoConflicts", "no conflicts found"),
+                ("Established", "InitialNamesAccepted", "the initial names have been accepted"),
+            )
+        ],
+    }
 
 
 def on_write(key: str, obj: Obj) -> None:

@@ -9,9 +9,10 @@ from pathlib import Path
 import pytest
 
 from trainyard.cluster.apiserver import errors
-from trainyard.cluster.apiserver.objects import Objects, Page, check_fields
+from trainyard.cluster.apiserver.objects import Objects, Page
 from trainyard.cluster.apiserver.registry import Registry, ResourceType
 from trainyard.cluster.apiserver.requests import paging
+from trainyard.cluster.apiserver.requests.fields import check_fields
 from trainyard.cluster.apiserver.requests.selectors import parse_field_selector, parse_label_selector
 from trainyard.cluster.storage.store import Store
 
