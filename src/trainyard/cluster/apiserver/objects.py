@@ -19,9 +19,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from trainyard.api.kinds import KINDS
 from trainyard.api.meta import format_time
-from trainyard.api.validation import review_job
 from trainyard.cluster.apiserver import errors
 from trainyard.cluster.apiserver.builtin import priority
 from trainyard.cluster.apiserver.registry import Registry, ResourceType
@@ -255,7 +253,7 @@ class Objects:
         defaulting.on_write(rt.key, obj)
         if rt.key == "core/pods":
             priority.admit_pod(obj, self._priority_classes())
-        self._admit(rt, obj, warnings=warnings)
+        admission.admit(rt, obj, warnings=warnings)
         self._check_priority_class(rt, obj)
         if manager is not None and "managedFields" not in m:
             self._track(rt, None, obj, manager, None)
@@ -519,26 +517,6 @@ class Objects:
                 f"unable to create new content in namespace {namespace} because it is being terminated",
             )
 
-    def _admit(
-        self,
-        rt: ResourceType,
-        obj: Obj,
-        subresource: str | None = None,
-        old: Obj | None = None,
-        *,
-        warnings: Warnings | None = None,
-    ) -> None:
-        name = obj.get("metadata", {}).get("name", "")
-        causes = admission.validate(rt, obj, subresource)
-        if not causes and subresource is None and rt.custom and rt.group == "kubeflow.org" and rt.kind in KINDS:
-            # The job webhook runs only on objects the CRD schema accepted, as admission does.
-            review = review_job(obj, KINDS[rt.kind], old)
-            causes += [(e.type.value, e.field, e.message) for e in review.errors]
-            if warnings is not None:
-                warnings += review.warnings
-        if causes:
-            raise errors.invalid(rt, name, causes)
-
     def _merge_update(self, rt: ResourceType, current: Obj, body: Obj, subresource: str | None) -> Obj:
         """The object after a PUT or PATCH, honouring the status subresource and immutable metadata."""
         body = {k: v for k, v in body.items() if k not in ("apiVersion", "kind")}
@@ -617,7 +595,7 @@ class Objects:
                 m["generation"] = current["metadata"]["generation"] + 1
         if _unversioned(new) == _unversioned(current):
             return self.present(rt, current)  # a no-op write bumps nothing and emits no event
-        self._admit(rt, new, subresource, current, warnings=warnings)
+        admission.admit(rt, new, subresource, current, warnings=warnings)
         self._check_priority_class(rt, new)
         if dry_run:
             return self.present(rt, new)

@@ -8,6 +8,7 @@ against the stored object.
 from __future__ import annotations
 
 import copy
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,7 @@ import pytest
 
 from trainyard.api import PYTORCHJOB
 from trainyard.api.crd import crd_for
+from trainyard.api.kinds import KINDS
 from trainyard.cluster.apiserver import errors
 from trainyard.cluster.apiserver.objects import Objects
 from trainyard.cluster.apiserver.registry import Registry, ResourceType
@@ -118,3 +120,24 @@ def test_update_is_validated_whole(objects: Objects) -> None:
         )
 
     assert causes(caught.value) == [("FieldValueForbidden", "spec.pytorchReplicaSpecs.Master.replicas")]
+
+
+def test_the_webhook_runs_for_a_registered_kind_by_its_group_and_kind(
+    objects: Objects, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The same kind registered under another group, as Trainer v2's kinds are (trainer.kubeflow.org).
+    other = dataclasses.replace(PYTORCHJOB, group="trainer.example.dev")
+    monkeypatch.setitem(KINDS, other.kind, other)
+    objects.create(lookup(objects, "apiextensions.k8s.io", "v1", "customresourcedefinitions"), "", crd_for(other))
+    body = copy.deepcopy(JOB)
+    body["spec"]["elasticPolicy"] = {"nProcPerNode": 2}
+    in_other, in_kubeflow = copy.deepcopy(body), copy.deepcopy(body)
+    in_other["apiVersion"] = other.api_version
+    warned_other: list[str] = []
+    warned_kubeflow: list[str] = []
+
+    objects.create(lookup(objects, other.group, other.version, other.plural), "ns", in_other, warnings=warned_other)
+    objects.create(jobs(objects), "ns", in_kubeflow, warnings=warned_kubeflow)
+
+    assert warned_other == [DEPRECATED]
+    assert warned_kubeflow == []  # kubeflow.org's PyTorchJob is no longer a registered kind here

@@ -18,7 +18,11 @@ Three stages, in the order the real server runs them:
 Not implemented: immutability rules on update (pod spec, secret type, ...), most of PodSpec
 (volumes, probes, resources, security contexts) and ServiceSpec (IP families, node ports).
 
-Callers: ``objects`` (create, update and patch paths). Pure: standard library only.
+``admit`` runs ``validate`` and then, for a resource of a registered job kind
+(``trainyard.api.kinds``), the job webhook (``trainyard.api.validation.review_job``), whose
+deprecation notes become Warning headers.
+
+Callers: ``objects`` (create, update and patch paths). Pure: no I/O.
 """
 
 from __future__ import annotations
@@ -30,7 +34,9 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+from trainyard.api.kinds import KINDS
 from trainyard.api.quantity import parse_quantity
+from trainyard.api.validation import review_job
 from trainyard.cluster.apiserver import causes, errors
 from trainyard.cluster.apiserver.builtin import autoscaling, leases, priority
 from trainyard.cluster.apiserver.causes import Cause
@@ -120,6 +126,30 @@ def validate(rt: ResourceType, obj: dict[str, Any], subresource: str | None = No
     out += schema.validate_embedded(obj, rt.schema)
     out += schema.validate_list_types(obj, rt.schema)
     return out
+
+
+def admit(
+    rt: ResourceType,
+    obj: dict[str, Any],
+    subresource: str | None = None,
+    old: dict[str, Any] | None = None,
+    *,
+    warnings: list[str] | None = None,
+) -> None:
+    """``validate``, then the job webhook for a job kind's objects: 422 ``Invalid`` with every cause."""
+    found = validate(rt, obj, subresource)
+    job = None
+    if rt.custom and subresource is None:
+        # By group and kind from the table of job kinds, so a kind of another group needs nothing here.
+        job = next((info for info in KINDS.values() if (info.group, info.kind) == (rt.group, rt.kind)), None)
+    if job is not None and not found:
+        # The job webhook runs only on objects the CRD schema accepted, as admission does.
+        review = review_job(obj, job, old)
+        found += [(e.type.value, e.field, e.message) for e in review.errors]
+        if warnings is not None:
+            warnings += review.warnings
+    if found:
+        raise errors.invalid(rt, obj.get("metadata", {}).get("name", ""), found)
 
 
 # -- decoding -------------------------------------------------------------------------------
