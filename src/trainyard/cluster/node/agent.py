@@ -4,7 +4,7 @@ It talks to the API server only through the Kubernetes client, like a kubelet: i
 ``Node`` (capacity from ``capacity``, shape from ``nodestatus``) and heartbeats it, watches the
 pods the scheduler bound to it, runs each container's ``command`` + ``args`` with the pod's
 environment in trainyard's own Python environment, and reports phase and container statuses.
-Each container run is supervised by a shim process of its own (``shim``/``shims``) that writes
+Each container run is supervised by a shim process of its own (``runtime``) that writes
 the CRI-format log and records the exit, so containers outlive the agent: a restarted agent
 adopts the runs it finds (``_resume``) and reports those that ended meanwhile with their real
 exit status. Deleting a pod stops each container's process group (SIGTERM, then SIGKILL after
@@ -17,10 +17,12 @@ Containers restart in place as the pod's ``restartPolicy`` says (``Always``: aft
 
 The environment (``env``, ``envFrom``, ``valueFrom``) comes from ``podenv``; ``emptyDir``,
 ``configMap``, ``secret`` and ``hostPath`` volumes from ``volumes``, mounted at their
-``mountPath`` in a private mount namespace (``mountns``); ``downwardAPI``, ``projected`` and
-``persistentVolumeClaim`` volumes too (claims are provisioned by ``persistentvolumes`` for their first pod).
-Init containers run one by one before the main containers. Probes come from ``probes``, pod
-conditions from ``conditions``, GPU device assignment from ``gpus``.
+``mountPath`` in a private mount namespace (``runtime.mountns``); ``downwardAPI``, ``projected``
+and ``persistentVolumeClaim`` volumes too (claims are provisioned by ``persistentvolumes`` for
+their first pod); ``containerconfig`` puts them together for each container. Init containers run
+one by one before the main containers. Probes come from ``probes``, pod conditions from
+``conditions``, GPU device assignment from ``gpus``. What the agent knows of each pod and
+container run, and how a container's status reads, is ``runs``.
 
 Not yet here (documented as absent): CPU limits without cgroup v2, sidecar init containers.
 """
@@ -37,9 +39,7 @@ import socket
 import sys
 import time
 from collections.abc import Callable, Coroutine
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -52,13 +52,14 @@ from trainyard.api.meta import format_time
 from trainyard.client import build, is_status, record_event, watch_forever
 from trainyard.cluster import qos
 from trainyard.cluster.node import capacity as node_capacity
-from trainyard.cluster.node import gpus, nodestatus, podstatus, volumes
+from trainyard.cluster.node import gpus, nodestatus, podstatus
 from trainyard.cluster.node.backoff import KUBELET_BASE, BackOff, go_duration
 from trainyard.cluster.node.conditions import pod_conditions
+from trainyard.cluster.node.containerconfig import ContainerConfig
 from trainyard.cluster.node.persistentvolumes import Storage, claim_names
-from trainyard.cluster.node.podenv import ConfigError, Sources, container_env, expand, referenced
-from trainyard.cluster.node.podenv import Node as DownwardNode
+from trainyard.cluster.node.podenv import Sources, expand, referenced
 from trainyard.cluster.node.probes import ContainerProbes, Hooks, Probe, Target, killing_message, named_ports, probes_of
+from trainyard.cluster.node.runs import ContainerRun, PodRun, restarts
 from trainyard.cluster.node.runtime import mountns, shims
 from trainyard.cluster.paths import Layout
 
@@ -66,9 +67,6 @@ log = logging.getLogger(__name__)
 
 Obj = dict[str, Any]
 TERMINAL = ("Succeeded", "Failed")
-# Images are not pulled here; code in the image's /workspace resolves against the plane's workspace.
-IMAGE_WORKSPACE = "/workspace"
-_BASE_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "TZ", "USER", "LOGNAME", "SHELL", "TERM")
 # How long a container waits between reads of a ConfigMap/Secret it needs but cannot have yet.
 CONFIG_RETRY_SECONDS = 2.0
 # Status writes and events in flight at once: a burst of pods must not queue hundreds of requests
@@ -80,108 +78,9 @@ EVENT_WRITES = 4
 HEARTBEAT_SECONDS = 10.0
 
 
-@dataclass
-class ContainerRun:
-    name: str
-    image: str
-    process: shims.Handle | None = None
-    started_at: str | None = None
-    exit_code: int | None = None
-    reason: str | None = None
-    message: str | None = None
-    finished_at: str | None = None
-    waiting: str = "ContainerCreating"
-    restart_count: int = 0
-    last_state: Obj = field(default_factory=dict)
-    started_mono: float = 0.0
-    init: bool = False
-    # This run's probe workers (main containers with probes only).
-    probes: ContainerProbes | None = None
-
-    def status(self) -> Obj:
-        state: Obj
-        if self.exit_code is not None:
-            term: Obj = {
-                "exitCode": self.exit_code,
-                "reason": self.reason or ("Completed" if self.exit_code == 0 else "Error"),
-            }
-            term |= {
-                k: v
-                for k, v in (
-                    ("message", self.message),
-                    ("startedAt", self.started_at),
-                    ("finishedAt", self.finished_at),
-                )
-                if v
-            }
-            state = {"terminated": term}
-        elif self.started_at is not None:
-            state = {"running": {"startedAt": self.started_at}}
-        else:
-            state = {"waiting": {"reason": self.waiting, **({"message": self.message} if self.message else {})}}
-        running = self.exit_code is None and self.started_at is not None
-        # Like the kubelet: an init container is ready once it completed; a main one while running,
-        # once its startup probe passed (started) and its readiness probe says so.
-        if self.init:
-            ready, started = self.exit_code == 0, running
-        else:
-            ready = running and (self.probes is None or self.probes.ready)
-            started = running and (self.probes is None or self.probes.started)
-        return {
-            "name": self.name,
-            "image": self.image,
-            "imageID": "",
-            "ready": ready,
-            "restartCount": self.restart_count,
-            "started": started,
-            "state": state,
-            "lastState": self.last_state,
-        }
-
-    @property
-    def has_run(self) -> bool:
-        """Whether this container was started (by this agent or one before it) and not restarted since."""
-        return self.process is not None or self.exit_code is not None
-
-    def restarted(self) -> None:
-        """Forget the finished run; its status moves to ``lastState`` (as the kubelet keeps it)."""
-        self.last_state = self.status()["state"]
-        self.process = self.probes = None
-        self.started_at = self.exit_code = self.reason = self.message = self.finished_at = None
-        self.waiting = "ContainerCreating"
-
-
-def restarts(policy: str, exit_code: int | None) -> bool:
-    """Whether the kubelet restarts a container that exited with ``exit_code`` under ``policy``."""
-    return policy == "Always" or (policy == "OnFailure" and exit_code != 0)
-
-
 def _created_waiting(run: PodRun) -> str:
     """A container's waiting reason before it runs: the kubelet says PodInitializing in a pod with init containers."""
     return "PodInitializing" if run.init_containers else "ContainerCreating"
-
-
-@dataclass
-class PodRun:
-    namespace: str
-    name: str
-    uid: str
-    containers: list[ContainerRun] = field(default_factory=list)
-    init_containers: list[ContainerRun] = field(default_factory=list)
-    task: asyncio.Task[None] | None = None
-    stopping: bool = False
-    stopped: asyncio.Event = field(default_factory=asyncio.Event)
-    # Set when the pod is being stopped, so a container waiting out its back-off stops waiting.
-    wake: asyncio.Event = field(default_factory=asyncio.Event)
-    sources: Sources = field(default_factory=Sources)
-    volumes: dict[str, Path] = field(default_factory=dict)
-    # Status patches go out one at a time, and none after the terminal one (probes report too).
-    reporting: asyncio.Lock = field(default_factory=asyncio.Lock)
-    final: bool = False
-    # GPU indices per container name (``gpus``), fixed before any container starts.
-    devices: dict[str, list[int]] = field(default_factory=dict)
-    # Volumes mounted read-only whatever the mount says (a claim mounted with readOnly).
-    read_only: set[str] = field(default_factory=set)
 
 
 class NodeAgent:
@@ -212,6 +111,9 @@ class NodeAgent:
         self._event_slots = asyncio.Semaphore(EVENT_WRITES)
         self.pods: dict[str, PodRun] = {}
         self.storage = Storage(client, layout.storage, self.node_name, self.now)
+        self.container_config = ContainerConfig(
+            layout, self.workspace, node_name=self.node_name, address=address, capacity=self.capacity
+        )
         # One allocation at a time: each reads the devices the others recorded.
         self._devices_lock = asyncio.Lock()
         self._background: set[asyncio.Task[None]] = set()
@@ -336,7 +238,7 @@ class NodeAgent:
         if resumed:
             # Its containers ran before: volumes are refreshed in place, and nothing waits for config.
             await self._read_sources(run, pod)
-            if problem := self._materialize(run, pod):
+            if problem := self.container_config.materialize(run, pod):
                 log.warning("pod %s/%s: %s", run.namespace, run.name, problem)
         elif not await self._await_config(run, pod):
             run.stopped.set()
@@ -416,20 +318,6 @@ class NodeAgent:
             await self._start(run, pod, container, cr)
             await self._report(run, pod, phase)
 
-    def _environment(self, run: PodRun, pod: Obj, container: Obj) -> dict[str, str]:
-        env = {k: os.environ[k] for k in _BASE_ENV if k in os.environ}
-        # Training code runs with the Python environment the plane was started from.
-        bin_dir = str(Path(sys.executable).parent)
-        env["PATH"] = os.pathsep.join([bin_dir, env.get("PATH", os.defpath)])
-        env["HOSTNAME"] = pod["metadata"]["name"]
-        env.update(gpus.environment(run.devices.get(container["name"])))
-        return container_env(pod, container, env, run.sources, self._downward())
-
-    def _downward(self) -> DownwardNode:
-        # An unset limit reads as the node's allocatable, the declared one when yard up declared it.
-        cpu = Decimal(self.capacity.cpu) / 1000
-        return DownwardNode(self.node_name, self.address, cpu, Decimal(self.capacity.memory))
-
     async def _admit_devices(self, run: PodRun, pod: Obj) -> bool:
         """Give the pod its GPUs (recorded on it) or reject it as the kubelet's admission does."""
         if gpus.pod_need(pod) == 0:
@@ -484,11 +372,11 @@ class NodeAgent:
         reported: list[str] | None = None
         while not run.stopping:
             await self._read_sources(run, pod)
-            volume_error = self._materialize(run, pod)
+            volume_error = self.container_config.materialize(run, pod)
             problems = [
                 (cr, problem)
                 for container, cr in zip(containers, [*run.init_containers, *run.containers], strict=True)
-                if (problem := volume_error or self._config_error(run, pod, container)) is not None
+                if (problem := volume_error or self.container_config.config_error(run, pod, container)) is not None
             ]
             if not problems:
                 if reported:
@@ -510,75 +398,12 @@ class NodeAgent:
             await asyncio.sleep(CONFIG_RETRY_SECONDS)
         return False
 
-    def _materialize(self, run: PodRun, pod: Obj) -> str | None:
-        pod_dir = self.layout.pod_dir(run.namespace, run.name, run.uid)
-        try:
-            declared = (pod.get("spec") or {}).get("volumes") or []
-            node = self._downward()
-            run.volumes = {v["name"]: volumes.materialize(pod_dir, v, run.sources, pod, node) for v in declared}
-            run.read_only = volumes.read_only(declared)
-        except volumes.ConfigError as exc:
-            return str(exc)
-        except OSError as exc:
-            return f"volume setup failed: {exc}"
-        return None
-
-    def _mount_spec(self, run: PodRun, container: Obj) -> tuple[Obj | None, Path]:
-        """The mount namespace (``mountns.enter``'s spec) the container needs, if any, and its host cwd."""
-        if not container.get("volumeMounts"):
-            return None, self._working_dir(run, container)
-        default = self.layout.pod_dir(run.namespace, run.name, run.uid) / "work"
-        default.mkdir(parents=True, exist_ok=True)
-        wanted = container.get("workingDir") or ""
-        cwd = wanted if wanted and volumes.under_mount(wanted, container) else str(self._working_dir(run, container))
-        spec = {
-            "root": str(self.layout.pod_dir(run.namespace, run.name, run.uid) / "root" / container["name"]),
-            "cwd": cwd,
-            "mounts": volumes.mounts(container, run.volumes, run.read_only),
-        }
-        return spec, default
-
-    def _working_dir(self, run: PodRun, container: Obj) -> Path:
-        wanted: str | None = container.get("workingDir")
-        if not wanted:
-            path = self.layout.pod_dir(run.namespace, run.name, run.uid) / "work"
-            path.mkdir(parents=True, exist_ok=True)
-            return path
-        if wanted == IMAGE_WORKSPACE or wanted.startswith(IMAGE_WORKSPACE + "/"):
-            return self.workspace / wanted[len(IMAGE_WORKSPACE) :].lstrip("/")
-        return Path(wanted)
-
-    def _config_error(self, run: PodRun, pod: Obj, container: Obj) -> str | None:
-        """What stops a container from being created at all, said so the user can fix it."""
-        try:
-            self._environment(run, pod, container)
-        except ConfigError as exc:
-            return str(exc)
-        if not container.get("command"):
-            return (
-                f"container {container['name']!r} has no command; the local node runs a container's command "
-                "and args (images are not run here): set spec.containers[].command"
-            )
-        try:
-            volumes.mounts(container, run.volumes, run.read_only)
-        except volumes.ConfigError as exc:
-            return str(exc)
-        if volumes.under_mount(container.get("workingDir") or "", container):
-            return None
-        cwd = self._working_dir(run, container)
-        if not cwd.is_dir():
-            return (
-                f"workingDir {container.get('workingDir')} is {cwd} on this node, which does not exist; an image's "
-                "/workspace is the plane's workspace (yard up --workspace DIR)"
-            )
-        return None
-
     async def _start(self, run: PodRun, pod: Obj, container: Obj, cr: ContainerRun) -> None:
-        env = self._environment(run, pod, container)
+        env = self.container_config.environment(run, pod, container)
         argv = [expand(a, env) for a in (container.get("command") or []) + (container.get("args") or [])]
         cr.started_at = self.now()
         cr.started_mono = time.monotonic()
-        mounts, cwd = self._mount_spec(run, container)
+        mounts, cwd = self.container_config.mount_spec(run, container)
         spec = {
             "container": cr.name,
             "argv": argv,
@@ -652,13 +477,13 @@ class NodeAgent:
         self, run: PodRun, pod: Obj, container: Obj, argv: list[str], timeout: float
     ) -> tuple[int | None, str]:
         """Run an exec probe's command as the container runs (its env and mounts): exit code, or None on timeout."""
-        mounts, cwd = self._mount_spec(run, container)
+        mounts, cwd = self.container_config.mount_spec(run, container)
         if mounts is not None:
             argv = [sys.executable, mountns.__file__, json.dumps(mounts), "--", *argv]
         process = await asyncio.create_subprocess_exec(
             *argv,
             cwd=cwd,
-            env=self._environment(run, pod, container),
+            env=self.container_config.environment(run, pod, container),
             stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.STDOUT,
