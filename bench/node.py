@@ -178,7 +178,7 @@ def shim_count() -> int:
         if entry.isdigit():
             try:
                 with open(f"/proc/{entry}/cmdline", "rb") as handle:
-                    if b"trainyard.cluster.shim" in handle.read():
+                    if b"trainyard.cluster.node.runtime.shim" in handle.read():
                         count += 1
             except OSError:
                 pass

@@ -23,13 +23,13 @@ from aiohttp import web
 from lightkube import AsyncClient, KubeConfig
 
 from trainyard.api.podgroup import SCHEDULER_PLUGINS_SCHEDULER
-from trainyard.cluster import backoff
-from trainyard.cluster.auth import Credentials, write_private
-from trainyard.cluster.capacity import Capacity
-from trainyard.cluster.node import NodeAgent
+from trainyard.cluster.apiserver.auth import Credentials, write_private
+from trainyard.cluster.node import backoff
+from trainyard.cluster.node.agent import NodeAgent
+from trainyard.cluster.node.capacity import Capacity
 from trainyard.cluster.paths import Layout
 from trainyard.cluster.plane import DEFAULT_PORT, ApiPlane
-from trainyard.cluster.scheduler import Scheduler
+from trainyard.cluster.scheduler.loop import Scheduler
 from trainyard.frameworks.registry import kinds
 from trainyard.operator.manager import Operator
 from trainyard.operator.metrics import CONTENT_TYPE, OperatorMetrics

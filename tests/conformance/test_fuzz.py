@@ -58,7 +58,9 @@ SUBRESOURCES = ["status", "log", "binding", "eviction", "scale", "exec", "attach
 PROTOBUF_SAMPLES = [
     bytes.fromhex(case["body_hex"])
     for case in json.loads(
-        (Path(__file__).parents[1] / "unit" / "cluster" / "data" / "kubectl_protobuf.json").read_text()
+        (
+            Path(__file__).parents[1] / "unit" / "cluster" / "apiserver" / "requests" / "data" / "kubectl_protobuf.json"
+        ).read_text()
     )["cases"].values()
 ]
 PYTORCHJOB = yaml.safe_load((Path(__file__).parents[2] / "examples" / "pytorch-ddp" / "pytorchjob.yaml").read_text())

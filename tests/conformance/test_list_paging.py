@@ -5,7 +5,7 @@ first page's revision, so objects written meanwhile never duplicate or drop item
 selectors cover every key of reference §3.2 with ``=``, ``==``, ``!=``, several terms and kr8s's
 repeated terms; an unsupported key is 400 in the API server's words.
 
-(Named ``test_list_paging`` because ``tests/unit/cluster/test_paging.py`` owns the bare name.)
+(Named ``test_list_paging`` because ``tests/unit/cluster/apiserver/requests/test_paging.py`` owns the bare name.)
 """
 
 from __future__ import annotations

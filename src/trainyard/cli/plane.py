@@ -20,7 +20,7 @@ from typing import Annotated, Any
 import typer
 
 from trainyard.api.podgroup import SCHEDULER_PLUGINS_SCHEDULER
-from trainyard.cluster import backoff, capacity, gpus, nodestatus
+from trainyard.cluster.node import backoff, capacity, gpus, nodestatus
 from trainyard.cluster.paths import PRIVATE_UMASK, Layout, SharedHomeError, default_home, make_private
 from trainyard.cluster.plane import DEFAULT_PORT
 
@@ -443,7 +443,7 @@ def cmd_down(args: argparse.Namespace) -> int:
 
 def _stop_leftovers(layout: Layout) -> None:
     """Stop containers that outlived their control plane (it was killed): `yard down` stops everything."""
-    from trainyard.cluster import shims
+    from trainyard.cluster.node.runtime import shims
 
     stopped = shims.stop_all(layout.home / "pods", LEFTOVER_GRACE)
     if stopped:

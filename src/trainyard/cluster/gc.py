@@ -11,10 +11,10 @@ import asyncio
 import copy
 import logging
 
-from trainyard.cluster import errors
-from trainyard.cluster.objects import Objects
-from trainyard.cluster.registry import ResourceType
-from trainyard.cluster.store import Change, Obj
+from trainyard.cluster.apiserver import errors
+from trainyard.cluster.apiserver.objects import Objects
+from trainyard.cluster.apiserver.registry import ResourceType
+from trainyard.cluster.storage.store import Change, Obj
 
 log = logging.getLogger(__name__)
 

@@ -78,7 +78,7 @@ class Layout:
 
     @property
     def pki(self) -> Path:
-        """Secure mode's CA, server certificate and bearer token (see ``cluster.auth``)."""
+        """Secure mode's CA, server certificate and bearer token (see ``apiserver.auth``)."""
         return self.home / "pki"
 
     @property
@@ -114,5 +114,5 @@ class Layout:
         return self.pod_dir(namespace, name, uid) / "logs" / f"{container}{suffix}"
 
     def container_state(self, namespace: str, name: str, uid: str, container: str) -> Path:
-        """The state file of a container's current run, kept by its shim (``cluster.shim``)."""
+        """The state file of a container's current run, kept by its shim (``node.runtime.shim``)."""
         return self.pod_dir(namespace, name, uid) / "state" / f"{container}.json"

@@ -19,14 +19,16 @@ from aiohttp import web
 
 from trainyard.api.crd import crd_for
 from trainyard.api.kinds import KINDS
-from trainyard.cluster import auth, errors, podgroups, priority
+from trainyard.cluster.apiserver import auth, errors
+from trainyard.cluster.apiserver.builtin import priority
+from trainyard.cluster.apiserver.objects import SYSTEM_NAMESPACES, Objects
+from trainyard.cluster.apiserver.registry import Registry
+from trainyard.cluster.apiserver.server import ApiServer
 from trainyard.cluster.gc import GarbageCollector
-from trainyard.cluster.objects import SYSTEM_NAMESPACES, Objects
 from trainyard.cluster.paths import Layout
-from trainyard.cluster.registry import Registry
-from trainyard.cluster.server import ApiServer
-from trainyard.cluster.store import Store
-from trainyard.cluster.watch import Hub
+from trainyard.cluster.scheduler import podgroups
+from trainyard.cluster.storage.store import Store
+from trainyard.cluster.storage.watch import Hub
 
 log = logging.getLogger(__name__)
 

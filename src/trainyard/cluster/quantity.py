@@ -3,7 +3,7 @@
 ``amount`` turns a quantity (read by ``trainyard.api.quantity``) into the integer
 the scheduler adds up, as kube-scheduler does: CPU in millicores, every other resource in whole
 units (bytes for memory), rounded up. ``format_amount`` writes such an integer back the way
-``kubectl`` shows it. Pure: callers are ``podenv``, ``capacity`` and ``scheduling``.
+``kubectl`` shows it. Pure: callers are the node's ``capacity`` and the scheduler's ``placement``.
 """
 
 from __future__ import annotations

@@ -1,0 +1,669 @@
+"""API semantics over the store: what create, update, patch and delete *mean* in Kubernetes.
+
+The HTTP layer (``server``) only parses requests and renders responses; everything a client can
+observe about an object's lifecycle is decided here: uid, timestamps, generation, status
+subresource separation, optimistic concurrency, finalizers, graceful pod deletion, admission.
+The steps a write goes through live in ``writes`` (this module runs them in order); which objects
+a list selects, in ``requests.fields``.
+"""
+
+from __future__ import annotations
+
+import builtins
+import copy
+import secrets
+import string
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from trainyard.api.meta import format_time
+from trainyard.cluster.apiserver import errors
+from trainyard.cluster.apiserver.builtin import priority
+from trainyard.cluster.apiserver.registry import Registry, ResourceType
+from trainyard.cluster.apiserver.requests import paging
+from trainyard.cluster.apiserver.requests.fields import matches, selection
+from trainyard.cluster.apiserver.requests.selectors import FieldSelector, LabelSelector
+from trainyard.cluster.apiserver.writes import admission, defaulting, fieldmanager, patching, shapes
+from trainyard.cluster.storage import codec
+from trainyard.cluster.storage.store import Expired, Obj, Store
+
+Clock = Callable[[], datetime]
+Warnings = list[str]  # the Warning headers a write collects (unknown fields under fieldValidation=Warn)
+
+TERMINAL_POD_PHASES = ("Succeeded", "Failed")
+SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
+_SUFFIX = string.ascii_lowercase + string.digits
+
+def patch_failure(exc: patching.PatchError) -> errors.ApiError:
+    """The Status for a patch that cannot be applied, as the real API server words it.
+
+    A JSON patch that is well formed but does not apply (a failed ``test``, a missing path)
+    gets the apiserver's generic 422 with empty details, which kubectl prints as
+    ``The request is invalid: the server rejected our request ...`` and kopf retries.
+    """
+    if exc.code == 422:
+        return errors.ApiError(422, "Invalid", "the server rejected our request due to an error in our request", {})
+    return errors.bad_request(str(exc))
+
+
+def _unversioned(obj: Obj) -> Obj:
+    return {k: v for k, v in obj.items() if k not in ("apiVersion", "kind")}
+
+
+def meta(obj: Obj) -> dict[str, Any]:
+    value = obj.setdefault("metadata", {})
+    assert isinstance(value, dict)
+    return value
+
+
+@dataclass(frozen=True)
+class Page:
+    """One chunk of a list: its items, the revision it was read at and how to get the rest."""
+
+    items: list[Obj]
+    revision: int
+    continue_token: str = ""
+    remaining: int | None = None
+
+
+@dataclass(frozen=True)
+class EncodedPage:
+    """A ``Page`` whose items are already encoded as served (see ``Objects.list_page_encoded``)."""
+
+    items: list[bytes]
+    revision: int
+    continue_token: str = ""
+    remaining: int | None = None
+
+
+class Objects:
+    def __init__(
+        self,
+        store: Store,
+        registry: Registry,
+        *,
+        clock: Clock = lambda: datetime.now(UTC),
+        new_uid: Callable[[], str] = lambda: str(uuid.uuid4()),
+        suffix: Callable[[], str] = lambda: "".join(secrets.choice(_SUFFIX) for _ in range(5)),
+    ) -> None:
+        self.store = store
+        self.registry = registry
+        self.clock = clock
+        self.new_uid = new_uid
+        self.suffix = suffix
+
+    # -- reads ---------------------------------------------------------------------------------
+
+    def get(self, rt: ResourceType, namespace: str, name: str) -> Obj:
+        obj = self.store.get(rt.key, namespace if rt.namespaced else "", name)
+        if obj is None:
+            raise errors.not_found(rt, name)
+        return self.present(rt, obj)
+
+    def list(
+        self,
+        rt: ResourceType,
+        namespace: str | None,
+        labels: LabelSelector | None = None,
+        fields: FieldSelector | None = None,
+    ) -> tuple[list[Obj], int]:
+        items, revision = self.store.list(rt.key, namespace if rt.namespaced else None)
+        return [self.present(rt, o) for o in items if matches(rt, o, labels, fields)], revision
+
+    def list_page(
+        self,
+        rt: ResourceType,
+        namespace: str | None,
+        labels: LabelSelector | None,
+        fields: FieldSelector | None,
+        opts: paging.ListOptions,
+    ) -> Page:
+        """One chunk of a list, read at the revision the options (or the continue token) name."""
+        page = self.list_page_encoded(rt, namespace, labels, fields, opts)
+        return Page(codec.loads_many(page.items), page.revision, page.continue_token, page.remaining)
+
+    def list_page_encoded(
+        self,
+        rt: ResourceType,
+        namespace: str | None,
+        labels: LabelSelector | None,
+        fields: FieldSelector | None,
+        opts: paging.ListOptions,
+    ) -> EncodedPage:
+        """``list_page`` with the items as served JSON: stored bytes spliced, never re-encoded."""
+        store_ns = namespace if rt.namespaced else None
+        across = rt.namespaced and namespace is None
+        limit, revision, start, token_start = opts.limit, None, None, ""
+        if opts.continue_token:
+            token = paging.decode(opts.continue_token)
+            token_start = token.start
+            start = paging.split_start(token.start, namespace or "", across_namespaces=across)
+            revision = None if token.revision == paging.NEWEST else token.revision
+        elif opts.resource_version == "0":
+            limit = 0  # upstream serves resourceVersion=0 from its watch cache, ignoring limit
+        elif opts.resource_version:
+            wanted = paging.parse_revision(opts.resource_version)
+            if opts.match == "Exact" or (limit and not opts.match):  # a limit without a match is legacy "exact"
+                revision = wanted
+            elif wanted > self.store.revision:
+                raise paging.too_large(wanted, self.store.revision)
+        try:
+            rows, at = self.store.snapshot(rt.key, store_ns, revision=revision, start=start)
+        except Expired as exc:
+            if opts.continue_token:
+                raise paging.expired_continue(token_start) from exc
+            raise errors.ApiError(410, "Expired", paging.EXPIRED_LIST) from exc
+        except ValueError as exc:
+            if opts.continue_token:
+                raise errors.bad_request("invalid continue token: continue key is not valid") from exc
+            raise paging.too_large(revision or 0, self.store.revision) from exc
+        accepts = selection(rt, labels, fields)
+        head = codec.type_head(rt.group_version, rt.kind)
+        items: list[bytes] = []
+        for i, (ns, name, body) in enumerate(rows):
+            if accepts is not None and not accepts(body):
+                continue
+            items.append(codec.splice(head, body))
+            if limit and len(items) == limit:
+                rest = len(rows) - i - 1
+                if rest:
+                    token_out = paging.encode(at, paging.start_key(ns, name, across_namespaces=across))
+                    return EncodedPage(items, at, token_out, None if accepts is not None else rest)
+                break
+        return EncodedPage(items, at)
+
+    def present(self, rt: ResourceType, obj: Obj) -> Obj:
+        """Objects are stored version-free; stamp the served apiVersion and kind on the way out."""
+        return {"apiVersion": rt.group_version, "kind": rt.kind, **obj}
+
+    def list_encoded(
+        self,
+        rt: ResourceType,
+        namespace: str | None,
+        labels: LabelSelector | None = None,
+        fields: FieldSelector | None = None,
+    ) -> tuple[builtins.list[bytes], int]:
+        """``list`` with each item already encoded as served: stored bytes spliced, not re-encoded."""
+        bodies, revision = self.store.list_raw(rt.key, namespace if rt.namespaced else None)
+        accepts = selection(rt, labels, fields)
+        if accepts is not None:
+            bodies = [b for b in bodies if accepts(b)]
+        head = codec.type_head(rt.group_version, rt.kind)
+        return [codec.splice(head, b) for b in bodies], revision
+
+    # -- writes --------------------------------------------------------------------------------
+
+    def create(
+        self,
+        rt: ResourceType,
+        namespace: str,
+        body: Obj,
+        *,
+        dry_run: bool = False,
+        field_validation: str = "",
+        warnings: Warnings | None = None,
+        manager: str | None = None,
+    ) -> Obj:
+        if not isinstance(body, dict):
+            raise errors.bad_request("the request body must be a JSON object")
+        obj = codec.clone(body)
+        self._check_type(rt, obj)
+        # Stored version-free, as updates already are: ``present`` stamps the served version.
+        obj.pop("apiVersion", None)
+        obj.pop("kind", None)
+        # Decoding first words type errors as the apiserver's JSON decoder does; the shape check
+        # then reads the nulls the decoder let through as zero values.
+        admission.decode_body(rt, obj, field_validation, warnings)
+        obj = shapes.check(rt, obj)
+        m = meta(obj)
+        if rt.namespaced:
+            if m.get("namespace") and m["namespace"] != namespace:
+                raise errors.bad_request(
+                    "the namespace of the provided object does not match the namespace sent on the request"
+                )
+            m["namespace"] = namespace
+            self._require_namespace(namespace)
+        else:
+            m.pop("namespace", None)
+        if not m.get("name"):
+            if not m.get("generateName"):
+                raise errors.invalid(
+                    rt,
+                    "",
+                    [
+                        (
+                            "FieldValueRequired",
+                            "metadata.name",
+                            "Required value: name or generateName is required",
+                        )
+                    ],
+                )
+            m["name"] = m["generateName"] + self.suffix()
+        name = m["name"]
+        for key in ("resourceVersion", "deletionTimestamp", "deletionGracePeriodSeconds"):
+            m.pop(key, None)
+        m["uid"] = self.new_uid()
+        m["creationTimestamp"] = format_time(self.clock())
+        if rt.has_spec and rt.kind not in ("Namespace",):
+            m["generation"] = 1
+        defaulting.on_create(rt, obj, now=m["creationTimestamp"])
+        defaulting.on_write(rt.key, obj)
+        if rt.key == "core/pods":
+            priority.admit_pod(obj, self._priority_classes())
+        admission.admit(rt, obj, warnings=warnings)
+        self._check_priority_class(rt, obj)
+        if manager is not None and "managedFields" not in m:
+            self._track(rt, None, obj, manager, None)
+        if self.store.get(rt.key, m.get("namespace", ""), name) is not None:
+            raise errors.already_exists(rt, name)
+        if dry_run:
+            return self.present(rt, obj)
+        stored = self.store.put(rt.key, m.get("namespace", ""), name, obj, created=True)
+        if rt.key == "apiextensions.k8s.io/customresourcedefinitions":
+            self.registry.add_crd(stored)
+        return self.present(rt, stored)
+
+    def update(
+        self,
+        rt: ResourceType,
+        namespace: str,
+        name: str,
+        body: Obj,
+        *,
+        subresource: str | None = None,
+        dry_run: bool = False,
+        field_validation: str = "",
+        warnings: Warnings | None = None,
+        manager: str | None = None,
+    ) -> Obj:
+        if not isinstance(body, dict):
+            raise errors.bad_request("the request body must be a JSON object")
+        current = self._current(rt, namespace, name)
+        self._check_type(rt, body)
+        body = copy.deepcopy(body)
+        admission.decode_body(rt, body, field_validation, warnings)
+        body = shapes.check(rt, body)
+        wanted_rv = (body.get("metadata") or {}).get("resourceVersion")
+        if wanted_rv and wanted_rv != current["metadata"]["resourceVersion"]:
+            raise errors.conflict(rt, name)
+        if (body.get("metadata") or {}).get("name", name) != name:
+            raise errors.bad_request(
+                f"the name of the object ({body['metadata']['name']}) does not match the name on the URL ({name})"
+            )
+        new = self._merge_update(rt, current, body, subresource)
+        return self._commit(
+            rt, current, new, dry_run=dry_run, manager=manager, subresource=subresource, warnings=warnings
+        )
+
+    def patch(
+        self,
+        rt: ResourceType,
+        namespace: str,
+        name: str,
+        content_type: str,
+        body: Any,
+        *,
+        subresource: str | None = None,
+        dry_run: bool = False,
+        field_validation: str = "",
+        warnings: Warnings | None = None,
+        manager: str | None = None,
+    ) -> Obj:
+        current = self._current(rt, namespace, name)
+        base = {k: v for k, v in current.items() if k not in ("apiVersion", "kind")}
+        base = self.present(rt, base)
+        try:
+            if content_type == "application/merge-patch+json":
+                patched = patching.merge_patch(base, body)
+            elif content_type == "application/json-patch+json":
+                patched = patching.json_patch(base, body)
+            elif content_type == "application/strategic-merge-patch+json":
+                if rt.custom:
+                    raise errors.unsupported_media(
+                        "application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml"
+                    )
+                patched = patching.strategic_merge_patch(base, body, kind=rt.kind)
+            else:
+                raise errors.unsupported_media(
+                    "application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json"
+                )
+        except patching.PatchError as exc:
+            raise patch_failure(exc) from exc
+        if not isinstance(patched, dict):
+            raise errors.bad_request("the patch must leave a JSON object")
+        admission.decode_body(rt, patched, field_validation, warnings, patch=True)
+        patched = shapes.check(rt, patched)
+        wanted_rv = (patched.get("metadata") or {}).get("resourceVersion")
+        if wanted_rv and wanted_rv != current["metadata"]["resourceVersion"]:
+            raise errors.conflict(rt, name)
+        new = self._merge_update(rt, current, patched, subresource)
+        return self._commit(
+            rt, current, new, dry_run=dry_run, manager=manager, subresource=subresource, warnings=warnings
+        )
+
+    def apply(
+        self,
+        rt: ResourceType,
+        namespace: str,
+        name: str,
+        config: Any,
+        *,
+        manager: str,
+        force: bool = False,
+        subresource: str | None = None,
+        dry_run: bool = False,
+        field_validation: str = "",
+        warnings: Warnings | None = None,
+    ) -> tuple[Obj, bool]:
+        """Server-side apply of ``config`` by ``manager``; returns the object and whether it was created."""
+        if not isinstance(config, dict):
+            raise errors.bad_request("the applied configuration must be an object")
+        self._check_type(rt, config)
+        m = config.get("metadata") or {}
+        if not isinstance(m, dict):
+            raise errors.bad_request("metadata must be an object")
+        if m.get("name", name) != name:
+            raise errors.bad_request(
+                f"the name of the object ({m.get('name')}) does not match the name on the URL ({name})"
+            )
+        if rt.namespaced and m.get("namespace") and m["namespace"] != namespace:
+            raise errors.bad_request(
+                "the namespace of the provided object does not match the namespace sent on the request"
+            )
+        write = self._write(rt, manager, subresource)
+        shape = self._shape(rt)
+        current = self.store.get(rt.key, namespace if rt.namespaced else "", name)
+        try:
+            if current is None:
+                if subresource is not None:
+                    raise errors.not_found(rt, name)
+                fresh = fieldmanager.apply(None, config, shape, write, force=force)
+                meta(fresh)["name"] = name
+                created = self.create(
+                    rt, namespace, fresh, dry_run=dry_run, field_validation=field_validation, warnings=warnings
+                )
+                return created, True
+            wanted_rv = m.get("resourceVersion")
+            if wanted_rv and wanted_rv != current["metadata"]["resourceVersion"]:
+                raise errors.conflict(rt, name)
+            try:
+                applied = fieldmanager.apply(current, config, shape, write, force=force)
+            except fieldmanager.ApplyConflict as exc:
+                # Upstream moves fields from client-side to server-side apply without conflicts
+                # when they are what the last client-side apply set (the lastAppliedManager rule).
+                if not fieldmanager.upgrades_client_side_apply(current, exc.conflicts, shape):
+                    raise
+                applied = fieldmanager.apply(current, config, shape, write, force=True)
+        except fieldmanager.ApplyConflict as exc:
+            causes = [
+                {
+                    "reason": "FieldManagerConflict",
+                    "message": f'conflict with "{c.manager}" using {c.api_version}',
+                    "field": fieldmanager.describe(c.path),
+                }
+                for c in exc.conflicts
+            ]
+            raise errors.ApiError(409, "Conflict", str(exc), {"causes": causes}) from exc
+        admission.decode_body(rt, applied, field_validation, warnings, patch=True)
+        new = self._merge_update(rt, current, applied, subresource)
+        meta(new)["managedFields"] = applied["metadata"]["managedFields"]
+        return self._commit(rt, current, new, dry_run=dry_run, warnings=warnings), False
+
+    def bind(self, namespace: str, name: str, body: Obj) -> Obj:
+        """``pods/binding``: the scheduler's one way to set ``spec.nodeName``."""
+        rt = self._rt("", "v1", "pods")
+        current = self._current(rt, namespace, name)
+        node = ((body or {}).get("target") or {}).get("name")
+        if not node:
+            raise errors.invalid(rt, name, [("FieldValueRequired", "target.name", "Required value")])
+        if current.get("spec", {}).get("nodeName"):
+            raise errors.conflict(rt, name, f'pod {name} is already assigned to node "{current["spec"]["nodeName"]}"')
+        new = copy.deepcopy(current)
+        new["spec"]["nodeName"] = node
+        # As the binding storage does: the pod is scheduled the moment it is bound.
+        status = new.setdefault("status", {})
+        conditions = [c for c in status.get("conditions") or [] if c.get("type") != "PodScheduled"]
+        now = format_time(self.clock())
+        scheduled = {"type": "PodScheduled", "status": "True", "lastProbeTime": None, "lastTransitionTime": now}
+        status["conditions"] = [scheduled, *conditions]
+        self._commit(rt, current, new)
+        # The real server answers with a Status, which lightkube and the python client fail to
+        # decode as a Binding; echoing the Binding is what every client can read.
+        return {
+            "apiVersion": "v1",
+            "kind": "Binding",
+            **{k: v for k, v in body.items() if k not in ("apiVersion", "kind")},
+        }
+
+    def delete(
+        self,
+        rt: ResourceType,
+        namespace: str,
+        name: str,
+        *,
+        propagation: str | None = None,
+        grace_seconds: int | None = None,
+        preconditions: Any = None,
+        dry_run: bool = False,
+    ) -> Obj:
+        current = self._current(rt, namespace, name)
+        m = current["metadata"]
+        _check_preconditions(rt, m, preconditions)
+        if dry_run:
+            return self.present(rt, current)
+        finalizers = list(m.get("finalizers") or [])
+        if propagation == "Orphan" and "orphan" not in finalizers:
+            finalizers.append("orphan")
+        elif propagation == "Foreground" and "foregroundDeletion" not in finalizers:
+            finalizers.append("foregroundDeletion")
+        if rt.key == "core/namespaces":
+            finalizers = finalizers or ["kubernetes"]
+        deleting = bool(m.get("deletionTimestamp"))
+        # A pod whose processes may still run is gone only once its node has stopped them and
+        # confirmed with grace period 0 (as the kubelet does); anything else goes at once.
+        graceful = self._awaiting_node(rt, current) and not (deleting and grace_seconds == 0)
+        if not finalizers and not graceful:
+            return self.present(rt, self._remove(rt, current))
+        if deleting and finalizers == (m.get("finalizers") or []):
+            return self.present(rt, current)
+        new = copy.deepcopy(current)
+        nm = new["metadata"]
+        nm.setdefault("deletionTimestamp", format_time(self.clock()))
+        if graceful:
+            default_grace = (current.get("spec") or {}).get("terminationGracePeriodSeconds", 30)
+            nm.setdefault("deletionGracePeriodSeconds", default_grace if grace_seconds is None else grace_seconds)
+        else:
+            nm.setdefault("deletionGracePeriodSeconds", 0)
+        if finalizers:
+            nm["finalizers"] = finalizers
+        if rt.key == "core/namespaces":
+            new.setdefault("status", {})["phase"] = "Terminating"
+        if rt.has_spec and "generation" in nm:
+            nm["generation"] += 1
+        return self.present(rt, self.store.put(rt.key, nm.get("namespace", ""), name, new, created=False))
+
+    # -- helpers -------------------------------------------------------------------------------
+
+    def _rt(self, group: str, version: str, plural: str) -> ResourceType:
+        rt = self.registry.lookup(group, version, plural)
+        assert rt is not None
+        return rt
+
+    def _current(self, rt: ResourceType, namespace: str, name: str) -> Obj:
+        obj = self.store.get(rt.key, namespace if rt.namespaced else "", name)
+        if obj is None:
+            raise errors.not_found(rt, name)
+        return obj
+
+    def _check_type(self, rt: ResourceType, obj: Obj) -> None:
+        api_version, kind = obj.get("apiVersion"), obj.get("kind")
+        if (api_version and api_version != rt.group_version) or (kind and kind != rt.kind):
+            raise errors.bad_request(
+                f"the API version in the data ({api_version}) and kind ({kind}) do not match the endpoint "
+                f"({rt.group_version}, {rt.kind})"
+            )
+
+    def _require_namespace(self, namespace: str) -> None:
+        ns = self.store.get("core/namespaces", "", namespace)
+        if ns is None:
+            raise errors.not_found(self._rt("", "v1", "namespaces"), namespace)
+        if ns["metadata"].get("deletionTimestamp"):
+            raise errors.ApiError(
+                403,
+                "Forbidden",
+                f"unable to create new content in namespace {namespace} because it is being terminated",
+            )
+
+    def _merge_update(self, rt: ResourceType, current: Obj, body: Obj, subresource: str | None) -> Obj:
+        """The object after a PUT or PATCH, honouring the status subresource and immutable metadata."""
+        body = {k: v for k, v in body.items() if k not in ("apiVersion", "kind")}
+        if subresource == "status":
+            new: Obj = codec.clone(current)
+            if "status" in body:
+                new["status"] = body["status"]
+            else:
+                new.pop("status", None)
+            return new
+        new = codec.clone(body)
+        assert isinstance(new, dict)
+        m = new.setdefault("metadata", {})
+        cm = current["metadata"]
+        for key in (
+            "uid",
+            "creationTimestamp",
+            "deletionTimestamp",
+            "deletionGracePeriodSeconds",
+            "namespace",
+            "name",
+            "generation",
+        ):
+            if key in cm:
+                m[key] = cm[key]
+            else:
+                m.pop(key, None)
+        if "status" in rt.subresources or rt.key == "core/pods":
+            if "status" in current:
+                new["status"] = current["status"]
+            else:
+                new.pop("status", None)
+        defaulting.on_write(rt.key, new)
+        if rt.key == "core/pods":
+            priority.keep_on_update(current.get("spec") or {}, new.setdefault("spec", {}))
+            forbidden = defaulting.pod_spec_change(current.get("spec") or {}, new.get("spec") or {})
+            if forbidden:
+                raise errors.invalid(rt, cm["name"], [("FieldValueForbidden", "spec", forbidden)])
+        if rt.key == priority.KEY and (immutable := priority.update_forbidden(current, new)):
+            raise errors.invalid(rt, cm["name"], immutable)
+        if cm.get("deletionTimestamp"):
+            added = set(m.get("finalizers") or []) - set(cm.get("finalizers") or [])
+            if added:
+                found = ", ".join(f'"{f}"' for f in sorted(added))
+                message = (
+                    "Forbidden: no new finalizers can be added if the object is being deleted, "
+                    f"found new finalizers []string{{{found}}}"
+                )
+                raise errors.invalid(rt, cm["name"], [("FieldValueForbidden", "metadata.finalizers", message)])
+        return new
+
+    def _commit(
+        self,
+        rt: ResourceType,
+        current: Obj,
+        new: Obj,
+        *,
+        dry_run: bool = False,
+        manager: str | None = None,
+        subresource: str | None = None,
+        warnings: Warnings | None = None,
+    ) -> Obj:
+        m = new["metadata"]
+        m["resourceVersion"] = current["metadata"]["resourceVersion"]
+        owned = current["metadata"].get("managedFields")
+        if "managedFields" not in m and owned is not None:
+            m["managedFields"] = owned  # a write that omits managedFields keeps them, as upstream
+        if manager is not None and m.get("managedFields") == owned:
+            self._track(rt, current, new, manager, subresource)
+        if rt.has_spec and "generation" in current["metadata"]:
+
+            def essence(o: Obj) -> Obj:
+                return {k: v for k, v in o.items() if k not in ("metadata", "status", "apiVersion", "kind")}
+
+            if essence(new) != essence(current):
+                m["generation"] = current["metadata"]["generation"] + 1
+        if _unversioned(new) == _unversioned(current):
+            return self.present(rt, current)  # a no-op write bumps nothing and emits no event
+        admission.admit(rt, new, subresource, current, warnings=warnings)
+        self._check_priority_class(rt, new)
+        if dry_run:
+            return self.present(rt, new)
+        if m.get("deletionTimestamp") and not m.get("finalizers") and not self._awaiting_node(rt, new):
+            if rt.key == "core/pods":
+                # The node's last status (how each container ended) is seen before the pod goes, as upstream.
+                self.store.put(rt.key, m.get("namespace", ""), m["name"], new, created=False)
+            return self.present(rt, self._remove(rt, new))
+        stored = self.store.put(rt.key, m.get("namespace", ""), m["name"], new, created=False)
+        if rt.key == "apiextensions.k8s.io/customresourcedefinitions":
+            self.registry.add_crd(stored)
+        return self.present(rt, stored)
+
+    def _write(self, rt: ResourceType, manager: str, subresource: str | None) -> fieldmanager.Write:
+        return fieldmanager.Write(
+            manager=manager,
+            api_version=rt.group_version,
+            now=format_time(self.clock()),
+            subresource=subresource,
+            status_separate="status" in rt.subresources,
+        )
+
+    def _shape(self, rt: ResourceType) -> fieldmanager.Shape:
+        if not rt.custom:
+            return fieldmanager.builtin_shape(rt.kind)
+        return fieldmanager.SchemaShape(rt.schema, root=True)
+
+    def _track(self, rt: ResourceType, old: Obj | None, new: Obj, manager: str, subresource: str | None) -> None:
+        """Record in ``new`` that ``manager`` owns what this write changed."""
+        managed = fieldmanager.track_update(old, new, self._shape(rt), self._write(rt, manager, subresource))
+        if managed:
+            meta(new)["managedFields"] = managed
+        else:
+            meta(new).pop("managedFields", None)
+
+    def _priority_classes(self) -> builtins.list[Obj]:
+        return self.store.list(priority.KEY, None)[0]
+
+    def _check_priority_class(self, rt: ResourceType, obj: Obj) -> None:
+        if rt.key == priority.KEY and (refused := priority.second_default(obj, self._priority_classes())):
+            raise refused
+
+    def _awaiting_node(self, rt: ResourceType, obj: Obj) -> bool:
+        return (
+            rt.key == "core/pods"
+            and bool((obj.get("spec") or {}).get("nodeName"))
+            and ((obj.get("status") or {}).get("phase") not in TERMINAL_POD_PHASES)
+        )
+
+    def _remove(self, rt: ResourceType, obj: Obj) -> Obj:
+        m = obj["metadata"]
+        removed = self.store.remove(rt.key, m.get("namespace", ""), m["name"]) or obj
+        if rt.key == "apiextensions.k8s.io/customresourcedefinitions":
+            self.registry.remove_crd(m["name"])
+        return removed
+
+
+def _check_preconditions(rt: ResourceType, meta: dict[str, Any], preconditions: Any) -> None:
+    """``DeleteOptions.preconditions``: delete only the object the client means (uid) or saw (RV)."""
+    if preconditions is None:
+        return
+    if not isinstance(preconditions, dict):
+        raise errors.bad_request("DeleteOptions.preconditions must be an object")
+    for key, label in (("uid", "UID"), ("resourceVersion", "ResourceVersion")):
+        wanted = preconditions.get(key)
+        if wanted is not None and wanted != meta.get(key):
+            raise errors.conflict(
+                rt,
+                meta["name"],
+                f"Precondition failed: {label} in precondition: {wanted}, {label} in object meta: {meta.get(key)}",
+            )

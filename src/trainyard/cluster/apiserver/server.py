@@ -1,0 +1,558 @@
+"""The HTTP face of the embedded control plane: the Kubernetes REST API over ``Objects``.
+
+This module routes URLs to discovery documents, verbs and subresources, reads query parameters
+and bodies (through ``requests``), negotiates Tables, and renders every failure as a
+``Status``. What an operation means lives in ``objects``; the responses that stay open
+(watches, followed logs) in ``streams``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import unicodedata
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from aiohttp import web
+
+from trainyard.cluster.apiserver import connect, discovery, errors, tables
+from trainyard.cluster.apiserver.objects import Objects, patch_failure
+from trainyard.cluster.apiserver.registry import ResourceType
+from trainyard.cluster.apiserver.requests import bodies, paging
+from trainyard.cluster.apiserver.requests.fields import check_fields
+from trainyard.cluster.apiserver.requests.jsonpath import get_path, set_path
+from trainyard.cluster.apiserver.requests.query import JSON, flag, int64, wants_table
+from trainyard.cluster.apiserver.requests.selectors import (
+    FieldSelector,
+    LabelSelector,
+    SelectorError,
+    parse_field_selector,
+    parse_label_selector,
+)
+from trainyard.cluster.apiserver.streams import BOOKMARK_SECONDS, Streams
+from trainyard.cluster.apiserver.writes import admission, patching
+from trainyard.cluster.paths import Layout
+from trainyard.cluster.storage import codec
+from trainyard.cluster.storage.store import Obj
+from trainyard.cluster.storage.watch import Hub
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Target:
+    rt: ResourceType
+    namespace: str | None
+    name: str | None
+    subresource: str | None
+
+
+class ApiServer:
+    def __init__(
+        self,
+        objects: Objects,
+        hub: Hub,
+        layout: Layout,
+        *,
+        address: Callable[[], str],
+        bookmark_seconds: float = BOOKMARK_SECONDS,
+    ) -> None:
+        self.objects = objects
+        self.address = address
+        self.streams = Streams(objects, hub, layout, bookmark_seconds=bookmark_seconds)
+
+    @property
+    def registry(self) -> Any:
+        return self.objects.registry
+
+    def now(self) -> datetime:
+        return self.objects.clock()
+
+    def app(self) -> web.Application:
+        # Bodies are read by ``bodies.read``, which answers 413 with a Status at bodies.MAX_BYTES;
+        # aiohttp's own limit (a plain-text 413) must never be the one that fires.
+        app = web.Application(client_max_size=2 * bodies.MAX_BYTES)
+        # Every path, including ones with an encoded newline (``.`` would not match it), is ours to answer.
+        app.router.add_route("*", r"/{tail:[\s\S]*}", self.handle)
+        return app
+
+    # -- dispatch ------------------------------------------------------------------------------
+
+    async def handle(self, request: web.Request) -> web.StreamResponse:
+        try:
+            return await self._dispatch(request)
+        except errors.ApiError as exc:
+            return _json(exc.status(), exc.code)
+        except SelectorError as exc:
+            return _json(errors.bad_request(str(exc)).status(), 400)
+        except (asyncio.CancelledError, ConnectionResetError):
+            raise
+        except Exception as exc:
+            log.exception("internal error serving %s %s", request.method, request.path_qs)
+            return _json(errors.ApiError(500, "InternalError", f"Internal error occurred: {exc}").status(), 500)
+
+    async def _dispatch(self, request: web.Request) -> web.StreamResponse:
+        path = request.path.rstrip("/") or "/"
+        parts = [p for p in path.split("/") if p]
+        if request.method not in ("GET", "HEAD") and _read_only(parts):
+            raise errors.method_not_allowed()
+        if path in ("/healthz", "/readyz", "/livez"):
+            return web.Response(text="ok", content_type="text/plain")
+        if path == "/version":
+            return _json(discovery.KUBE_VERSION)
+        if parts[:2] == ["openapi", "v3"]:
+            return self._openapi(parts[2:])
+        if parts == ["openapi", "v2"]:
+            return _openapi_v2(request)
+        if parts and parts[0] == "api":
+            if len(parts) == 1:
+                return _json(discovery.api_versions(self.address()))
+            group, version, rest = "", parts[1], parts[2:]
+        elif parts and parts[0] == "apis":
+            if len(parts) == 1:
+                return _json(discovery.api_group_list(self.registry))
+            if len(parts) == 2:
+                doc = discovery.api_group(self.registry, parts[1])
+                if doc is None:
+                    raise errors.unknown_path()
+                return _json(doc)
+            group, version, rest = parts[1], parts[2], parts[3:]
+        else:
+            raise errors.unknown_path()
+        if not rest:
+            doc = discovery.resource_list(self.registry, group, version)
+            if doc is None:
+                raise errors.unknown_path()
+            return _json(doc)
+        return await self._resource(request, self._target(group, version, rest))
+
+    def _openapi(self, rest: list[str]) -> web.Response:
+        if not rest:
+            return _json(discovery.openapi_root(self.registry))
+        if rest[0] == "api" and len(rest) == 2:
+            doc = discovery.openapi_gv(self.registry, "", rest[1])
+        elif rest[0] == "apis" and len(rest) == 3:
+            doc = discovery.openapi_gv(self.registry, rest[1], rest[2])
+        else:
+            doc = None
+        if doc is None:
+            raise errors.unknown_path()
+        return _json(doc)
+
+    def _target(self, group: str, version: str, rest: list[str]) -> Target:
+        lookup = self.registry.lookup
+        if rest[0] == "namespaces" and len(rest) >= 3:
+            rt = lookup(group, version, rest[2])
+            if rt is not None and rt.namespaced:
+                if len(rest) > 5 and rest[4] != "proxy":
+                    raise errors.unknown_path()
+                return Target(rt, rest[1], _at(rest, 3), _at(rest, 4))
+        rt = lookup(group, version, rest[0])
+        if rt is None or (len(rest) > 3 and rest[2] != "proxy"):
+            raise errors.unknown_path()
+        if rt.namespaced:
+            # A namespaced resource without /namespaces/{ns}: only cluster-wide list and watch exist.
+            if len(rest) > 1:
+                raise errors.unknown_path()
+            return Target(rt, None, None, None)
+        return Target(rt, None, _at(rest, 1), _at(rest, 2))
+
+    async def _resource(self, request: web.Request, target: Target) -> web.StreamResponse:
+        rt, ns, name, sub = target.rt, target.namespace, target.name, target.subresource
+        method, query = request.method, request.query
+        dry_run = query.get("dryRun") == "All"
+        if sub is not None and name is not None and connect.served(rt.key, sub):
+            return self._connect(request, rt, ns or "", name, sub)
+        if sub is not None and sub not in rt.subresources:
+            raise errors.unknown_path()
+        if name is None:
+            if method == "GET":
+                if flag(query.get("watch")):
+                    return await self.streams.watch(request, rt, ns, *self._selectors(request, rt))
+                return self._list(request, rt, ns)
+            if method == "POST" and (ns is not None or not rt.namespaced):
+                body = await _body(request, rt)
+                directive = admission.field_validation(query.get("fieldValidation"), "CreateOptions")
+                warnings: list[str] = []
+                created = self.objects.create(
+                    rt, ns or "", body, dry_run=dry_run, field_validation=directive, warnings=warnings,
+                    manager=_manager(request),
+                )
+                return _warn(self._object(request, rt, created, 201), warnings)
+            if method == "DELETE" and (ns is not None or not rt.namespaced):
+                return await self._delete_collection(request, rt, ns)
+            raise errors.method_not_allowed()
+        namespace = ns or ""
+        if sub == "log":
+            if method != "GET":
+                raise errors.method_not_allowed()
+            return await self.streams.log(request, rt, namespace, name)
+        if sub == "binding":
+            if method != "POST":
+                raise errors.method_not_allowed()
+            return _json(self.objects.bind(namespace, name, await _body(request, None)), 201)
+        if sub == "eviction":
+            if method != "POST":
+                raise errors.method_not_allowed()
+            return await self._evict(request, rt, namespace, name, dry_run)
+        if sub == "scale":
+            return await self._scale(request, rt, namespace, name)
+        if method == "GET":
+            return self._object(request, rt, self.objects.get(rt, namespace, name))
+        if method == "PUT":
+            body = await _body(request, rt if sub is None else None)
+            directive = admission.field_validation(query.get("fieldValidation"), "UpdateOptions")
+            warnings = []
+            updated = self.objects.update(
+                rt, namespace, name, body, subresource=sub, dry_run=dry_run, field_validation=directive,
+                warnings=warnings,
+                manager=_manager(request),
+            )
+            return _warn(self._object(request, rt, updated), warnings)
+        if method == "PATCH":
+            return await self._patch(request, rt, namespace, name, sub, dry_run)
+        if method == "DELETE":
+            opts = await _delete_options(request)
+            deleted = self.objects.delete(
+                rt,
+                namespace,
+                name,
+                propagation=opts.get("propagationPolicy"),
+                grace_seconds=opts.get("gracePeriodSeconds"),
+                preconditions=opts.get("preconditions"),
+                dry_run=opts["dryRun"] == ["All"],  # the query dryRun is folded in already
+            )
+            return self._object(request, rt, deleted)
+        raise errors.method_not_allowed()
+
+    # -- verbs ---------------------------------------------------------------------------------
+
+    def _selectors(self, request: web.Request, rt: ResourceType) -> tuple[LabelSelector | None, FieldSelector | None]:
+        labels = parse_label_selector(request.query["labelSelector"]) if request.query.get("labelSelector") else None
+        fields = None
+        if request.query.get("fieldSelector"):
+            fields = parse_field_selector(request.query["fieldSelector"])
+            check_fields(rt, fields)
+        return labels, fields
+
+    def _list(self, request: web.Request, rt: ResourceType, namespace: str | None) -> web.Response:
+        labels, fields = self._selectors(request, rt)
+        page = self.objects.list_page_encoded(rt, namespace, labels, fields, paging.list_options(request.query))
+        list_meta: dict[str, Any] = {"resourceVersion": str(page.revision)}
+        if page.continue_token:
+            list_meta["continue"] = page.continue_token
+        if page.remaining is not None:
+            list_meta["remainingItemCount"] = page.remaining
+        if not wants_table(request):
+            return _encoded_list(rt, page.items, list_meta)
+        include = request.query.get("includeObject", "Metadata")
+        fast = tables.table_encoded(rt, page.items, now=self.now(), list_meta=list_meta, include_object=include)
+        if fast is not None:
+            return web.Response(body=fast, content_type=JSON)
+        table = tables.table(
+            rt,
+            codec.loads_many(page.items),
+            now=self.now(),
+            resource_version=str(page.revision),
+            include_object=include,
+        )
+        table["metadata"] = list_meta
+        return _json(table)
+
+    def _object(self, request: web.Request, rt: ResourceType, obj: Obj, code: int = 200) -> web.Response:
+        if wants_table(request):
+            rv = obj.get("metadata", {}).get("resourceVersion", "")
+            return _json(
+                tables.table(
+                    rt,
+                    [obj],
+                    now=self.now(),
+                    resource_version=rv,
+                    include_object=request.query.get("includeObject", "Metadata"),
+                ),
+                code,
+            )
+        return _json(obj, code)
+
+    async def _patch(
+        self,
+        request: web.Request,
+        rt: ResourceType,
+        namespace: str,
+        name: str,
+        sub: str | None,
+        dry_run: bool,
+    ) -> web.Response:
+        ctype = request.content_type
+        raw = await bodies.read(request)
+        if ctype == "application/apply-patch+yaml":
+            return self._apply(request, rt, namespace, name, sub, raw, dry_run)
+        body = bodies.decode(raw or b"null", "application/json", what="the patch")
+        directive = admission.field_validation(request.query.get("fieldValidation"), "PatchOptions")
+        warnings: list[str] = []
+        patched = self.objects.patch(
+            rt, namespace, name, ctype, body, subresource=sub, dry_run=dry_run, field_validation=directive,
+            warnings=warnings,
+            manager=_manager(request),
+        )
+        return _warn(self._object(request, rt, patched), warnings)
+
+    def _apply(
+        self,
+        request: web.Request,
+        rt: ResourceType,
+        namespace: str,
+        name: str,
+        sub: str | None,
+        raw: bytes,
+        dry_run: bool,
+    ) -> web.Response:
+        """Server-side apply: field ownership, removal of unapplied fields and conflicts live in ``fieldmanager``."""
+        manager = request.query.get("fieldManager")
+        if not manager:
+            raise errors.bad_request("PATCH, fieldManager is required for apply requests")
+        body = bodies.decode(raw, "application/apply-patch+yaml", what="the applied configuration")
+        if not isinstance(body, dict):
+            raise errors.bad_request("the applied configuration must be an object")
+        if body.get("metadata") is None:
+            body["metadata"] = {}  # no opinion on metadata, as a typed decoder reads null
+        if not isinstance(body["metadata"], dict):
+            raise errors.bad_request("metadata of the applied configuration must be an object")
+        warnings: list[str] = []
+        obj, created = self.objects.apply(
+            rt,
+            namespace,
+            name,
+            body,
+            manager=manager,
+            force=flag(request.query.get("force")),
+            subresource=sub,
+            dry_run=dry_run,
+            field_validation=admission.field_validation(request.query.get("fieldValidation"), "PatchOptions"),
+            warnings=warnings,
+        )
+        return _warn(self._object(request, rt, obj, 201 if created else 200), warnings)
+
+    async def _delete_collection(
+        self, request: web.Request, rt: ResourceType, namespace: str | None
+    ) -> web.Response:
+        labels, fields = self._selectors(request, rt)
+        opts = await _delete_options(request)
+        items, revision = self.objects.list(rt, namespace, labels, fields)
+        for item in items:
+            m = item["metadata"]
+            try:
+                self.objects.delete(
+                    rt,
+                    m.get("namespace", ""),
+                    m["name"],
+                    propagation=opts.get("propagationPolicy"),
+                    grace_seconds=opts.get("gracePeriodSeconds"),
+                    dry_run=opts["dryRun"] == ["All"],
+                )
+            except errors.ApiError as exc:
+                if exc.code != 404:
+                    raise
+        return _json(
+            {
+                "kind": f"{rt.kind}List",
+                "apiVersion": rt.group_version,
+                "metadata": {"resourceVersion": str(revision)},
+                "items": items,
+            }
+        )
+
+    async def _scale(self, request: web.Request, rt: ResourceType, namespace: str, name: str) -> web.Response:
+        paths = rt.scale or {}
+        obj = self.objects.get(rt, namespace, name)
+
+        def scale_of(o: Obj) -> Obj:
+            return {
+                "kind": "Scale",
+                "apiVersion": "autoscaling/v1",
+                "metadata": {
+                    k: o["metadata"][k]
+                    for k in ("name", "namespace", "uid", "resourceVersion", "creationTimestamp")
+                    if k in o["metadata"]
+                },
+                "spec": {"replicas": get_path(o, paths["specReplicasPath"]) or 0},
+                "status": {
+                    "replicas": get_path(o, paths.get("statusReplicasPath", ".status.replicas")) or 0,
+                    "selector": get_path(o, paths.get("labelSelectorPath", ".status.selector")) or "",
+                },
+            }
+
+        if request.method == "GET":
+            return _json(scale_of(obj))
+        current = scale_of(obj)
+        wanted: Any
+        if request.method == "PUT":
+            wanted = await _body(request, ("autoscaling/v1", "Scale"))
+        elif request.method == "PATCH":
+            body = bodies.decode(await bodies.read(request) or b"null", "application/json", what="the patch")
+            try:
+                if request.content_type == "application/json-patch+json":
+                    wanted = patching.json_patch(current, body)
+                else:
+                    wanted = patching.merge_patch(current, body)
+            except patching.PatchError as exc:
+                raise patch_failure(exc) from exc
+        else:
+            raise errors.method_not_allowed()
+        spec = wanted.get("spec") if isinstance(wanted, dict) else None
+        replicas = spec.get("replicas") if isinstance(spec, dict) else None
+        if type(replicas) is not int or replicas < 0:
+            raise errors.invalid(
+                rt,
+                name,
+                [
+                    (
+                        "FieldValueInvalid",
+                        "spec.replicas",
+                        f"Invalid value: {replicas}: must be a non-negative integer",
+                    )
+                ],
+            )
+        updated = set_path({k: v for k, v in obj.items()}, paths["specReplicasPath"], replicas)
+        result = self.objects.update(rt, namespace, name, updated, dry_run=request.query.get("dryRun") == "All")
+        return _json(scale_of(result))
+
+    def _connect(self, request: web.Request, rt: ResourceType, namespace: str, name: str, sub: str) -> web.Response:
+        """exec, attach, portforward and proxy: a 404 for a missing object, as a real server, else a refusal."""
+        if sub in connect.STREAMING and request.method not in ("GET", "POST"):
+            raise errors.method_not_allowed()
+        self.objects.get(rt, namespace, connect.object_name(sub, name))
+        raise connect.refusal(rt.key, rt.plural, sub, request.headers)
+
+    async def _evict(
+        self, request: web.Request, rt: ResourceType, namespace: str, name: str, dry_run: bool
+    ) -> web.Response:
+        """``pods/eviction``: no PodDisruptionBudgets are served, so every eviction is allowed."""
+        body = await _body(request, ("policy/v1", "Eviction"))
+        if body.get("kind", "Eviction") != "Eviction":
+            raise errors.bad_request(f"the body of a pods/eviction request must be an Eviction, not {body['kind']}")
+        if (body.get("metadata") or {}).get("name", name) != name:
+            raise errors.bad_request("name in URL does not match name in Eviction object")
+        opts = body.get("deleteOptions") or {}
+        pre = opts.get("preconditions") or {} if isinstance(opts, dict) else None
+        if not isinstance(pre, dict):
+            raise errors.bad_request("deleteOptions and its preconditions must be objects")
+        m = self.objects.get(rt, namespace, name)["metadata"]
+        for key in ("uid", "resourceVersion"):
+            if pre.get(key) and pre[key] != m.get(key):
+                why = f"Precondition failed: {key}: {pre[key]}, {key} in object meta: {m.get(key)}"
+                raise errors.conflict(rt, name, why)
+        opts = _checked_delete_options(opts)
+        self.objects.delete(
+            rt,
+            namespace,
+            name,
+            propagation=opts.get("propagationPolicy"),
+            grace_seconds=opts.get("gracePeriodSeconds"),
+            dry_run=dry_run or "All" in opts.get("dryRun", ()),
+        )
+        return _json({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}, 201)
+
+
+
+def _manager(request: web.Request) -> str:
+    """The field manager of a write: ``?fieldManager=``, else the client's User-Agent product, as upstream."""
+    manager = request.query.get("fieldManager")
+    if manager:
+        if len(manager) > 128:
+            raise errors.bad_request("fieldManager: Too long: may not be more than 128 bytes")
+        return manager
+    agent = request.headers.get("User-Agent", "")
+    return agent.split("/", 1)[0].strip() or "unknown"
+
+
+def _read_only(parts: list[str]) -> bool:
+    """Health, version, discovery and OpenAPI documents: only GET reads them."""
+    if parts[:1] in (["healthz"], ["readyz"], ["livez"], ["version"], ["openapi"]):
+        return True
+    return (parts[:1] == ["api"] and len(parts) <= 2) or (parts[:1] == ["apis"] and len(parts) <= 3)
+
+
+def _at(parts: list[str], index: int) -> str | None:
+    return parts[index] if len(parts) > index else None
+
+
+def _warn(response: web.Response, warnings: list[str]) -> web.Response:
+    """Warning headers as kube-apiserver sends them; kubectl prints each as ``Warning: ...``."""
+    for text in dict.fromkeys(warnings):
+        # kube-apiserver drops a warning it cannot put in a header (control characters), as here.
+        if any(unicodedata.category(c) == "Cc" for c in text):
+            continue
+        quoted = text.replace("\\", "\\\\").replace('"', '\\"')
+        response.headers.add("Warning", f'299 - "{quoted}"')
+    return response
+
+
+def _openapi_v2(request: web.Request) -> web.Response:
+    """An OpenAPI v2 document with no definitions, in the encoding kubectl asks for.
+
+    kubectl validates a ``kind: List`` against v2 schemas only; a document without definitions
+    makes it skip client-side checks for the items, which the server then validates itself.
+    """
+    doc = discovery.openapi_v2()
+    if "protobuf" in request.headers.get("Accept", ""):
+        return web.Response(body=discovery.openapi_v2_protobuf(doc), content_type=discovery.OPENAPI_V2_PROTOBUF_REPLY)
+    return _json(doc)
+
+
+def _json(body: Any, code: int = 200) -> web.Response:
+    return web.Response(body=codec.dumps(body), status=code, content_type=JSON)
+
+
+def _encoded_list(rt: ResourceType, items: list[bytes], list_meta: dict[str, Any]) -> web.Response:
+    """A ``<Kind>List`` around items that are already encoded, without decoding them again."""
+    head = codec.dumps({"kind": f"{rt.kind}List", "apiVersion": rt.group_version, "metadata": list_meta})[:-1]
+    body = b"".join((head, b',"items":[', b",".join(items), b"]}"))
+    return web.Response(body=body, content_type=JSON)
+
+
+async def _body(request: web.Request, endpoint: ResourceType | tuple[str, str] | None) -> dict[str, Any]:
+    """The one object of a create or update body; ``endpoint`` says what a protobuf body may be."""
+    if isinstance(endpoint, ResourceType):
+        endpoint = (endpoint.group_version, endpoint.kind)
+    return bodies.decode_object(await bodies.read(request), request.content_type, endpoint)
+
+
+async def _delete_options(request: web.Request) -> dict[str, Any]:
+    opts: dict[str, Any] = {}
+    raw = await bodies.read(request)
+    if raw:
+        parsed = bodies.decode(raw, "application/json", what="the DeleteOptions body")
+        if isinstance(parsed, dict):
+            opts.update(parsed)
+    q = request.query
+    if q.get("propagationPolicy"):
+        opts["propagationPolicy"] = q["propagationPolicy"]
+    if q.get("gracePeriodSeconds"):
+        opts["gracePeriodSeconds"] = int64(q, "gracePeriodSeconds")
+    if opts.get("orphanDependents") is True and "propagationPolicy" not in opts:
+        opts["propagationPolicy"] = "Orphan"
+    # kubectl --dry-run=server sends dryRun in the body, the Python clients as a query parameter.
+    if q.get("dryRun"):
+        opts["dryRun"] = q.getall("dryRun")
+    opts = _checked_delete_options(opts)
+    opts["dryRun"] = opts.get("dryRun") or []
+    if opts["dryRun"] not in ([], ["All"]):
+        raise errors.bad_request(f'dryRun: Unsupported value: {opts["dryRun"]!r}: supported values: "All"')
+    return opts
+
+
+def _checked_delete_options(opts: dict[str, Any]) -> dict[str, Any]:
+    """DeleteOptions whose fields have the types the apiserver decodes them into; 400 otherwise."""
+    # null reads as absent, as in a typed decoder
+    grace, policy, dry_run = opts.get("gracePeriodSeconds"), opts.get("propagationPolicy"), opts.get("dryRun")
+    if grace is not None and type(grace) is not int:
+        raise errors.bad_request(f"gracePeriodSeconds must be an integer, not {grace!r}")
+    if policy and policy not in ("Orphan", "Background", "Foreground"):
+        raise errors.bad_request(f"propagationPolicy must be one of Orphan, Background or Foreground, not {policy!r}")
+    if dry_run is not None and (not isinstance(dry_run, list) or not all(isinstance(d, str) for d in dry_run)):
+        raise errors.bad_request(f"dryRun must be a list of strings, not {dry_run!r}")
+    return {k: v for k, v in opts.items() if v is not None}

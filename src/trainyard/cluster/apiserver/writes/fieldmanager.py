@@ -1,0 +1,481 @@
+"""Field ownership: ``metadata.managedFields`` and server-side apply.
+
+Kubernetes records, for every object, which manager (``fieldManager``) last set which field and
+how (``Apply`` or ``Update``). Server-side apply uses that record to merge an applied
+configuration into the live object, to remove the fields a manager stopped applying, and to
+refuse (409) changing fields another manager owns unless forced. This module owns those rules;
+``objects`` decides when they run.
+
+A field is a path of path elements encoded as in ``FieldsV1``: ``f:<name>`` for a map key,
+``k:<json>`` for an item of a keyed list, ``v:<json>`` for a member of a set, ``i:<n>`` for an
+item of a keyed list that lacks its key. Which lists are keyed comes from the strategic-merge
+table for built-ins and from ``x-kubernetes-list-type`` in a CRD's schema; other lists are atomic.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from trainyard.cluster.apiserver.writes import patching
+
+Obj = dict[str, Any]
+Path = tuple[str, ...]
+
+# Metadata the server owns or that identifies the object: never part of anyone's field set.
+_SERVER_METADATA = frozenset(
+    {
+        "name",
+        "namespace",
+        "uid",
+        "resourceVersion",
+        "generation",
+        "creationTimestamp",
+        "deletionTimestamp",
+        "deletionGracePeriodSeconds",
+        "managedFields",
+        "selfLink",
+    }
+)
+
+
+class Shape(Protocol):
+    """How the lists below one point of an object merge."""
+
+    def child(self, name: str) -> Shape: ...
+
+    def items(self) -> Shape: ...
+
+    def list_keys(self) -> tuple[str, ...] | None:
+        """None: an atomic list; (): a set of primitives; keys: a list keyed by those fields."""
+        ...
+
+
+@dataclass(frozen=True)
+class BuiltinShape:
+    type_name: str | None
+    strategy: patching.ListStrategy | None = None
+
+    def child(self, name: str) -> Shape:
+        s = patching.field_strategy(self.type_name, name)
+        return BuiltinShape(s.type, s)
+
+    def items(self) -> Shape:
+        return BuiltinShape(self.type_name)
+
+    def list_keys(self) -> tuple[str, ...] | None:
+        if self.strategy is None or self.strategy.kind == "atomic":
+            return None
+        return (self.strategy.key,) if self.strategy.key else ()
+
+
+@dataclass(frozen=True)
+class SchemaShape:
+    """A custom resource's ``openAPIV3Schema``; ``metadata`` at the root is ObjectMeta."""
+
+    schema: Any
+    root: bool = False
+
+    def child(self, name: str) -> Shape:
+        if self.root and name == "metadata":
+            return BuiltinShape("ObjectMeta")
+        schema = self.schema if isinstance(self.schema, dict) else {}
+        props = schema.get("properties") or {}
+        if name in props:
+            return SchemaShape(props[name])
+        extra = schema.get("additionalProperties")
+        return SchemaShape(extra if isinstance(extra, dict) else None)
+
+    def items(self) -> Shape:
+        schema = self.schema if isinstance(self.schema, dict) else {}
+        return SchemaShape(schema.get("items"))
+
+    def list_keys(self) -> tuple[str, ...] | None:
+        schema = self.schema if isinstance(self.schema, dict) else {}
+        kind = schema.get("x-kubernetes-list-type")
+        if kind == "map":
+            return tuple(schema.get("x-kubernetes-list-map-keys") or ())
+        if kind == "set":
+            return ()
+        return None
+
+
+def builtin_shape(kind: str) -> Shape:
+    return BuiltinShape(patching.root_type(kind))
+
+
+# -- field sets -----------------------------------------------------------------------------------
+
+
+def _dump(value: object) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"))
+
+
+def _item_element(item: object, keys: tuple[str, ...], index: int) -> str:
+    if isinstance(item, dict) and any(k in item for k in keys):
+        return "k:" + _dump({k: item[k] for k in keys if k in item})
+    return f"i:{index}"
+
+
+def _walk(value: object, shape: Shape, prefix: Path, out: set[Path]) -> None:
+    if isinstance(value, dict):
+        if not value:
+            out.add(prefix)
+        for key, child in value.items():
+            _walk(child, shape.child(key), (*prefix, f"f:{key}"), out)
+        return
+    if isinstance(value, list):
+        keys = shape.list_keys()
+        if keys is None:
+            out.add(prefix)
+        elif not keys:
+            out.update((*prefix, "v:" + _dump(item)) for item in value)
+        else:
+            item_shape = shape.items()
+            for index, item in enumerate(value):
+                element = (*prefix, _item_element(item, keys, index))
+                out.add(element)
+                if isinstance(item, dict):
+                    for key, child in item.items():
+                        _walk(child, item_shape.child(key), (*element, f"f:{key}"), out)
+        return
+    out.add(prefix)
+
+
+def _scoped(obj: Obj, subresource: str | None, status_separate: bool) -> Obj:
+    """The part of ``obj`` that a write through ``subresource`` can own."""
+    if subresource == "status":
+        return {"status": obj["status"]} if "status" in obj else {}
+    out = {k: v for k, v in obj.items() if k not in ("apiVersion", "kind")}
+    if status_separate:
+        out.pop("status", None)
+    meta = {k: v for k, v in (obj.get("metadata") or {}).items() if k not in _SERVER_METADATA}
+    if meta:
+        out["metadata"] = meta
+    else:
+        out.pop("metadata", None)
+    return out
+
+
+def field_set(obj: Obj, shape: Shape, *, subresource: str | None = None, status_separate: bool = True) -> set[Path]:
+    out: set[Path] = set()
+    for key, value in _scoped(obj, subresource, status_separate).items():
+        _walk(value, shape.child(key), (f"f:{key}",), out)
+    return out
+
+
+def _owned(obj: Obj, shape: Shape, write: Write) -> set[Path]:
+    return field_set(obj, shape, subresource=write.subresource, status_separate=write.status_separate)
+
+
+_MISSING = object()
+
+
+def _find(node: object, element: str) -> object:
+    tag, arg = element[0], element[2:]
+    if tag == "f":
+        return node.get(arg, _MISSING) if isinstance(node, dict) else _MISSING
+    if not isinstance(node, list):
+        return _MISSING
+    if tag == "i":
+        index = int(arg)
+        return node[index] if index < len(node) else _MISSING
+    wanted = json.loads(arg)
+    for item in node:
+        if tag == "k" and isinstance(item, dict) and all(item.get(k) == v for k, v in wanted.items()):
+            return item
+        if tag == "v" and item == wanted:
+            return item
+    return _MISSING
+
+
+def _get(obj: object, path: Path) -> object:
+    node = obj
+    for element in path:
+        node = _find(node, element)
+        if node is _MISSING:
+            return _MISSING
+    return node
+
+
+def _remove(obj: Obj, path: Path) -> None:
+    parent = _get(obj, path[:-1])
+    target = _find(parent, path[-1])
+    if target is _MISSING:
+        return
+    if isinstance(parent, dict):
+        parent.pop(path[-1][2:], None)
+    elif isinstance(parent, list):
+        parent.remove(target)
+
+
+def _is_member(path: Path) -> bool:
+    """Paths naming a list item itself: ownership of the item, not of a value."""
+    return path[-1][0] in ("k", "i")
+
+
+def describe(path: Path) -> str:
+    """``.spec.containers[name="c"].image``, as the API server words paths in conflicts."""
+    out = ""
+    for element in path:
+        tag, arg = element[0], element[2:]
+        if tag == "f":
+            out += f".{arg}"
+        elif tag == "k":
+            out += "[" + ",".join(f"{k}={_dump(v)}" for k, v in json.loads(arg).items()) + "]"
+        elif tag == "v":
+            out += f"[={arg}]"
+        else:
+            out += f"[{arg}]"
+    return out
+
+
+# -- FieldsV1 -------------------------------------------------------------------------------------
+
+
+def encode(paths: Iterable[Path]) -> Obj:
+    root: Obj = {}
+    members: list[Obj] = []
+    for path in sorted(paths):
+        node = root
+        for element in path:
+            node = node.setdefault(element, {})
+        members.append(node)
+    for node in members:
+        if node:
+            node["."] = {}
+    return root
+
+
+def decode(tree: object, prefix: Path = ()) -> set[Path]:
+    out: set[Path] = set()
+    if not isinstance(tree, dict):
+        return out
+    for key, value in tree.items():
+        if key == ".":
+            out.add(prefix)
+        elif isinstance(value, dict) and value:
+            out |= decode(value, (*prefix, key))
+        else:
+            out.add((*prefix, key))
+    return out
+
+
+@dataclass
+class Entry:
+    manager: str
+    operation: str  # Apply | Update
+    api_version: str
+    time: str
+    subresource: str | None = None
+    fields: set[Path] = field(default_factory=set)
+    touched: bool = False
+
+    @classmethod
+    def parse(cls, raw: Obj) -> Entry:
+        return cls(
+            manager=str(raw.get("manager", "")),
+            operation=str(raw.get("operation", "Update")),
+            api_version=str(raw.get("apiVersion", "")),
+            time=str(raw.get("time", "")),
+            subresource=raw.get("subresource") or None,
+            fields=decode(raw.get("fieldsV1")),
+        )
+
+    def render(self) -> Obj:
+        out: Obj = {
+            "manager": self.manager,
+            "operation": self.operation,
+            "apiVersion": self.api_version,
+            "time": self.time,
+            "fieldsType": "FieldsV1",
+            "fieldsV1": encode(self.fields),
+        }
+        if self.subresource:
+            out["subresource"] = self.subresource
+        return out
+
+    def same(self, manager: str, operation: str, subresource: str | None) -> bool:
+        return (self.manager, self.operation, self.subresource) == (manager, operation, subresource)
+
+
+def _entries(obj: Obj | None) -> list[Entry]:
+    raw = ((obj or {}).get("metadata") or {}).get("managedFields") or []
+    return [Entry.parse(e) for e in raw if isinstance(e, dict)]
+
+
+def _mine(entries: list[Entry], manager: str, operation: str, subresource: str | None, now: str, gv: str) -> Entry:
+    for entry in entries:
+        if entry.same(manager, operation, subresource):
+            return entry
+    entry = Entry(manager, operation, gv, now, subresource)
+    entries.append(entry)
+    return entry
+
+
+def _render(entries: list[Entry], present: set[Path], now: str, gv: str) -> list[Obj]:
+    out = []
+    for entry in entries:
+        entry.fields &= present
+        if entry.touched:
+            entry.time, entry.api_version = now, gv
+        if entry.fields:
+            out.append(entry.render())
+    return out
+
+
+@dataclass(frozen=True)
+class Write:
+    """Who writes, and how: the parts of a request that field ownership depends on."""
+
+    manager: str
+    api_version: str
+    now: str
+    subresource: str | None = None
+    status_separate: bool = True
+
+
+def track_update(old: Obj | None, new: Obj, shape: Shape, write: Write) -> list[Obj]:
+    """managedFields after a create, update or patch by ``write.manager``: it owns what it changed."""
+    entries = _entries(old)
+    old_set = _owned(old, shape, write) if old is not None else set()
+    new_set = _owned(new, shape, write)
+    changed = {
+        p
+        for p in new_set
+        if p not in old_set or (not _is_member(p) and old is not None and _get(old, p) != _get(new, p))
+    }
+    if changed:
+        for entry in entries:
+            entry.fields -= changed
+        mine = _mine(entries, write.manager, "Update", write.subresource, write.now, write.api_version)
+        before = set(mine.fields)
+        mine.fields |= changed
+        mine.touched = mine.fields != before
+    present = field_set(new, shape, subresource=None, status_separate=False)
+    return _render(entries, present, write.now, write.api_version)
+
+
+@dataclass(frozen=True)
+class Conflict:
+    manager: str
+    api_version: str
+    path: Path
+
+
+class ApplyConflict(Exception):
+    def __init__(self, conflicts: list[Conflict]) -> None:
+        self.conflicts = conflicts
+        count = len(conflicts)
+        lines = "\n".join(f'- conflict with "{c.manager}" using {c.api_version}: {describe(c.path)}' for c in conflicts)
+        if count == 1:
+            c = conflicts[0]
+            summary = f'Apply failed with 1 conflict: conflict with "{c.manager}" using {c.api_version}: '
+            summary += describe(c.path)
+        else:
+            summary = f"Apply failed with {count} conflicts: {lines}"
+        super().__init__(summary)
+
+
+LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
+CLIENT_SIDE_APPLY = "kubectl-client-side-apply"
+
+
+def upgrades_client_side_apply(live: Obj, conflicts: list[Conflict], shape: Shape) -> bool:
+    """Whether every conflict is with client-side apply over a field its last-applied config holds."""
+    raw = ((live.get("metadata") or {}).get("annotations") or {}).get(LAST_APPLIED)
+    try:
+        last = json.loads(raw) if raw else None
+    except ValueError:
+        return False
+    if not isinstance(last, dict):
+        return False
+    owned = field_set(last, shape)
+    return all(c.manager == CLIENT_SIDE_APPLY and c.path in owned for c in conflicts)
+
+
+def _merge(live: object, config: object, shape: Shape) -> object:
+    if isinstance(live, dict) and isinstance(config, dict):
+        out = dict(live)
+        for key, value in config.items():
+            if value is None:
+                out.pop(key, None)
+            elif key in out:
+                out[key] = _merge(out[key], value, shape.child(key))
+            else:
+                out[key] = copy.deepcopy(value)
+        return out
+    if isinstance(live, list) and isinstance(config, list):
+        keys = shape.list_keys()
+        if keys is None:
+            return copy.deepcopy(config)
+        if not keys:
+            return live + [copy.deepcopy(v) for v in config if v not in live]
+        merged = list(live)
+        element_shape = shape.items()
+        for index, item in enumerate(config):
+            element = _item_element(item, keys, index)
+            found = _find(merged, element) if element[0] == "k" else _MISSING
+            if found is _MISSING:
+                merged.append(copy.deepcopy(item))
+            else:
+                position = next(i for i, x in enumerate(merged) if x is found)
+                merged[position] = _merge(found, item, element_shape)
+        return merged
+    return copy.deepcopy(config)
+
+
+def apply(live: Obj | None, config: Obj, shape: Shape, write: Write, *, force: bool) -> Obj:
+    """The object after ``write.manager`` applies ``config``; raises ApplyConflict unless forced."""
+    applied = _owned(config, shape, write)
+    entries = _entries(live)
+    mine = _mine(entries, write.manager, "Apply", write.subresource, write.now, write.api_version)
+    conflicts: list[tuple[Entry, Path]] = []
+    if live is not None:
+        for entry in entries:
+            if entry is mine:
+                continue
+            for path in sorted(entry.fields & applied):
+                if not _is_member(path) and _get(live, path) != _get(config, path):
+                    conflicts.append((entry, path))
+    if conflicts and not force:
+        raise ApplyConflict([Conflict(e.manager, e.api_version, p) for e, p in conflicts])
+    for entry, path in conflicts:
+        entry.fields.discard(path)
+    others: set[Path] = set()
+    for entry in entries:
+        if entry is not mine:
+            others |= entry.fields
+    new: Obj = copy.deepcopy(live) if live is not None else {}
+    kept = applied | others
+    stale = mine.fields - kept
+    # Deepest first, but a path under a stale list item goes with the item: removing the item's
+    # key first would leave the item unfindable.
+    for path in sorted(stale, key=len, reverse=True):
+        if any(path[:i] in stale for i in range(1, len(path))):
+            continue
+        _remove(new, path)
+        # A map or list emptied by the removal goes too, unless someone still owns it as such.
+        parent = path[:-1]
+        while parent and parent not in kept and _get(new, parent) in ({}, []):
+            _remove(new, parent)
+            parent = parent[:-1]
+    merged = _merge(new, _scoped_config(config, write), shape)
+    assert isinstance(merged, dict)
+    before = set(mine.fields)
+    mine.fields = set(applied)
+    mine.touched = mine.fields != before or live is None
+    present = field_set(merged, shape, subresource=None, status_separate=False)
+    merged.setdefault("metadata", {})["managedFields"] = _render(entries, present, write.now, write.api_version)
+    return merged
+
+
+def _scoped_config(config: Obj, write: Write) -> Obj:
+    if write.subresource == "status":
+        return {"status": config["status"]} if "status" in config else {}
+    if write.status_separate:
+        return {k: v for k, v in config.items() if k != "status"}
+    return config

@@ -1,0 +1,397 @@
+"""Durable object storage: SQLite in WAL mode with one global revision, as etcd (and kine) do.
+
+Every write gets the next revision, which becomes the object's ``resourceVersion`` (a string on
+the wire). Each write is also appended to a change log, so a watch can resume from any revision
+still retained; older ones answer 410 Expired. After each commit the change is handed to the
+listeners (the watch hub, the garbage collector) synchronously, so in the single event loop of
+the plane there is no gap between a list snapshot and the watch that follows it.
+
+The plane's event loop is the only writer, so the current revision and the current objects live
+in memory too, as etcd's watch cache does for kube-apiserver: SQLite is written through on every
+commit and read back only on open and for watch resumption. On disk the revision is the newest
+entry of the change log (compaction keeps the newest entries and records where it cut). Bodies are
+compact JSON without ``apiVersion``/``kind``, kept as bytes; readers that only forward them (lists,
+watch events) splice them without decoding, and every reader that decodes gets its own copy.
+
+Durability: WAL with ``synchronous=NORMAL``. A commit is in the WAL, in the OS page cache,
+before the client is answered, so every acknowledged write survives the server process being
+killed (SIGKILL, OOM); a power loss or kernel crash may lose the writes since the last
+checkpoint, but never corrupts the database. Checkpoints (copying the WAL into the database
+file, with its fsyncs) run on a thread of their own with its own connection, so the event loop
+rarely waits for the disk. Under a steady stream of writes a background checkpoint never quite
+catches up (a write always lands while it runs), and the WAL would grow without end; so every
+``WAL_RESET_WRITES`` writes the loop asks for a checkpoint and, once it is done, finishes the
+few frames written meanwhile itself (no write can land during that), which lets the next write
+start the WAL over.
+"""
+
+from __future__ import annotations
+
+import bisect
+import builtins
+import logging
+import sqlite3
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from trainyard.cluster.storage import codec
+
+Obj = dict[str, Any]
+log = logging.getLogger(__name__)
+
+# Each write touches as few pages as possible (each is a 4 KiB frame in the WAL): objects is one
+# b-tree (WITHOUT ROWID), and changes has no secondary index (a watch resuming reads the rows
+# above its revision in rowid order and skips other resources; the log is bounded).
+_OBJECTS = """
+CREATE TABLE IF NOT EXISTS objects (
+    resource TEXT NOT NULL, namespace TEXT NOT NULL, name TEXT NOT NULL,
+    rv INTEGER NOT NULL, body TEXT NOT NULL,
+    PRIMARY KEY (resource, namespace, name)
+) WITHOUT ROWID;
+"""
+_SCHEMA = (
+    """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS changes (
+    rv INTEGER PRIMARY KEY, resource TEXT NOT NULL, namespace TEXT NOT NULL, name TEXT NOT NULL,
+    type TEXT NOT NULL, body TEXT NOT NULL, old_body TEXT
+);
+"""
+    + _OBJECTS
+)
+
+# Clients resume watches with old revisions (kopf after 70 s idle, informers every few minutes),
+# so keep a long history; compaction trims only beyond this many changes.
+RETAINED_CHANGES = 50_000
+# Compact in steps of this many changes, so the trimming cost is paid rarely and in small pieces.
+COMPACT_EVERY = 1_000
+# Version 2: bodies are version-free (no apiVersion/kind), objects has no rowid, changes no
+# index; older stores are rewritten on open.
+_FORMAT = 2
+# Checkpoint at least this often (seconds), and as soon as this many writes have accumulated.
+CHECKPOINT_SECONDS = 1.0
+CHECKPOINT_WRITES = 200
+WAL_RESET_WRITES = 1_000
+
+
+class Expired(Exception):
+    """The requested revision is older than the retained change log."""
+
+    def __init__(self, requested: int, oldest: int) -> None:
+        super().__init__(f"too old resource version: {requested} ({oldest})")
+        self.requested = requested
+        self.oldest = oldest
+
+
+@dataclass(frozen=True)
+class Change:
+    rv: int
+    type: str  # ADDED | MODIFIED | DELETED
+    resource: str
+    namespace: str
+    name: str
+    obj: Obj
+    old: Obj | None
+    body: bytes = b""  # ``obj`` as stored: version-free compact JSON
+    # Watch lines already encoded for this change, shared by every watcher of the same shape.
+    lines: dict[tuple[str, str, str], bytes] = field(default_factory=dict, compare=False, repr=False)
+
+    def line(self, event_type: str, api_version: str, kind: str) -> bytes:
+        key = (event_type, api_version, kind)
+        cached = self.lines.get(key)
+        if cached is None:
+            body = self.body or codec.dumps(self.obj)
+            cached = self.lines[key] = codec.watch_line(event_type, codec.present(body, api_version, kind))
+        return cached
+
+
+Listener = Callable[[Change], None]
+
+
+def _bytes(value: bytes | str) -> bytes:
+    return value if isinstance(value, bytes) else value.encode()
+
+
+class Store:
+    def __init__(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=NORMAL")
+        self._db.execute("PRAGMA wal_autocheckpoint=0")  # the checkpointer thread's job
+        fresh = self._db.execute("SELECT 1 FROM sqlite_master WHERE name='objects'").fetchone() is None
+        self._db.executescript(_SCHEMA)
+        for key in ("revision", "compacted"):
+            self._db.execute("INSERT OR IGNORE INTO meta VALUES (?, 0)", (key,))
+        self._db.execute("INSERT OR IGNORE INTO meta VALUES ('format', ?)", (_FORMAT if fresh else 1,))
+        meta = dict(self._db.execute("SELECT key, value FROM meta").fetchall())
+        newest = max(self._db.execute(f"SELECT max(rv) FROM {t}").fetchone()[0] or 0 for t in ("changes", "objects"))
+        self._revision = max(int(meta["revision"]), int(newest))
+        self._compacted = int(meta["compacted"])
+        if int(meta["format"]) < _FORMAT:
+            self._upgrade()
+        # resource -> namespace -> name -> stored body: the committed state, read without SQL.
+        self._objects: dict[str, dict[str, dict[str, bytes]]] = {}
+        for resource, namespace, name, body in self._db.execute(
+            "SELECT resource, namespace, name, body FROM objects"
+        ).fetchall():
+            self._objects.setdefault(resource, {}).setdefault(namespace, {})[name] = _bytes(body)
+        self._listeners: list[Listener] = []
+        self._path = path
+        self._unchecked = 0  # writes since the WAL last started over
+        self._asked: int | None = None  # checkpoints started when the loop asked for one
+        # Started by the first CHECKPOINT_WRITES writes: a store written a little needs none.
+        self._checkpointer: _Checkpointer | None = None
+
+    def close(self) -> None:
+        if self._checkpointer is not None:
+            self._checkpointer.stop()
+        self._db.close()
+
+    def subscribe(self, listener: Listener) -> None:
+        self._listeners.append(listener)
+
+    @property
+    def revision(self) -> int:
+        return self._revision
+
+    @property
+    def compacted(self) -> int:
+        """The newest revision no longer in the change log (0: nothing compacted yet)."""
+        return self._compacted
+
+    def get(self, resource: str, namespace: str, name: str) -> Obj | None:
+        raw = self._raw(resource, namespace, name)
+        return codec.loads(raw) if raw is not None else None
+
+    def list(self, resource: str, namespace: str | None = None) -> tuple[builtins.list[Obj], int]:
+        """A consistent snapshot and the revision it was taken at."""
+        bodies, revision = self.list_raw(resource, namespace)
+        return codec.loads_many(bodies), revision
+
+    def list_raw(self, resource: str, namespace: str | None = None) -> tuple[builtins.list[bytes], int]:
+        """Like ``list``, but the stored JSON bodies undecoded, ordered by namespace and name."""
+        # The event loop is the only writer and this runs without yielding to it, so the bodies
+        # and the revision describe the same moment.
+        spaces = self._objects.get(resource, {})
+        chosen = sorted(spaces) if namespace is None else [namespace]
+        bodies = []
+        for ns in chosen:
+            names = spaces.get(ns, {})
+            bodies += [names[n] for n in sorted(names)]
+        return bodies, self._revision
+
+    def snapshot(
+        self,
+        resource: str,
+        namespace: str | None = None,
+        *,
+        revision: int | None = None,
+        start: tuple[str, str] | None = None,
+    ) -> tuple[builtins.list[tuple[str, str, bytes]], int]:
+        """Rows ``(namespace, name, body JSON)`` as of ``revision`` (default: now), in key order.
+
+        ``start`` is an inclusive lower bound on ``(namespace, name)``. A past revision is rebuilt
+        from the change log: a key written since then reads as it was before its first later
+        write (absent if that write created it). Raises ``Expired`` when the log no longer
+        reaches back that far and ``ValueError`` for a revision the store has not reached.
+        """
+        current = self._revision
+        at = current if revision is None else revision
+        if at > current:
+            raise ValueError(f"revision {at} is newer than the store's {current}")
+        if at < self._compacted:
+            raise Expired(at, self._compacted)
+        spaces = self._objects.get(resource, {})
+        rows = [
+            (ns, name, names[name])
+            for ns in (sorted(spaces) if namespace is None else [namespace])
+            for names in (spaces.get(ns, {}),)
+            for name in sorted(names)
+        ]
+        if at < current:
+            where, args = "resource=?", [resource]
+            if namespace is not None:
+                where += " AND namespace=?"
+                args.append(namespace)
+            before: dict[tuple[str, str], bytes | None] = {}
+            for ns, name, kind, old in self._db.execute(
+                f"SELECT namespace, name, type, old_body FROM changes WHERE rv>? AND {where} ORDER BY rv", [at, *args]
+            ):
+                before.setdefault((ns, name), None if kind == "ADDED" or old is None else _bytes(old))
+            rows = [r for r in rows if (r[0], r[1]) not in before]
+            rows += [(ns, name, old) for (ns, name), old in before.items() if old is not None]
+            rows.sort(key=lambda r: (r[0], r[1]))
+        if start is not None:
+            rows = rows[bisect.bisect_left(rows, start, key=lambda r: (r[0], r[1])) :]
+        return rows, at
+
+    def all_objects(self) -> Iterator[tuple[str, Obj]]:
+        snapshot = [(r, b) for r, spaces in self._objects.items() for names in spaces.values() for b in names.values()]
+        yield from zip((r for r, _ in snapshot), codec.loads_many(b for _, b in snapshot), strict=True)
+
+    def put(self, resource: str, namespace: str, name: str, obj: Obj, *, created: bool) -> Obj:
+        """Write ``obj`` under the next revision; the caller has decided it is a real change."""
+        old = None if created else self._raw(resource, namespace, name)
+        return self._write(resource, namespace, name, obj, "ADDED" if created else "MODIFIED", old)
+
+    def remove(self, resource: str, namespace: str, name: str) -> Obj | None:
+        old = self._raw(resource, namespace, name)
+        if old is None:
+            return None
+        return self._write(resource, namespace, name, codec.loads(old), "DELETED", old)
+
+    def changes_since(self, revision: int, resource: str) -> builtins.list[Change]:
+        if revision < self._compacted:
+            raise Expired(revision, self._compacted)
+        rows = self._db.execute(
+            "SELECT rv, type, resource, namespace, name, body, old_body FROM changes "
+            "WHERE resource=? AND rv>? ORDER BY rv",
+            (resource, revision),
+        ).fetchall()
+        return [
+            Change(
+                r[0],
+                r[1],
+                r[2],
+                r[3],
+                r[4],
+                codec.loads(r[5]),
+                codec.loads(r[6]) if r[6] else None,
+                _bytes(r[5]),
+            )
+            for r in rows
+        ]
+
+    def compact(self, keep: int | None = None) -> None:
+        """Drop the change log up to ``keep`` (default ``RETAINED_CHANGES``) changes before now."""
+        floor = self._revision - (RETAINED_CHANGES if keep is None else keep)
+        if floor <= self._compacted:
+            return
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            self._db.execute("DELETE FROM changes WHERE rv<=?", (floor,))
+            self._db.execute("UPDATE meta SET value=? WHERE key='compacted'", (floor,))
+            # With every change compacted away the log no longer tells the revision; meta does.
+            self._db.execute("UPDATE meta SET value=? WHERE key='revision'", (self._revision,))
+            self._db.execute("COMMIT")
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        self._compacted = floor
+
+    def _raw(self, resource: str, namespace: str, name: str) -> bytes | None:
+        return self._objects.get(resource, {}).get(namespace, {}).get(name)
+
+    def _write(self, resource: str, namespace: str, name: str, obj: Obj, kind: str, old: bytes | None) -> Obj:
+        rv = self._revision + 1
+        obj = {k: v for k, v in obj.items() if k not in codec.TYPE_KEYS}
+        obj["metadata"] = {**obj.get("metadata", {}), "resourceVersion": str(rv)}
+        body = codec.dumps(obj)
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            if kind == "DELETED":
+                self._db.execute(
+                    "DELETE FROM objects WHERE resource=? AND namespace=? AND name=?",
+                    (resource, namespace, name),
+                )
+            else:
+                self._db.execute(
+                    "INSERT OR REPLACE INTO objects VALUES (?,?,?,?,?)", (resource, namespace, name, rv, body)
+                )
+            self._db.execute(
+                "INSERT INTO changes VALUES (?,?,?,?,?,?,?)", (rv, resource, namespace, name, kind, body, old)
+            )
+            self._db.execute("COMMIT")
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        self._revision = rv
+        if kind == "DELETED":
+            spaces = self._objects.get(resource, {})
+            names = spaces.get(namespace, {})
+            names.pop(name, None)
+            if not names:
+                spaces.pop(namespace, None)
+        else:
+            self._objects.setdefault(resource, {}).setdefault(namespace, {})[name] = body
+        change = Change(rv, kind, resource, namespace, name, obj, codec.loads(old) if old is not None else None, body)
+        for listener in self._listeners:
+            listener(change)
+        if rv - self._compacted > RETAINED_CHANGES + COMPACT_EVERY:
+            self.compact()
+        self._unchecked += 1
+        if self._unchecked % CHECKPOINT_WRITES == 0:
+            if self._checkpointer is None:
+                self._checkpointer = _Checkpointer(self._path)
+                self._checkpointer.start()
+            self._checkpointer.wake.set()
+        if self._unchecked >= WAL_RESET_WRITES and self._checkpointer is not None:
+            if self._asked is None:
+                self._asked = self._checkpointer.started
+                self._checkpointer.wake.set()
+            elif self._checkpointer.rounds > self._asked and self._finish_checkpoint():
+                self._unchecked, self._asked = 0, None
+        return obj
+
+    def _finish_checkpoint(self) -> bool:
+        """Backfill what the background checkpoint left (no writer runs meanwhile: we are it)."""
+        try:
+            busy, frames, done = self._db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+        except sqlite3.OperationalError:  # the background checkpoint holds the lock; next time
+            return False
+        return bool(busy == 0 and frames == done)
+
+    def _upgrade(self) -> None:
+        """Format 1 to 2: rebuild objects without rowid and with version-free bodies; drop the index."""
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            rows = self._db.execute("SELECT resource, namespace, name, rv, body FROM objects").fetchall()
+            self._db.execute("DROP TABLE objects")
+            self._db.execute("DROP INDEX IF EXISTS changes_by_resource")
+            self._db.execute(_OBJECTS)
+            for resource, namespace, name, rv, body in rows:
+                obj = codec.loads(body)
+                if isinstance(obj, dict):
+                    body = codec.dumps({k: v for k, v in obj.items() if k not in codec.TYPE_KEYS})
+                self._db.execute("INSERT INTO objects VALUES (?,?,?,?,?)", (resource, namespace, name, rv, body))
+            self._db.execute("UPDATE meta SET value=? WHERE key='format'", (_FORMAT,))
+            self._db.execute("COMMIT")
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+
+
+class _Checkpointer(threading.Thread):
+    """Copies the WAL into the database file in the background (PASSIVE: never blocks a writer)."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(name="store-checkpointer", daemon=True)
+        self._path = path
+        self.wake = threading.Event()
+        self.started = 0  # checkpoints begun so far
+        self.rounds = 0  # checkpoints done so far
+        self._stopping = False
+
+    def run(self) -> None:
+        db = sqlite3.connect(self._path, isolation_level=None)
+        try:
+            while not self._stopping:
+                self.wake.wait(CHECKPOINT_SECONDS)
+                self.wake.clear()
+                self.started += 1
+                try:
+                    db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+                except sqlite3.Error as exc:
+                    log.warning("store checkpoint failed (retrying): %s", exc)
+                self.rounds += 1
+        finally:
+            db.close()
+
+    def stop(self) -> None:
+        self._stopping = True
+        self.wake.set()
+        self.join()

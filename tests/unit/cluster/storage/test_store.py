@@ -1,0 +1,199 @@
+"""The SQLite store on a real database file: one global revision, one change per write, reopening.
+
+The store keeps the revision and the current bodies in memory and writes SQLite through; these
+tests check that what is in memory and what is on disk tell the same story, including after the
+store is closed and opened again, and after an older store format is upgraded in place.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from trainyard.cluster.storage import store as store_module
+from trainyard.cluster.storage.store import Change, Expired, Store
+
+CM = "core/configmaps"
+
+
+def cm(name: str, value: str = "1", **labels: str) -> dict[str, object]:
+    return {"metadata": {"name": name, "namespace": "ns", "labels": labels}, "data": {"v": value}}
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Path:
+    return tmp_path / "store.db"
+
+
+def test_every_write_gets_the_next_revision_and_exactly_one_change_with_it(db: Path) -> None:
+    store = Store(db)
+    seen: list[Change] = []
+    store.subscribe(seen.append)
+    first = store.put(CM, "ns", "a", cm("a"), created=True)
+    second = store.put(CM, "ns", "a", cm("a", "2"), created=False)
+    removed = store.remove(CM, "ns", "a")
+    assert [c.rv for c in seen] == [1, 2, 3] == [store.revision - 2, store.revision - 1, store.revision]
+    assert [c.type for c in seen] == ["ADDED", "MODIFIED", "DELETED"]
+    returned = [first, second, removed]
+    assert [c.obj["metadata"]["resourceVersion"] for c in seen] == [
+        o["metadata"]["resourceVersion"] for o in returned if o is not None
+    ]
+    old = seen[1].old
+    assert old is not None and old["data"] == {"v": "1"} and old["metadata"]["resourceVersion"] == "1"
+    # The encoded body that watchers are sent is the stored object, byte for byte.
+    assert [json.loads(c.body) for c in seen] == [c.obj for c in seen]
+    assert store.get(CM, "ns", "a") is None
+    store.close()
+
+
+def test_bodies_are_stored_version_free_and_each_reader_gets_its_own_copy(db: Path) -> None:
+    store = Store(db)
+    store.put(CM, "ns", "a", {"apiVersion": "v1", "kind": "ConfigMap", **cm("a")}, created=True)
+    got = store.get(CM, "ns", "a")
+    assert got is not None and "apiVersion" not in got and "kind" not in got
+    got["data"]["v"] = "changed by a caller"
+    assert store.get(CM, "ns", "a")["data"]["v"] == "1"  # type: ignore[index]
+    listed, _ = store.list(CM, "ns")
+    listed[0]["metadata"]["name"] = "x"
+    assert store.list(CM, "ns")[0][0]["metadata"]["name"] == "a"
+    store.close()
+
+
+def test_revision_objects_and_history_survive_reopening(db: Path) -> None:
+    store = Store(db)
+    for i in range(5):
+        store.put(CM, "ns", f"c{i}", cm(f"c{i}"), created=True)
+    store.put(CM, "ns", "c0", cm("c0", "2"), created=False)
+    store.remove(CM, "ns", "c1")
+    revision, listed = store.revision, store.list(CM, "ns")
+    store.close()
+
+    again = Store(db)
+    assert again.revision == revision == 7
+    assert again.list(CM, "ns") == listed
+    assert [c.rv for c in again.changes_since(0, CM)] == list(range(1, 8))
+    assert again.put(CM, "ns", "c9", cm("c9"), created=True)["metadata"]["resourceVersion"] == "8"
+    again.close()
+
+
+def test_a_list_and_the_changes_after_it_leave_no_gap(db: Path) -> None:
+    store = Store(db)
+    for i in range(3):
+        store.put(CM, "ns", f"c{i}", cm(f"c{i}"), created=True)
+    bodies, at = store.list_raw(CM, "ns")
+    assert [json.loads(b)["metadata"]["name"] for b in bodies] == ["c0", "c1", "c2"]
+    store.put(CM, "ns", "c1", cm("c1", "2"), created=False)
+    store.put(CM, "other", "z", {**cm("z"), "metadata": {"name": "z", "namespace": "other"}}, created=True)
+    store.remove(CM, "ns", "c0")
+    later = store.changes_since(at, CM)
+    assert [(c.rv, c.type, c.namespace, c.name) for c in later] == [
+        (at + 1, "MODIFIED", "ns", "c1"),
+        (at + 2, "ADDED", "other", "z"),
+        (at + 3, "DELETED", "ns", "c0"),
+    ]
+    assert store.changes_since(store.revision, CM) == []
+    store.close()
+
+
+def test_compaction_expires_old_revisions_and_both_survive_reopening(db: Path) -> None:
+    store = Store(db)
+    for i in range(10):
+        store.put(CM, "ns", f"c{i}", cm(f"c{i}"), created=True)
+    store.compact(keep=4)
+    assert store.compacted == 6
+    with pytest.raises(Expired):
+        store.changes_since(5, CM)
+    assert [c.rv for c in store.changes_since(6, CM)] == [7, 8, 9, 10]
+    store.compact(keep=0)  # the log is empty now; the revision must come from elsewhere
+    store.close()
+
+    again = Store(db)
+    assert (again.revision, again.compacted) == (10, 10)
+    assert again.changes_since(10, CM) == []
+    with pytest.raises(Expired):
+        again.changes_since(9, CM)
+    assert again.put(CM, "ns", "n", cm("n"), created=True)["metadata"]["resourceVersion"] == "11"
+    again.close()
+
+
+def test_the_store_compacts_itself_beyond_the_retained_history(db: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(store_module, "RETAINED_CHANGES", 20)
+    monkeypatch.setattr(store_module, "COMPACT_EVERY", 5)
+    store = Store(db)
+    for i in range(40):
+        store.put(CM, "ns", "c", cm("c", str(i)), created=i == 0)
+    assert 0 < store.compacted <= store.revision - 20
+    kept = [c.rv for c in store.changes_since(store.compacted, CM)]
+    assert kept == list(range(store.compacted + 1, store.revision + 1))
+    store.close()
+
+
+def test_past_snapshots_are_rebuilt_from_the_change_log(db: Path) -> None:
+    store = Store(db)
+    store.put(CM, "ns", "a", cm("a"), created=True)
+    store.put(CM, "ns", "b", cm("b"), created=True)
+    rows_then, at = store.snapshot(CM, "ns")
+    store.put(CM, "ns", "a", cm("a", "2"), created=False)
+    store.remove(CM, "ns", "b")
+    store.put(CM, "ns", "c", cm("c"), created=True)
+    rows, read_at = store.snapshot(CM, "ns", revision=at)
+    assert read_at == at
+    assert [(ns, name, json.loads(body)) for ns, name, body in rows] == [
+        (ns, name, json.loads(body)) for ns, name, body in rows_then
+    ]
+    assert [name for _, name, _ in store.snapshot(CM, "ns", start=("ns", "b"))[0]] == ["c"]
+    with pytest.raises(ValueError):
+        store.snapshot(CM, "ns", revision=store.revision + 1)
+    store.close()
+
+
+def test_the_wal_starts_over_under_a_steady_stream_of_writes(db: Path) -> None:
+    # Checkpoints run beside the writer; unless the writer lets one finish now and then, the WAL
+    # never restarts and grows with every write.
+    store = Store(db)
+    wal = db.with_name(db.name + "-wal")
+    for i in range(200):
+        store.put(CM, "ns", f"c{i}", cm(f"c{i}"), created=True)
+    frames_per_write = (wal.stat().st_size - 32) / (4096 + 24) / 200
+    total = 3 * store_module.WAL_RESET_WRITES
+    for i in range(200, total):
+        store.put(CM, "ns", f"c{i % 300}", cm(f"c{i % 300}", str(i)), created=i < 300)
+    frames_now = (wal.stat().st_size - 32) / (4096 + 24)
+    assert frames_now < frames_per_write * 1.5 * store_module.WAL_RESET_WRITES < frames_per_write * total
+    store.close()
+
+
+def test_a_format_1_store_is_upgraded_in_place(db: Path) -> None:
+    # The layout before format 2: bodies carried apiVersion/kind, objects had a rowid and changes an index.
+    old = sqlite3.connect(db)
+    old.executescript(
+        """
+        CREATE TABLE meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);
+        CREATE TABLE objects (
+            resource TEXT NOT NULL, namespace TEXT NOT NULL, name TEXT NOT NULL,
+            rv INTEGER NOT NULL, body TEXT NOT NULL, PRIMARY KEY (resource, namespace, name));
+        CREATE TABLE changes (
+            rv INTEGER PRIMARY KEY, resource TEXT NOT NULL, namespace TEXT NOT NULL, name TEXT NOT NULL,
+            type TEXT NOT NULL, body TEXT NOT NULL, old_body TEXT);
+        CREATE INDEX changes_by_resource ON changes (resource, rv);
+        INSERT INTO meta VALUES ('revision', 2), ('compacted', 0);
+        """
+    )
+    typed = {"apiVersion": "v1", "kind": "ConfigMap", **cm("a"), "metadata": {"name": "a", "resourceVersion": "2"}}
+    body = json.dumps(typed)
+    old.execute("INSERT INTO objects VALUES (?,?,?,?,?)", (CM, "ns", "a", 2, body))
+    old.execute("INSERT INTO changes VALUES (2, ?, 'ns', 'a', 'ADDED', ?, NULL)", (CM, body))
+    old.commit()
+    old.close()
+
+    store = Store(db)
+    assert store.revision == 2
+    got = store.get(CM, "ns", "a")
+    assert got == {"metadata": {"name": "a", "resourceVersion": "2"}, "data": {"v": "1"}}
+    schema = dict(store._db.execute("SELECT name, sql FROM sqlite_master WHERE type IN ('table', 'index')").fetchall())
+    assert "WITHOUT ROWID" in schema["objects"] and "changes_by_resource" not in schema
+    store.close()
+    assert Store(db).get(CM, "ns", "a") == got
