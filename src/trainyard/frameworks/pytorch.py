@@ -8,7 +8,8 @@ from trainyard.api.common import ConditionType, TrainingJob
 from trainyard.api.core import Container, EnvVar, RestartPolicy
 from trainyard.api.kinds import PYTORCHJOB, KindInfo
 from trainyard.api.pytorch import PyTorchJob
-from trainyard.frameworks.base import RendezvousHost, ReplicaCounts, Verdict
+from trainyard.frameworks import pytorch_elastic
+from trainyard.frameworks.base import Child, OwnedKind, RendezvousHost, ReplicaCounts, Verdict
 from trainyard.frameworks.network import Network, NetworkMode, wait_container
 
 C10D_PORT = 29400
@@ -59,6 +60,11 @@ def declared_port(job: TrainingJob, replica_type: str, info: KindInfo) -> int:
 
 class PyTorch:
     info: KindInfo = PYTORCHJOB
+    owned: tuple[OwnedKind, ...] = (pytorch_elastic.HPA,)
+
+    def children(self, job: TrainingJob) -> Sequence[Child]:
+        assert isinstance(job, PyTorchJob)
+        return pytorch_elastic.children(job, self.info)
 
     def is_master_role(self, job: TrainingJob, replica_type: str, index: int) -> bool:
         if "Master" in job.replica_specs:
