@@ -78,9 +78,7 @@ def owned_kind(settings: ControllerSettings) -> OwnedKind | None:
     return OwnedKind(kind.api_version, "PodGroup", "podgroups", purpose="gang scheduling: one PodGroup per job")
 
 
-def schedule(
-    observed: Observed, job: TrainingJob, plugin: Framework, settings: ControllerSettings, plan: Plan
-) -> Plan:
+def schedule(observed: Observed, job: TrainingJob, plugin: Framework, settings: ControllerSettings, plan: Plan) -> Plan:
     """``plan`` (the rest of the pass) amended for gang scheduling; unchanged when it is off.
 
     ``job`` is the defaulted one. Only for jobs this operator manages and that are not being
