@@ -13,6 +13,7 @@ about the job: it observes and it acts.
 from __future__ import annotations
 
 import asyncio
+import importlib
 import json
 import logging
 import time
@@ -21,8 +22,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from lightkube import AsyncClient
-from lightkube.core.exceptions import ApiError, LoadResourceError
-from lightkube.core.resource_registry import resource_registry
+from lightkube.core.exceptions import ApiError
 from lightkube.generic_resource import create_namespaced_resource
 from lightkube.resources.scheduling_v1 import PriorityClass
 from lightkube.types import PatchType
@@ -55,12 +55,19 @@ so no list), get by name, create, replace and delete (``deploy/``'s RBAC grants 
 
 
 def resource(kind: OwnedKind) -> Any:
-    """The lightkube resource class of a kind: lightkube's own for Kubernetes' groups, else generic."""
-    try:
-        return resource_registry.load(kind.api_version, kind.kind)
-    except LoadResourceError:
-        group, _, version = kind.api_version.rpartition("/")
-        return create_namespaced_resource(group, version, kind.kind, kind.plural)
+    """The lightkube resource class of a kind: lightkube's own for Kubernetes' groups, else generic.
+
+    Looked up in ``lightkube.resources`` by module name rather than through lightkube's registry,
+    where another part of the process (the embedded scheduler) may have put a generic ``Pod``.
+    """
+    group, _, version = kind.api_version.rpartition("/")
+    if group.endswith(".k8s.io") or "." not in group:
+        module = f"{group.removesuffix('.k8s.io').replace('.', '_') or 'core'}_{version}"
+        try:
+            return getattr(importlib.import_module(f"lightkube.resources.{module}"), kind.kind)
+        except (ImportError, AttributeError):
+            pass
+    return create_namespaced_resource(group, version, kind.kind, kind.plural)
 
 
 class OwnedIndex:
