@@ -17,8 +17,13 @@ from trainyard.api.core import (
     ServiceSpec,
 )
 from trainyard.api.meta import ObjectMeta, OwnerReference, TypedObject
-from trainyard.frameworks.base import Framework
+from trainyard.frameworks.base import Framework, OwnedKind
 from trainyard.frameworks.network import RENDEZVOUS_PORT_KEY, Network, NetworkMode, port_key, replica_name
+
+POD = OwnedKind("v1", "Pod", "pods")
+SERVICE = OwnedKind("v1", "Service", "services")
+REPLICA_KINDS = (POD, SERVICE)
+"""The kinds of a job's replicas: read by the job's labels, created per replica index."""
 
 
 def owner_reference(job: TrainingJob) -> OwnerReference:

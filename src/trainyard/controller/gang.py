@@ -7,11 +7,12 @@ that scheduler. ``schedule`` runs after the rest of the pass and amends its plan
 
 * a finished or suspended job has its PodGroup deleted (upstream also on backoff/deadline
   failure, which finishes the job in that same pass);
-* otherwise the PodGroup is created, or replaced when its spec differs from the one the job
-  asks for: ``minMember`` (``minAvailable``, else every replica), ``minResources`` (given, else
-  what the first ``minMember`` pods request, replica types taken by their PriorityClass value,
-  highest first), and per flavour ``queue`` + ``priorityClassName`` (Volcano; a queue the group
-  already has is kept) or ``scheduleTimeoutSeconds`` (scheduler-plugins);
+* otherwise the PodGroup is created, or replaced when its spec differs (as ``owned.diff``
+  compares: quantities by value) from the one the job asks for: ``minMember`` (``minAvailable``,
+  else every replica), ``minResources`` (given, else what the first ``minMember`` pods request,
+  replica types taken by their PriorityClass value, highest first), and per flavour ``queue`` +
+  ``priorityClassName`` (Volcano; a queue the group already has is kept) or
+  ``scheduleTimeoutSeconds`` (scheduler-plugins);
 * pods to create get the scheduler's name (unless their template names one, which earns the
   ``SetPodTemplateSchedulerName`` warning) and the group's label (scheduler-plugins) or
   annotations (Volcano);
@@ -33,8 +34,7 @@ from typing import Any
 from trainyard.api import conditions, labels
 from trainyard.api import quantity as quantities
 from trainyard.api.common import SchedulingPolicy, TrainingJob
-from trainyard.api.core import Pod, Service
-from trainyard.api.defaults import apply_defaults
+from trainyard.api.core import Pod
 from trainyard.api.meta import ObjectMeta
 from trainyard.api.podgroup import (
     DEFAULT_QUEUE,
@@ -48,10 +48,11 @@ from trainyard.api.podgroup import (
     flavour,
 )
 from trainyard.api.quantity import BINARY_SUFFIXES, SUFFIXES
+from trainyard.controller import owned
 from trainyard.controller.children import is_owned, owner_reference
 from trainyard.controller.observed import ControllerSettings, Observed
-from trainyard.controller.plan import EventType, JobEvent, Plan
-from trainyard.frameworks.base import Framework
+from trainyard.controller.plan import EventType, JobEvent, Plan, Told
+from trainyard.frameworks.base import Framework, OwnedKind
 
 SCHEDULER_NAME_REASON = "SetPodTemplateSchedulerName"
 SCHEDULER_NAME_MESSAGE = "Another scheduler is specified when gang-scheduling is enabled and it will not be overwritten"
@@ -69,39 +70,51 @@ def needs_priority_classes(job: TrainingJob, settings: ControllerSettings) -> bo
     return any(_template_priority_class(spec.template.spec.model_extra) for spec in job.replica_specs.values())
 
 
-def schedule(observed: Observed, plugin: Framework, settings: ControllerSettings, plan: Plan) -> Plan:
+def owned_kind(settings: ControllerSettings) -> OwnedKind | None:
+    """The PodGroup kind jobs own with gang scheduling on (the operator watches it); None when off."""
+    if not enabled(settings):
+        return None
+    kind = flavour(settings.gang_scheduler_name)
+    return OwnedKind(kind.api_version, "PodGroup", "podgroups", purpose="gang scheduling: one PodGroup per job")
+
+
+def schedule(observed: Observed, job: TrainingJob, plugin: Framework, settings: ControllerSettings, plan: Plan) -> Plan:
     """``plan`` (the rest of the pass) amended for gang scheduling; unchanged when it is off.
 
-    Only for jobs this operator manages and that are not being deleted (``reconcile`` sees to it).
+    ``job`` is the defaulted one. Only for jobs this operator manages and that are not being
+    deleted (``reconcile`` sees to it).
     """
-    raw = observed.job
-    if not enabled(settings):
+    owned_as = owned_kind(settings)
+    if owned_as is None:
         return plan
-    job = apply_defaults(raw, plugin.info)
     kind = flavour(settings.gang_scheduler_name)
-    group = observed.pod_group
+    groups = [PodGroup.model_validate(g.to_dict()) for g in observed.of_kind(owned_as)]
+    status = plan.status or observed.job.status
+    if conditions.is_finished(status) or job.run_policy.suspend:
+        return owned.diff(job, (), groups, told=_deletion).amend(plan)
+
+    group = next((g for g in groups if g.name == job.name), None)
     # A group left by an older job of the same name is not ours: the garbage collector removes it.
     ours = group if group is not None and is_owned(group, job) and group.metadata.deletion_timestamp is None else None
-    status = plan.status or raw.status
-    if conditions.is_finished(status) or job.run_policy.suspend:
-        return dataclasses.replace(plan, delete_pod_group=ours.name) if ours is not None else plan
-
-    wanted = pod_group(job, plugin, kind, ours, observed.priority_classes)
-    write = None if group is not None and (ours is None or same_spec(ours.spec, wanted.spec)) else wanted
+    plan = owned.diff(job, (pod_group(job, plugin, kind, ours, observed.priority_classes),), groups).amend(plan)
     if ours is None or (kind.volcano and (ours.status.phase or "") in _WAITING_PHASES):
-        creates: tuple[Pod | Service, ...] = ()
         if kind.volcano:
             # Upstream's way to be called again; here the PodGroup watch does that, so the stamp
             # is informative (second precision, so a wait writes it at most once a second).
             status = status.model_copy(update={"last_reconcile_time": observed.now.replace(microsecond=0)})
-        return dataclasses.replace(
-            plan, pod_group=write, create=creates, status=None if status == raw.status else status
-        )
+        return dataclasses.replace(plan, create=(), status=None if status == observed.job.status else status)
     creates = tuple(decorate(o, job, kind) if isinstance(o, Pod) else o for o in plan.create)
     events = plan.events
     if any(isinstance(o, Pod) for o in creates) and other_scheduler(job, kind):
         events = (*events, JobEvent(EventType.WARNING, SCHEDULER_NAME_REASON, SCHEDULER_NAME_MESSAGE))
-    return dataclasses.replace(plan, pod_group=write, create=creates, events=events)
+    return dataclasses.replace(plan, create=creates, events=events)
+
+
+def _deletion(name: str) -> Told:
+    """Upstream's words for a finished or suspended job's group, once it is deleted (or not)."""
+    terminated = JobEvent(EventType.NORMAL, "JobTerminated", "Job has been terminated. Deleting PodGroup")
+    deleted = JobEvent(EventType.NORMAL, "SuccessfulDeletePodGroup", f"Deleted PodGroup: {name}")
+    return Told(done=(terminated, deleted), failed="FailedDeletePodGroup")
 
 
 # -- the PodGroup ------------------------------------------------------------------------------------
@@ -114,7 +127,7 @@ def pod_group(
     existing: PodGroup | None,
     priority_classes: Mapping[str, int],
 ) -> PodGroup:
-    """The PodGroup ``job`` (defaulted) asks for; ``existing`` keeps its metadata, status and queue."""
+    """The PodGroup ``job`` (defaulted) asks for; a Volcano queue ``existing`` already has is kept."""
     policy = _policy(job)
     members = min_member(job)
     given = policy.min_resources
@@ -126,8 +139,6 @@ def pod_group(
         spec.priority_class_name = policy.priority_class or None
     else:
         spec.schedule_timeout_seconds = policy.schedule_timeout_seconds
-    if existing is not None:
-        return existing.model_copy(update={"spec": spec})
     return PodGroup(
         api_version=kind.api_version,
         kind="PodGroup",
@@ -178,11 +189,6 @@ def min_resources(
     return {name: _format(value, binary) for name, (value, binary) in sorted(total.items())}
 
 
-def same_spec(have: PodGroupSpec, want: PodGroupSpec) -> bool:
-    """Equal as the scheduler reads them: quantities by value (``1`` = ``"1000m"``), empty = absent."""
-    return _normal(have) == _normal(want)
-
-
 # -- pods --------------------------------------------------------------------------------------------
 
 
@@ -226,11 +232,6 @@ def _parse(text: object) -> tuple[Decimal, bool]:
     return value, suffix in BINARY_SUFFIXES
 
 
-def quantity_value(text: object) -> Decimal:
-    """A quantity's value (``"1500m"`` → 1.5); ValueError if malformed."""
-    return _parse(text)[0]
-
-
 def _add(total: dict[str, tuple[Decimal, bool]], resources: Mapping[str, object]) -> None:
     for name, quantity in resources.items():
         try:
@@ -255,17 +256,3 @@ def _format(value: Decimal, binary: bool) -> str:
     if milli == milli.to_integral_value():
         return f"{int(milli)}m"
     return f"{math.ceil(value * 10**9)}n"
-
-
-def _normal(spec: PodGroupSpec) -> dict[str, Any]:
-    body = spec.to_dict()
-    resources = body.pop("minResources", None) or {}
-    normal: dict[str, Any] = {}
-    for name, quantity in resources.items():
-        try:
-            normal[name] = _parse(quantity)[0]
-        except ValueError:
-            normal[name] = quantity
-    if normal:
-        body["minResources"] = normal
-    return body

@@ -66,9 +66,7 @@ def fail_past_deadline(
         status, ConditionType.FAILED, reason=f"{plugin.info.kind}Failed", message=message, now=now
     )
     stopped = {rtype: rs.model_copy(update={"active": 0}) for rtype, rs in status.replica_statuses.items()}
-    status = status.model_copy(
-        update={"completion_time": status.completion_time or now, "replica_statuses": stopped}
-    )
+    status = status.model_copy(update={"completion_time": status.completion_time or now, "replica_statuses": stopped})
     return status, cleanup(job, pods, services, stop_active=True)
 
 
@@ -160,7 +158,7 @@ def finish_pass(plan: Plan, job: TrainingJob, plugin: Framework, now: datetime) 
     events = (*plan.events, *restart_policy_warnings(job, plugin, plan.create))
     waits = [w for w in (plan.requeue_after, _until(deadline_if_running(job, after), now)) if w is not None]
     waits += [w for w in (_until(ttl_expiry(job, after), now),) if w is not None]
-    # replace, not a new Plan: fields other modules add (the PodGroup's) pass through.
+    # replace, not a new Plan: fields other modules add (owned children) pass through.
     return dataclasses.replace(
         plan,
         status=after if after != before else None,

@@ -6,10 +6,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from trainyard.api.autoscaling import HorizontalPodAutoscaler
 from trainyard.api.common import TrainingJob
 from trainyard.api.core import Pod, Service
-from trainyard.api.podgroup import PodGroup
+from trainyard.api.meta import TypedObject
+from trainyard.frameworks.base import OwnedKind
 from trainyard.frameworks.network import NetworkMode, WaitForMaster
 
 
@@ -32,9 +32,12 @@ class Observed:
     pods: tuple[Pod, ...]
     services: tuple[Service, ...]
     now: datetime
-    pod_group: PodGroup | None = None
-    """The PodGroup named after the job, when gang scheduling is on and it exists."""
+    owned: tuple[TypedObject, ...] = ()
+    """Children of the owned kinds (the gang's PodGroup, the plugin's) whose controller owner is a
+    job of this name, as read; ``of_kind`` picks one kind's. Some may be an older job's."""
     priority_classes: Mapping[str, int] = field(default_factory=dict)
     """PriorityClass values by name, read only when a PodGroup's minResources must be computed."""
-    hpa: HorizontalPodAutoscaler | None = None
-    """The HorizontalPodAutoscaler named after the job (PyTorchJob), when it exists and was read."""
+
+    def of_kind(self, *kinds: OwnedKind) -> tuple[TypedObject, ...]:
+        wanted = {(k.group, k.kind) for k in kinds}
+        return tuple(o for o in self.owned if ((o.api_version or "").rpartition("/")[0], o.kind) in wanted)

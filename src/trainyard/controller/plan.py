@@ -1,32 +1,26 @@
 """What one reconcile pass decided, as a value the operator applies (and tests inspect).
 
-Order of application is fixed by the operator: allocate ports, deletes, creates, then the one
-status write, then events (a plan that deletes the job does only that, then its events). Events
-about creates and deletes are not in the plan: only the applier knows whether a create succeeded
-or found the object already there.
+Order of application is fixed by the operator: allocate ports, owned children written
+(``apply``), deletes, creates, then the one status write, then events (a plan that deletes the
+job does only that, then its events). Events about creates and deletes are not in the plan: only
+the applier knows whether a create succeeded or found the object already there. What a delete is
+told as, once it happened, is part of its ``ChildRef``.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 from enum import StrEnum
 
-from trainyard.api.autoscaling import HorizontalPodAutoscaler
 from trainyard.api.common import JobStatus
 from trainyard.api.core import Pod, Service
-from trainyard.api.podgroup import PodGroup
+from trainyard.api.meta import TypedObject
 
 
 class EventType(StrEnum):
     NORMAL = "Normal"
     WARNING = "Warning"
-
-
-@dataclass(frozen=True)
-class ChildRef:
-    kind: str  # "Pod" or "Service"
-    name: str
 
 
 @dataclass(frozen=True)
@@ -39,11 +33,47 @@ class JobEvent:
 
 
 @dataclass(frozen=True)
+class Told:
+    """What users are told about deleting one child: ``done`` once the applier deleted it (not when
+    it was already gone), a Warning ``failed`` (``Error deleting: <error>``) when the delete fails."""
+
+    done: tuple[JobEvent, ...] = ()
+    failed: str = ""
+
+
+SILENT = Told()
+
+
+@dataclass(frozen=True)
+class ChildRef:
+    """A child of the job, in the job's namespace, by apiVersion, kind and name."""
+
+    kind: str
+    name: str
+    api_version: str = "v1"
+    told: Told | None = field(default=None, compare=False)
+    """How its deletion is told; None: as upstream's pod and Service controls do. Not part of its
+    identity: two references to one object are equal however their deletion is told."""
+
+    def deletion(self) -> Told:
+        if self.told is not None:
+            return self.told
+        done = JobEvent(EventType.NORMAL, f"SuccessfulDelete{self.kind}", f"Deleted {self.kind.lower()}: {self.name}")
+        return Told((done,))
+
+
+@dataclass(frozen=True)
 class Plan:
     allocate_ports: tuple[str, ...] = ()
     """Host network mode: port keys the operator must allocate and record before pods exist."""
+    apply: tuple[TypedObject, ...] = ()
+    """Owned children other than the replicas (the gang's PodGroup, a plugin's HPA, ...): created
+    when they carry no resourceVersion, else replaced as read (a newer version is a conflict, and
+    a retry). Written before anything is deleted or created."""
     delete: tuple[ChildRef, ...] = ()
+    """Children to delete, of any kind."""
     create: tuple[Pod | Service, ...] = ()
+    """The replicas' pods and Services (and the rendezvous host's) to create."""
     status: JobStatus | None = None
     """The new status, only when it differs from the observed one."""
     events: tuple[JobEvent, ...] = ()
@@ -51,16 +81,6 @@ class Plan:
     """Run the pass again after this long even if nothing changes (deadlines, TTL)."""
     delete_job: bool = False
     """Delete the job itself (TTL after finish); the plan then holds nothing else but its events."""
-    pod_group: PodGroup | None = None
-    """Gang scheduling: the PodGroup to create (no resourceVersion) or to replace (with the observed
-    one's), applied before any pod is created."""
-    delete_pod_group: str | None = None
-    """Gang scheduling: the name of the job's PodGroup to delete (job finished or suspended)."""
-    hpa: HorizontalPodAutoscaler | None = None
-    """Elastic PyTorchJob: the HPA to create (no resourceVersion) or to replace (with the observed
-    one's)."""
-    delete_hpa: str | None = None
-    """Elastic PyTorchJob: the name of the job's HPA to delete (suspended, or no longer asked for)."""
 
     @property
     def empty(self) -> bool:

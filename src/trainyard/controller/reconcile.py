@@ -1,14 +1,15 @@
 """The reconciler: a pure function from what is observed to what should be done.
 
-``reconcile(observed, plugin, settings) -> Plan`` reads the job, the pods and Services it owns
-and the clock, and returns a ``Plan``. It never branches on what event woke it (level-triggered)
+``reconcile(observed, plugin, settings) -> Plan`` reads the job, the children it owns and the
+clock, and returns a ``Plan``. It never branches on what event woke it (level-triggered)
 and never performs I/O, so every decision is tested with plain values.
 
 One pass, in order (the order lives here and only here):
 
 1. a job being deleted, or managed by another controller (``managedBy``), gets nothing: the
    garbage collector removes its children;
-2. defaults are applied in memory (never written back, as upstream);
+2. defaults are applied in memory, once (never written back, as upstream), and the defaulted
+   job is handed to every step below;
 3. Created is recorded and ``startTime`` set on the first pass;
 4. a finished job only has its pods cleaned up by ``cleanPodPolicy`` (and its Services removed);
    a suspended one has every pod and Service deleted; a resumed one restarts its clock;
@@ -22,7 +23,8 @@ One pass, in order (the order lives here and only here):
    missing pods and Services are created, surplus ones (scale-down) deleted;
 9. the status is returned only if it changed, with events for new conditions;
 10. with gang scheduling on, the plan is amended for the job's PodGroup (``gang.schedule``);
-10a. a PyTorchJob's HorizontalPodAutoscaler is created, replaced or deleted (``elastic.autoscale``);
+10a. the children the plugin wants beside the replicas (a PyTorchJob's HorizontalPodAutoscaler)
+    are created, replaced or deleted (``owned.plugin_children``);
 10b. the job's rendezvous host (not a replica: left out of every step above) is created or deleted
     (``rendezvous.host``);
 11. ``lifecycle.finish_pass``: completionTime, lastReconcileTime, TTL deletion, timed requeues.
@@ -30,100 +32,125 @@ One pass, in order (the order lives here and only here):
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
-from datetime import datetime
+from dataclasses import dataclass
+from datetime import datetime, timedelta
 
 from trainyard.api import conditions
 from trainyard.api.common import ConditionType, JobStatus, TrainingJob
 from trainyard.api.core import Pod, Service
 from trainyard.api.defaults import apply_defaults
-from trainyard.controller import children, elastic, gang, lifecycle, rendezvous, restarts
+from trainyard.controller import children, gang, lifecycle, owned, rendezvous, restarts
 from trainyard.controller.observed import ControllerSettings, Observed
 from trainyard.controller.plan import ChildRef, EventType, JobEvent, Plan
 from trainyard.controller.status import count_replicas, replica_statuses
-from trainyard.frameworks.base import Framework, Verdict
+from trainyard.frameworks.base import Framework, OwnedKind, Verdict
 from trainyard.frameworks.network import Network, NetworkMode
 
 _WARNING_CONDITIONS = (ConditionType.FAILED, ConditionType.RESTARTING, ConditionType.PENDING)
 
 
 def reconcile(observed: Observed, plugin: Framework, settings: ControllerSettings) -> Plan:
-    job = observed.job
-    if job.metadata.deletion_timestamp is not None or not lifecycle.is_managed(job):
-        return Plan()
-    plan = gang.schedule(observed, plugin, settings, _reconcile(observed, plugin, settings))
-    plan = elastic.autoscale(observed, plugin, plan)
-    plan = rendezvous.host(observed, plugin, settings, plan)
-    return lifecycle.finish_pass(plan, job, plugin, observed.now)
-
-
-def _reconcile(observed: Observed, plugin: Framework, settings: ControllerSettings) -> Plan:
     raw = observed.job
+    if raw.metadata.deletion_timestamp is not None or not lifecycle.is_managed(raw):
+        return Plan()
     job = apply_defaults(raw, plugin.info)
-    now = observed.now
-    pods = [p for p in observed.pods if children.is_owned(p, job) and not children.is_rendezvous(p)]
-    services = [s for s in observed.services if children.is_owned(s, job) and not children.is_rendezvous(s)]
+    plan = _replicas(_pass(observed, job, plugin), settings)
+    plan = gang.schedule(observed, job, plugin, settings, plan)
+    plan = owned.plugin_children(observed, job, plugin, plan)
+    plan = rendezvous.host(observed, job, plugin, settings, plan)
+    return lifecycle.finish_pass(plan, raw, plugin, observed.now)
 
+
+def owned_kinds(plugin: Framework, settings: ControllerSettings) -> tuple[OwnedKind, ...]:
+    """Every kind a job may own beside its pods and Services (the gang's PodGroup, the plugin's)."""
+    group = gang.owned_kind(settings)
+    return (*((group,) if group is not None else ()), *plugin.owned)
+
+
+@dataclass(frozen=True)
+class _Pass:
+    """What the steps over a job's replicas read."""
+
+    job: TrainingJob
+    """Defaulted."""
+    plugin: Framework
+    before: JobStatus
+    """The status as stored: a plan carries a status only when it differs."""
+    pods: tuple[Pod, ...]
+    """The replicas' pods (not the rendezvous host's)."""
+    services: tuple[Service, ...]
+    now: datetime
+
+
+def _pass(observed: Observed, job: TrainingJob, plugin: Framework) -> _Pass:
+    def replica(child: Pod | Service) -> bool:
+        return children.is_owned(child, job) and not children.is_rendezvous(child)
+
+    pods = tuple(p for p in observed.pods if replica(p))
+    services = tuple(s for s in observed.services if replica(s))
+    return _Pass(job, plugin, observed.job.status, pods, services, observed.now)
+
+
+def _replicas(p: _Pass, settings: ControllerSettings) -> Plan:
+    """Steps 3 to 9: the replicas' pods and Services, and the status they imply."""
+    started = _start(p)
+    if isinstance(started, Plan):
+        return started
+    network = Network(
+        settings.network_mode, children.allocated_ports(p.job), settings.node_address, settings.wait_for_master
+    )
+    if settings.network_mode is NetworkMode.HOST:
+        missing = tuple(k for k in children.required_port_keys(p.job, p.plugin) if k not in network.host_ports)
+        if missing:
+            return _with_status(Plan(allocate_ports=missing), p.before, started, p.now)
+    return _run(p, started, network, settings.pending_timeout)
+
+
+def _start(p: _Pass) -> JobStatus | Plan:
+    """Steps 3 to 4a: the status a running job starts the pass with, or the plan of one that is not."""
+    job, kind, now = p.job, p.plugin.info.kind, p.now
     status = job.status
     if not status.conditions:
-        status = _set(status, plugin, ConditionType.CREATED, f"{plugin.info.kind} {job.name} is created.", now)
+        status = _set(status, p.plugin, ConditionType.CREATED, f"{kind} {job.name} is created.", now)
     if conditions.is_finished(status):
-        return _finished(raw.status, status, job, pods, services, now)
+        return _finished(p, status)
     if job.run_policy.suspend:
-        return _suspended(raw.status, status, job, plugin, pods, services, now)
+        return _suspended(p, status)
     if conditions.is_true(status, ConditionType.SUSPENDED):
-        resumed = f"{plugin.info.kind} {job.name} is resumed."
         status = conditions.set_condition(
             status,
             ConditionType.SUSPENDED,
-            reason=f"{plugin.info.kind}Resumed",
-            message=resumed,
+            reason=f"{kind}Resumed",
+            message=f"{kind} {job.name} is resumed.",
             now=now,
             value=conditions.FALSE,
         ).model_copy(update={"start_time": now})
     if status.start_time is None:
         status = status.model_copy(update={"start_time": now})
     if lifecycle.past_deadline(job, status, now):
-        status, stopped = lifecycle.fail_past_deadline(job, plugin, status, pods, services, now)
-        return _with_status(Plan(delete=stopped), raw.status, status, now)
+        status, stopped = lifecycle.fail_past_deadline(job, p.plugin, status, p.pods, p.services, now)
+        return _with_status(Plan(delete=stopped), p.before, status, now)
+    return status
 
-    network = Network(
-        settings.network_mode, children.allocated_ports(job), settings.node_address, settings.wait_for_master
-    )
-    if settings.network_mode is NetworkMode.HOST:
-        missing = tuple(k for k in children.required_port_keys(job, plugin) if k not in network.host_ports)
-        if missing:
-            return _with_status(Plan(allocate_ports=missing), raw.status, status, now)
 
-    decision = restarts.decide(job, plugin, pods, status)
-    status = decision.status
+def _run(p: _Pass, status: JobStatus, network: Network, pending_timeout: timedelta | None) -> Plan:
+    """Steps 6 to 9 for a running job: restarts, conditions, Pending, then the missing and surplus children."""
+    job, plugin, now = p.job, p.plugin, p.now
+    decision = restarts.decide(job, plugin, p.pods, status)
     if decision.exceeded:
-        status, doomed = restarts.fail_on_backoff(job, plugin, pods, services, status, now)
-        return _with_status(Plan(delete=doomed, events=decision.events), raw.status, status, now)
-    counts = count_replicas(job, plugin, pods)
-    if decision.permanent:
-        # A non-retryable exit code fails the job outright; the plugin's counts would only
-        # (wrongly) call it Restarting, since the replica's policy is not Never.
-        rtype = children.replica_type_of(decision.permanent[0], plugin)
-        verdicts: list[Verdict] = [Verdict(ConditionType.FAILED, restarts.permanent_message(job, rtype))]
-    else:
-        verdicts = decision.adjust(plugin.verdicts(job, counts))
-    status = _apply_verdicts(status, plugin, verdicts, now)
-    status = status.model_copy(
-        update={
-            "replica_statuses": replica_statuses(
-                job, plugin, counts, finished_ok=conditions.is_true(status, ConditionType.SUCCEEDED)
-            )
-        }
-    )
+        status, doomed = restarts.fail_on_backoff(job, plugin, p.pods, p.services, decision.status, now)
+        return _with_status(Plan(delete=doomed, events=decision.events), p.before, status, now)
+    status = _verdicts(p, decision)
     finished = conditions.is_finished(status)
-    status, recheck = restarts.pending(job, plugin, pods, status, settings.pending_timeout, now, finished=finished)
+    status, recheck = restarts.pending(job, plugin, p.pods, status, pending_timeout, now, finished=finished)
     if finished:
         status = status.model_copy(update={"completion_time": status.completion_time or now})
-        return _with_status(Plan(events=decision.events), raw.status, status, now)
+        return _with_status(Plan(events=decision.events), p.before, status, now)
 
     deletes = [ChildRef("Pod", name) for name in decision.delete]
-    creates, surplus = _sync_children(job, plugin, network, pods, services, skip=set(decision.delete))
+    creates, surplus = _sync_children(job, plugin, network, p.pods, p.services, skip=set(decision.delete))
     if decision.hold_creates:
         creates = [c for c in creates if not isinstance(c, Pod)]
     plan = Plan(
@@ -132,7 +159,24 @@ def _reconcile(observed: Observed, plugin: Framework, settings: ControllerSettin
         events=decision.events,
         requeue_after=recheck,
     )
-    return _with_status(plan, raw.status, status, now)
+    return _with_status(plan, p.before, status, now)
+
+
+def _verdicts(p: _Pass, decision: restarts.RestartDecision) -> JobStatus:
+    """Step 7: the plugin turns replica counts into conditions; ``replicaStatuses`` follow them."""
+    counts = count_replicas(p.job, p.plugin, p.pods)
+    if decision.permanent:
+        # A non-retryable exit code fails the job outright; the plugin's counts would only
+        # (wrongly) call it Restarting, since the replica's policy is not Never.
+        rtype = children.replica_type_of(decision.permanent[0], p.plugin)
+        verdicts: list[Verdict] = [Verdict(ConditionType.FAILED, restarts.permanent_message(p.job, rtype))]
+    else:
+        verdicts = decision.adjust(p.plugin.verdicts(p.job, counts))
+    status = _apply_verdicts(decision.status, p.plugin, verdicts, p.now)
+    succeeded = conditions.is_true(status, ConditionType.SUCCEEDED)
+    return status.model_copy(
+        update={"replica_statuses": replica_statuses(p.job, p.plugin, counts, finished_ok=succeeded)}
+    )
 
 
 def _set(status: JobStatus, plugin: Framework, ctype: ConditionType, message: str, now: datetime) -> JobStatus:
@@ -159,15 +203,7 @@ def _with_status(plan: Plan, before: JobStatus, after: JobStatus, now: datetime)
         for c in after.conditions
         if lifecycle.announced(c) and (c.type, c.status, c.reason) not in old
     )
-    return Plan(
-        allocate_ports=plan.allocate_ports,
-        delete=plan.delete,
-        create=plan.create,
-        status=after,
-        events=(*plan.events, *events),
-        requeue_after=plan.requeue_after,
-        delete_job=plan.delete_job,
-    )
+    return dataclasses.replace(plan, status=after, events=(*plan.events, *events))
 
 
 def _sync_children(
@@ -201,40 +237,25 @@ def _sync_children(
     return creates, surplus
 
 
-def _suspended(
-    before: JobStatus,
-    status: JobStatus,
-    job: TrainingJob,
-    plugin: Framework,
-    pods: Sequence[Pod],
-    services: Sequence[Service],
-    now: datetime,
-) -> Plan:
+def _suspended(p: _Pass, status: JobStatus) -> Plan:
     """Suspend (reference §6.1 step 3): every pod and Service goes, nothing is created."""
-    kind = plugin.info.kind
-    message = f"{kind} {job.name} is suspended."
+    kind, now = p.plugin.info.kind, p.now
+    message = f"{kind} {p.job.name} is suspended."
     if conditions.is_true(status, ConditionType.RUNNING):
         status = conditions.set_condition(
             status, ConditionType.RUNNING, reason=f"{kind}Suspended", message=message, now=now, value=conditions.FALSE
         )
-    status = _set(status, plugin, ConditionType.SUSPENDED, message, now)
+    status = _set(status, p.plugin, ConditionType.SUSPENDED, message, now)
     idle = {rtype: rs.model_copy(update={"active": 0}) for rtype, rs in status.replica_statuses.items()}
     status = status.model_copy(update={"replica_statuses": idle})
-    deletes = [ChildRef("Pod", p.name) for p in pods if p.metadata.deletion_timestamp is None]
-    deletes += [ChildRef("Service", s.name) for s in services]
-    return _with_status(Plan(delete=tuple(deletes)), before, status, now)
+    deletes = [ChildRef("Pod", pod.name) for pod in p.pods if pod.metadata.deletion_timestamp is None]
+    deletes += [ChildRef("Service", s.name) for s in p.services]
+    return _with_status(Plan(delete=tuple(deletes)), p.before, status, now)
 
 
-def _finished(
-    before: JobStatus,
-    status: JobStatus,
-    job: TrainingJob,
-    pods: Sequence[Pod],
-    services: Sequence[Service],
-    now: datetime,
-) -> Plan:
+def _finished(p: _Pass, status: JobStatus) -> Plan:
     """A finished job only cleans up: pods by ``cleanPodPolicy``, every Service."""
-    deletes = lifecycle.cleanup(job, pods, services)
+    deletes = lifecycle.cleanup(p.job, p.pods, p.services)
     # Pods may be cleaned up by now, so the counts are carried over rather than recounted.
     status = status.model_copy(update={"replica_statuses": lifecycle.finished_replica_statuses(status)})
-    return _with_status(Plan(delete=deletes), before, status, now)
+    return _with_status(Plan(delete=deletes), p.before, status, p.now)

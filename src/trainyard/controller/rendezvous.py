@@ -29,7 +29,6 @@ from typing import Any
 from trainyard.api import conditions, labels
 from trainyard.api.common import TrainingJob
 from trainyard.api.core import Container, Pod, PodPhase, Service
-from trainyard.api.defaults import apply_defaults
 from trainyard.api.meta import ObjectMeta
 from trainyard.controller.children import (
     allocated_ports,
@@ -58,12 +57,11 @@ _TEMPLATE_FIELDS = (
 _RESOURCES = {"requests": {"cpu": "50m", "memory": "256Mi"}}
 
 
-def host(observed: Observed, plugin: Framework, settings: ControllerSettings, plan: Plan) -> Plan:
-    """``plan`` (the rest of the pass) amended for the job's rendezvous host.
+def host(observed: Observed, job: TrainingJob, plugin: Framework, settings: ControllerSettings, plan: Plan) -> Plan:
+    """``plan`` (the rest of the pass) amended for the (defaulted) job's rendezvous host.
 
     Only for jobs this operator manages and that are not being deleted (``reconcile`` sees to it).
     """
-    job = apply_defaults(observed.job, plugin.info)
     pods = [p for p in observed.pods if is_owned(p, job) and is_rendezvous(p)]
     services = [s for s in observed.services if is_owned(s, job) and is_rendezvous(s)]
     wanted = plugin.rendezvous_host(job)

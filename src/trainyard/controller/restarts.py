@@ -106,6 +106,59 @@ def whole_job(job: TrainingJob, plugin: Framework) -> bool:
 
 def decide(job: TrainingJob, plugin: Framework, pods: Sequence[Pod], status: JobStatus) -> RestartDecision:
     """Count restarts, mark failed pods for re-creation, report exits; ``job`` is defaulted."""
+    seen = _scan(job, plugin, pods, status)
+    entries = seen.entries
+    whole = whole_job(job, plugin)
+    count, to_mark, exceeded = _count(job, pods, status.restart_count or 0, seen, whole=whole)
+    for pod in to_mark:
+        uid = pod.metadata.uid or ""
+        entries[uid] = entries[uid].model_copy(update={"recreate": True})
+
+    marked = [p for p in pods if (e := entries.get(p.metadata.uid or "")) is not None and e.recreate]
+    just_marked = {p.metadata.uid for p in to_mark}
+    delete = tuple(
+        p.name for p in marked if p.metadata.deletion_timestamp is None and p.metadata.uid not in just_marked
+    )
+    kept = [e for e in entries.values() if e.restarts or e.exits or e.recreate]
+    updates: dict[str, object] = {}
+    if count != (status.restart_count or 0):
+        updates["restart_count"] = count
+    if kept or status.pod_ledger is not None:
+        updates["pod_ledger"] = kept
+    events = list(seen.events)
+    restarting = None
+    if whole and marked and not exceeded:
+        failed = list({p.metadata.uid: p for p in [*seen.fresh_failures, *seen.restarted]}.values())
+        restarting = _whole_job_verdict(job, plugin, failed)
+        if to_mark:
+            events.append(_gang_restart_event(job, plugin, failed, count))
+    return RestartDecision(
+        status=status.model_copy(update=updates),
+        delete=delete,
+        permanent=seen.permanent,
+        exceeded=exceeded,
+        hold_creates=whole and bool(marked),
+        restarting=restarting,
+        events=tuple(events),
+    )
+
+
+@dataclass(frozen=True)
+class _Seen:
+    """What the pods show since the ledger was last written."""
+
+    entries: dict[str, PodLedgerEntry]
+    """The ledger brought up to date, by pod uid (marks not added yet)."""
+    events: tuple[JobEvent, ...]
+    in_place: int
+    """Container restarts the kubelet performed and nobody counted yet."""
+    fresh_failures: tuple[Pod, ...]
+    """Retryable failures not marked for re-creation yet."""
+    restarted: tuple[Pod, ...]
+    permanent: tuple[Pod, ...]
+
+
+def _scan(job: TrainingJob, plugin: Framework, pods: Sequence[Pod], status: JobStatus) -> _Seen:
     ledger = {e.uid: e for e in status.pod_ledger or []}
     entries: dict[str, PodLedgerEntry] = {}
     events: list[JobEvent] = []
@@ -123,8 +176,7 @@ def decide(job: TrainingJob, plugin: Framework, pods: Sequence[Pod], status: Job
             in_place += restarts - entry.restarts
             restarted.append(pod)
         entry = entry.model_copy(update={"restarts": max(restarts, entry.restarts)})
-        main = pod.container_status(plugin.info.default_container)
-        exits, code = _exits(main)
+        exits, code = _exits(pod.container_status(plugin.info.default_container))
         if exits > entry.exits:
             if code is not None:
                 message = f"Pod: {pod.namespace}.{pod.name} exited with code {code}"
@@ -136,55 +188,30 @@ def decide(job: TrainingJob, plugin: Framework, pods: Sequence[Pod], status: Job
         elif verdict == "retryable" and not entry.recreate:
             fresh_failures.append(pod)
         entries[uid] = entry
+    return _Seen(entries, tuple(events), in_place, tuple(fresh_failures), tuple(restarted), tuple(permanent))
 
-    count = status.restart_count or 0
-    limit = job.run_policy.backoff_limit
-    live = [p for p in pods if p.metadata.uid in entries and p.metadata.deletion_timestamp is None]
-    whole = whole_job(job, plugin)
+
+def _count(
+    job: TrainingJob, pods: Sequence[Pod], count: int, seen: _Seen, *, whole: bool
+) -> tuple[int, list[Pod], bool]:
+    """The restart count, the pods to mark for re-creation, and whether ``backoffLimit`` is exceeded.
+
+    A whole-job restart counts once and marks every live pod; per-pod restarts count each.
+    """
+    live = [p for p in pods if p.metadata.uid in seen.entries and p.metadata.deletion_timestamp is None]
     if whole:
-        triggered = bool(fresh_failures) or in_place > 0
+        triggered = bool(seen.fresh_failures) or seen.in_place > 0
         wanted = count + 1 if triggered else count
-        to_mark = [p for p in live if not entries[p.metadata.uid or ""].recreate] if triggered else []
+        to_mark = [p for p in live if not seen.entries[p.metadata.uid or ""].recreate] if triggered else []
         performed_if_exceeded = count
     else:
-        wanted = count + in_place + len(fresh_failures)
-        to_mark = fresh_failures
-        performed_if_exceeded = count + in_place
-    exceeded = limit is not None and wanted > limit and wanted > count
-    if exceeded:
-        count, to_mark = performed_if_exceeded, []
-    else:
-        count = wanted
-    for pod in to_mark:
-        uid = pod.metadata.uid or ""
-        entries[uid] = entries[uid].model_copy(update={"recreate": True})
-
-    marked = [p for p in pods if (e := entries.get(p.metadata.uid or "")) is not None and e.recreate]
-    just_marked = {p.metadata.uid for p in to_mark}
-    delete = tuple(
-        p.name for p in marked if p.metadata.deletion_timestamp is None and p.metadata.uid not in just_marked
-    )
-    kept = [e for e in entries.values() if e.restarts or e.exits or e.recreate]
-    updates: dict[str, object] = {}
-    if count != (status.restart_count or 0):
-        updates["restart_count"] = count
-    if kept or status.pod_ledger is not None:
-        updates["pod_ledger"] = kept
-    restarting = None
-    if whole and marked and not exceeded:
-        failed = list({p.metadata.uid: p for p in [*fresh_failures, *restarted]}.values())
-        restarting = _whole_job_verdict(job, plugin, failed)
-        if to_mark:
-            events.append(_gang_restart_event(job, plugin, failed, count))
-    return RestartDecision(
-        status=status.model_copy(update=updates),
-        delete=delete,
-        permanent=tuple(permanent),
-        exceeded=exceeded,
-        hold_creates=whole and bool(marked),
-        restarting=restarting,
-        events=tuple(events),
-    )
+        wanted = count + seen.in_place + len(seen.fresh_failures)
+        to_mark = list(seen.fresh_failures)
+        performed_if_exceeded = count + seen.in_place
+    limit = job.run_policy.backoff_limit
+    if limit is not None and wanted > limit and wanted > count:
+        return performed_if_exceeded, [], True
+    return wanted, to_mark, False
 
 
 def _whole_job_verdict(job: TrainingJob, plugin: Framework, failures: Sequence[Pod]) -> Verdict:

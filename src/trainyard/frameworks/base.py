@@ -1,20 +1,22 @@
 """The framework plugin contract: what differs between PyTorch, TensorFlow, MPI, ...
 
 A plugin is small and declarative: its kind's constants (``KindInfo``), the environment each
-replica gets, and the rule that turns replica counts into job conditions. It does no I/O and
-never decides whether a job is its own: ``registry`` picks the plugin by kind. The engine in
-``trainyard.controller`` owns every mechanic (pods, services, restarts, status bookkeeping).
+replica gets, the children its jobs own beside their replicas (and their kinds), and the rule
+that turns replica counts into job conditions. It does no I/O and never decides whether a job is
+its own: ``registry`` picks the plugin by kind. The engine in ``trainyard.controller`` owns every
+mechanic (pods, services, owned children, restarts, status bookkeeping).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import Protocol
+from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 from trainyard.api.common import ConditionType, TrainingJob
 from trainyard.api.core import Container, EnvVar
 from trainyard.api.kindinfo import KindInfo
+from trainyard.api.meta import TypedObject
 from trainyard.frameworks.network import Network
 
 
@@ -48,6 +50,30 @@ class RendezvousHost:
 
 
 @dataclass(frozen=True)
+class OwnedKind:
+    """A namespaced kind whose objects jobs own: the operator watches, reads and writes it by this.
+
+    ``deploy/``'s RBAC grants what the operator does with every declared kind, so declaring a kind
+    is all it takes for a plugin to own objects of it.
+    """
+
+    api_version: str
+    kind: str
+    plural: str
+    purpose: str = field(default="", compare=False)
+    """Why jobs own such objects (documents the RBAC rule that grants them); not part of the kind."""
+
+    @property
+    def group(self) -> str:
+        return self.api_version.rpartition("/")[0]
+
+
+Child = TypedObject | Mapping[str, Any]
+"""An owned child as a plugin describes it: a typed model or a plain manifest (apiVersion, kind,
+metadata.name and the fields the job decides). The engine sets its namespace and controller owner."""
+
+
+@dataclass(frozen=True)
 class Verdict:
     """A condition the job should have now, with its upstream message."""
 
@@ -74,6 +100,19 @@ class Framework(Protocol):
 
         A static world (every rank fixed at start) cannot take one restarted replica back: the
         engine then restarts the whole gang together (``controller.restarts``).
+        """
+        ...
+
+    @property
+    def owned(self) -> Sequence[OwnedKind]:
+        """The kinds ``children`` may return (the operator watches them; RBAC grants them)."""
+        ...
+
+    def children(self, job: TrainingJob) -> Sequence[Child]:
+        """What a (defaulted) job owns now beside its replicas, suspended or not, finished or not.
+
+        The engine creates what is missing, replaces what differs and deletes what the job owns
+        but no longer lists (``controller.owned``); an empty answer deletes them all.
         """
         ...
 

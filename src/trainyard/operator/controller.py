@@ -1,39 +1,42 @@
 """The job controller: keys in, reconcile, plan applied. The I/O shell around ``reconcile``.
 
-Watches on jobs and on the pods and Services they own only enqueue the job's key; a worker then
-re-reads the job and its children, asks the pure reconciler for a plan and applies it. Nothing
-here decides anything about the job: it observes and it acts.
+Watches on jobs and on every kind of child they own only enqueue the job's key: pods and
+Services, and the kinds ``controller.owned_kinds`` names (the gang's PodGroups, the plugin's,
+e.g. HPAs). A worker then re-reads the job and its children, replicas by the job's labels and
+other owned children by name, as the watches last saw them controlled by a job of that name
+(``OwnedIndex``); asks the pure reconciler for a plan; and applies it through one path for every
+kind (lightkube's own classes for Kubernetes' groups, generic resources for CRDs), "already
+exists" on create and "not found" on delete counting as done. Nothing here decides anything
+about the job: it observes and it acts.
 """
 
 from __future__ import annotations
 
 import asyncio
+import importlib
 import json
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
 from lightkube import AsyncClient
 from lightkube.core.exceptions import ApiError
 from lightkube.generic_resource import create_namespaced_resource
-from lightkube.resources.autoscaling_v2 import HorizontalPodAutoscaler as LkHpa
-from lightkube.resources.core_v1 import Pod as LkPod
-from lightkube.resources.core_v1 import Service as LkService
 from lightkube.resources.scheduling_v1 import PriorityClass
 from lightkube.types import PatchType
 from pydantic import ValidationError
 
 from trainyard.api import labels
-from trainyard.api.autoscaling import HorizontalPodAutoscaler
 from trainyard.api.common import TrainingJob
 from trainyard.api.core import Pod, Service
-from trainyard.api.meta import format_time
-from trainyard.api.podgroup import PodGroup, flavour
+from trainyard.api.meta import TypedObject, format_time
+from trainyard.api.podgroup import flavour
 from trainyard.client import build, is_status, job_resource, record_event, selector, to_dict, watch_forever
-from trainyard.controller import Observed, Plan, children, elastic, gang, reconcile
-from trainyard.frameworks.base import Framework
+from trainyard.controller import ChildRef, Observed, Plan, children, gang, owned_kinds, reconcile
+from trainyard.controller.children import POD, REPLICA_KINDS, SERVICE
+from trainyard.frameworks.base import Framework, OwnedKind
 from trainyard.operator.metrics import OperatorMetrics
 from trainyard.operator.ports import PortAllocator
 from trainyard.operator.settings import OperatorSettings
@@ -42,7 +45,51 @@ from trainyard.operator.workqueue import WorkQueue
 log = logging.getLogger(__name__)
 
 Key = tuple[str, str]
-_CHILD_RES: dict[str, Any] = {"Pod": LkPod, "Service": LkService}
+Event = tuple[str, str, str]
+
+REPLICA_VERBS: tuple[str, ...] = ("list", "watch", "create", "delete")
+"""What this controller asks of pods and Services (``deploy/``'s RBAC grants exactly that)."""
+OWNED_VERBS: tuple[str, ...] = ("get", "watch", "create", "update", "delete")
+"""What it asks of every other owned kind: a watch (which starts with the objects that exist,
+so no list), get by name, create, replace and delete (``deploy/``'s RBAC grants exactly that)."""
+
+
+def resource(kind: OwnedKind) -> Any:
+    """The lightkube resource class of a kind: lightkube's own for Kubernetes' groups, else generic.
+
+    Looked up in ``lightkube.resources`` by module name rather than through lightkube's registry,
+    where another part of the process (the embedded scheduler) may have put a generic ``Pod``.
+    """
+    group, _, version = kind.api_version.rpartition("/")
+    if group.endswith(".k8s.io") or "." not in group:
+        module = f"{group.removesuffix('.k8s.io').replace('.', '_') or 'core'}_{version}"
+        try:
+            return getattr(importlib.import_module(f"lightkube.resources.{module}"), kind.kind)
+        except (ImportError, AttributeError):
+            pass
+    return create_namespaced_resource(group, version, kind.kind, kind.plural)
+
+
+class OwnedIndex:
+    """The owned children (other than replicas) of each job key, as the watches last saw them."""
+
+    def __init__(self) -> None:
+        self._owners: dict[tuple[OwnedKind, str, str], Key] = {}
+        self._children: dict[Key, set[tuple[OwnedKind, str]]] = {}
+
+    def saw(self, kind: OwnedKind, namespace: str, name: str, owner: Key | None) -> None:
+        """A child changed: now controlled by a job ``owner`` (None: by none of ours, or gone)."""
+        before = self._owners.pop((kind, namespace, name), None)
+        if before is not None:
+            self._children[before].discard((kind, name))
+            if not self._children[before]:
+                del self._children[before]
+        if owner is not None:
+            self._owners[kind, namespace, name] = owner
+            self._children.setdefault(owner, set()).add((kind, name))
+
+    def of(self, key: Key) -> list[tuple[OwnedKind, str]]:
+        return sorted(self._children.get(key, ()), key=lambda c: (c[0].api_version, c[0].kind, c[1]))
 
 
 class NotLeading(RuntimeError):
@@ -72,13 +119,9 @@ class JobController:
         self.metrics.watch_queue(plugin.info.controller_name, lambda: len(self.queue))
         # Leader election's fence: a replica that is no longer sure it leads writes nothing.
         self.may_write = may_write
-        self.pod_groups: Any = None
-        if gang.enabled(settings.controller):
-            kind = flavour(settings.controller.gang_scheduler_name)
-            self.pod_groups = create_namespaced_resource(kind.group, kind.version, "PodGroup", "podgroups")
-        self.autoscaling = elastic.autoscales(plugin.info.kind)
-        self.hpa_owners: set[Key] = set()
-        """Jobs the HPA watch saw owning an HPA: read even when the job no longer asks for one."""
+        self.owned_kinds = owned_kinds(plugin, settings.controller)
+        self.resources = {(k.api_version, k.kind): resource(k) for k in (*REPLICA_KINDS, *self.owned_kinds)}
+        self.index = OwnedIndex()
 
     async def prime(self) -> None:
         """Hold the ports of every existing job before any worker allocates, so that after a
@@ -101,32 +144,39 @@ class JobController:
             self.ports.hold(f"{job.namespace}/{job.name}", children.allocated_ports(job).values())
 
     async def run(self) -> None:
+        replicas = {labels.OPERATOR_NAME: self.plugin.info.controller_name}
         tasks = [
             self._watch_jobs(),
-            self._watch_children(LkPod),
-            self._watch_children(LkService),
+            *(self._watch(kind, selecting=replicas) for kind in REPLICA_KINDS),
+            *(self._watch(kind, index=True) for kind in self.owned_kinds),
             *(self._worker() for _ in range(self.settings.workers)),
         ]
-        if self.pod_groups is not None:
-            await self._check_pod_groups()
-            tasks.append(self._watch_pod_groups())
-        if self.autoscaling:
-            tasks.append(self._watch_hpas())
+        await self._check_gang_crd()
         await asyncio.gather(*tasks)
 
-    async def _check_pod_groups(self) -> None:
+    async def _check_gang_crd(self) -> None:
         """Gang scheduling needs the PodGroup CRD; without it, stop at start as upstream does."""
+        kind = gang.owned_kind(self.settings.controller)
+        if kind is None:
+            return
+        groups = self._resource(kind.api_version, kind.kind)
         try:
-            async for _ in self.client.list(self.pod_groups, namespace=self.settings.namespace, chunk_size=1):
+            async for _ in self.client.list(groups, namespace=self.settings.namespace, chunk_size=1):
                 break
         except ApiError as exc:
             if is_status(exc, 404):
-                kind = flavour(self.settings.controller.gang_scheduler_name)
+                scheduler = flavour(self.settings.controller.gang_scheduler_name).scheduler
                 raise RuntimeError(
-                    f"gang scheduler {kind.scheduler!r} needs the {kind.api_version} PodGroup CRD, "
+                    f"gang scheduler {scheduler!r} needs the {kind.api_version} PodGroup CRD, "
                     "which this cluster does not serve; install it or run without --gang-scheduler-name"
                 ) from exc
             raise
+
+    def _resource(self, api_version: str, kind: str) -> Any:
+        try:
+            return self.resources[api_version, kind]
+        except KeyError:
+            raise LookupError(f"{kind} ({api_version}) is no kind {self.plugin.info.kind}s own") from None
 
     # -- event sources: every one only enqueues a key ------------------------------------------------
 
@@ -135,29 +185,25 @@ class JobController:
             m = obj["metadata"]
             self.queue.add((m["namespace"], m["name"]))
 
-    async def _watch_children(self, res: Any) -> None:
-        owned = selector({labels.OPERATOR_NAME: self.plugin.info.controller_name})
-        async for _, obj in watch_forever(self.client, res, namespace=self.settings.namespace, labels=owned):
+    async def _watch(self, kind: OwnedKind, *, selecting: dict[str, str] | None = None, index: bool = False) -> None:
+        """Enqueue the job controlling each child that changes; with ``index``, remember which it is."""
+        res = self._resource(kind.api_version, kind.kind)
+        namespace = self.settings.namespace
+        watching = selector(selecting) if selecting is not None else None
+        async for event, obj in watch_forever(self.client, res, namespace=namespace, labels=watching):
             m = obj["metadata"]
-            for ref in m.get("ownerReferences") or []:
-                if ref.get("controller") and ref.get("kind") == self.plugin.info.kind:
-                    self.queue.add((m["namespace"], ref["name"]))
-
-    async def _watch_pod_groups(self) -> None:
-        async for _, obj in watch_forever(self.client, self.pod_groups, namespace=self.settings.namespace):
-            m = obj["metadata"]
-            for ref in m.get("ownerReferences") or []:
-                if ref.get("controller") and ref.get("kind") == self.plugin.info.kind:
-                    self.queue.add((m["namespace"], ref["name"]))
-
-    async def _watch_hpas(self) -> None:
-        async for event, obj in watch_forever(self.client, LkHpa, namespace=self.settings.namespace):
-            m = obj["metadata"]
-            for ref in m.get("ownerReferences") or []:
-                if ref.get("controller") and ref.get("kind") == self.plugin.info.kind:
-                    key = (m["namespace"], ref["name"])
-                    (self.hpa_owners.discard if event == "DELETED" else self.hpa_owners.add)(key)
-                    self.queue.add(key)
+            owner = next(
+                (
+                    (m["namespace"], ref["name"])
+                    for ref in m.get("ownerReferences") or []
+                    if ref.get("controller") and ref.get("kind") == self.plugin.info.kind
+                ),
+                None,
+            )
+            if index:
+                self.index.saw(kind, m["namespace"], m["name"], None if event == "DELETED" else owner)
+            if owner is not None:
+                self.queue.add(owner)
 
     # -- the worker loop -----------------------------------------------------------------------------
 
@@ -211,93 +257,69 @@ class JobController:
             )
             return None
         self.ports.hold(owner, children.allocated_ports(job).values())
-        sel = {labels.OPERATOR_NAME: self.plugin.info.controller_name, labels.JOB_NAME: name}
-        pods = tuple(
-            [
-                Pod.model_validate(to_dict(p))
-                async for p in self.client.list(LkPod, namespace=namespace, labels=selector(sel))
-            ]
-        )
-        services = tuple(
-            [
-                Service.model_validate(to_dict(s))
-                async for s in self.client.list(LkService, namespace=namespace, labels=selector(sel))
-            ]
-        )
-        group, classes = await self._observe_gang(job)
-        hpa = await self._observe_hpa(job, key)
-        observed = Observed(job, pods, services, self.clock(), pod_group=group, priority_classes=classes, hpa=hpa)
+        observed = await self._observe(job, key)
         plan = reconcile(observed, self.plugin, self.settings.controller)
         await self.apply(raw, plan)
         return plan.requeue_after.total_seconds() if plan.requeue_after is not None else None
 
-    async def _observe_gang(self, job: TrainingJob) -> tuple[PodGroup | None, dict[str, int]]:
-        """The job's PodGroup, and PriorityClass values when its minResources must be computed."""
-        if self.pod_groups is None:
-            return None, {}
-        try:
-            group = PodGroup.model_validate(
-                to_dict(await self.client.get(self.pod_groups, job.name, namespace=job.namespace))
-            )
-        except ApiError as exc:
-            if not is_status(exc, 404):
-                raise
-            group = None
+    # -- reading a job's children ----------------------------------------------------------------------
+
+    async def _observe(self, job: TrainingJob, key: Key) -> Observed:
+        """The job's replicas by its labels, its other owned children by name, PriorityClasses if needed."""
+        replica = selector({labels.OPERATOR_NAME: self.plugin.info.controller_name, labels.JOB_NAME: job.name})
+        pods = tuple(Pod.model_validate(p) for p in await self._list(POD, key[0], replica))
+        services = tuple(Service.model_validate(s) for s in await self._list(SERVICE, key[0], replica))
+        owned = await self._read_owned(key)
+        classes = await self._priority_classes(job)
+        return Observed(job, pods, services, self.clock(), owned=owned, priority_classes=classes)
+
+    async def _list(self, kind: OwnedKind, namespace: str, selected: dict[str, Any]) -> list[dict[str, Any]]:
+        res = self._resource(kind.api_version, kind.kind)
+        return [to_dict(o) async for o in self.client.list(res, namespace=namespace, labels=selected)]
+
+    async def _read_owned(self, key: Key) -> tuple[TypedObject, ...]:
+        """Each owned child the watches saw controlled by a job of this name, read again (gone: skipped)."""
+        found = []
+        for kind, name in self.index.of(key):
+            res = self._resource(kind.api_version, kind.kind)
+            try:
+                body = to_dict(await self.client.get(res, name, namespace=key[0]))
+            except ApiError as exc:
+                if not is_status(exc, 404):
+                    raise
+                continue
+            found.append(TypedObject.model_validate({"apiVersion": kind.api_version, "kind": kind.kind, **body}))
+        return tuple(found)
+
+    async def _priority_classes(self, job: TrainingJob) -> dict[str, int]:
+        """PriorityClass values by name, only when the job's PodGroup minResources needs them."""
         classes: dict[str, int] = {}
         if gang.needs_priority_classes(job, self.settings.controller):
             async for pc in self.client.list(PriorityClass):
                 if pc.metadata is not None and pc.metadata.name and pc.value is not None:
                     classes[pc.metadata.name] = pc.value
-        return group, classes
-
-    async def _observe_hpa(self, job: TrainingJob, key: Key) -> HorizontalPodAutoscaler | None:
-        """The HPA named after the job, read only for jobs that ask for one or (per the watch) have one."""
-        if not self.autoscaling or not (elastic.wants_hpa(job) or key in self.hpa_owners):
-            return None
-        try:
-            return HorizontalPodAutoscaler.model_validate(
-                to_dict(await self.client.get(LkHpa, job.name, namespace=job.namespace))
-            )
-        except ApiError as exc:
-            if not is_status(exc, 404):
-                raise
-            return None
+        return classes
 
     # -- applying a plan -------------------------------------------------------------------------------
 
     async def apply(self, job: dict[str, Any], plan: Plan) -> None:
-        """Ports, deletes, creates, then the one status write, then events. Exists/gone is success."""
+        """Ports, owned children, deletes, creates, then the one status write, then events."""
         m = job["metadata"]
         namespace, name = m["namespace"], m["name"]
         if not self.may_write():
             raise NotLeading(f"not applying the plan of {namespace}/{name}: this replica no longer leads")
-        events: list[tuple[str, str, str]] = []
         if plan.delete_job:
             await self._delete_job(job, plan)
             return
         if plan.allocate_ports:
             await self._record_ports(job, plan.allocate_ports)
-        if plan.pod_group is not None:
-            await self._create_or_replace(self.pod_groups, plan.pod_group)
-        if plan.hpa is not None:
-            await self._create_or_replace(LkHpa, plan.hpa)
-        if plan.delete_hpa is not None:
-            await self._delete_named(LkHpa, plan.delete_hpa, namespace)
+        for obj in plan.apply:
+            await self._write(obj)
+        events: list[Event] = []
         for ref in plan.delete:
-            if await self._delete_named(_CHILD_RES[ref.kind], ref.name, namespace):
-                events.append(("Normal", f"SuccessfulDelete{ref.kind}", f"Deleted {ref.kind.lower()}: {ref.name}"))
-        if plan.delete_pod_group is not None:
-            events += await self._delete_pod_group(job, plan.delete_pod_group, namespace)
-        for obj in plan.create:
-            kind = obj.kind or "Pod"
-            try:
-                await self.client.create(build(_CHILD_RES[kind], obj.to_dict()))
-            except ApiError as exc:
-                if is_status(exc, 409):
-                    continue
-                await self._emit(job, [("Warning", f"FailedCreate{kind}", f"Error creating: {exc}")])
-                raise
-            events.append(("Normal", f"SuccessfulCreate{kind}", f"Created {kind.lower()}: {obj.name}"))
+            events += await self._delete(job, ref, namespace)
+        for child in plan.create:
+            events += await self._create_replica(job, child)
         if plan.status is not None:
             status = plan.status.to_dict()
             for rtype in (job.get("status") or {}).get("replicaStatuses") or {}:
@@ -309,17 +331,43 @@ class JobController:
         events += [(e.type.value, e.reason, e.message) for e in plan.events]
         await self._emit(job, events)
 
-    async def _create_or_replace(self, res: Any, obj: PodGroup | HorizontalPodAutoscaler) -> None:
-        """Create the object, or replace it as read (a newer version gets a conflict, and a retry)."""
-        body = build(res, obj.to_dict())
+    async def _write(self, obj: TypedObject) -> None:
+        """Create an owned child, or replace it as read (a newer version gets a conflict, and a retry)."""
+        body = build(self._resource(obj.api_version or "", obj.kind or ""), obj.to_dict())
         if obj.metadata.resource_version is None:
-            try:
-                await self.client.create(body)
-            except ApiError as exc:
-                if not is_status(exc, 409):  # already there: the next pass sees it
-                    raise
+            await self._create(body)
         else:
             await self.client.replace(body)
+
+    async def _create_replica(self, job: dict[str, Any], child: Pod | Service) -> list[Event]:
+        kind = child.kind or "Pod"
+        try:
+            created = await self._create(build(self._resource(child.api_version or "v1", kind), child.to_dict()))
+        except ApiError as exc:
+            await self._emit(job, [("Warning", f"FailedCreate{kind}", f"Error creating: {exc}")])
+            raise
+        return [("Normal", f"SuccessfulCreate{kind}", f"Created {kind.lower()}: {child.name}")] if created else []
+
+    async def _create(self, body: Any) -> bool:
+        """Create; False when it was already there (that is success too: the next pass sees it)."""
+        try:
+            await self.client.create(body)
+        except ApiError as exc:
+            if is_status(exc, 409):
+                return False
+            raise
+        return True
+
+    async def _delete(self, job: dict[str, Any], ref: ChildRef, namespace: str) -> list[Event]:
+        """Delete a child; the events its deletion is told with, unless it was already gone."""
+        told = ref.deletion()
+        try:
+            deleted = await self._delete_named(self._resource(ref.api_version, ref.kind), ref.name, namespace)
+        except ApiError as exc:
+            if told.failed:
+                await self._emit(job, [("Warning", told.failed, f"Error deleting: {exc}")])
+            raise
+        return [(e.type.value, e.reason, e.message) for e in told.done] if deleted else []
 
     async def _delete_named(self, res: Any, name: str, namespace: str) -> bool:
         """Delete; False when it was already gone (that is success too)."""
@@ -330,19 +378,6 @@ class JobController:
                 return False
             raise
         return True
-
-    async def _delete_pod_group(self, job: dict[str, Any], name: str, namespace: str) -> list[tuple[str, str, str]]:
-        try:
-            deleted = await self._delete_named(self.pod_groups, name, namespace)
-        except ApiError as exc:
-            await self._emit(job, [("Warning", "FailedDeletePodGroup", f"Error deleting: {exc}")])
-            raise
-        if not deleted:
-            return []
-        return [
-            ("Normal", "JobTerminated", "Job has been terminated. Deleting PodGroup"),
-            ("Normal", "SuccessfulDeletePodGroup", f"Deleted PodGroup: {name}"),
-        ]
 
     async def _delete_job(self, job: dict[str, Any], plan: Plan) -> None:
         """TTL: the job goes (its children follow through ownerReferences); the event only if we deleted it."""
@@ -361,7 +396,7 @@ class JobController:
         patch = {"metadata": {"annotations": {labels.HOST_PORTS: json.dumps(current, sort_keys=True)}}}
         await self.client.patch(self.res, m["name"], patch, namespace=m["namespace"], patch_type=PatchType.MERGE)
 
-    async def _emit(self, job: dict[str, Any], events: list[tuple[str, str, str]]) -> None:
+    async def _emit(self, job: dict[str, Any], events: Sequence[Event]) -> None:
         m = job["metadata"]
         involved = {
             "apiVersion": job.get("apiVersion", self.plugin.info.api_version),

@@ -9,14 +9,16 @@ cert-manager overlay, one all-in-one file for ``kubectl apply -f``, and the imag
 Everything is derived from what the operator is: the kinds from ``api.kinds.KINDS``, the PodGroup
 groups from ``api.podgroup.flavour``, ports and paths from the webhook and process defaults, and
 the RBAC from ``RULES`` — one entry per API call site of the operator, checked against the
-requests of a real run (tests/e2e/test_deploy_rbac.py).
+requests of a real run (tests/e2e/test_deploy_rbac.py). The rules for what jobs own follow from
+the code: the verbs of the controller's replica and owned-children paths, for the kinds every
+framework plugin declares (``Framework.owned``) and the gang's PodGroups.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,6 +28,10 @@ import yaml
 from trainyard.api.crd import crd_for
 from trainyard.api.kinds import KINDS
 from trainyard.api.podgroup import SCHEDULER_PLUGINS_SCHEDULER, VOLCANO_SCHEDULER, flavour
+from trainyard.controller.children import REPLICA_KINDS
+from trainyard.frameworks.base import OwnedKind
+from trainyard.frameworks.registry import kinds, plugin_for
+from trainyard.operator.controller import OWNED_VERBS, REPLICA_VERBS
 from trainyard.operator.main import DEFAULT_LEASE_ID
 from trainyard.operator.webhook import DEFAULT_CERT_DIR, DEFAULT_PORT, webhook_configuration
 
@@ -80,31 +86,41 @@ def _job_rules() -> list[Rule]:
     return rules
 
 
+_VERB_ORDER = ("get", "list", "watch", "create", "update", "patch", "delete")
+
+
+def _verbs(*verbs: str) -> tuple[str, ...]:
+    return tuple(sorted(set(verbs), key=_VERB_ORDER.index))
+
+
 def _pod_group_rules() -> list[Rule]:
     groups = sorted({flavour(name).group for name in (SCHEDULER_PLUGINS_SCHEDULER, VOLCANO_SCHEDULER)})
     return [
         Rule(
             group,
             ("podgroups",),
-            ("get", "list", "watch", "create", "update", "delete"),
+            # list: the controller checks at start that the PodGroup CRD is served.
+            _verbs(*OWNED_VERBS, "list"),
             "gang scheduling (--gang-scheduler-name): one PodGroup per job, replaced when its spec differs",
         )
         for group in groups
     ]
 
 
+def owned_rules(owned: Iterable[OwnedKind]) -> list[Rule]:
+    """One rule per kind plugins declare their jobs own, with the owned-children path's verbs."""
+    rules: dict[tuple[str, str], Rule] = {}
+    for kind in owned:
+        rules.setdefault((kind.group, kind.plural), Rule(kind.group, (kind.plural,), OWNED_VERBS, kind.purpose))
+    return list(rules.values())
+
+
 RULES: tuple[Rule, ...] = (
     *_job_rules(),
-    Rule("", ("pods", "services"), ("list", "watch", "create", "delete"), "a job's replicas and their Services"),
+    Rule("", tuple(k.plural for k in REPLICA_KINDS), REPLICA_VERBS, "a job's replicas and their Services"),
     Rule("", ("events",), ("create",), "events about jobs (core/v1, as the operator's client writes them)"),
     *_pod_group_rules(),
-    Rule(
-        "autoscaling",
-        ("horizontalpodautoscalers",),
-        # No list: the HPA watch starts without one (lightkube's watch begins at "now").
-        ("get", "watch", "create", "update", "delete"),
-        "elasticPolicy.metrics: one autoscaling/v2 HPA per elastic job",
-    ),
+    *owned_rules(kind for name in kinds() for kind in plugin_for(name).owned),
     Rule(
         "scheduling.k8s.io",
         ("priorityclasses",),

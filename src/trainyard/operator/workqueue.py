@@ -1,20 +1,19 @@
 """A keyed work queue, as controller-runtime's: de-duplicated keys, one worker per key at a time,
-delayed re-adds, and per-key exponential backoff that success forgets.
+delayed re-adds, and per-key exponential backoff that success forgets. Delays run on the event
+loop's own clock (``call_later``), which tests that fake time replace along with the loop.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Hashable
+from collections.abc import Hashable
 from typing import Generic, TypeVar
 
 K = TypeVar("K", bound=Hashable)
 
 
 class WorkQueue(Generic[K]):
-    def __init__(
-        self, *, base_delay: float = 0.05, max_delay: float = 60.0, clock: Callable[[], float] | None = None
-    ) -> None:
+    def __init__(self, *, base_delay: float = 0.05, max_delay: float = 60.0) -> None:
         self._queue: asyncio.Queue[K] = asyncio.Queue()
         self._dirty: set[K] = set()
         self._processing: set[K] = set()

@@ -328,3 +328,17 @@ def env_names(obj: Pod, container: int = 0) -> list[str]:
 def created(plan: Plan, kind: str) -> dict[str, Any]:
     """Objects of ``kind`` the plan creates, by name."""
     return {o.name: o for o in plan.create if o.kind == kind}
+
+
+def owned_written(plan: Plan, kind: str) -> Any:
+    """The owned child of ``kind`` the plan creates or replaces (PodGroup, HPA), or None."""
+    found = [o for o in plan.apply if o.kind == kind]
+    assert len(found) <= 1, found
+    return found[0] if found else None
+
+
+def owned_deleted(plan: Plan, kind: str) -> str | None:
+    """The name of the owned child of ``kind`` the plan deletes, or None."""
+    found = [r.name for r in plan.delete if r.kind == kind]
+    assert len(found) <= 1, found
+    return found[0] if found else None

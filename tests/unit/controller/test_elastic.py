@@ -2,7 +2,7 @@
 for, against kubeflow-v1 reference §9 (and §6.1: reconciled on every pass, deleted while suspended).
 
 HPAs observed here are written out as the API server returns them (JSON, camelCase, with its
-defaults), independently of ``trainyard.controller.elastic``.
+defaults), independently of ``trainyard.frameworks.pytorch.elastic``.
 """
 
 from __future__ import annotations
@@ -10,13 +10,26 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from job_builders import DNS, NAME, NAMESPACE, NOW, OTHER_UID, PLUGIN, job, owner_references, stored_status
+from job_builders import (
+    DNS,
+    NAME,
+    NAMESPACE,
+    NOW,
+    OTHER_UID,
+    PLUGIN,
+    job,
+    owned_deleted,
+    owned_written,
+    owner_references,
+    stored_status,
+)
 
 from trainyard.api import PyTorchJob
 from trainyard.api.autoscaling import HorizontalPodAutoscaler
 from trainyard.controller import Observed, Plan, reconcile
 from trainyard.controller.children import is_rendezvous
 
+HPA = "HorizontalPodAutoscaler"
 CPU_50 = {"type": "Resource", "resource": {"name": "cpu", "target": {"type": "Utilization", "averageUtilization": 50}}}
 PODS_1 = {
     "type": "Pods",
@@ -67,7 +80,7 @@ def target(name: str = NAME) -> dict[str, str]:
 
 
 def run(owner: PyTorchJob, hpa: HorizontalPodAutoscaler | None = None) -> Plan:
-    return reconcile(Observed(owner, (), (), NOW, hpa=hpa), PLUGIN, DNS)
+    return reconcile(Observed(owner, (), (), NOW, owned=(hpa,) if hpa is not None else ()), PLUGIN, DNS)
 
 
 # -- which jobs get one --------------------------------------------------------------------------------
@@ -81,7 +94,7 @@ def run(owner: PyTorchJob, hpa: HorizontalPodAutoscaler | None = None) -> Plan:
 def test_no_metrics_no_hpa(policy: dict[str, Any] | None) -> None:
     plan = run(elastic_job(policy))
 
-    assert plan.hpa is None and plan.delete_hpa is None
+    assert owned_written(plan, HPA) is None and owned_deleted(plan, HPA) is None
     assert any(o.kind == "Pod" for o in plan.create)  # the rest of the pass is untouched
 
 
@@ -102,8 +115,8 @@ def test_first_pass_creates_the_hpa_with_defaulted_bounds(
 
     plan = run(owner)
 
-    assert plan.hpa is not None and plan.delete_hpa is None
-    assert plan.hpa.to_dict() == {
+    assert owned_written(plan, HPA) is not None and owned_deleted(plan, HPA) is None
+    assert owned_written(plan, HPA).to_dict() == {
         "apiVersion": "autoscaling/v2",
         "kind": "HorizontalPodAutoscaler",
         "metadata": {"name": NAME, "namespace": NAMESPACE, "ownerReferences": owner_references(owner)},
@@ -126,7 +139,7 @@ def test_a_finished_job_still_has_its_hpa_reconciled() -> None:
 
     plan = run(finished)
 
-    assert plan.hpa is not None and plan.hpa.spec.max_replicas == 2
+    assert owned_written(plan, HPA) is not None and owned_written(plan, HPA).spec.max_replicas == 2
 
 
 # -- an existing HPA -------------------------------------------------------------------------------------
@@ -151,7 +164,7 @@ def test_an_hpa_that_matches_is_not_written(
 
     plan = run(owner, stored_hpa(owner, spec))
 
-    assert plan.hpa is None and plan.delete_hpa is None
+    assert owned_written(plan, HPA) is None and owned_deleted(plan, HPA) is None
 
 
 @pytest.mark.parametrize(
@@ -171,8 +184,8 @@ def test_an_hpa_that_differs_is_replaced_as_read(change: dict[str, Any], field: 
 
     plan = run(owner, stored_hpa(owner, {**spec, "behavior": behavior}, status={"currentReplicas": 2}))
 
-    assert plan.hpa is not None and plan.delete_hpa is None
-    written = plan.hpa.to_dict()
+    assert owned_written(plan, HPA) is not None and owned_deleted(plan, HPA) is None
+    written = owned_written(plan, HPA).to_dict()
     assert written["metadata"]["resourceVersion"] == "41" and written["metadata"]["uid"] == "hpa-uid"
     assert written["spec"][field] == value
     assert written["spec"]["behavior"] == behavior  # what others set stays
@@ -199,7 +212,7 @@ def test_an_hpa_the_job_does_not_want_is_deleted(
 
     plan = run(owner, stored if have else None)
 
-    assert plan.hpa is None and plan.delete_hpa == deleted
+    assert owned_written(plan, HPA) is None and owned_deleted(plan, HPA) == deleted
 
 
 def test_an_hpa_the_job_does_not_own_is_neither_replaced_nor_deleted() -> None:
@@ -209,7 +222,7 @@ def test_an_hpa_the_job_does_not_own_is_neither_replaced_nor_deleted() -> None:
 
     for who in (owner, suspended):
         plan = run(who, foreign)
-        assert plan.hpa is None and plan.delete_hpa is None
+        assert owned_written(plan, HPA) is None and owned_deleted(plan, HPA) is None
 
 
 @pytest.mark.parametrize(

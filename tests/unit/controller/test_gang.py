@@ -19,6 +19,8 @@ from job_builders import (
     PLUGIN,
     UID,
     job,
+    owned_deleted,
+    owned_written,
     owner_references,
     pod,
     replicas,
@@ -84,8 +86,12 @@ def gang_run(
     services: tuple[Any, ...] = (),
     classes: dict[str, int] | None = None,
 ) -> Plan:
-    observed = Observed(owner, pods, services, NOW, pod_group=pg, priority_classes=classes or {})
+    observed = Observed(owner, pods, services, NOW, owned=groups(pg), priority_classes=classes or {})
     return reconcile(observed, PLUGIN, settings)
+
+
+def groups(pg: PodGroup | None) -> tuple[PodGroup, ...]:
+    return (pg,) if pg is not None else ()
 
 
 def created_pods(plan: Plan) -> dict[str, Any]:
@@ -93,8 +99,8 @@ def created_pods(plan: Plan) -> dict[str, Any]:
 
 
 def spec_of(plan: Plan) -> dict[str, Any]:
-    assert plan.pod_group is not None
-    return plan.pod_group.spec.to_dict()
+    assert owned_written(plan, "PodGroup") is not None
+    return owned_written(plan, "PodGroup").spec.to_dict()
 
 
 # -- off: nothing changes -------------------------------------------------------------------------------
@@ -103,7 +109,7 @@ def spec_of(plan: Plan) -> dict[str, Any]:
 def test_without_a_gang_scheduler_there_is_no_pod_group_and_pods_are_plain() -> None:
     plan = gang_run(gang_job({"minAvailable": 1}), OFF)
 
-    assert plan.pod_group is None and plan.delete_pod_group is None
+    assert owned_written(plan, "PodGroup") is None and owned_deleted(plan, "PodGroup") is None
     pods = created_pods(plan)
     assert len(pods) == 3
     assert all("schedulerName" not in p["spec"] and GROUP_LABEL not in p["metadata"]["labels"] for p in pods.values())
@@ -120,8 +126,8 @@ def test_first_pass_creates_the_group_named_after_the_job_with_its_annotations_a
 
     plan = gang_run(owner, PLUGINS)
 
-    assert plan.pod_group is not None
-    made = plan.pod_group.to_dict()
+    assert owned_written(plan, "PodGroup") is not None
+    made = owned_written(plan, "PodGroup").to_dict()
     assert made["apiVersion"] == "scheduling.x-k8s.io/v1alpha1" and made["kind"] == "PodGroup"
     assert made["metadata"] == {
         "name": NAME,
@@ -179,8 +185,8 @@ def test_a_group_whose_spec_differs_is_replaced_keeping_its_identity_and_status(
 
     plan = gang_run(owner, PLUGINS, pg=existing)
 
-    assert plan.pod_group is not None
-    made = plan.pod_group.to_dict()
+    assert owned_written(plan, "PodGroup") is not None
+    made = owned_written(plan, "PodGroup").to_dict()
     assert made["spec"] == {"minMember": 2}
     assert made["metadata"]["resourceVersion"] == "17" and made["metadata"]["uid"] == "pg-uid"
     assert made["status"] == {"phase": "Running"}
@@ -194,7 +200,7 @@ def test_quantities_spelled_differently_are_not_a_difference(given: dict[str, An
     owner = gang_job({"minResources": given})
     existing = group(owner, {"minMember": 3, "minResources": stored}, phase="Running")
 
-    assert gang_run(owner, PLUGINS, pg=existing).pod_group is None
+    assert owned_written(gang_run(owner, PLUGINS, pg=existing), "PodGroup") is None
 
 
 # -- minMember and minResources -------------------------------------------------------------------------
@@ -331,7 +337,7 @@ def test_pods_and_services_wait_for_the_group(
     plan = gang_run(owner, settings, pg=existing)
     assert plan.status is not None
     written = PyTorchJob.model_validate({**owner.to_dict(), "status": plan.status.to_dict()})
-    later = reconcile(Observed(written, (), (), NOW + timedelta(seconds=2), pod_group=existing), PLUGIN, settings)
+    later = reconcile(Observed(written, (), (), NOW + timedelta(seconds=2), owned=groups(existing)), PLUGIN, settings)
 
     assert (len(plan.create) == 6) is creates and (not plan.create) is (not creates)
     # A later pass with nothing new writes the status only to stamp a Volcano wait.
@@ -345,7 +351,7 @@ def test_the_volcano_stamp_is_written_at_most_once_a_second() -> None:
     existing = group(owner, {"minMember": 3, "queue": "default"}, volcano=True, phase="Pending")
 
     def at(owner: PyTorchJob, micros: int) -> Plan:
-        observed = Observed(owner, (), (), NOW + timedelta(microseconds=micros), pod_group=existing)
+        observed = Observed(owner, (), (), NOW + timedelta(microseconds=micros), owned=groups(existing))
         return reconcile(observed, PLUGIN, VOLCANO)
 
     first = at(owner, 100_000)
@@ -422,9 +428,9 @@ def test_group_deleted_when_the_job_finishes_or_is_suspended(job_kw: dict[str, A
 
     plan = gang_run(owner, PLUGINS, pg=group(owner, {"minMember": 3}, phase="Running"), pods=pods, services=services)
 
-    assert plan.delete_pod_group == (NAME if deleted else None)
+    assert owned_deleted(plan, "PodGroup") == (NAME if deleted else None)
     if deleted:
-        assert plan.pod_group is None
+        assert owned_written(plan, "PodGroup") is None
 
 
 def test_group_deleted_in_the_pass_that_fails_the_job() -> None:
@@ -434,13 +440,13 @@ def test_group_deleted_in_the_pass_that_fails_the_job() -> None:
     plan = gang_run(owner, PLUGINS, pg=group(owner, {"minMember": 3}, phase="Running"), pods=pods)
 
     assert plan.status is not None and plan.status.conditions[-1].type.value == "Failed"
-    assert plan.delete_pod_group == NAME
+    assert owned_deleted(plan, "PodGroup") == NAME
 
 
 def test_finished_job_without_a_group_deletes_nothing() -> None:
     owner = job(status=stored_status("Created", "Succeeded"))
 
-    assert gang_run(owner, PLUGINS).delete_pod_group is None
+    assert owned_deleted(gang_run(owner, PLUGINS), "PodGroup") is None
 
 
 def test_a_group_of_an_older_job_of_the_same_name_is_left_alone_and_waited_for() -> None:
@@ -449,7 +455,7 @@ def test_a_group_of_an_older_job_of_the_same_name_is_left_alone_and_waited_for()
 
     plan = gang_run(owner, PLUGINS, pg=stale)
 
-    assert plan.pod_group is None and plan.delete_pod_group is None
+    assert owned_written(plan, "PodGroup") is None and owned_deleted(plan, "PodGroup") is None
     assert not plan.create
 
 
@@ -462,12 +468,12 @@ def test_jobs_not_reconciled_here_get_no_group_writes(job_kw: dict[str, Any]) ->
     owner = job(**job_kw)
     plan = gang_run(owner, PLUGINS, pg=group(owner, {"minMember": 1}, phase="Running"))
 
-    assert plan.pod_group is None and plan.delete_pod_group is None
+    assert owned_written(plan, "PodGroup") is None and owned_deleted(plan, "PodGroup") is None
 
 
 def test_the_group_uid_is_the_jobs() -> None:
     # The ownerReference the group gets is the job's, so the garbage collector removes it with the job.
     plan = gang_run(gang_job(), VOLCANO)
 
-    assert plan.pod_group is not None
-    assert [r.uid for r in plan.pod_group.metadata.owner_references or []] == [UID]
+    assert owned_written(plan, "PodGroup") is not None
+    assert [r.uid for r in owned_written(plan, "PodGroup").metadata.owner_references or []] == [UID]

@@ -15,8 +15,9 @@ from trainyard.api.common import ConditionType, TrainingJob
 from trainyard.api.core import Container, EnvVar, RestartPolicy
 from trainyard.api.kindinfo import KindInfo
 from trainyard.api.kubeflow.pytorch import PYTORCHJOB, PyTorchJob
-from trainyard.frameworks.base import RendezvousHost, ReplicaCounts, Verdict
+from trainyard.frameworks.base import Child, OwnedKind, RendezvousHost, ReplicaCounts, Verdict
 from trainyard.frameworks.network import Network, NetworkMode, wait_container
+from trainyard.frameworks.pytorch import elastic
 from trainyard.frameworks.pytorch.flags import add_init_container_flags, wait_for_master
 
 DEFAULT_BASE_IMAGE = "docker.io/pytorch/pytorch:2.1.2-cuda11.8-cudnn8-runtime"
@@ -70,6 +71,7 @@ def declared_port(job: TrainingJob, replica_type: str, info: KindInfo) -> int:
 
 class PyTorch:
     info: KindInfo = PYTORCHJOB
+    owned: tuple[OwnedKind, ...] = (elastic.HPA,)
     function_image: str = DEFAULT_BASE_IMAGE
 
     def add_operator_flags(self, parser: argparse.ArgumentParser) -> None:
@@ -94,6 +96,10 @@ class PyTorch:
         if num_procs_per_worker is not None:
             spec["nprocPerNode"] = str(num_procs_per_worker)
         return spec
+
+    def children(self, job: TrainingJob) -> Sequence[Child]:
+        assert isinstance(job, PyTorchJob)
+        return elastic.children(job, self.info)
 
     def is_master_role(self, job: TrainingJob, replica_type: str, index: int) -> bool:
         if "Master" in job.replica_specs:

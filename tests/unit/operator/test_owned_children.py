@@ -1,0 +1,67 @@
+"""The operator's one path for owned children of any kind: which lightkube resource a kind is written
+through, which children the watches saw each job own, and the RBAC that follows from declared kinds.
+"""
+
+from __future__ import annotations
+
+import pytest
+from lightkube.generic_resource import GenericNamespacedResource
+from lightkube.resources.autoscaling_v2 import HorizontalPodAutoscaler
+from lightkube.resources.batch_v1 import Job
+from lightkube.resources.core_v1 import ConfigMap, Pod
+from lightkube.resources.rbac_authorization_v1 import RoleBinding
+
+from trainyard.frameworks.base import OwnedKind
+from trainyard.operator import manifests
+from trainyard.operator.controller import OWNED_VERBS, OwnedIndex, resource
+
+CONFIG_MAP = OwnedKind("v1", "ConfigMap", "configmaps", purpose="an MPIJob's hostfile")
+HPA = OwnedKind("autoscaling/v2", "HorizontalPodAutoscaler", "horizontalpodautoscalers")
+
+
+@pytest.mark.parametrize(
+    ("kind", "expected"),
+    [
+        (OwnedKind("v1", "Pod", "pods"), Pod),
+        (CONFIG_MAP, ConfigMap),
+        (OwnedKind("batch/v1", "Job", "jobs"), Job),
+        (OwnedKind("rbac.authorization.k8s.io/v1", "RoleBinding", "rolebindings"), RoleBinding),
+        (HPA, HorizontalPodAutoscaler),
+    ],
+    ids=["core", "configmap", "batch", "rbac", "autoscaling"],
+)
+def test_kubernetes_kinds_are_written_through_lightkubes_own_classes(kind: OwnedKind, expected: type) -> None:
+    assert resource(kind) is expected
+
+
+def test_a_crd_kind_is_a_generic_resource_at_its_plural() -> None:
+    group = resource(OwnedKind("scheduling.x-k8s.io/v1alpha1", "PodGroup", "podgroups"))
+
+    assert issubclass(group, GenericNamespacedResource)
+    info = group._api_info
+    assert (info.resource.group, info.resource.version, info.plural) == ("scheduling.x-k8s.io", "v1alpha1", "podgroups")
+
+
+def test_the_index_follows_each_child_to_its_controlling_job() -> None:
+    index = OwnedIndex()
+    index.saw(HPA, "team-a", "mnist", ("team-a", "mnist"))
+    index.saw(CONFIG_MAP, "team-a", "mnist-config", ("team-a", "mnist"))
+    index.saw(HPA, "team-a", "other", ("team-a", "other"))
+    assert index.of(("team-a", "mnist")) == [(HPA, "mnist"), (CONFIG_MAP, "mnist-config")]
+
+    index.saw(HPA, "team-a", "mnist", None)  # deleted, or no longer controlled by a job of ours
+    index.saw(HPA, "team-a", "other", ("team-a", "mnist"))  # adopted by another job
+    assert index.of(("team-a", "mnist")) == [(HPA, "other"), (CONFIG_MAP, "mnist-config")]
+    assert index.of(("team-a", "other")) == []
+
+
+def test_rbac_for_owned_kinds_follows_the_declared_kinds() -> None:
+    rules = manifests.owned_rules([CONFIG_MAP, HPA, CONFIG_MAP])
+
+    assert [r.manifest() for r in rules] == [
+        {"apiGroups": [""], "resources": ["configmaps"], "verbs": list(OWNED_VERBS)},
+        {"apiGroups": ["autoscaling"], "resources": ["horizontalpodautoscalers"], "verbs": list(OWNED_VERBS)},
+    ]
+    # The HPA rule of deploy/ is the PyTorch plugin's declaration.
+    granted = {(r.group, r.resources) for r in manifests.RULES}
+    assert ("autoscaling", ("horizontalpodautoscalers",)) in granted
