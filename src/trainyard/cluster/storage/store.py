@@ -22,7 +22,8 @@ rarely waits for the disk. Under a steady stream of writes a background checkpoi
 catches up (a write always lands while it runs), and the WAL would grow without end; so every
 ``WAL_RESET_WRITES`` writes the loop asks for a checkpoint and, once it is done, finishes the
 few frames written meanwhile itself (no write can land during that), which lets the next write
-start the WAL over.
+start the WAL over. A checkpointer thread starved of CPU must not hold that up: by
+``WAL_LIMIT_WRITES`` the loop waits out any round in progress and checkpoints everything itself.
 """
 
 from __future__ import annotations
@@ -75,6 +76,9 @@ _FORMAT = 2
 CHECKPOINT_SECONDS = 1.0
 CHECKPOINT_WRITES = 200
 WAL_RESET_WRITES = 1_000
+# Past this many, the writer stops waiting for the background checkpoint: a checkpointer thread
+# starved of CPU (a loaded machine) would otherwise let the WAL grow for as long as writes come.
+WAL_LIMIT_WRITES = WAL_RESET_WRITES * 5 // 4
 
 
 class Expired(Exception):
@@ -335,6 +339,12 @@ class Store:
                 self._checkpointer.wake.set()
             elif self._checkpointer.rounds > self._asked and self._finish_checkpoint():
                 self._unchecked, self._asked = 0, None
+            elif self._unchecked >= WAL_LIMIT_WRITES:
+                # Wait out a background round in progress, then checkpoint it all here; no round
+                # can start meanwhile, so nothing holds the WAL and the next write starts it over.
+                with self._checkpointer.lock:
+                    if self._finish_checkpoint():
+                        self._unchecked, self._asked = 0, None
         return obj
 
     def _finish_checkpoint(self) -> bool:
@@ -372,6 +382,7 @@ class _Checkpointer(threading.Thread):
         super().__init__(name="store-checkpointer", daemon=True)
         self._path = path
         self.wake = threading.Event()
+        self.lock = threading.Lock()  # held while a checkpoint runs
         self.started = 0  # checkpoints begun so far
         self.rounds = 0  # checkpoints done so far
         self._stopping = False
@@ -382,12 +393,13 @@ class _Checkpointer(threading.Thread):
             while not self._stopping:
                 self.wake.wait(CHECKPOINT_SECONDS)
                 self.wake.clear()
-                self.started += 1
-                try:
-                    db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
-                except sqlite3.Error as exc:
-                    log.warning("store checkpoint failed (retrying): %s", exc)
-                self.rounds += 1
+                with self.lock:
+                    self.started += 1
+                    try:
+                        db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+                    except sqlite3.Error as exc:
+                        log.warning("store checkpoint failed (retrying): %s", exc)
+                    self.rounds += 1
         finally:
             db.close()
 
