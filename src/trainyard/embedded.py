@@ -27,8 +27,8 @@ from trainyard.cluster.apiserver.auth import Credentials, write_private
 from trainyard.cluster.node import backoff
 from trainyard.cluster.node.agent import NodeAgent
 from trainyard.cluster.node.capacity import Capacity
-from trainyard.cluster.paths import Layout
-from trainyard.cluster.plane import DEFAULT_PORT, ApiPlane
+from trainyard.cluster.paths import DEFAULT_PORT, Layout
+from trainyard.cluster.plane import ApiPlane
 from trainyard.cluster.scheduler.loop import Scheduler
 from trainyard.frameworks.registry import kinds
 from trainyard.operator.manager import Operator

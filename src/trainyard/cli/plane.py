@@ -21,8 +21,7 @@ import typer
 
 from trainyard.api.podgroup import SCHEDULER_PLUGINS_SCHEDULER
 from trainyard.cluster.node import backoff, capacity, gpus, nodestatus
-from trainyard.cluster.paths import PRIVATE_UMASK, Layout, SharedHomeError, default_home, make_private
-from trainyard.cluster.plane import DEFAULT_PORT
+from trainyard.cluster.paths import DEFAULT_PORT, PRIVATE_UMASK, Layout, SharedHomeError, default_home, make_private
 
 START_TIMEOUT = 60.0
 STOP_TIMEOUT = 30.0

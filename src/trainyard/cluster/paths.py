@@ -9,6 +9,7 @@ from pathlib import Path
 
 # What the plane creates under its home is its owner's alone (0700 directories, 0600 files).
 PRIVATE_UMASK = 0o077
+DEFAULT_PORT = 7450  # the API server's on 127.0.0.1 unless `yard up --port` says otherwise
 
 
 def default_home() -> Path:

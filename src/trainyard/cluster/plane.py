@@ -25,14 +25,12 @@ from trainyard.cluster.apiserver.objects import SYSTEM_NAMESPACES, Objects
 from trainyard.cluster.apiserver.registry import Registry
 from trainyard.cluster.apiserver.server import ApiServer
 from trainyard.cluster.gc import GarbageCollector
-from trainyard.cluster.paths import Layout
+from trainyard.cluster.paths import DEFAULT_PORT, Layout
 from trainyard.cluster.scheduler import podgroups
 from trainyard.cluster.storage.store import Store
 from trainyard.cluster.storage.watch import Hub
 
 log = logging.getLogger(__name__)
-
-DEFAULT_PORT = 7450
 
 
 class ApiPlane:
