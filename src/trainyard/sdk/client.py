@@ -548,18 +548,18 @@ class TrainingClient:
         container = container or info.default_container
         if follow:
             return self._follow(name, ns, info, is_master, replica_type, replica_index, container, tail_lines)
-        logs: dict[str, str] = {}
+        texts: dict[str, str] = {}
         pods = self.get_job_pods(name, ns, is_master, replica_type, replica_index, job_kind=info.kind)
         for pod in pods:
             if (pod.get("status") or {}).get("phase", "Pending") == "Pending":
                 continue
             pod_name = pod["metadata"]["name"]
-            logs[pod_name] = "".join(
+            texts[pod_name] = "".join(
                 self.stream_pod_log(pod_name, namespace=ns, container=container, tail_lines=tail_lines)
             )
         # Events of Pending pods too: they are what says why a pod has not started.
-        events = self.get_job_events(name, ns, info.kind, pods=[p["metadata"]["name"] for p in pods]) if verbose else {}
-        return logs, events
+        found = self.get_job_events(name, ns, info.kind, pods=[p["metadata"]["name"] for p in pods]) if verbose else {}
+        return texts, found
 
     def get_job_events(
         self, name: str, namespace: str | None = None, job_kind: str | None = None, *, pods: list[str] | None = None
