@@ -144,15 +144,15 @@ class JobController:
             self.ports.hold(f"{job.namespace}/{job.name}", children.allocated_ports(job).values())
 
     async def run(self) -> None:
+        # Checked before any watch exists: a refusal then leaves no coroutine behind unawaited.
+        await self._check_gang_crd()
         replicas = {labels.OPERATOR_NAME: self.plugin.info.controller_name}
-        tasks = [
+        await asyncio.gather(
             self._watch_jobs(),
             *(self._watch(kind, selecting=replicas) for kind in REPLICA_KINDS),
             *(self._watch(kind, index=True) for kind in self.owned_kinds),
             *(self._worker() for _ in range(self.settings.workers)),
-        ]
-        await self._check_gang_crd()
-        await asyncio.gather(*tasks)
+        )
 
     async def _check_gang_crd(self) -> None:
         """Gang scheduling needs the PodGroup CRD; without it, stop at start as upstream does."""
