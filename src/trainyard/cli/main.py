@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from trainyard.cli import jobs, operator_cmd, plane, runs
+from trainyard.cli import envs, jobs, operator_cmd, plane, runs
 from trainyard.cli.common import GLOBALS
 
 app = typer.Typer(
@@ -35,6 +35,7 @@ plane.register(app)
 jobs.register(app)
 runs.register(app)
 operator_cmd.register(app)
+envs.register(app)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -60,6 +60,16 @@ class Layout:
         return self.home / "kubeconfig"
 
     @property
+    def environments_file(self) -> Path:
+        """Image → local Python environment (``cluster.environments``), written by ``yard env``."""
+        return self.home / "environments.yaml"
+
+    @property
+    def environments_dir(self) -> Path:
+        """Where ``yard env create`` puts an environment unless told a path."""
+        return self.home / "envs"
+
+    @property
     def pid_file(self) -> Path:
         return self.home / "yard.pid"
 

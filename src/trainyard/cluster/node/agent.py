@@ -429,16 +429,13 @@ class NodeAgent:
         cr.started_at = _stamp(handle.started_at)
         if run.stopping:
             handle.signal(signal.SIGKILL)
-        self._spawn(
-            self._event(
-                pod,
-                "Normal",
-                "Started",
-                f"Started container {cr.name} (image {cr.image or '<none>'} is not pulled: the local node runs "
-                "the command with trainyard's Python environment)",
-            )
-        )
+        self._spawn(self._started_events(pod, container, cr))
         self._start_probes(run, pod, container, cr)
+
+    async def _started_events(self, pod: Obj, container: Obj, cr: ContainerRun) -> None:
+        # Images are not pulled here: "Pulled" names the local environment that stands for the image.
+        await self._event(pod, "Normal", "Pulled", self.container_config.environment_message(container))
+        await self._event(pod, "Normal", "Started", f"Started container {cr.name}")
 
     def _start_probes(self, run: PodRun, pod: Obj, container: Obj, cr: ContainerRun) -> None:
         if not cr.init and (found := probes_of(container)):

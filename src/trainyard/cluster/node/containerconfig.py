@@ -1,11 +1,12 @@
 """A container's configuration on this node: its environment, volumes, mounts and working directory.
 
 What the kubelet's ``generateContainerConfig`` does, and what ``CreateContainerConfigError``
-reports when it cannot: the environment is the plane's own (``PATH`` first to the Python that
-runs the plane, so training code finds it) plus the pod's (``podenv``) and the container's GPUs
-(``gpus``); volumes become directories under the pod's directory (``volumes``), mounted at their
-``mountPath`` in a private mount namespace (``runtime.mountns``) when the container has
-``volumeMounts``; an image's ``/workspace`` is the plane's workspace, since images are not pulled.
+reports when it cannot: the environment is the local Python environment the container's image
+stands for (``cluster.environments``: ``PATH`` first to its ``bin`` and ``VIRTUAL_ENV`` set), else
+the plane's own, plus the pod's (``podenv``) and the container's GPUs (``gpus``); volumes become
+directories under the pod's directory (``volumes``), mounted at their ``mountPath`` in a private
+mount namespace (``runtime.mountns``) when the container has ``volumeMounts``; an image's
+``/workspace`` is the plane's workspace, since images are not pulled.
 ``config_error`` says, in words the user can act on, why a container cannot be created yet.
 
 Callers: ``agent`` (starting containers, exec probes).
@@ -19,6 +20,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+from trainyard.cluster.environments import Environments, EnvironmentsError, Match
 from trainyard.cluster.node import gpus, volumes
 from trainyard.cluster.node.capacity import Capacity
 from trainyard.cluster.node.podenv import ConfigError, container_env
@@ -39,11 +41,51 @@ class ContainerConfig:
         self.node_name = node_name
         self.address = address
         self.capacity = capacity
+        self.environments = Environments(layout.environments_file)
+
+    def python_environment(self, container: Obj) -> Match | None:
+        """The local environment the container's image runs in; None: the plane's own.
+
+        Raises ``EnvironmentsError`` when the mapping cannot be read or names an environment that
+        is not there (a silent fallback would run the code with the wrong packages).
+        """
+        found = self.environments.resolve(container.get("image") or "")
+        if found is not None and not found.environment.exists:
+            env = found.environment
+            raise EnvironmentsError(
+                f"image {container.get('image')!r} maps to local environment {env.name!r} "
+                f"({self.environments.path}: {found.glob!r}), but {env.bin_dir / 'python'} does not exist; "
+                f"create it (`yard env create {env.name} -r REQUIREMENTS`, or `make envs` for the project's) "
+                f"or remove the entry (`yard env remove {env.name}`)"
+            )
+        return found
+
+    def environment_message(self, container: Obj) -> str:
+        """What the ``Pulled`` event says: which environment stands for the image, and why."""
+        image = container.get("image") or "<none>"
+        try:
+            found = self.python_environment(container)
+        except EnvironmentsError as exc:
+            return str(exc)
+        if found is None:
+            own = Path(sys.executable).parent.parent
+            return (
+                f"Container image {image!r} runs in trainyard's own environment ({own}): "
+                f"no environment in {self.environments.path} maps it (`yard env` to add one)"
+            )
+        env = found.environment
+        return (
+            f"Container image {image!r} runs in local environment {env.name!r} ({env.path}): "
+            f"{self.environments.path.name} maps {found.glob!r}"
+        )
 
     def environment(self, run: PodRun, pod: Obj, container: Obj) -> dict[str, str]:
         env = {k: os.environ[k] for k in _BASE_ENV if k in os.environ}
-        # Training code runs with the Python environment the plane was started from.
-        bin_dir = str(Path(sys.executable).parent)
+        found = self.python_environment(container)
+        # Training code runs with its image's environment, or the one the plane was started from.
+        bin_dir = str(found.environment.bin_dir if found else Path(sys.executable).parent)
+        if found is not None:
+            env["VIRTUAL_ENV"] = str(found.environment.path)
         env["PATH"] = os.pathsep.join([bin_dir, env.get("PATH", os.defpath)])
         env["HOSTNAME"] = pod["metadata"]["name"]
         env.update(gpus.environment(run.devices.get(container["name"])))
@@ -96,7 +138,7 @@ class ContainerConfig:
         """What stops a container from being created at all, said so the user can fix it."""
         try:
             self.environment(run, pod, container)
-        except ConfigError as exc:
+        except (ConfigError, EnvironmentsError) as exc:
             return str(exc)
         if not container.get("command"):
             return (

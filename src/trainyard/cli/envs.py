@@ -1,0 +1,125 @@
+"""``yard env``: the local Python environments that container images stand for on this machine.
+
+A framework's packages (TensorFlow, PaddlePaddle, JAX, XGBoost) do not belong in trainyard's own
+environment, nor with each other; each gets a venv of its own, recorded with the image globs it
+stands for in ``$TRAINYARD_HOME/environments.yaml`` (``cluster.environments``), which the local
+node reads at every container start.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from trainyard.cli.common import GLOBALS, UserError, fail, handled, table
+from trainyard.cluster import environments
+from trainyard.cluster.environments import Environment, EnvironmentsError
+
+NAME_HELP = "the environment's name (letters, digits, '-', '_', '.')"
+IMAGE_HELP = "an image glob this environment stands for, e.g. 'tensorflow/tensorflow:*' (repeatable)"
+
+
+def _file() -> Path:
+    return GLOBALS.layout.environments_file
+
+
+def _check_name(name: str) -> None:
+    if not name or not all(c.isalnum() or c in "-_." for c in name) or name.startswith("."):
+        raise UserError(f"environment name {name!r} must be letters, digits, '-', '_' or '.', not starting with '.'")
+
+
+def _record(name: str, path: Path, images: list[str]) -> None:
+    try:
+        environments.record(_file(), Environment(name, path.resolve(), tuple(images)))
+    except EnvironmentsError as exc:
+        raise UserError(str(exc)) from exc
+    globs = ", ".join(images) or "no images yet (add some with `yard env add NAME PATH --image GLOB`)"
+    print(f"environment {name} at {path.resolve()} stands for: {globs}")
+
+
+def register(app: typer.Typer) -> None:
+    env_app = typer.Typer(
+        help="Local Python environments that container images run in (images are not pulled here).",
+        no_args_is_help=True,
+    )
+    app.add_typer(env_app, name="env")
+
+    @env_app.command("create")
+    @handled
+    def create(
+        name: Annotated[str, typer.Argument(help=NAME_HELP)],
+        packages: Annotated[list[str] | None, typer.Argument(help="packages to install (pip specs)")] = None,
+        requirement: Annotated[
+            list[Path] | None, typer.Option("-r", "--requirement", help="a requirements file (repeatable)")
+        ] = None,
+        image: Annotated[list[str] | None, typer.Option("--image", help=IMAGE_HELP)] = None,
+        path: Annotated[Path | None, typer.Option(help="where to create it (default: HOME/envs/NAME)")] = None,
+        python: Annotated[str, typer.Option(help="the Python to base it on")] = sys.executable,
+    ) -> None:
+        """Create a venv, install packages into it (pip's progress shows), and record it with its image globs."""
+        _check_name(name)
+        target = path or GLOBALS.layout.environments_dir / name
+        for file in requirement or []:
+            if not file.is_file():
+                raise UserError(f"requirements file {file} does not exist")
+        if not (target / "bin" / "python").exists():
+            print(f"creating a venv at {target} from {python}", flush=True)
+            subprocess.run([python, "-m", "venv", str(target)], check=True)
+        args = [arg for file in requirement or [] for arg in ("-r", str(file))] + list(packages or [])
+        if args:
+            print(f"installing into {target}: {' '.join(args)}", flush=True)
+            pip = [str(target / "bin" / "python"), "-m", "pip", "install", "--disable-pip-version-check", *args]
+            if subprocess.run(pip).returncode != 0:
+                fail(f"pip could not install {' '.join(args)} into {target}; the environment was not recorded")
+        _record(name, target, list(image or []))
+
+    @env_app.command("add")
+    @handled
+    def add(
+        name: Annotated[str, typer.Argument(help=NAME_HELP)],
+        path: Annotated[Path, typer.Argument(help="an existing environment (a venv: PATH/bin/python)")],
+        image: Annotated[list[str] | None, typer.Option("--image", help=IMAGE_HELP)] = None,
+    ) -> None:
+        """Record an existing environment (or replace the record of NAME) with the images it stands for."""
+        _check_name(name)
+        if not (path / "bin" / "python").exists():
+            raise UserError(f"{path} is not a Python environment ({path / 'bin' / 'python'} does not exist)")
+        _record(name, path, list(image or []))
+
+    @env_app.command("list")
+    @handled
+    def list_() -> None:
+        """The recorded environments, in the order images are matched (the first match wins)."""
+        try:
+            entries = environments.load(_file()) if _file().exists() else []
+        except EnvironmentsError as exc:
+            raise UserError(str(exc)) from exc
+        rows = [
+            [e.name, str(e.path), ",".join(e.images) or "<none>", "yes" if e.exists else "MISSING"]
+            for e in entries
+        ]
+        table(["NAME", "PATH", "IMAGES", "EXISTS"], rows)
+        if not entries:
+            print(f"(no environments in {_file()}: every image runs in trainyard's own environment)")
+
+    @env_app.command("remove")
+    @handled
+    def remove(
+        name: Annotated[str, typer.Argument(help=NAME_HELP)],
+        delete: Annotated[bool, typer.Option("--delete", help="also delete the environment's directory")] = False,
+    ) -> None:
+        """Forget an environment: its images run in trainyard's own environment again."""
+        try:
+            gone = environments.forget(_file(), name)
+        except EnvironmentsError as exc:
+            raise UserError(str(exc)) from exc
+        if gone is None:
+            raise UserError(f"no environment named {name!r} in {_file()} (`yard env list` shows them)")
+        if delete and gone.path.exists():
+            shutil.rmtree(gone.path)
+        print(f"environment {name} removed{' and deleted' if delete else ''}")

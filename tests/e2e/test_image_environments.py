@@ -1,0 +1,75 @@
+"""A container's image picks a local Python environment (``yard env``), driven with kubectl like any pod."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import Kubectl, Plane, eventually
+
+pytestmark = pytest.mark.e2e
+
+SAY_PREFIX = "import os, sys; print(sys.prefix, os.environ.get('VIRTUAL_ENV', '-'), flush=True)"
+
+
+def pod(name: str, image: str) -> str:
+    spec = {
+        "restartPolicy": "Never",
+        "containers": [{"name": "main", "image": image, "command": ["python", "-c", SAY_PREFIX]}],
+    }
+    return json.dumps({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": spec})
+
+
+def events(kubectl: Kubectl, name: str, reason: str) -> list[str]:
+    found = kubectl.json(
+        "get", "events", "--field-selector", f"involvedObject.name={name},reason={reason}", "-o", "json"
+    )
+    return [e["message"] for e in found["items"]]
+
+
+def test_an_image_runs_in_the_environment_it_maps_to(plane: Plane, kubectl: Kubectl, tmp_path: Path) -> None:
+    env = tmp_path / "probe-env"
+    # A venv with nothing but pip: `yard env create` makes and records it (pip's own progress is shown).
+    plane.yard("env", "create", "probe", "--path", str(env), "--image", "example.test/env-probe:*")
+    listed = plane.yard("env", "list").stdout
+    assert "probe" in listed and "example.test/env-probe:*" in listed and "yes" in listed, listed
+
+    kubectl("apply", "-f", "-", input=pod("env-mapped", "example.test/env-probe:v1"))
+    kubectl("apply", "-f", "-", input=pod("env-unmapped", "example.test/other:v1"))
+    for name in ("env-mapped", "env-unmapped"):
+        eventually(lambda n=name: kubectl("get", "pod", n, "-o", "jsonpath={.status.phase}") == "Succeeded", what=name)
+    assert kubectl("logs", "env-mapped").split() == [str(env), str(env)]
+    # No entry maps the other image: it runs in trainyard's own environment, as every image did before.
+    assert kubectl("logs", "env-unmapped").split() == [sys.prefix, "-"]
+
+    pulled = eventually(lambda: events(kubectl, "env-mapped", "Pulled"), what="Pulled event")
+    assert pulled == [
+        f"Container image 'example.test/env-probe:v1' runs in local environment 'probe' ({env}): "
+        "environments.yaml maps 'example.test/env-probe:*'"
+    ], pulled
+    own = eventually(lambda: events(kubectl, "env-unmapped", "Pulled"), what="Pulled event")
+    assert own[0].startswith("Container image 'example.test/other:v1' runs in trainyard's own environment"), own
+
+
+def test_an_image_mapped_to_a_missing_environment_never_runs_elsewhere(
+    plane: Plane, kubectl: Kubectl, tmp_path: Path
+) -> None:
+    env = tmp_path / "gone-env"
+    plane.yard("env", "create", "gone", "--path", str(env), "--image", "example.test/env-gone:*")
+    (env / "bin" / "python").unlink()
+    kubectl("apply", "-f", "-", input=pod("env-gone", "example.test/env-gone:v1"))
+
+    def waiting() -> dict[str, str] | None:
+        statuses = kubectl.json("get", "pod", "env-gone", "-o", "json")["status"].get("containerStatuses") or []
+        return (statuses[0].get("state") or {}).get("waiting") if statuses else None
+
+    state = eventually(
+        lambda: (w := waiting()) and w.get("reason") == "CreateContainerConfigError" and w, what="config error"
+    )
+    assert "maps to local environment 'gone'" in state["message"] and "yard env remove gone" in state["message"], state
+    plane.yard("env", "remove", "gone")
+    # Unmapped, the image runs in trainyard's own environment: the kubelet-like retry picks that up.
+    eventually(lambda: kubectl("get", "pod", "env-gone", "-o", "jsonpath={.status.phase}") == "Succeeded", what="ran")
