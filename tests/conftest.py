@@ -99,9 +99,11 @@ class Plane:
 
     def urlopen(self, target: str | urllib.request.Request, *, timeout: float = 60) -> Any:
         """``urllib.request.urlopen`` of a path (or full URL, or Request) on the plane, with its CA and token."""
-        request = urllib.request.Request(self.url + target if target.startswith("/") else target) if isinstance(
-            target, str
-        ) else target
+        request = (
+            urllib.request.Request(self.url + target if target.startswith("/") else target)
+            if isinstance(target, str)
+            else target
+        )
         for key, value in self.auth_headers().items():
             request.add_header(key, value)
         return urllib.request.urlopen(request, timeout=timeout, context=self.ssl_context())
@@ -144,9 +146,7 @@ class _TokenConnection(http.client.HTTPSConnection):
         super().request(method, url, body, {**self.auth, **dict(headers or {})}, encode_chunked=encode_chunked)
 
 
-def own_plane(
-    tmp_path_factory: pytest.TempPathFactory, name: str, *flags: str, secure: bool = True
-) -> Iterator[Plane]:
+def own_plane(tmp_path_factory: pytest.TempPathFactory, name: str, *flags: str, secure: bool = True) -> Iterator[Plane]:
     """A module's own plane, started with ``yard up`` ``flags`` (for module-scoped ``plane`` fixtures)."""
     plane = Plane(tmp_path_factory.mktemp(name), free_port(), secure)
     plane.up(*flags)

@@ -249,4 +249,3 @@ class Streamer:
 
 def rows_with(lines: list[str], *words: str) -> list[str]:
     return [line for line in lines if all(re.search(rf"(^|\s){re.escape(w)}(\s|$)", line) for w in words)]
-

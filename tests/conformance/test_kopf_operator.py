@@ -93,11 +93,11 @@ def crd() -> dict[str, Any]:
     }
 
 
-
 @pytest.fixture(scope="module", params=["http", "https"])
 def plane(request: pytest.FixtureRequest, plane: Plane) -> Plane:
     # Every client here must work against the default plane and against `yard up --secure`.
     return plain_and_secure(request, plane)
+
 
 @pytest.fixture
 def api(plane: Plane) -> Iterator[client.ApiClient]:

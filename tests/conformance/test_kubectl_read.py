@@ -293,9 +293,7 @@ def test_field_selectors(kubectl: Kubectl, ns: str) -> None:
     assert select("--field-selector", "status.phase!=Running") == ["pod/waiting"]
     assert select("--field-selector", "status.phase=Pending") == ["pod/waiting"]
     assert select("--field-selector", "metadata.name=waiting") == ["pod/waiting"]
-    assert select("--field-selector", "status.phase=Running,spec.restartPolicy=Never", "-l", "app=f") == [
-        "pod/running"
-    ]
+    assert select("--field-selector", "status.phase=Running,spec.restartPolicy=Never", "-l", "app=f") == ["pod/running"]
     rows = table(kubectl("get", "pods", "-n", ns, "--field-selector=status.phase==Running"))
     assert [(r["NAME"], r["STATUS"]) for r in rows] == [("running", "Running")]
 

@@ -34,11 +34,11 @@ TIMEOUT = 60.0
 OURS = {"pre", "live", "ssa"}
 
 
-
 @pytest.fixture(scope="module", params=["http", "https"])
 def plane(request: pytest.FixtureRequest, plane: Plane) -> Plane:
     # Every client here must work against the default (secure) plane and against `yard up --insecure`.
     return plain_and_secure(request, plane)
+
 
 @pytest.fixture(scope="module")
 def lk(plane: Plane) -> Iterator[Client]:

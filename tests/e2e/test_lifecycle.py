@@ -173,15 +173,9 @@ def test_ttl_deletes_the_finished_job(kubectl: Kubectl, ns: str) -> None:
 
 # Master waits for worker-1 to have finished, then succeeds; worker-0 sleeps on. RANK tells them apart.
 def clean_policy_scripts(marker: Path) -> tuple[str, str]:
-    master = (
-        "import os, time\n"
-        f"while not os.path.exists({str(marker)!r}): time.sleep(0.1)\n"
-        "time.sleep(1)\n"
-    )
+    master = f"import os, time\nwhile not os.path.exists({str(marker)!r}): time.sleep(0.1)\ntime.sleep(1)\n"
     worker = (
-        "import os, time\n"
-        f"if os.environ['RANK'] == '2': open({str(marker)!r}, 'w').close()\n"
-        "else: time.sleep(3600)\n"
+        f"import os, time\nif os.environ['RANK'] == '2': open({str(marker)!r}, 'w').close()\nelse: time.sleep(3600)\n"
     )
     return master, worker
 

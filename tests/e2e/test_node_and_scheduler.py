@@ -97,9 +97,11 @@ def unschedulable(kubectl: Kubectl, ns: str, name: str, containing: str = "") ->
     lacks siblings, then (once they exist) that the whole group does not fit.
     """
     found = eventually(
-        lambda: (c := condition(get(kubectl, ns, name))).get("reason") == "Unschedulable"
-        and containing in str(c.get("message"))
-        and c,
+        lambda: (
+            (c := condition(get(kubectl, ns, name))).get("reason") == "Unschedulable"
+            and containing in str(c.get("message"))
+            and c
+        ),
         timeout=WAIT,
         what=f"{name} reported Unschedulable" + (f" with {containing!r}" if containing else ""),
     )

@@ -172,8 +172,9 @@ def test_memory_over_the_limit_is_oom_killed(plane: Plane, kubectl: Kubectl, ns:
     created = create(kubectl, ns, pod)
     assert created["status"]["qosClass"] == "Burstable"
     final = eventually(
-        lambda: (p := kubectl.json("get", "pod", "hog", "-n", ns))["status"].get("phase") in ("Succeeded", "Failed")
-        and p,
+        lambda: (
+            (p := kubectl.json("get", "pod", "hog", "-n", ns))["status"].get("phase") in ("Succeeded", "Failed") and p
+        ),
         what="the pod to finish",
     )
     assert final["status"]["phase"] == "Failed"
@@ -204,4 +205,3 @@ def test_qos_class_is_computed(kubectl: Kubectl, ns: str, resources: dict[str, A
     )
     assert done["status"]["qosClass"] == expected
     assert re.search(rf"QoS Class:\s+{expected}\n", kubectl("describe", "pod", "qos", "-n", ns))
-

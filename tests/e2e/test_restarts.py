@@ -149,7 +149,7 @@ def pytorchjob(name: str, ns: str, policy: str, script: str, **run_policy: str) 
                         }
                     },
                 }
-            }
+            },
         },
     }
 

@@ -71,6 +71,9 @@ class KindInfo:
     categories: tuple[str, ...]
     """``kubectl get <category>`` lists every kind that names it."""
     scale: ScalePaths | None = None
+    quote_container_name: bool = False
+    """Upstream's webhook quotes the default container's name in its "must have at least one
+    container with name" error for some kinds (PaddleJob); kept word for word."""
     ttl_deletion_reason: str = "SuccessfulDeleteJob"
     """The reason of the event a ``ttlSecondsAfterFinished`` deletion records. Upstream names it
     after a pod for some kinds (reference §6.5); kept so that event filters written for upstream

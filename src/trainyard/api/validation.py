@@ -218,7 +218,8 @@ def _validate_replicas(job: TrainingJob, info: KindInfo) -> list[FieldError]:
                 FieldError(
                     ErrorType.REQUIRED,
                     f"{path}.template.spec.containers",
-                    f"must have at least one container with name {info.default_container}",
+                    "must have at least one container with name "
+                    + (f'"{info.default_container}"' if info.quote_container_name else info.default_container),
                 )
             )
         if spec.replicas is not None and spec.replicas < 1:

@@ -100,8 +100,7 @@ def register(app: typer.Typer) -> None:
         except EnvironmentsError as exc:
             raise UserError(str(exc)) from exc
         rows = [
-            [e.name, str(e.path), ",".join(e.images) or "<none>", "yes" if e.exists else "MISSING"]
-            for e in entries
+            [e.name, str(e.path), ",".join(e.images) or "<none>", "yes" if e.exists else "MISSING"] for e in entries
         ]
         table(["NAME", "PATH", "IMAGES", "EXISTS"], rows)
         if not entries:

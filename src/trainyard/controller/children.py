@@ -17,7 +17,7 @@ from trainyard.api.core import (
     ServiceSpec,
 )
 from trainyard.api.meta import ObjectMeta, OwnerReference, TypedObject
-from trainyard.frameworks.base import Framework, OwnedKind
+from trainyard.frameworks.base import EnvScope, Framework, OwnedKind
 from trainyard.frameworks.network import RENDEZVOUS_PORT_KEY, Network, NetworkMode, port_key, replica_name
 
 POD = OwnedKind("v1", "Pod", "pods")
@@ -114,7 +114,13 @@ def build_pod(job: TrainingJob, plugin: Framework, rtype: str, index: int, netwo
     if plugin.is_master_role(job, rtype, index):
         pod_labels[labels.JOB_ROLE] = "master"
     env = list(plugin.env(job, rtype, index, network))
-    containers = [c.model_copy(update={"env": [*(c.env or []), *env]}) for c in template.spec.containers]
+    containers = list(template.spec.containers)
+    targets = range(len(containers))
+    if plugin.env_scope is EnvScope.DEFAULT_CONTAINER:
+        named = [i for i, c in enumerate(containers) if c.name == plugin.info.default_container]
+        targets = range(named[0], named[0] + 1) if named else range(0)
+    for i in targets:
+        containers[i] = containers[i].model_copy(update={"env": [*(containers[i].env or []), *env]})
     restart = RestartPolicy.NEVER.value if spec.restart_policy == RestartPolicy.EXIT_CODE else spec.restart_policy
     update: dict[str, object] = {"containers": containers, "restart_policy": restart}
     waits = list(plugin.init_containers(job, rtype, index, network))

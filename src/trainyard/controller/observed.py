@@ -22,6 +22,9 @@ class ControllerSettings:
     gang_scheduler_name: str = ""
     """Upstream's ``--gang-scheduler-name``: empty is no gang scheduling, ``volcano`` Volcano's
     PodGroups, any other name scheduler-plugins' (with pods sent to that scheduler)."""
+    cluster_domain: str = ""
+    """Cluster mode: what fully qualified replica names end in after ``.svc`` (upstream's operator
+    env ``CUSTOM_CLUSTER_DOMAIN``, read by ``operator.main``); empty: none."""
     pending_timeout: timedelta | None = timedelta(minutes=5)
     """A pod Pending longer than this gives its job a ``Pending`` condition naming why; None: never."""
 

@@ -99,7 +99,11 @@ def _replicas(p: _Pass, settings: ControllerSettings) -> Plan:
     if isinstance(started, Plan):
         return started
     network = Network(
-        settings.network_mode, children.allocated_ports(p.job), settings.node_address, settings.wait_for_master
+        settings.network_mode,
+        children.allocated_ports(p.job),
+        settings.node_address,
+        settings.wait_for_master,
+        settings.cluster_domain,
     )
     if settings.network_mode is NetworkMode.HOST:
         missing = tuple(k for k in children.required_port_keys(p.job, p.plugin) if k not in network.host_ports)

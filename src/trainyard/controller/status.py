@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
+from trainyard.api import labels
 from trainyard.api.common import ReplicaStatus, TrainingJob
 from trainyard.api.core import Pod, PodPhase
 from trainyard.controller.children import replica_type_of, selector_string
@@ -12,6 +13,7 @@ from trainyard.frameworks.base import Framework, ReplicaCounts
 
 def count_replicas(job: TrainingJob, plugin: Framework, pods: Iterable[Pod]) -> dict[str, ReplicaCounts]:
     tally: dict[str, list[int]] = {rtype: [0, 0, 0] for rtype in job.replica_specs}
+    done: dict[str, set[int]] = {rtype: set() for rtype in job.replica_specs}
     for pod in pods:
         rtype = replica_type_of(pod, plugin)
         if rtype not in tally:
@@ -21,6 +23,9 @@ def count_replicas(job: TrainingJob, plugin: Framework, pods: Iterable[Pod]) -> 
             tally[rtype][0] += 1
         elif pod.phase is PodPhase.SUCCEEDED:
             tally[rtype][1] += 1
+            index = (pod.metadata.labels or {}).get(labels.REPLICA_INDEX, "")
+            if index.isdigit():
+                done[rtype].add(int(index))
         elif pod.phase is PodPhase.FAILED:
             tally[rtype][2] += 1
     return {
@@ -30,6 +35,7 @@ def count_replicas(job: TrainingJob, plugin: Framework, pods: Iterable[Pod]) -> 
             succeeded=succeeded,
             failed=failed,
             restart_policy=job.replica_specs[rtype].restart_policy or "",
+            succeeded_indices=frozenset(done[rtype]),
         )
         for rtype, (active, succeeded, failed) in tally.items()
     }

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any, Protocol
 
 from trainyard.api.common import ConditionType, TrainingJob
@@ -29,6 +30,8 @@ class ReplicaCounts:
     succeeded: int
     failed: int
     restart_policy: str
+    succeeded_indices: frozenset[int] = frozenset()
+    """The replica indices whose pod Succeeded (some kinds' rules name one: TFJob's worker 0)."""
 
 
 @dataclass(frozen=True)
@@ -81,12 +84,23 @@ class Verdict:
     message: str
 
 
+class EnvScope(StrEnum):
+    """Which containers of a replica get the plugin's ``env``."""
+
+    EVERY_CONTAINER = "every-container"
+    DEFAULT_CONTAINER = "default-container"
+    """Only the container named after the kind (upstream's TFJob puts ``TF_CONFIG`` there alone)."""
+
+
 class Framework(Protocol):
     @property
     def info(self) -> KindInfo: ...
 
+    @property
+    def env_scope(self) -> EnvScope: ...
+
     def env(self, job: TrainingJob, replica_type: str, index: int, network: Network) -> Sequence[EnvVar]:
-        """Variables appended to every container of a replica (operator values win on clashes)."""
+        """Variables appended to the replica's containers (``env_scope``; operator values win on clashes)."""
         ...
 
     def init_containers(self, job: TrainingJob, replica_type: str, index: int, network: Network) -> Sequence[Container]:

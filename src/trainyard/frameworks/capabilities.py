@@ -13,6 +13,7 @@ flags" or "can this kind run a function" and never names a kind:
 from __future__ import annotations
 
 import argparse
+from collections.abc import Mapping
 from typing import Any, Protocol, runtime_checkable
 
 
@@ -35,12 +36,23 @@ class FunctionJobs(Protocol):
         """The image the replicas run when the caller names none."""
         ...
 
+    @property
+    def function_roles(self) -> Mapping[str, str]:
+        """Replica types beyond the workers a caller may ask for, by the SDK's keyword
+        (TFJob's ``num_chief_replicas`` → ``Chief``); empty when the kind has none."""
+        ...
+
     def function_entrypoint(self, num_workers: int, num_procs_per_worker: int | str | None) -> str:
         """The command each replica runs the function's file with (e.g. ``torchrun``)."""
         ...
 
     def function_spec(
-        self, template: dict[str, Any], num_workers: int, num_procs_per_worker: int | str | None
+        self,
+        template: dict[str, Any],
+        num_workers: int,
+        num_procs_per_worker: int | str | None,
+        roles: Mapping[str, int],
     ) -> dict[str, Any]:
-        """The job's ``spec`` (JSON-shaped): ``num_workers`` replicas, all of pod ``template``."""
+        """The job's ``spec`` (JSON-shaped): ``num_workers`` replicas and ``roles`` (replica type →
+        count, from ``function_roles``), all of pod ``template``."""
         ...

@@ -91,6 +91,9 @@ class Network:
     node_address: str = "127.0.0.1"
     wait_for_master: WaitForMaster | None = None
     """Cluster mode only: how replicas wait for the master to listen (None: they do not)."""
+    cluster_domain: str = ""
+    """Cluster mode: a domain fully qualified names end in after ``.svc`` (upstream's operator env
+    ``CUSTOM_CLUSTER_DOMAIN``); empty: ``<name>.<namespace>.svc`` resolves as is."""
 
     def address(self, job: str, replica_type: str, index: int) -> str:
         if self.mode is NetworkMode.HOST:

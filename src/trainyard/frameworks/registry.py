@@ -8,9 +8,16 @@ from __future__ import annotations
 
 from trainyard.frameworks.base import Framework
 from trainyard.frameworks.capabilities import FunctionJobs, OperatorFlags
+from trainyard.frameworks.jax import JAX
+from trainyard.frameworks.mxnet import MXNet
+from trainyard.frameworks.paddle import Paddle
 from trainyard.frameworks.pytorch import PyTorch
+from trainyard.frameworks.tensorflow import TensorFlow
+from trainyard.frameworks.xgboost import XGBoost
 
-PLUGINS: dict[str, Framework] = {plugin.info.kind: plugin for plugin in (PyTorch(),)}
+PLUGINS: dict[str, Framework] = {
+    plugin.info.kind: plugin for plugin in (PyTorch(), TensorFlow(), XGBoost(), Paddle(), JAX(), MXNet())
+}
 
 
 def plugin_for(kind: str) -> Framework:

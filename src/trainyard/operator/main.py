@@ -181,6 +181,8 @@ def settings_from(args: argparse.Namespace) -> OperatorSettings:
         network_mode=mode,
         node_address=args.node_address,
         gang_scheduler_name=args.gang_scheduler_name,
+        # upstream's operator reads this from its environment, not a flag; kept so for its manifests
+        cluster_domain=os.environ.get("CUSTOM_CLUSTER_DOMAIN", ""),
         **plugin_settings,
     )
     settings = OperatorSettings(
@@ -321,9 +323,7 @@ class OperatorProcess:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
-    logging.basicConfig(
-        level=_LOG_LEVELS[args.zap_log_level], format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    logging.basicConfig(level=_LOG_LEVELS[args.zap_log_level], format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     for noisy in ("httpx", "httpx2", "aiohttp.access"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
     try:

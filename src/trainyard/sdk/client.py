@@ -212,9 +212,12 @@ class TrainingClient:
                 raise ValueError("create_job needs job=, or name= with train_func= and/or base_image=")
             if not name:
                 raise ValueError("name= is required to build a job from a function or an image")
-            functions.layout(info.kind)  # refuses a kind whose plugin cannot run a function
-            if num_chief_replicas is not None or num_ps_replicas is not None:
-                raise ValueError(f"num_chief_replicas and num_ps_replicas are TFJob parameters, not {info.kind} ones")
+            plugin = functions.layout(info.kind)  # refuses a kind whose plugin cannot run a function
+            extra = {"num_chief_replicas": num_chief_replicas, "num_ps_replicas": num_ps_replicas}
+            asked = {k: v for k, v in extra.items() if v is not None}
+            if unknown := [k for k in asked if k not in plugin.function_roles]:
+                raise ValueError(f"{' and '.join(unknown)}: not a parameter of {info.kind} jobs")
+            roles = {plugin.function_roles[k]: count for k, count in asked.items()}
             if num_workers is None or num_workers < 1:
                 raise ValueError(f"at least one worker is needed, got num_workers={num_workers}")
             body = functions.job_from_function(
@@ -234,6 +237,7 @@ class TrainingClient:
                 labels=labels,
                 annotations=annotations,
                 kind=info.kind,
+                roles=roles,
             )
         ns = namespace or body.get("metadata", {}).get("namespace") or self.namespace
         if queue_name and queue_name.strip():

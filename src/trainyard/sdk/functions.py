@@ -185,18 +185,20 @@ def function_job(
     container: dict[str, Any],
     num_workers: int,
     num_procs_per_worker: int | str | None = None,
+    roles: Mapping[str, int] | None = None,
     volumes: list[Any] | None = None,
     labels: Mapping[str, str] | None = None,
     annotations: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
-    """``num_workers`` replicas of one pod template, in the roles the kind's plugin gives them."""
+    """``num_workers`` replicas of one pod template, in the roles the kind's plugin gives them
+    (``roles``: the counts of the kind's other replica types, by type)."""
     if num_workers < 1:
         raise ValueError(f"num_workers must be at least 1, got {num_workers}")
     pod_spec: dict[str, Any] = {"containers": [container]}
     if volumes:
         pod_spec["volumes"] = to_manifest(list(volumes))
     template = {"metadata": {"annotations": {ISTIO_INJECT: "false"}}, "spec": pod_spec}
-    spec = plugin.function_spec(template, num_workers, num_procs_per_worker)
+    spec = plugin.function_spec(template, num_workers, num_procs_per_worker, roles or {})
     metadata: dict[str, Any] = {"name": name, "namespace": namespace}
     if labels:
         metadata["labels"] = dict(labels)
@@ -223,8 +225,10 @@ def job_from_function(
     labels: Mapping[str, str] | None = None,
     annotations: Mapping[str, str] | None = None,
     kind: str = DEFAULT_KIND,
+    roles: Mapping[str, int] | None = None,
 ) -> dict[str, Any]:
-    """The job of ``kind`` running ``train_func`` (or, without one, ``base_image``'s own entrypoint)."""
+    """The job of ``kind`` running ``train_func`` (or, without one, ``base_image``'s own entrypoint);
+    ``roles``: its other replica types' counts (``FunctionJobs.function_roles``)."""
     info = KINDS[kind]
     plugin = layout(kind)
     if len(volumes or []) != len(volume_mounts or []):
@@ -258,6 +262,7 @@ def job_from_function(
         container=container,
         num_workers=num_workers,
         num_procs_per_worker=num_procs_per_worker,
+        roles=roles,
         volumes=volumes,
         labels=labels,
         annotations=annotations,

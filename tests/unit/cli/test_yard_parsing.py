@@ -47,8 +47,9 @@ def test_kind_words() -> None:
     assert [k.kind for k in resolve("ptj", kinds)] == ["PyTorchJob"]
     assert [k.kind for k in resolve("pytorchjobs.kubeflow.org", kinds)] == ["PyTorchJob"]
     assert resolve("jobs", kinds) == kinds
-    with pytest.raises(UnknownKindError, match="this cluster serves: pytorchjobs"):
-        resolve("tfjobs", kinds)
+    assert [k.kind for k in resolve("tfjobs", kinds)] == ["TFJob"]
+    with pytest.raises(UnknownKindError, match="this cluster serves: pytorchjobs, tfjobs, xgboostjobs, paddlejobs"):
+        resolve("trainjobs", kinds)
 
 
 def test_prefixes_align_and_keep_a_colour_per_replica() -> None:
@@ -149,7 +150,7 @@ def test_usage_errors_exit_2_and_completion_is_offered() -> None:
             "COMP_CWORD": "2",
         },
     )
-    assert env_words.stdout.split() == ["pods", "pytorchjobs", "ptj"], env_words
+    assert env_words.stdout.split() == ["pods", "pytorchjobs", "ptj", "paddlejobs", "pdj"], env_words
 
 
 def test_an_unreachable_api_server_is_one_line(tmp_path: Path) -> None:

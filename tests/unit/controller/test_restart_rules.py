@@ -469,12 +469,15 @@ def test_whole_job_restart_marks_every_pod_and_counts_once() -> None:
         " (Worker 0 (pod mnist-worker-0) failed)."
     )
     assert [c.type for c in plan.status.conditions].count("Running") == 0
-    assert JobEvent(
-        EventType.WARNING,
-        "RestartingAllReplicas",
-        "Restarting every replica of PyTorchJob mnist together (restart 1): "
-        "Worker 0 (pod mnist-worker-0) failed; Worker 1 (pod mnist-worker-1) failed",
-    ) in plan.events
+    assert (
+        JobEvent(
+            EventType.WARNING,
+            "RestartingAllReplicas",
+            "Restarting every replica of PyTorchJob mnist together (restart 1): "
+            "Worker 0 (pod mnist-worker-0) failed; Worker 1 (pod mnist-worker-1) failed",
+        )
+        in plan.events
+    )
 
 
 def test_whole_job_restart_converges_to_a_new_generation() -> None:
@@ -578,12 +581,15 @@ def test_a_static_world_restarts_every_replica_by_default() -> None:
         "PyTorchJob mnist is restarting all replicas because 1 Worker replica(s) failed"
         " (Worker 1 (pod mnist-worker-1) exited with code 137 (OOMKilled))."
     )
-    assert JobEvent(
-        EventType.WARNING,
-        "RestartingAllReplicas",
-        "Restarting every replica of PyTorchJob mnist together (restart 1 of backoffLimit 3): "
-        "Worker 1 (pod mnist-worker-1) exited with code 137 (OOMKilled)",
-    ) in plan.events
+    assert (
+        JobEvent(
+            EventType.WARNING,
+            "RestartingAllReplicas",
+            "Restarting every replica of PyTorchJob mnist together (restart 1 of backoffLimit 3): "
+            "Worker 1 (pod mnist-worker-1) exited with code 137 (OOMKilled)",
+        )
+        in plan.events
+    )
 
 
 def test_a_static_world_converges_to_a_new_generation_that_succeeds() -> None:

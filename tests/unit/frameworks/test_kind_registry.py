@@ -29,7 +29,7 @@ from trainyard.api.validation import review_job
 from trainyard.cli.jobs import complete_kind
 from trainyard.controller.lifecycle import ttl_deletion
 from trainyard.frameworks import registry
-from trainyard.frameworks.base import RendezvousHost, ReplicaCounts, Verdict
+from trainyard.frameworks.base import EnvScope, RendezvousHost, ReplicaCounts, Verdict
 from trainyard.frameworks.network import Network
 from trainyard.operator.main import parser, settings_from
 from trainyard.sdk import functions
@@ -103,6 +103,7 @@ class BareToy:
     """The Framework contract only: no operator flags, no jobs from a function."""
 
     info = TOYJOB
+    env_scope = EnvScope.EVERY_CONTAINER
 
     def env(self, job: TrainingJob, replica_type: str, index: int, network: Network) -> Sequence[EnvVar]:
         return []
@@ -129,6 +130,7 @@ class Toy(BareToy):
     """With both optional capabilities (``frameworks.capabilities``)."""
 
     function_image = "toys:1"
+    function_roles: Mapping[str, str] = {}
 
     def add_operator_flags(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("--toy-pending-minutes", type=int, default=None)
@@ -141,7 +143,11 @@ class Toy(BareToy):
         return "python -u"
 
     def function_spec(
-        self, template: dict[str, Any], num_workers: int, num_procs_per_worker: int | str | None
+        self,
+        template: dict[str, Any],
+        num_workers: int,
+        num_procs_per_worker: int | str | None,
+        roles: Mapping[str, int],
     ) -> dict[str, Any]:
         return {
             "toyReplicaSpecs": {
@@ -232,7 +238,7 @@ def test_a_kind_whose_plugin_cannot_run_a_function_is_refused_by_the_sdk(
     toy: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setitem(registry.PLUGINS, TOYJOB.kind, BareToy())
-    with pytest.raises(ValueError, match=r"^jobs from a function or an image are PyTorchJobs, not ToyJob$"):
+    with pytest.raises(ValueError, match=r"^jobs from a function or an image are PyTorchJobs or TFJobs or XGBoostJobs, not ToyJob$"):
         functions.job_from_function(name="f", namespace="d", train_func=train, kind="ToyJob")
     assert registry.function_jobs("ToyJob") is None and registry.function_jobs("PyTorchJob") is not None
 

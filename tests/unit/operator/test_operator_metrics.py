@@ -62,8 +62,14 @@ def test_status_writes_count_condition_transitions(
 
 @pytest.mark.parametrize(
     ("kind", "framework"),
-    [("PyTorchJob", "pytorch"), ("TFJob", "tensorflow"), ("MPIJob", "mpi"), ("XGBoostJob", "xgboost"),
-     ("PaddleJob", "paddle"), ("JAXJob", "jax")],
+    [
+        ("PyTorchJob", "pytorch"),
+        ("TFJob", "tensorflow"),
+        ("MPIJob", "mpi"),
+        ("XGBoostJob", "xgboost"),
+        ("PaddleJob", "paddle"),
+        ("JAXJob", "jax"),
+    ],
 )
 def test_framework_label_is_upstreams(kind: str, framework: str) -> None:
     metrics = OperatorMetrics()

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from trainyard.api import PYTORCHJOB
+from trainyard.api.kinds import KINDS
 from trainyard.operator.webhook import path_for, review, webhook_configuration
 
 JOB: dict[str, Any] = {
@@ -145,7 +146,10 @@ def test_configuration_names_the_served_paths() -> None:
     config = webhook_configuration(service_name="trainyard-operator", namespace="ops", ca_bundle="Q0E=")
 
     assert config["metadata"]["name"] == "validator.training-operator.kubeflow.org"
-    (hook,) = config["webhooks"]
+    hooks = {h["name"]: h for h in config["webhooks"]}
+    # one per served kind, as upstream registers one per kind
+    assert set(hooks) == {f"validator.{info.kind.lower()}.training-operator.kubeflow.org" for info in KINDS.values()}
+    hook = hooks["validator.pytorchjob.training-operator.kubeflow.org"]
     assert hook["name"] == "validator.pytorchjob.training-operator.kubeflow.org"
     assert hook["clientConfig"] == {
         "service": {"name": "trainyard-operator", "namespace": "ops", "path": path_for(PYTORCHJOB), "port": 443},

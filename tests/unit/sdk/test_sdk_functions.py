@@ -84,9 +84,10 @@ def test_one_worker_runs_plain_python_and_procs_per_worker_means_torchrun() -> N
     assert 'exec python -u "$program_path/' in args
     procs = functions.job_from_function(name="a", namespace="d", train_func=report, num_procs_per_worker=2)
     assert procs["spec"]["nprocPerNode"] == "2"
-    assert "exec torchrun" in procs["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"][0][
-        "args"
-    ][0]
+    assert (
+        "exec torchrun"
+        in procs["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"][0]["args"][0]
+    )
 
 
 def test_replica_script_runs_the_function_with_its_parameters_verbatim(tmp_path: Path) -> None:

@@ -27,6 +27,7 @@ UPSTREAM_FRAMEWORKS: dict[str, str] = {
     "XGBoostJob": "xgboost",
     "PaddleJob": "paddle",
     "JAXJob": "jax",
+    "MXJob": "mxnet",
 }
-"""Every kind upstream's Training Operator serves in this group → its metrics' ``framework`` label
+"""Every kind upstream's Training Operator serves (MXJob: until v1.7) in this group → its metrics' ``framework`` label
 (reference §11); trainyard's own are ``api.kinds.KINDS``."""

@@ -37,6 +37,7 @@ TERMINAL_POD_PHASES = ("Succeeded", "Failed")
 SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 _SUFFIX = string.ascii_lowercase + string.digits
 
+
 def patch_failure(exc: patching.PatchError) -> errors.ApiError:
     """The Status for a patch that cannot be applied, as the real API server words it.
 

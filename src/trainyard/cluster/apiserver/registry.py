@@ -94,7 +94,13 @@ BUILTINS = (
         "storage.k8s.io", "v1", "storageclasses", "storageclass", "StorageClass", False, ("sc",), has_spec=False
     ),
     ResourceType(
-        "scheduling.k8s.io", "v1", "priorityclasses", "priorityclass", "PriorityClass", False, short_names=("pc",),
+        "scheduling.k8s.io",
+        "v1",
+        "priorityclasses",
+        "priorityclass",
+        "PriorityClass",
+        False,
+        short_names=("pc",),
         has_spec=False,
     ),
     ResourceType("coordination.k8s.io", "v1", "leases", "lease", "Lease", True),

@@ -178,7 +178,12 @@ class ApiServer:
                 directive = admission.field_validation(query.get("fieldValidation"), "CreateOptions")
                 warnings: list[str] = []
                 created = self.objects.create(
-                    rt, ns or "", body, dry_run=dry_run, field_validation=directive, warnings=warnings,
+                    rt,
+                    ns or "",
+                    body,
+                    dry_run=dry_run,
+                    field_validation=directive,
+                    warnings=warnings,
                     manager=_manager(request),
                 )
                 return _warn(self._object(request, rt, created, 201), warnings)
@@ -207,7 +212,13 @@ class ApiServer:
             directive = admission.field_validation(query.get("fieldValidation"), "UpdateOptions")
             warnings = []
             updated = self.objects.update(
-                rt, namespace, name, body, subresource=sub, dry_run=dry_run, field_validation=directive,
+                rt,
+                namespace,
+                name,
+                body,
+                subresource=sub,
+                dry_run=dry_run,
+                field_validation=directive,
                 warnings=warnings,
                 manager=_manager(request),
             )
@@ -294,7 +305,14 @@ class ApiServer:
         directive = admission.field_validation(request.query.get("fieldValidation"), "PatchOptions")
         warnings: list[str] = []
         patched = self.objects.patch(
-            rt, namespace, name, ctype, body, subresource=sub, dry_run=dry_run, field_validation=directive,
+            rt,
+            namespace,
+            name,
+            ctype,
+            body,
+            subresource=sub,
+            dry_run=dry_run,
+            field_validation=directive,
             warnings=warnings,
             manager=_manager(request),
         )
@@ -336,9 +354,7 @@ class ApiServer:
         )
         return _warn(self._object(request, rt, obj, 201 if created else 200), warnings)
 
-    async def _delete_collection(
-        self, request: web.Request, rt: ResourceType, namespace: str | None
-    ) -> web.Response:
+    async def _delete_collection(self, request: web.Request, rt: ResourceType, namespace: str | None) -> web.Response:
         labels, fields = self._selectors(request, rt)
         opts = await _delete_options(request)
         items, revision = self.objects.list(rt, namespace, labels, fields)
@@ -455,7 +471,6 @@ class ApiServer:
             dry_run=dry_run or "All" in opts.get("dryRun", ()),
         )
         return _json({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}, 201)
-
 
 
 def _manager(request: web.Request) -> str:

@@ -9,16 +9,18 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Mapping, Sequence
+from types import MappingProxyType
 from typing import Any
 
 from trainyard.api.common import ConditionType, TrainingJob
-from trainyard.api.core import Container, EnvVar, RestartPolicy
+from trainyard.api.core import Container, EnvVar
 from trainyard.api.kindinfo import KindInfo
 from trainyard.api.kubeflow.pytorch import PYTORCHJOB, PyTorchJob
-from trainyard.frameworks.base import Child, OwnedKind, RendezvousHost, ReplicaCounts, Verdict
+from trainyard.frameworks.base import Child, EnvScope, OwnedKind, RendezvousHost, ReplicaCounts, Verdict
 from trainyard.frameworks.network import Network, NetworkMode, wait_container
 from trainyard.frameworks.pytorch import elastic
 from trainyard.frameworks.pytorch.flags import add_init_container_flags, wait_for_master
+from trainyard.frameworks.replicas import declared_port, failure_verdicts
 
 DEFAULT_BASE_IMAGE = "docker.io/pytorch/pytorch:2.1.2-cuda11.8-cudnn8-runtime"
 """The Kubeflow SDK's default image for function jobs; the embedded plane records and does not pull it."""
@@ -58,20 +60,11 @@ ENV_DEFAULTS: tuple[tuple[str, str], ...] = (
 """Variables an operator-hosted rendezvous gets unless the container sets them itself."""
 
 
-def declared_port(job: TrainingJob, replica_type: str, info: KindInfo) -> int:
-    """The default-named port of the default container of a replica type (after defaulting)."""
-    spec = job.replica_specs[replica_type]
-    for container in spec.template.spec.containers:
-        if container.name == info.default_container:
-            for port in container.ports or []:
-                if port.name == info.default_port_name:
-                    return port.container_port
-    return info.default_port
-
-
 class PyTorch:
     info: KindInfo = PYTORCHJOB
     owned: tuple[OwnedKind, ...] = (elastic.HPA,)
+    env_scope: EnvScope = EnvScope.EVERY_CONTAINER
+    function_roles: Mapping[str, str] = MappingProxyType({})
     function_image: str = DEFAULT_BASE_IMAGE
 
     def add_operator_flags(self, parser: argparse.ArgumentParser) -> None:
@@ -86,7 +79,11 @@ class PyTorch:
         return "torchrun" if distributed else "python -u"
 
     def function_spec(
-        self, template: dict[str, Any], num_workers: int, num_procs_per_worker: int | str | None
+        self,
+        template: dict[str, Any],
+        num_workers: int,
+        num_procs_per_worker: int | str | None,
+        roles: Mapping[str, int],
     ) -> dict[str, Any]:
         """One Master and ``num_workers - 1`` Workers, the same pod template for both (the Kubeflow SDK's shape)."""
         replicas: dict[str, Any] = {"Master": {"replicas": 1, "template": template}}
@@ -226,16 +223,7 @@ class PyTorch:
                 return [*out, Verdict(ConditionType.SUCCEEDED, f"{kind} {qualified} successfully completed.")]
             if worker.active > 0:
                 out.append(Verdict(ConditionType.RUNNING, f"{kind} {qualified} is running."))
-        for rtype in self.info.replica_types:
-            c = counts.get(rtype)
-            if c is None or c.failed == 0 or c.replicas <= c.succeeded + c.active:
-                continue
-            if c.restart_policy == RestartPolicy.NEVER:
-                msg = f"{kind} {name} is failed because {c.failed} {rtype} replica(s) failed."
-                return [*out, Verdict(ConditionType.FAILED, msg)]
-            msg = f"{kind} {name} is restarting because {c.failed} {rtype} replica(s) failed."
-            out.append(Verdict(ConditionType.RESTARTING, msg))
-        return out
+        return [*out, *failure_verdicts(self.info, name, counts)]
 
 
 def _container_env_names(job: TrainingJob, replica_type: str, info: KindInfo) -> set[str]:

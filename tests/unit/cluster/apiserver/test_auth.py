@@ -46,9 +46,7 @@ def test_a_new_bind_address_reissues_only_the_server_certificate(tmp_path: Path)
     assert second.ca_pem == first.ca_pem and second.token == first.token
     assert sans(layout.server_cert) == ["127.0.0.1", "localhost", "192.0.2.7"]
     cert = x509.load_pem_x509_certificate(layout.server_cert.read_bytes())
-    ips = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value.get_values_for_type(
-        x509.IPAddress
-    )
+    ips = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value.get_values_for_type(x509.IPAddress)
     assert ipaddress.ip_address("192.0.2.7") in ips
 
 

@@ -254,8 +254,7 @@ def test_two_gangs_one_runs_the_other_waits_whole() -> None:
     a = [member(f"a-{i}", "a", cpu="1", created="2026-01-01T00:00:00Z") for i in range(3)]
     b = [member(f"b-{i}", "b", cpu="1", created="2026-01-01T00:00:01Z") for i in range(3)]
     groups = {
-        g.key: g
-        for g in (gang("a", a, created="2026-01-01T00:00:00Z"), gang("b", b, created="2026-01-01T00:00:01Z"))
+        g.key: g for g in (gang("a", a, created="2026-01-01T00:00:00Z"), gang("b", b, created="2026-01-01T00:00:01Z"))
     }
     decision = schedule([NODE], used(), [*b, *a], groups, {})
     assert sorted(p.name for p, _ in decision.bindings) == ["a-0", "a-1", "a-2"]

@@ -108,9 +108,7 @@ def test_volcano_conditions() -> None:
         "NotEnoughResources",
         "too big",
     )
-    placed = podgroups.volcano_status(
-        group(2, refused), members(BOUND, BOUND), enqueued=False, verdict=None, now=NOW
-    )
+    placed = podgroups.volcano_status(group(2, refused), members(BOUND, BOUND), enqueued=False, verdict=None, now=NOW)
     kinds = {c["type"]: c["status"] for c in placed["conditions"]}
     assert kinds == {"Unschedulable": "False", "Scheduled": "True"}
 

@@ -365,9 +365,7 @@ def message(raw: bytes, schema: Message) -> dict[str, Any]:
 def envelope(body: bytes) -> tuple[str, str, bytes]:
     """``(apiVersion, kind, raw)`` of a ``k8s\\x00`` + ``runtime.Unknown`` body."""
     if not body.startswith(MAGIC):
-        raise ProtobufError(
-            "provided data does not appear to be a protobuf message, expected prefix [107 56 115 0]"
-        )
+        raise ProtobufError("provided data does not appear to be a protobuf message, expected prefix [107 56 115 0]")
     api_version = kind = encoding = ""
     raw = b""
     for number, wire, value in fields(body[len(MAGIC) :]):

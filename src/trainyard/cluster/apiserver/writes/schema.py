@@ -218,6 +218,7 @@ def apply_defaults(x: Any, s: Schema | None) -> None:
 
 # -- 4. validation --------------------------------------------------------------------------
 
+
 def _json_type(value: Any) -> str:
     if value is None:
         return "null"

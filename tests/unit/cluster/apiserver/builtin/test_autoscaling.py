@@ -49,8 +49,10 @@ def test_served_as_a_namespaced_builtin_with_short_name_and_status() -> None:
     ("spec", "expected"),
     [
         ({"maxReplicas": 3}, {"minReplicas": 1, "maxReplicas": 3, "metrics": [DEFAULT_CPU]}),
-        ({"minReplicas": 2, "maxReplicas": 3, "metrics": [CPU]},
-         {"minReplicas": 2, "maxReplicas": 3, "metrics": [CPU]}),
+        (
+            {"minReplicas": 2, "maxReplicas": 3, "metrics": [CPU]},
+            {"minReplicas": 2, "maxReplicas": 3, "metrics": [CPU]},
+        ),
         ({"maxReplicas": 3, "metrics": []}, {"minReplicas": 1, "maxReplicas": 3, "metrics": [DEFAULT_CPU]}),
     ],
     ids=["server-defaults", "as-written", "empty-metrics"],

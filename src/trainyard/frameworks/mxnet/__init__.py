@@ -1,0 +1,5 @@
+"""MXJob's framework plugin."""
+
+from trainyard.frameworks.mxnet.plugin import MXNet
+
+__all__ = ["MXNet"]

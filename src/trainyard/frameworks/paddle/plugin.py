@@ -1,0 +1,68 @@
+"""PaddleJob: ``PADDLE_*`` for ``paddle.distributed.launch`` and the success rule (reference §3.4, §8).
+
+Collective mode (Workers only): worker 0 hosts the launch master and learns its own address from
+the downward API (``POD_IP_DUMMY``, expanded by the kubelet in ``PADDLE_MASTER``); the others
+reach it by name. Parameter-server mode (a Master spec): the Master hosts it. Upstream defaults
+``elasticPolicy`` but acts on none of it, so a Paddle world is static (whole-gang restarts).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from trainyard.api.common import ConditionType, TrainingJob
+from trainyard.api.core import EnvVar
+from trainyard.api.kindinfo import KindInfo
+from trainyard.api.kubeflow.paddle import PADDLEJOB
+from trainyard.frameworks.base import ReplicaCounts, Verdict
+from trainyard.frameworks.network import Network
+from trainyard.frameworks.replicas import StaticWorld, declared_port, failure_verdicts, total_replicas
+
+
+class Paddle(StaticWorld):
+    info: KindInfo = PADDLEJOB
+
+    def is_master_role(self, job: TrainingJob, replica_type: str, index: int) -> bool:
+        return replica_type == "Master"
+
+    def env(self, job: TrainingJob, replica_type: str, index: int, network: Network) -> Sequence[EnvVar]:
+        info = self.info
+        host_type = "Master" if "Master" in job.replica_specs else "Worker"
+        port = network.port(host_type, 0, info.default_port_name, declared_port(job, host_type, info))
+        out = [
+            EnvVar(name="PYTHONUNBUFFERED", value="1"),
+            EnvVar(name="PADDLE_JOB_ID", value=job.name),
+            EnvVar(name="PADDLE_NNODES", value=str(total_replicas(job))),
+        ]
+        if replica_type == host_type and index == 0:
+            # defined before PADDLE_MASTER, so the kubelet's $(VAR) expansion sees it
+            pod_ip = {"fieldRef": {"apiVersion": "v1", "fieldPath": "status.podIP"}}
+            out += [
+                EnvVar.model_validate({"name": "POD_IP_DUMMY", "valueFrom": pod_ip}),
+                EnvVar(name="PADDLE_MASTER", value=f"$(POD_IP_DUMMY):{port}"),
+            ]
+        else:
+            out.append(EnvVar(name="PADDLE_MASTER", value=f"{network.address(job.name, host_type, 0)}:{port}"))
+        if host_type == "Master":
+            out.append(
+                EnvVar(name="PADDLE_SERVER_NUM", value="1")
+                if replica_type == "Master"
+                else EnvVar(name="PADDLE_TRAINER_NUM", value="1")
+            )
+        return out
+
+    def verdicts(self, job: TrainingJob, counts: Mapping[str, ReplicaCounts]) -> Sequence[Verdict]:
+        kind, name, qualified = self.info.kind, job.name, f"{job.namespace}/{job.name}"
+        out: list[Verdict] = []
+        master, worker = counts.get("Master"), counts.get("Worker")
+        if master is not None:
+            if master.active > 0:
+                out.append(Verdict(ConditionType.RUNNING, f"{kind} {name} is running."))
+            if master.replicas > 0 and master.succeeded >= master.replicas:
+                return [*out, Verdict(ConditionType.SUCCEEDED, f"{kind} {name} is successfully completed.")]
+        elif worker is not None:
+            if worker.replicas > 0 and worker.succeeded >= worker.replicas:
+                return [*out, Verdict(ConditionType.SUCCEEDED, f"{kind} {qualified} successfully completed.")]
+            if worker.active > 0:
+                out.append(Verdict(ConditionType.RUNNING, f"{kind} {qualified} is running."))
+        return [*out, *failure_verdicts(self.info, name, counts)]

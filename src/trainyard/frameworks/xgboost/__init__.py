@@ -1,0 +1,5 @@
+"""XGBoostJob's framework plugin."""
+
+from trainyard.frameworks.xgboost.plugin import XGBoost
+
+__all__ = ["XGBoost"]
