@@ -238,7 +238,8 @@ def test_a_kind_whose_plugin_cannot_run_a_function_is_refused_by_the_sdk(
     toy: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setitem(registry.PLUGINS, TOYJOB.kind, BareToy())
-    with pytest.raises(ValueError, match=r"^jobs from a function or an image are PyTorchJobs or TFJobs or XGBoostJobs, not ToyJob$"):
+    able = "PyTorchJobs or TFJobs or XGBoostJobs"
+    with pytest.raises(ValueError, match=rf"^jobs from a function or an image are {able}, not ToyJob$"):
         functions.job_from_function(name="f", namespace="d", train_func=train, kind="ToyJob")
     assert registry.function_jobs("ToyJob") is None and registry.function_jobs("PyTorchJob") is not None
 
