@@ -47,11 +47,14 @@ def test_an_image_runs_in_the_environment_it_maps_to(plane: Plane, kubectl: Kube
 
     pulled = eventually(lambda: events(kubectl, "env-mapped", "Pulled"), what="Pulled event")
     assert pulled == [
-        f"Container image 'example.test/env-probe:v1' runs in local environment 'probe' ({env}): "
-        "environments.yaml maps 'example.test/env-probe:*'"
+        f'Container image "example.test/env-probe:v1" runs in local environment "probe" ({env}): '
+        'environments.yaml maps "example.test/env-probe:*"'
     ], pulled
     own = eventually(lambda: events(kubectl, "env-unmapped", "Pulled"), what="Pulled event")
-    assert own[0].startswith("Container image 'example.test/other:v1' runs in trainyard's own environment"), own
+    assert own == [
+        f'Container image "example.test/other:v1" runs in trainyard\'s own environment ({sys.prefix}): '
+        f"no environment in {plane.home / 'environments.yaml'} maps it"
+    ], own
 
 
 def test_an_image_mapped_to_a_missing_environment_never_runs_elsewhere(
@@ -69,7 +72,11 @@ def test_an_image_mapped_to_a_missing_environment_never_runs_elsewhere(
     state = eventually(
         lambda: (w := waiting()) and w.get("reason") == "CreateContainerConfigError" and w, what="config error"
     )
-    assert "maps to local environment 'gone'" in state["message"] and "yard env remove gone" in state["message"], state
+    assert state["message"].startswith(
+        f'image "example.test/env-gone:v1" maps to local environment "gone" ({plane.home / "environments.yaml"}: '
+        'entry "gone", image glob "example.test/env-gone:*"), but '
+    ), state
+    assert "`yard env remove gone`" in state["message"], state
     plane.yard("env", "remove", "gone")
     # Unmapped, the image runs in trainyard's own environment: the kubelet-like retry picks that up.
     eventually(lambda: kubectl("get", "pod", "env-gone", "-o", "jsonpath={.status.phase}") == "Succeeded", what="ran")

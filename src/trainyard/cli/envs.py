@@ -33,6 +33,12 @@ def _check_name(name: str) -> None:
         raise UserError(f"environment name {name!r} must be letters, digits, '-', '_' or '.', not starting with '.'")
 
 
+def _check_images(images: list[str]) -> None:
+    for glob in images:
+        if not glob.strip() or any(c.isspace() for c in glob):
+            raise UserError(f"--image {glob!r} is not an image glob (one like 'tensorflow/tensorflow:*', no spaces)")
+
+
 def _record(name: str, path: Path, images: list[str]) -> None:
     try:
         environments.record(_file(), Environment(name, path.resolve(), tuple(images)))
@@ -63,13 +69,17 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Create a venv, install packages into it (pip's progress shows), and record it with its image globs."""
         _check_name(name)
-        target = path or GLOBALS.layout.environments_dir / name
+        _check_images(list(image or []))
+        target = (path or GLOBALS.layout.environments_dir / name).resolve()
         for file in requirement or []:
             if not file.is_file():
                 raise UserError(f"requirements file {file} does not exist")
         if not (target / "bin" / "python").exists():
+            if shutil.which(python) is None:
+                raise UserError(f"--python {python} is not a Python found here; give a path to a python3.11")
             print(f"creating a venv at {target} from {python}", flush=True)
-            subprocess.run([python, "-m", "venv", str(target)], check=True)
+            if subprocess.run([python, "-m", "venv", str(target)]).returncode != 0:
+                fail(f"{python} -m venv {target} failed (above); nothing was recorded")
         args = [arg for file in requirement or [] for arg in ("-r", str(file))] + list(packages or [])
         if args:
             print(f"installing into {target}: {' '.join(args)}", flush=True)
@@ -87,6 +97,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Record an existing environment (or replace the record of NAME) with the images it stands for."""
         _check_name(name)
+        _check_images(list(image or []))
         if not (path / "bin" / "python").exists():
             raise UserError(f"{path} is not a Python environment ({path / 'bin' / 'python'} does not exist)")
         _record(name, path, list(image or []))
@@ -114,11 +125,16 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Forget an environment: its images run in trainyard's own environment again."""
         try:
-            gone = environments.forget(_file(), name)
+            entries = environments.load(_file()) if _file().exists() else []
+            found = next((e for e in entries if e.name == name), None)
+            if found is None:
+                raise UserError(f"no environment named {name!r} in {_file()} (`yard env list` shows them)")
+            # Only what `python -m venv` made: a mistyped path in the file must not cost a directory.
+            if delete and found.path.exists() and not (found.path / "pyvenv.cfg").is_file():
+                raise UserError(f"{found.path} is not a venv (no pyvenv.cfg): not deleted; remove it without --delete")
+            environments.forget(_file(), name)
         except EnvironmentsError as exc:
             raise UserError(str(exc)) from exc
-        if gone is None:
-            raise UserError(f"no environment named {name!r} in {_file()} (`yard env list` shows them)")
-        if delete and gone.path.exists():
-            shutil.rmtree(gone.path)
-        print(f"environment {name} removed{' and deleted' if delete else ''}")
+        if delete and found.path.exists():
+            shutil.rmtree(found.path)
+        print(f"environment {name} removed{f' and {found.path} deleted' if delete else ''}")

@@ -55,28 +55,28 @@ def spellings(image: str) -> set[str]:
     """The names one image reference goes by: as written, tagged ``:latest`` when tagless, Docker Hub long and short.
 
     ``python`` and ``docker.io/library/python:latest`` are one image to a container runtime, so a
-    glob written either way matches both.
+    glob written either way matches both. A digest (``@sha256:...``) is kept, with and without the tag.
     """
     image = image.strip()
     if not image:
         return set()
-    name, tag = image, ""
-    if "@" in image:
-        name, _, digest = image.partition("@")
-        tag = "@" + digest
-    else:
-        last = image.rsplit("/", 1)[-1]
-        if ":" in last:
-            name, _, version = image.rpartition(":")
-            tag = ":" + version
-    tagged = tag or ":latest"
+    name, _, digest = image.partition("@")
+    tag = ""
+    if ":" in name.rsplit("/", 1)[-1]:
+        name, _, tag = name.rpartition(":")
     first = name.split("/", 1)[0]
     registry = "." in first or ":" in first or first == "localhost"
     long_name = name if registry else f"docker.io/{name if '/' in name else 'library/' + name}"
     short_name = long_name.removeprefix("docker.io/").removeprefix("library/")
-    out = {image, name + tagged}
-    for spelled in (long_name, short_name):
-        out |= {spelled + tag, spelled + tagged} if tag else {spelled, spelled + tagged}
+    if digest:  # the digest names the image whatever the tag says
+        suffixes = {f"@{digest}"} | ({f":{tag}", f":{tag}@{digest}"} if tag else set())
+    elif tag:
+        suffixes = {f":{tag}"}
+    else:  # :latest to a runtime; a glob written without a tag names it too
+        suffixes = {"", ":latest"}
+    out = {image}
+    for spelled in {name, long_name, short_name}:
+        out |= {spelled + suffix for suffix in suffixes}
     return out
 
 
@@ -85,7 +85,7 @@ class Environments:
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self._stamp: tuple[int, int] | None = None
+        self._stamp: tuple[int, int, int] | None = None
         self._entries: list[Environment] = []
 
     def entries(self) -> list[Environment]:
@@ -94,7 +94,8 @@ class Environments:
         except FileNotFoundError:
             self._stamp, self._entries = None, []
             return []
-        stamp = (info.st_mtime_ns, info.st_size)
+        # `yard env` replaces the file (a new inode): caught even within one mtime tick at the same size.
+        stamp = (info.st_ino, info.st_mtime_ns, info.st_size)
         if stamp != self._stamp:
             self._entries, self._stamp = load(self.path), stamp
         return list(self._entries)
@@ -124,7 +125,8 @@ def load(path: Path) -> list[Environment]:
         images = item.get("images") or []
         if not isinstance(images, list) or not all(isinstance(g, str) for g in images):
             raise EnvironmentsError(f"{path}: environments[{i}].images must be a list of image globs")
-        out.append(Environment(item["name"], Path(item["path"]), tuple(images)))
+        # A relative path (a hand-written file) is relative to the file, not to where the node runs.
+        out.append(Environment(item["name"], path.parent / Path(item["path"]).expanduser(), tuple(images)))
     return out
 
 

@@ -25,6 +25,7 @@ def venv(tmp_path: Path, name: str) -> Path:
         ("ghcr.io/trainyard/examples-jax", {"ghcr.io/trainyard/examples-jax:latest"}),
         ("localhost:5000/team/img:v1", {"localhost:5000/team/img:v1"}),
         ("busybox@sha256:abc", {"docker.io/library/busybox@sha256:abc"}),
+        ("img:1.0@sha256:abc", {"img@sha256:abc", "docker.io/library/img:1.0", "img:1.0@sha256:abc"}),
     ],
 )
 def test_an_image_goes_by_its_runtime_spellings(image: str, also: set[str]) -> None:
@@ -92,3 +93,36 @@ def test_the_file_is_reread_when_it_changes(tmp_path: Path) -> None:
     assert envs.resolve("python") is None
     environments.record(file, Environment("py", venv(tmp_path, "py"), ("python:*",)))
     assert envs.resolve("python") is not None
+
+
+def test_a_tagged_image_is_not_latest_and_a_digest_is_not_a_tag() -> None:
+    assert "python:latest" not in spellings("python:3.11")
+    assert not any(s.endswith(":latest") for s in spellings("busybox@sha256:abc"))
+
+
+def test_the_project_globs_match_the_upstream_example_images(tmp_path: Path) -> None:
+    file = tmp_path / "environments.yaml"
+    repo = Path(__file__).resolve().parents[3]
+    for name in ("tensorflow", "xgboost", "jax", "paddle"):
+        line = next(x for x in (repo / "envs" / f"{name}.txt").read_text().splitlines() if x.startswith("# images:"))
+        environments.record(file, Environment(name, venv(tmp_path, name), tuple(line.split()[2:])))
+    envs = Environments(file)
+    for image, name in [
+        ("ghcr.io/trainyard/examples-tensorflow:latest", "tensorflow"),
+        ("docker.io/tensorflow/tensorflow:2.21.0", "tensorflow"),
+        ("tensorflow/tensorflow", "tensorflow"),
+        ("docker.io/kubeflowkatib/tf-mnist-with-summaries:latest", "tensorflow"),
+        ("docker.io/kubeflow/xgboost-dist-iris:latest", "xgboost"),
+        ("docker.io/kubeflow/jaxjob-simple:latest", "jax"),
+        ("registry.baidubce.com/paddlepaddle/paddle:2.4.0rc0-cpu", "paddle"),
+        ("docker.io/paddlepaddle/paddle:3.0.0", "paddle"),
+    ]:
+        match = envs.resolve(image)
+        assert match is not None and match.environment.name == name, image
+    assert envs.resolve("docker.io/kubeflow/pytorch-mnist:latest") is None
+
+
+def test_a_relative_path_is_relative_to_the_file(tmp_path: Path) -> None:
+    file = tmp_path / "environments.yaml"
+    file.write_text("environments:\n- {name: a, path: envs/a, images: ['a:*']}\n")
+    assert environments.load(file)[0].path == tmp_path / "envs" / "a"

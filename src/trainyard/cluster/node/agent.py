@@ -3,7 +3,8 @@
 It talks to the API server only through the Kubernetes client, like a kubelet: it registers its
 ``Node`` (capacity from ``capacity``, shape from ``nodestatus``) and heartbeats it, watches the
 pods the scheduler bound to it, runs each container's ``command`` + ``args`` with the pod's
-environment in trainyard's own Python environment, and reports phase and container statuses.
+environment in the local Python environment its ``image`` stands for (``cluster.environments``;
+trainyard's own when none does), and reports phase and container statuses.
 Each container run is supervised by a shim process of its own (``runtime``) that writes
 the CRI-format log and records the exit, so containers outlive the agent: a restarted agent
 adopts the runs it finds (``_resume``) and reports those that ended meanwhile with their real
@@ -51,13 +52,14 @@ from lightkube.types import PatchType
 from trainyard.api.meta import format_time
 from trainyard.client import build, is_status, record_event, watch_forever
 from trainyard.cluster import qos
+from trainyard.cluster.environments import EnvironmentsError
 from trainyard.cluster.node import capacity as node_capacity
 from trainyard.cluster.node import gpus, nodestatus, podstatus
 from trainyard.cluster.node.backoff import KUBELET_BASE, BackOff, go_duration
 from trainyard.cluster.node.conditions import pod_conditions
 from trainyard.cluster.node.containerconfig import ContainerConfig
 from trainyard.cluster.node.persistentvolumes import Storage, claim_names
-from trainyard.cluster.node.podenv import Sources, expand, referenced
+from trainyard.cluster.node.podenv import ConfigError, Sources, expand, referenced
 from trainyard.cluster.node.probes import ContainerProbes, Hooks, Probe, Target, killing_message, named_ports, probes_of
 from trainyard.cluster.node.runs import ContainerRun, PodRun, restarts
 from trainyard.cluster.node.runtime import mountns, shims
@@ -399,7 +401,13 @@ class NodeAgent:
         return False
 
     async def _start(self, run: PodRun, pod: Obj, container: Obj, cr: ContainerRun) -> None:
-        env = self.container_config.environment(run, pod, container)
+        try:
+            env, pulled = self.container_config.start(run, pod, container)
+        except (ConfigError, EnvironmentsError) as exc:
+            # Checked before the first start; a restart after an environment or a ConfigMap went away
+            # fails this run with the reason, and the restart policy retries.
+            self._fail_start(cr, str(exc))
+            return
         argv = [expand(a, env) for a in (container.get("command") or []) + (container.get("args") or [])]
         cr.started_at = self.now()
         cr.started_mono = time.monotonic()
@@ -425,16 +433,16 @@ class NodeAgent:
         if handle.exit is not None and handle.exit.reason == "StartError":
             self._fail_start(cr, handle.exit.message or "the container could not be started")
             return
-        cr.process = handle
+        cr.process, cr.env = handle, env
         cr.started_at = _stamp(handle.started_at)
         if run.stopping:
             handle.signal(signal.SIGKILL)
-        self._spawn(self._started_events(pod, container, cr))
+        self._spawn(self._started_events(pod, cr, pulled))
         self._start_probes(run, pod, container, cr)
 
-    async def _started_events(self, pod: Obj, container: Obj, cr: ContainerRun) -> None:
+    async def _started_events(self, pod: Obj, cr: ContainerRun, pulled: str) -> None:
         # Images are not pulled here: "Pulled" names the local environment that stands for the image.
-        await self._event(pod, "Normal", "Pulled", self.container_config.environment_message(container))
+        await self._event(pod, "Normal", "Pulled", pulled)
         await self._event(pod, "Normal", "Started", f"Started container {cr.name}")
 
     def _start_probes(self, run: PodRun, pod: Obj, container: Obj, cr: ContainerRun) -> None:
@@ -447,7 +455,7 @@ class NodeAgent:
         spec = pod.get("spec") or {}
 
         async def execute(argv: list[str], timeout: float) -> tuple[int | None, str]:
-            return await self._probe_exec(run, pod, container, argv, timeout)
+            return await self._probe_exec(run, pod, container, cr, argv, timeout)
 
         async def changed() -> None:
             # Not awaited here: stopping the probes (the container exited) must not cancel a report.
@@ -471,7 +479,7 @@ class NodeAgent:
         return ContainerProbes(found, target, Hooks(changed, event, kill))
 
     async def _probe_exec(
-        self, run: PodRun, pod: Obj, container: Obj, argv: list[str], timeout: float
+        self, run: PodRun, pod: Obj, container: Obj, cr: ContainerRun, argv: list[str], timeout: float
     ) -> tuple[int | None, str]:
         """Run an exec probe's command as the container runs (its env and mounts): exit code, or None on timeout."""
         mounts, cwd = self.container_config.mount_spec(run, container)
@@ -480,7 +488,7 @@ class NodeAgent:
         process = await asyncio.create_subprocess_exec(
             *argv,
             cwd=cwd,
-            env=self.container_config.environment(run, pod, container),
+            env=cr.env or self.container_config.exec_environment(run, pod, container),
             stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.STDOUT,

@@ -49,39 +49,54 @@ class ContainerConfig:
         Raises ``EnvironmentsError`` when the mapping cannot be read or names an environment that
         is not there (a silent fallback would run the code with the wrong packages).
         """
-        found = self.environments.resolve(container.get("image") or "")
+        image = container.get("image") or ""
+        found = self.environments.resolve(image)
         if found is not None and not found.environment.exists:
             env = found.environment
             raise EnvironmentsError(
-                f"image {container.get('image')!r} maps to local environment {env.name!r} "
-                f"({self.environments.path}: {found.glob!r}), but {env.bin_dir / 'python'} does not exist; "
-                f"create it (`yard env create {env.name} -r REQUIREMENTS`, or `make envs` for the project's) "
-                f"or remove the entry (`yard env remove {env.name}`)"
+                f'image "{image}" maps to local environment "{env.name}" ({self.environments.path}: entry '
+                f'"{env.name}", image glob "{found.glob}"), but {env.bin_dir / "python"} does not exist; create it '
+                f"(`yard env create {env.name} --path {env.path} -r REQUIREMENTS`, or `make envs` for the "
+                f"project's) or remove the entry (`yard env remove {env.name}`)"
             )
         return found
 
-    def environment_message(self, container: Obj) -> str:
-        """What the ``Pulled`` event says: which environment stands for the image, and why."""
-        image = container.get("image") or "<none>"
+    def start(self, run: PodRun, pod: Obj, container: Obj) -> tuple[dict[str, str], str]:
+        """The environment one container run starts with, and the ``Pulled`` event that says which it is.
+
+        Both come from one reading of the mapping, so the event names the environment that ran.
+        """
+        found = self.python_environment(container)
+        return self._environment(run, pod, container, found), self._pulled(container, found)
+
+    def environment(self, run: PodRun, pod: Obj, container: Obj) -> dict[str, str]:
+        return self._environment(run, pod, container, self.python_environment(container))
+
+    def exec_environment(self, run: PodRun, pod: Obj, container: Obj) -> dict[str, str]:
+        """An exec probe's environment for a run adopted from an earlier agent (which did not say what it
+        started with): as the container's config reads now; ``OSError`` (a probe error) when it cannot be built.
+        """
         try:
-            found = self.python_environment(container)
-        except EnvironmentsError as exc:
-            return str(exc)
+            return self.environment(run, pod, container)
+        except (ConfigError, EnvironmentsError) as exc:
+            raise OSError(str(exc)) from exc
+
+    def _pulled(self, container: Obj, found: Match | None) -> str:
+        # Kubelet-like wording; images are not pulled here, a local environment stands for them.
+        image = container.get("image") or "<none>"
         if found is None:
-            own = Path(sys.executable).parent.parent
             return (
-                f"Container image {image!r} runs in trainyard's own environment ({own}): "
-                f"no environment in {self.environments.path} maps it (`yard env` to add one)"
+                f'Container image "{image}" runs in trainyard\'s own environment ({sys.prefix}): '
+                f"no environment in {self.environments.path} maps it"
             )
         env = found.environment
         return (
-            f"Container image {image!r} runs in local environment {env.name!r} ({env.path}): "
-            f"{self.environments.path.name} maps {found.glob!r}"
+            f'Container image "{image}" runs in local environment "{env.name}" ({env.path}): '
+            f'{self.environments.path.name} maps "{found.glob}"'
         )
 
-    def environment(self, run: PodRun, pod: Obj, container: Obj) -> dict[str, str]:
+    def _environment(self, run: PodRun, pod: Obj, container: Obj, found: Match | None) -> dict[str, str]:
         env = {k: os.environ[k] for k in _BASE_ENV if k in os.environ}
-        found = self.python_environment(container)
         # Training code runs with its image's environment, or the one the plane was started from.
         bin_dir = str(found.environment.bin_dir if found else Path(sys.executable).parent)
         if found is not None:

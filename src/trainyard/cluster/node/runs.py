@@ -40,6 +40,9 @@ class ContainerRun:
     init: bool = False
     # This run's probe workers (main containers with probes only).
     probes: ContainerProbes | None = None
+    # The environment this run started with: exec probes run in it, as in the container itself (the
+    # image's mapping may have changed since). None for a run adopted from an earlier agent.
+    env: dict[str, str] | None = None
 
     def status(self) -> Obj:
         state: Obj
@@ -89,7 +92,7 @@ class ContainerRun:
     def restarted(self) -> None:
         """Forget the finished run; its status moves to ``lastState`` (as the kubelet keeps it)."""
         self.last_state = self.status()["state"]
-        self.process = self.probes = None
+        self.process = self.probes = self.env = None
         self.started_at = self.exit_code = self.reason = self.message = self.finished_at = None
         self.waiting = "ContainerCreating"
 
