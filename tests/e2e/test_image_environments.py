@@ -8,19 +8,24 @@ from pathlib import Path
 
 import pytest
 
-from conftest import Kubectl, Plane, eventually
+from conftest import REPO, Kubectl, Plane, eventually
+from framework_envs import register
 
 pytestmark = pytest.mark.e2e
 
 SAY_PREFIX = "import os, sys; print(sys.prefix, os.environ.get('VIRTUAL_ENV', '-'), flush=True)"
 
 
-def pod(name: str, image: str) -> str:
+def pod(name: str, image: str, code: str = SAY_PREFIX) -> str:
     spec = {
         "restartPolicy": "Never",
-        "containers": [{"name": "main", "image": image, "command": ["python", "-c", SAY_PREFIX]}],
+        "containers": [{"name": "main", "image": image, "command": ["python", "-c", code]}],
     }
     return json.dumps({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": spec})
+
+
+def succeeded(kubectl: Kubectl, name: str) -> None:
+    eventually(lambda: kubectl("get", "pod", name, "-o", "jsonpath={.status.phase}") == "Succeeded", what=name)
 
 
 def events(kubectl: Kubectl, name: str, reason: str) -> list[str]:
@@ -40,7 +45,7 @@ def test_an_image_runs_in_the_environment_it_maps_to(plane: Plane, kubectl: Kube
     kubectl("apply", "-f", "-", input=pod("env-mapped", "example.test/env-probe:v1"))
     kubectl("apply", "-f", "-", input=pod("env-unmapped", "example.test/other:v1"))
     for name in ("env-mapped", "env-unmapped"):
-        eventually(lambda n=name: kubectl("get", "pod", n, "-o", "jsonpath={.status.phase}") == "Succeeded", what=name)
+        succeeded(kubectl, name)
     assert kubectl("logs", "env-mapped").split() == [str(env), str(env)]
     # No entry maps the other image: it runs in trainyard's own environment, as every image did before.
     assert kubectl("logs", "env-unmapped").split() == [sys.prefix, "-"]
@@ -79,4 +84,15 @@ def test_an_image_mapped_to_a_missing_environment_never_runs_elsewhere(
     assert "`yard env remove gone`" in state["message"], state
     plane.yard("env", "remove", "gone")
     # Unmapped, the image runs in trainyard's own environment: the kubelet-like retry picks that up.
-    eventually(lambda: kubectl("get", "pod", "env-gone", "-o", "jsonpath={.status.phase}") == "Succeeded", what="ran")
+    succeeded(kubectl, "env-gone")
+
+
+def test_a_project_environment_registered_for_a_test_plane_runs_the_examples_image(
+    plane: Plane, kubectl: Kubectl
+) -> None:
+    # What every kind's real-training test does first (tests/framework_envs.py, `make framework-envs`).
+    register(plane, "xgboost")
+    code = "import sys, xgboost; print(sys.prefix, xgboost.__version__)"
+    kubectl("apply", "-f", "-", input=pod("env-xgboost", "ghcr.io/trainyard/examples-xgboost:latest", code))
+    succeeded(kubectl, "env-xgboost")
+    assert kubectl("logs", "env-xgboost").split() == [str(REPO / ".venv" / "envs" / "xgboost"), "3.2.0"]

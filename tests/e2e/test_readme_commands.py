@@ -57,6 +57,9 @@ EXPECT = {
     "kubectl logs pytorch-ddp-master-0 --tail 3": ["final test_accuracy="],
     "kubectl get events --field-selector involvedObject.name=pytorch-ddp": ["PyTorchJobSucceeded"],
     "python -m trainyard.operator --help": ["--leader-elect"],
+    "make envs": ["environment tensorflow at", "environment paddle at"],
+    "yard env list": ["ghcr.io/trainyard/examples-xgboost:*", "yes"],
+    "yard env create scratch --image 'registry.example/me/scratch:*'": ["environment scratch at"],
 }
 SHELL_FENCES = {"", "bash", "sh", "shell", "zsh", "console-session"}
 

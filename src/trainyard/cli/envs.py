@@ -19,6 +19,7 @@ import typer
 from trainyard.cli.common import GLOBALS, UserError, fail, handled, table
 from trainyard.cluster import environments
 from trainyard.cluster.environments import Environment, EnvironmentsError
+from trainyard.cluster.paths import SharedHomeError, make_private
 
 NAME_HELP = "the environment's name (letters, digits, '-', '_', '.')"
 IMAGE_HELP = "an image glob this environment stands for, e.g. 'tensorflow/tensorflow:*' (repeatable)"
@@ -26,6 +27,14 @@ IMAGE_HELP = "an image glob this environment stands for, e.g. 'tensorflow/tensor
 
 def _file() -> Path:
     return GLOBALS.layout.environments_file
+
+
+def _private_home() -> None:
+    # `make envs` may write the home before any `yard up` made it: owner-only from the start, as `yard up` keeps it.
+    try:
+        make_private(GLOBALS.layout.home)
+    except SharedHomeError as exc:
+        raise UserError(str(exc)) from exc
 
 
 def _check_name(name: str) -> None:
@@ -40,6 +49,7 @@ def _check_images(images: list[str]) -> None:
 
 
 def _record(name: str, path: Path, images: list[str]) -> None:
+    _private_home()
     try:
         environments.record(_file(), Environment(name, path.resolve(), tuple(images)))
     except EnvironmentsError as exc:
@@ -77,6 +87,7 @@ def register(app: typer.Typer) -> None:
         if not (target / "bin" / "python").exists():
             if shutil.which(python) is None:
                 raise UserError(f"--python {python} is not a Python found here; give a path to a python3.11")
+            _private_home()
             print(f"creating a venv at {target} from {python}", flush=True)
             if subprocess.run([python, "-m", "venv", str(target)]).returncode != 0:
                 fail(f"{python} -m venv {target} failed (above); nothing was recorded")

@@ -5,6 +5,7 @@ Creating one for real (a venv, pip) is the e2e test's (tests/e2e/test_image_envi
 
 from __future__ import annotations
 
+import stat
 from collections.abc import Callable
 from pathlib import Path
 
@@ -42,6 +43,9 @@ def test_add_list_and_remove_keep_the_file_in_match_order(yard: Yard, tmp_path: 
         f"environment tf at {tf} stands for: tensorflow/tensorflow:*, kubeflow/tf-*\n"
     )
     yard("add", "any", str(anything), "--image", "*")
+    # `make envs` may be the first to write the home: owner-only, as `yard up` keeps it.
+    assert stat.S_IMODE((tmp_path / "home").stat().st_mode) == 0o700
+    assert stat.S_IMODE((tmp_path / "home" / "environments.yaml").stat().st_mode) == 0o600
     written = yaml.safe_load((tmp_path / "home" / "environments.yaml").read_text())
     assert written == {
         "environments": [
