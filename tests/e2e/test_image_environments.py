@@ -24,6 +24,27 @@ def pod(name: str, image: str, code: str = SAY_PREFIX) -> str:
     return json.dumps({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": spec})
 
 
+READY = "jsonpath={.status.conditions[?(@.type=='Ready')].status}"
+
+
+def init_and_probe(name: str, image: str, env: Path) -> str:
+    """Its init container says its prefix; its main container is ready only if its exec probe runs in ``env``."""
+    in_env = f"import sys; sys.exit(sys.prefix != {str(env)!r})"
+    probe = {"exec": {"command": ["python", "-c", in_env]}, "periodSeconds": 1}
+    spec = {
+        "initContainers": [{"name": "init", "image": image, "command": ["python", "-c", SAY_PREFIX]}],
+        "containers": [
+            {
+                "name": "main",
+                "image": image,
+                "command": ["python", "-c", "import time; time.sleep(120)"],
+                "readinessProbe": probe,
+            }
+        ],
+    }
+    return json.dumps({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": spec})
+
+
 def succeeded(kubectl: Kubectl, name: str) -> None:
     eventually(lambda: kubectl("get", "pod", name, "-o", "jsonpath={.status.phase}") == "Succeeded", what=name)
 
@@ -44,6 +65,7 @@ def test_an_image_runs_in_the_environment_it_maps_to(plane: Plane, kubectl: Kube
 
     kubectl("apply", "-f", "-", input=pod("env-mapped", "example.test/env-probe:v1"))
     kubectl("apply", "-f", "-", input=pod("env-unmapped", "example.test/other:v1"))
+    kubectl("apply", "-f", "-", input=init_and_probe("env-probed", "example.test/env-probe:v2", env))
     for name in ("env-mapped", "env-unmapped"):
         succeeded(kubectl, name)
     assert kubectl("logs", "env-mapped").split() == [str(env), str(env)]
@@ -55,6 +77,10 @@ def test_an_image_runs_in_the_environment_it_maps_to(plane: Plane, kubectl: Kube
         f'Container image "example.test/env-probe:v1" runs in local environment "probe" ({env}): '
         'environments.yaml maps "example.test/env-probe:*"'
     ], pulled
+    # The init container ran in the environment too, and the exec probe passes only inside it.
+    eventually(lambda: kubectl("get", "pod", "env-probed", "-o", READY) == "True", what="ready by its exec probe")
+    assert kubectl("logs", "env-probed", "-c", "init").split() == [str(env), str(env)]
+    kubectl("delete", "pod", "env-probed", "--grace-period=0")
     own = eventually(lambda: events(kubectl, "env-unmapped", "Pulled"), what="Pulled event")
     assert own == [
         f'Container image "example.test/other:v1" runs in trainyard\'s own environment ({sys.prefix}): '
