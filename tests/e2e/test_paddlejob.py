@@ -28,7 +28,8 @@ def test_the_collective_example_trains_on_both_workers(plane: Plane) -> None:
     accuracies = [float(a) for a in re.findall(r"rank \d: test accuracy ([\d.]+)", out)]
     assert len(accuracies) == 2 and min(accuracies) > 0.85, out
     assert "paddlejob/paddle-collective succeeded" in run.stdout + run.stderr, run.stderr
-    assert "runs in local environment 'paddle'" in plane.yard("get", "events", "-o", "json").stdout
+    events = json.loads(plane.yard("get", "events", "-o", "json").stdout)["items"]
+    assert any('runs in local environment "paddle"' in e["message"] for e in events), events
     plane.yard("delete", "paddlejob", "paddle-collective")
 
 

@@ -5,6 +5,7 @@ and ``TrainingClient.create_job(job_kind="XGBoostJob", train_func=...)`` runs a 
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -52,8 +53,8 @@ def test_the_example_trains_one_booster_on_every_ranks_shard(plane: Plane, sdk: 
     assert ("Running", "False", "XGBoostJobRunning") in conditions(job)
     assert job["status"]["replicaStatuses"]["Worker"]["succeeded"] == 2
     # The example's image ran in the xgboost environment, not trainyard's own.
-    events = plane.yard("get", "events", "-o", "json").stdout
-    assert "runs in local environment 'xgboost'" in events, events
+    events = json.loads(plane.yard("get", "events", "-o", "json").stdout)["items"]
+    assert any('runs in local environment "xgboost"' in e["message"] for e in events), events
     sdk.delete_job("xgboost-dist", job_kind="XGBoostJob")
 
 
