@@ -14,7 +14,7 @@ import pytest
 from trainyard.api import ConditionType
 from trainyard.api.defaults import apply_defaults
 from trainyard.api.kubeflow.paddle import PADDLEJOB, PaddleJob
-from trainyard.frameworks.base import ReplicaCounts, Verdict
+from trainyard.frameworks.base import ReplicaCounts
 from trainyard.frameworks.network import Network, NetworkMode
 from trainyard.frameworks.paddle import Paddle
 from trainyard.frameworks.registry import plugin_for
@@ -180,81 +180,74 @@ def test_master_role_is_the_master_only(masters: int, rtype: str, index: int, ex
 # -- verdicts (§8) ---------------------------------------------------------------------------------------
 
 
-def counts(replicas: int, active: int = 0, succeeded: int = 0, failed: int = 0, policy: str = "OnFailure") -> Any:
-    return ReplicaCounts(replicas=replicas, active=active, succeeded=succeeded, failed=failed, restart_policy=policy)
+def observed(policy: str = "OnFailure", **types: tuple[int, int, int, int]) -> dict[str, ReplicaCounts]:
+    """Counts per type as (replicas, active, succeeded, failed), every type under ``policy``."""
+    return {
+        rtype: ReplicaCounts(replicas=r, active=a, succeeded=s, failed=f, restart_policy=policy)
+        for rtype, (r, a, s, f) in types.items()
+    }
 
 
-RUNNING = Verdict(ConditionType.RUNNING, "PaddleJob ocr is running.")
-SUCCEEDED = Verdict(ConditionType.SUCCEEDED, "PaddleJob ocr is successfully completed.")
-RUNNING_NS = Verdict(ConditionType.RUNNING, "PaddleJob team-a/ocr is running.")
-SUCCEEDED_NS = Verdict(ConditionType.SUCCEEDED, "PaddleJob team-a/ocr successfully completed.")
-
-
-def restarting(n: int, rtype: str) -> Verdict:
-    return Verdict(ConditionType.RESTARTING, f"PaddleJob ocr is restarting because {n} {rtype} replica(s) failed.")
-
-
-def failed(n: int, rtype: str) -> Verdict:
-    return Verdict(ConditionType.FAILED, f"PaddleJob ocr is failed because {n} {rtype} replica(s) failed.")
-
-
-WITH_MASTER = [
-    ("all-pending", counts(1), counts(2), []),
-    ("master-running", counts(1, active=1), counts(2, active=2), [RUNNING]),
-    ("only-workers-running", counts(1), counts(2, active=2), []),
-    ("master-succeeded", counts(1, succeeded=1), counts(2, active=2), [SUCCEEDED]),
-    ("workers-succeeded-master-running", counts(1, active=1), counts(2, succeeded=2), [RUNNING]),
+VERDICTS = [
+    # id, counts, the conditions as "Type: message"
+    ("ps-pending", observed(Master=(1, 0, 0, 0), Worker=(2, 0, 0, 0)), []),
+    ("ps-workers-alone-are-not-running", observed(Master=(1, 0, 0, 0), Worker=(2, 2, 0, 0)), []),
+    ("ps-master-running", observed(Master=(1, 1, 0, 0), Worker=(2, 2, 0, 0)), ["Running: PaddleJob ocr is running."]),
     (
-        "master-succeeded-beats-a-failed-worker",
-        counts(1, succeeded=1),
-        counts(2, active=1, failed=1, policy="Never"),
-        [SUCCEEDED],
+        "ps-workers-done-master-still-running",
+        observed(Master=(1, 1, 0, 0), Worker=(2, 0, 2, 0)),
+        ["Running: PaddleJob ocr is running."],
     ),
-    ("worker-failed-OnFailure", counts(1, active=1), counts(2, active=1, failed=1), [RUNNING, restarting(1, "Worker")]),
     (
-        "worker-failed-Never",
-        counts(1, active=1),
-        counts(2, active=1, failed=1, policy="Never"),
-        [RUNNING, failed(1, "Worker")],
+        "ps-master-done-ends-it-despite-a-failed-worker",
+        observed("Never", Master=(1, 0, 1, 0), Worker=(2, 1, 0, 1)),
+        ["Succeeded: PaddleJob ocr is successfully completed."],
     ),
-    ("master-failed-Never", counts(1, failed=1, policy="Never"), counts(2, active=2), [failed(1, "Master")]),
-    ("master-failed-ExitCode", counts(1, failed=1, policy="ExitCode"), counts(2, active=2), [restarting(1, "Master")]),
     (
-        "failed-pod-but-replicas-covered",
-        counts(1, active=1),
-        counts(2, active=2, failed=1, policy="Never"),
-        [RUNNING],
+        "ps-master-failed-Never",
+        observed("Never", Master=(1, 0, 0, 1), Worker=(2, 2, 0, 0)),
+        ["Failed: PaddleJob ocr is failed because 1 Master replica(s) failed."],
+    ),
+    (
+        "ps-master-failed-ExitCode",
+        observed("ExitCode", Master=(1, 0, 0, 1), Worker=(2, 2, 0, 0)),
+        ["Restarting: PaddleJob ocr is restarting because 1 Master replica(s) failed."],
+    ),
+    ("collective-pending", observed(Worker=(3, 0, 0, 0)), []),
+    ("collective-running", observed(Worker=(3, 2, 1, 0)), ["Running: PaddleJob team-a/ocr is running."]),
+    ("collective-all-done", observed(Worker=(3, 0, 3, 0)), ["Succeeded: PaddleJob team-a/ocr successfully completed."]),
+    (
+        "collective-worker-failed-OnFailure",
+        observed(Worker=(3, 2, 0, 1)),
+        [
+            "Running: PaddleJob team-a/ocr is running.",
+            "Restarting: PaddleJob ocr is restarting because 1 Worker replica(s) failed.",
+        ],
+    ),
+    (
+        "collective-workers-failed-Never",
+        observed("Never", Worker=(2, 0, 0, 2)),
+        ["Failed: PaddleJob ocr is failed because 2 Worker replica(s) failed."],
+    ),
+    (
+        "collective-failed-pod-already-replaced",
+        observed("Never", Worker=(2, 2, 0, 1)),
+        ["Running: PaddleJob team-a/ocr is running."],
     ),
 ]
 
 
-@pytest.mark.parametrize(
-    ("master", "worker", "expected"), [c[1:] for c in WITH_MASTER], ids=[c[0] for c in WITH_MASTER]
-)
-def test_verdicts_with_master(master: ReplicaCounts, worker: ReplicaCounts, expected: list[Verdict]) -> None:
-    assert list(PLUGIN.verdicts(job(1, worker.replicas), {"Master": master, "Worker": worker})) == expected
+@pytest.mark.parametrize(("types", "expected"), [c[1:] for c in VERDICTS], ids=[c[0] for c in VERDICTS])
+def test_verdicts(types: dict[str, ReplicaCounts], expected: list[str]) -> None:
+    owner = job(1 if "Master" in types else 0, types["Worker"].replicas)
 
-
-WITHOUT_MASTER = [
-    ("pending", counts(3), []),
-    ("running", counts(3, active=3), [RUNNING_NS]),
-    ("some-succeeded", counts(3, active=2, succeeded=1), [RUNNING_NS]),
-    ("all-succeeded", counts(3, succeeded=3), [SUCCEEDED_NS]),
-    ("failed-Never", counts(3, active=2, failed=1, policy="Never"), [RUNNING_NS, failed(1, "Worker")]),
-    ("failed-OnFailure", counts(3, active=2, failed=1), [RUNNING_NS, restarting(1, "Worker")]),
-    ("all-failed-Never", counts(2, failed=2, policy="Never"), [failed(2, "Worker")]),
-]
-
-
-@pytest.mark.parametrize(("worker", "expected"), [c[1:] for c in WITHOUT_MASTER], ids=[c[0] for c in WITHOUT_MASTER])
-def test_verdicts_without_master(worker: ReplicaCounts, expected: list[Verdict]) -> None:
-    assert list(PLUGIN.verdicts(job(0, worker.replicas), {"Worker": worker})) == expected
+    assert [f"{v.type.value}: {v.message}" for v in PLUGIN.verdicts(owner, types)] == expected
 
 
 def test_an_elastic_policy_does_not_make_one_worker_enough() -> None:
-    # Unlike PyTorchJob's: upstream's Paddle rule ignores elasticPolicy
+    # Unlike PyTorchJob's rule: upstream's Paddle rule ignores elasticPolicy
     raw = job(0, 3).to_dict()
     raw["spec"]["elasticPolicy"] = {"minReplicas": 1, "maxReplicas": 3}
     owner = PaddleJob.model_validate(raw)
 
-    assert list(PLUGIN.verdicts(owner, {"Worker": counts(3, active=2, succeeded=1)})) == [RUNNING_NS]
+    assert [v.type for v in PLUGIN.verdicts(owner, observed(Worker=(3, 2, 1, 0)))] == [ConditionType.RUNNING]
