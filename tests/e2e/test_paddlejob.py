@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from conftest import REPO, Kubectl, Plane
-from framework_envs import register
+from framework_envs import path, register
 
 pytestmark = pytest.mark.e2e
 
@@ -20,9 +20,11 @@ EXAMPLE = "examples/paddle-collective/paddlejob.yaml"
 
 def test_the_collective_example_trains_with_worker_0_as_rank_0(plane: Plane, kubectl: Kubectl) -> None:
     register(plane, "paddle")
-    run = plane.yard("run", "-f", EXAMPLE, check=False)
+    plane.yard("delete", "paddlejob", "paddle-collective", "--ignore-not-found")
+    run = plane.yard("run", "-f", EXAMPLE, "--timeout", "240", check=False)
     logs = run.stdout
     assert run.returncode == 0, f"{logs}\n{run.stderr}"
+    assert "paddlejob/paddle-collective succeeded" in logs + run.stderr, run.stderr
 
     # Both launchers met at worker 0's PADDLE_MASTER; the all_reduce sums every rank's rank+1.
     for rank in (0, 1):
@@ -38,6 +40,10 @@ def test_the_collective_example_trains_with_worker_0_as_rank_0(plane: Plane, kub
     assert job["status"]["replicaStatuses"]["Worker"]["succeeded"] == 2
     # Each launcher logged into its pod's emptyDir, none into the shared working directory.
     assert not (REPO / "examples" / "paddle-collective" / "log").exists()
+    pulled = kubectl.json(
+        "get", "events", "--field-selector", "reason=Pulled,involvedObject.name=paddle-collective-worker-0"
+    )
+    assert pulled["items"] and str(path("paddle")) in pulled["items"][-1]["message"], pulled
     kubectl("delete", "paddlejob", "paddle-collective")
 
 

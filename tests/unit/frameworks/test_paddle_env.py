@@ -54,8 +54,13 @@ def env(owner: PaddleJob, rtype: str, index: int, network: Network = DNS) -> lis
     return [(e["name"], e["value"] if "value" in e else e["valueFrom"]) for e in out]
 
 
-def test_registry_gives_the_paddle_plugin() -> None:
+def test_registry_gives_the_paddle_plugin_with_upstreams_names() -> None:
     assert plugin_for("PaddleJob").info is PADDLEJOB
+    assert (PADDLEJOB.controller_name, PADDLEJOB.framework, PADDLEJOB.short_names) == (
+        "paddlejob-controller",
+        "paddle",
+        (),
+    )
 
 
 COMMON = [("PYTHONUNBUFFERED", "1"), ("PADDLE_JOB_ID", "ocr"), ("PADDLE_NNODES", "3")]
@@ -157,8 +162,11 @@ def test_the_master_port_is_the_host_types_declared_master_port() -> None:
 
 def test_a_paddle_world_is_static_and_owns_nothing_else() -> None:
     owner = job(0, 2)
+    raw = owner.to_dict()
+    with_policy = PaddleJob.model_validate({**raw, "spec": {**raw["spec"], "elasticPolicy": {}}})
 
-    assert PLUGIN.is_elastic(owner) is False
+    # upstream acts on none of elasticPolicy, and the launcher's PADDLE_NNODES is one number
+    assert PLUGIN.is_elastic(owner) is False and PLUGIN.is_elastic(with_policy) is False
     assert list(PLUGIN.children(owner)) == [] and PLUGIN.rendezvous_host(owner) is None
     assert list(PLUGIN.init_containers(owner, "Worker", 1, DNS)) == []
 
