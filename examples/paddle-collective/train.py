@@ -9,6 +9,7 @@ an all_reduce, then train a small classifier on their shards of scikit-learn's d
 from __future__ import annotations
 
 import argparse
+import os
 
 import numpy as np
 import paddle
@@ -26,7 +27,9 @@ def main() -> None:
     rank, world = dist.get_rank(), dist.get_world_size()
     total = paddle.to_tensor([float(rank + 1)])
     dist.all_reduce(total)
-    print(f"rank {rank} of {world}: all_reduce of ranks+1 = {total.item():.0f}", flush=True)
+    # HOSTNAME is the pod's name: it shows which replica each rank is
+    pod = os.environ.get("HOSTNAME", "?")
+    print(f"rank {rank} of {world} in pod {pod}: all_reduce of ranks+1 = {total.item():.0f}", flush=True)
 
     paddle.seed(0)
     x, y = load_digits(return_X_y=True)

@@ -18,6 +18,8 @@ from trainyard.api.kindinfo import KindInfo, ScalePaths
 from trainyard.api.kubeflow import CATEGORIES, GROUP, PRINTER_COLUMNS, UPSTREAM_FRAMEWORKS, VERSION
 from trainyard.api.meta import K8sModel
 
+ELASTIC = "spec.elasticPolicy"
+
 
 class PaddleElasticPolicy(K8sModel):
     min_replicas: int | None = None
@@ -63,29 +65,38 @@ def set_defaults(job: TrainingJob) -> None:
 
 
 def validate(job: TrainingJob) -> list[FieldError]:
+    """The elasticPolicy rules upstream lacks, in the words Kubernetes uses for an HPA's same fields.
+
+    Upstream admits every policy and its defaulting dereferences the Worker spec, so an elastic job
+    without Workers crashes its controller pass; the Worker rule is PyTorchJob's.
+    """
     assert isinstance(job, PaddleJob)
     elastic = job.spec.elastic_policy
     if elastic is None:
         return []
     errors: list[FieldError] = []
-    path = "spec.elasticPolicy"
     if not any(name.lower() == "worker" for name in job.spec.paddle_replica_specs):
         errors.append(
             FieldError(
                 ErrorType.REQUIRED, "spec.paddleReplicaSpecs.Worker", "must be configured if elastic policy is used"
             )
         )
-    for field, value in (("minReplicas", elastic.min_replicas), ("maxReplicas", elastic.max_replicas)):
-        if value is not None and value < 1:
-            errors.append(FieldError(ErrorType.INVALID, f"{path}.{field}", f"{value}: must be at least 1"))
-    low, high = elastic.min_replicas, elastic.max_replicas
-    if low is not None and high is not None and 1 <= high < low:
+    low, high, restarts = elastic.min_replicas, elastic.max_replicas, elastic.max_restarts
+    if low is not None and low < 1:
         errors.append(
-            FieldError(ErrorType.INVALID, f"{path}.maxReplicas", f"{high}: must not be less than minReplicas ({low})")
+            FieldError(ErrorType.INVALID, f"{ELASTIC}.minReplicas", f"{low}: must be greater than or equal to 1")
         )
-    if elastic.max_restarts is not None and elastic.max_restarts < 0:
+    if high is not None and high < 1:
+        errors.append(FieldError(ErrorType.INVALID, f"{ELASTIC}.maxReplicas", f"{high}: must be greater than 0"))
+    if low is not None and high is not None and high < low:
         errors.append(
-            FieldError(ErrorType.INVALID, f"{path}.maxRestarts", f"{elastic.max_restarts}: must be non-negative")
+            FieldError(
+                ErrorType.INVALID, f"{ELASTIC}.maxReplicas", f"{high}: must be greater than or equal to `minReplicas`"
+            )
+        )
+    if restarts is not None and restarts < 0:
+        errors.append(
+            FieldError(ErrorType.INVALID, f"{ELASTIC}.maxRestarts", f"{restarts}: must be greater than or equal to 0")
         )
     return errors
 

@@ -2,8 +2,16 @@
 
 Collective mode (Workers only): worker 0 hosts the launch master and learns its own address from
 the downward API (``POD_IP_DUMMY``, expanded by the kubelet in ``PADDLE_MASTER``); the others
-reach it by name. Parameter-server mode (a Master spec): the Master hosts it. Upstream defaults
-``elasticPolicy`` but acts on none of it, so a Paddle world is static (whole-gang restarts).
+reach it by name. Parameter-server mode (a Master spec): the Master hosts it.
+
+The launcher elects its master by address: the one whose ``PADDLE_MASTER`` host is its own starts
+the store and takes rank 0. In host network mode every replica's address is the node's, so every
+launcher would think it is the host and whichever binds the port first would be rank 0; there
+each replica also gets ``PADDLE_RANK`` (the launcher's ``--rank``), its place in the job, so
+worker 0 is rank 0 as on a cluster (where upstream's env alone pins rank 0 and no other rank).
+
+Upstream defaults ``elasticPolicy`` but acts on none of it, and the launcher gets a fixed
+``PADDLE_NNODES``, so a Paddle world is static: one lost replica restarts the whole gang.
 """
 
 from __future__ import annotations
@@ -15,7 +23,7 @@ from trainyard.api.core import EnvVar
 from trainyard.api.kindinfo import KindInfo
 from trainyard.api.kubeflow.paddle import PADDLEJOB
 from trainyard.frameworks.base import ReplicaCounts, Verdict
-from trainyard.frameworks.network import Network
+from trainyard.frameworks.network import Network, NetworkMode
 from trainyard.frameworks.replicas import StaticWorld, declared_port, failure_verdicts, total_replicas
 
 
@@ -49,6 +57,8 @@ class Paddle(StaticWorld):
                 if replica_type == "Master"
                 else EnvVar(name="PADDLE_TRAINER_NUM", value="1")
             )
+        if network.mode is NetworkMode.HOST:
+            out.append(EnvVar(name="PADDLE_RANK", value=str(_node_rank(job, replica_type, index))))
         return out
 
     def verdicts(self, job: TrainingJob, counts: Mapping[str, ReplicaCounts]) -> Sequence[Verdict]:
@@ -66,3 +76,14 @@ class Paddle(StaticWorld):
             if worker.active > 0:
                 out.append(Verdict(ConditionType.RUNNING, f"{kind} {qualified} is running."))
         return [*out, *failure_verdicts(self.info, name, counts)]
+
+
+def _node_rank(job: TrainingJob, replica_type: str, index: int) -> int:
+    """The replica's place in the job: Masters first, then Workers, each by index."""
+    before = 0
+    for rtype in PADDLEJOB.replica_types:
+        if rtype == replica_type:
+            return before + index
+        spec = job.replica_specs.get(rtype)
+        before += spec.replicas or 0 if spec else 0
+    return index
