@@ -29,6 +29,7 @@ from kubectl_helpers import (
 )
 
 from conftest import Kubectl, eventually
+from trainyard.api.kinds import KINDS
 
 pytestmark = pytest.mark.e2e
 
@@ -64,7 +65,7 @@ def test_api_resources_lists_served_kinds_with_short_names_and_scope(kubectl: Ku
         "namespaces": ("ns", "v1", "false", "Namespace"),
         "nodes": ("no", "v1", "false", "Node"),
         "customresourcedefinitions": ("crd,crds", "apiextensions.k8s.io/v1", "false", "CustomResourceDefinition"),
-        "pytorchjobs": ("ptj", "kubeflow.org/v1", "true", "PyTorchJob"),
+        **{info.plural: (",".join(info.short_names), info.api_version, "true", info.kind) for info in KINDS.values()},
     }
     for name, (short, version, namespaced, kind) in expected.items():
         row = rows[name]
@@ -79,7 +80,8 @@ def test_api_resources_lists_served_kinds_with_short_names_and_scope(kubectl: Ku
     wide = by_name(table(kubectl("api-resources", "-o", "wide")))
     assert set(wide["pods"]["VERBS"].split(",")) >= {"create", "delete", "get", "list", "patch", "update", "watch"}
     assert wide["pods"]["CATEGORIES"] == "all"
-    assert names(kubectl("api-resources", "--api-group=kubeflow.org", "-o", "name")) == ["pytorchjobs.kubeflow.org"]
+    served = sorted(f"{info.plural}.{info.group}" for info in KINDS.values() if info.group == "kubeflow.org")
+    assert names(kubectl("api-resources", "--api-group=kubeflow.org", "-o", "name")) == served
     cluster_scoped = set(names(kubectl("api-resources", "--namespaced=false", "-o", "name")))
     assert {"namespaces", "nodes", "customresourcedefinitions.apiextensions.k8s.io"} <= cluster_scoped
     assert "pods" not in cluster_scoped

@@ -150,7 +150,7 @@ def test_usage_errors_exit_2_and_completion_is_offered() -> None:
             "COMP_CWORD": "2",
         },
     )
-    assert env_words.stdout.split() == ["pods", "pytorchjobs", "ptj", "paddlejobs", "pdj"], env_words
+    assert env_words.stdout.split() == ["pods", "pytorchjobs", "ptj", "paddlejobs"], env_words
 
 
 def test_an_unreachable_api_server_is_one_line(tmp_path: Path) -> None:

@@ -13,7 +13,10 @@ from kubernetes import client as k8s
 
 import local_index
 from trainyard.api.kubeflow.pytorch import PyTorchJob
+from trainyard.api.kubeflow.xgboost import XGBOOSTJOB, XGBoostJob
+from trainyard.api.validation import validate_job
 from trainyard.frameworks.pytorch.plugin import DEFAULT_BASE_IMAGE
+from trainyard.frameworks.xgboost.plugin import FUNCTION_IMAGE as XGBOOST_IMAGE
 from trainyard.sdk import functions
 from trainyard.sdk.errors import AlreadyExistsError, ConflictError, InvalidError, NotFoundError, from_status
 
@@ -29,13 +32,17 @@ def uses_package() -> None:
     print("answer", tinypkg_for_yard.ANSWER)
 
 
-def run_replica(job: dict[str, Any], tmp_path: Path) -> subprocess.CompletedProcess[str]:
-    """Run the job's container command the way the node agent does: the plane's Python first on PATH."""
-    container = job["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"][0]
+def run_replica(
+    job: dict[str, Any], tmp_path: Path, replica: str = "Master", **operator_env: str
+) -> subprocess.CompletedProcess[str]:
+    """Run a replica's container command the way the node agent does: the plane's Python first on PATH."""
+    (specs,) = (v for k, v in job["spec"].items() if k.endswith("ReplicaSpecs"))
+    container = specs[replica]["template"]["spec"]["containers"][0]
     env = {
         "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", os.defpath)]),
         "HOME": str(tmp_path),
         "TMPDIR": str(tmp_path),
+        **operator_env,
     }
     return subprocess.run(
         [*container["command"], *container["args"]],
@@ -203,3 +210,56 @@ def test_status_bodies_become_typed_errors_with_the_servers_message() -> None:
     )
     assert isinstance(invalid, InvalidError)
     assert [(c.field, c.message) for c in invalid.causes] == [("spec.x", "no")]
+
+
+# -- XGBoostJob: one Master and num_workers - 1 Workers running the function with plain python ------
+
+
+def report_rank() -> None:
+    import os
+
+    print("rank", os.environ["RANK"], "of", os.environ["WORLD_SIZE"])
+
+
+def test_an_xgboost_function_job_is_one_master_and_num_workers_minus_one_workers() -> None:
+    job = functions.job_from_function(
+        name="fn", namespace="team", train_func=report_rank, num_workers=3, env_vars={"MODE": "fast"}, kind="XGBoostJob"
+    )
+
+    assert (job["apiVersion"], job["kind"]) == ("kubeflow.org/v1", "XGBoostJob")
+    specs = job["spec"]["xgbReplicaSpecs"]
+    assert {k: v["replicas"] for k, v in specs.items()} == {"Master": 1, "Worker": 2}
+    assert job["spec"]["runPolicy"] == {}
+    for spec in specs.values():
+        assert "restartPolicy" not in spec  # the kind's default (Never) applies, as with the Kubeflow SDK
+        (container,) = spec["template"]["spec"]["containers"]
+        assert (container["name"], container["image"]) == ("xgboost", XGBOOST_IMAGE)
+        assert container["command"] == ["bash", "-c"]
+        assert 'exec python -u "$program_path/' in container["args"][0]
+        assert container["env"] == [{"name": "MODE", "value": "fast"}]
+    # Admission takes it as it is.
+    assert validate_job(job, XGBOOSTJOB) == []
+    XGBoostJob.model_validate(job)
+
+
+def test_an_xgboost_function_job_of_one_worker_is_a_master_alone() -> None:
+    job = functions.job_from_function(name="fn", namespace="d", train_func=report_rank, kind="XGBoostJob")
+
+    assert list(job["spec"]["xgbReplicaSpecs"]) == ["Master"]
+
+
+def test_xgboost_function_jobs_refuse_processes_per_worker() -> None:
+    with pytest.raises(ValueError, match="num_procs_per_worker"):
+        functions.job_from_function(
+            name="fn", namespace="d", train_func=report_rank, num_procs_per_worker=2, kind="XGBoostJob"
+        )
+
+
+def test_an_xgboost_replica_runs_the_function_with_the_operators_env(tmp_path: Path) -> None:
+    job = functions.job_from_function(
+        name="fn", namespace="d", train_func=report_rank, num_workers=2, kind="XGBoostJob"
+    )
+    result = run_replica(job, tmp_path, "Worker", RANK="1", WORLD_SIZE="2")
+
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "rank 1 of 2\n"

@@ -1,7 +1,9 @@
-"""XGBoostJob (``kubeflow.org/v1``): the schema as upstream names it and its webhook rules.
+"""XGBoostJob (``kubeflow.org/v1``): the schema exactly as upstream names it, its defaults and its rules.
 
-Upstream's ``xgboostjob_types.go`` and the XGBoostJob part of its validating webhook (reference
-§2.2: a Master, exactly one, hosts the collective's tracker), registered through ``XGBOOSTJOB``.
+Upstream's ``xgboostjob_types.go``, its defaults (only the common ones of reference §1.2) and the
+XGBoostJob part of its validating webhook (reference §2.2: a Master must be there, and only one),
+all registered through ``XGBOOSTJOB``. The rules every kind shares (replica types, containers,
+images, names, ``runPolicy``) are ``api.validation``'s.
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ from trainyard.api.field_errors import ErrorType, FieldError
 from trainyard.api.kindinfo import KindInfo
 from trainyard.api.kubeflow import CATEGORIES, GROUP, PRINTER_COLUMNS, UPSTREAM_FRAMEWORKS, VERSION
 from trainyard.api.meta import K8sModel
+
+MASTER = "Master"
 
 
 class XGBoostJobSpec(K8sModel):
@@ -38,17 +42,19 @@ class XGBoostJob(TrainingJob):
 
 
 def validate(job: TrainingJob) -> list[FieldError]:
+    """The Master hosts the Rabit tracker: there must be one, and exactly one replica of it.
+
+    A Master without ``replicas`` is accepted, as for PyTorchJob: defaulting makes it 1 (upstream
+    refuses it, since its webhook sees the job before any default).
+    """
     assert isinstance(job, XGBoostJob)
-    specs = job.spec.xgb_replica_specs
-    if not specs:
-        return []  # the common rules already say the map is required
-    master = next((name for name in specs if name.lower() == "master"), None)
+    base = f"spec.{XGBOOSTJOB.replica_specs_field}"
+    # Keys are matched as defaulting will canonicalise them ("master" is the Master).
+    master = next((spec for key, spec in job.replica_specs.items() if key.lower() == MASTER.lower()), None)
     if master is None:
-        return [FieldError(ErrorType.REQUIRED, "spec.xgbReplicaSpecs.Master", "must be present")]
-    if specs[master].replicas not in (None, 1):
-        # upstream also refuses an unset count (its webhook sees the job before defaulting, §0);
-        # unset means 1 everywhere else, so it is accepted here, as for a PyTorchJob's Master
-        return [FieldError(ErrorType.FORBIDDEN, f"spec.xgbReplicaSpecs.{master}.replicas", "must be 1")]
+        return [FieldError(ErrorType.REQUIRED, f"{base}.{MASTER}", "must be present")]
+    if master.replicas not in (None, 1):
+        return [FieldError(ErrorType.FORBIDDEN, f"{base}.{MASTER}.replicas", "must be 1")]
     return []
 
 
@@ -56,12 +62,12 @@ XGBOOSTJOB = KindInfo(
     kind="XGBoostJob",
     plural="xgboostjobs",
     singular="xgboostjob",
-    short_names=("xgbj",),
+    short_names=(),  # upstream's CRD declares none
     group=GROUP,
     version=VERSION,
     model=XGBoostJob,
     replica_specs_field="xgbReplicaSpecs",
-    replica_types=("Master", "Worker"),
+    replica_types=(MASTER, "Worker"),
     default_container="xgboost",
     default_port_name="xgboostjob-port",
     default_port=9999,
@@ -70,5 +76,6 @@ XGBOOSTJOB = KindInfo(
     framework=UPSTREAM_FRAMEWORKS["XGBoostJob"],
     printer_columns=PRINTER_COLUMNS,
     categories=CATEGORIES,
+    ttl_deletion_reason="SuccessfulDeleteJob",
     validate=validate,
 )

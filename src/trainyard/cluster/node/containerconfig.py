@@ -88,7 +88,7 @@ class ContainerConfig:
             env["VIRTUAL_ENV"] = str(found.environment.path)
         env["PATH"] = os.pathsep.join([bin_dir, env.get("PATH", os.defpath)])
         env["HOSTNAME"] = pod["metadata"]["name"]
-        env.update(gpus.environment(run.devices.get(container["name"])))
+        env.update(gpus.environment(run.devices.get(container["name"]), self.capacity.gpus))
         return container_env(pod, container, env, run.sources, self._downward())
 
     def _downward(self) -> DownwardNode:

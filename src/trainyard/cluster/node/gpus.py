@@ -136,9 +136,13 @@ def allocate(capacity: int, pod: Obj, held: set[int]) -> dict[str, list[int]] | 
     return out
 
 
-def environment(devices: list[int] | None) -> dict[str, str]:
-    """The variables that give a container exactly ``devices`` (none: CUDA sees no GPU)."""
+def environment(devices: list[int] | None, node_gpus: int) -> dict[str, str]:
+    """The variables that give a container exactly ``devices`` (none: CUDA sees none of the node's).
+
+    On a node without GPUs nothing is set, as a container on such a node sees nothing: an empty
+    ``CUDA_VISIBLE_DEVICES`` is not neutral (PaddlePaddle's launcher takes its presence for GPU mode).
+    """
     if not devices:
-        return {"CUDA_VISIBLE_DEVICES": ""}
+        return {"CUDA_VISIBLE_DEVICES": ""} if node_gpus else {}
     visible = ",".join(str(i) for i in devices)
     return {"CUDA_VISIBLE_DEVICES": visible, "NVIDIA_VISIBLE_DEVICES": visible, "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}

@@ -70,8 +70,9 @@ def test_a_pod_that_does_not_fit_is_rejected_like_the_kubelet_does() -> None:
 
 
 def test_environment_hides_or_gives_devices() -> None:
-    assert gpus.environment(None) == {"CUDA_VISIBLE_DEVICES": ""}
-    assert gpus.environment([1, 3]) == {
+    assert gpus.environment(None, 2) == {"CUDA_VISIBLE_DEVICES": ""}
+    assert gpus.environment(None, 0) == {}, "a node without GPUs has nothing to hide"
+    assert gpus.environment([1, 3], 4) == {
         "CUDA_VISIBLE_DEVICES": "1,3",
         "NVIDIA_VISIBLE_DEVICES": "1,3",
         "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
