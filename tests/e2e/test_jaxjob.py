@@ -38,7 +38,9 @@ def test_the_example_gathers_every_process_and_trains_on_both(plane: Plane, sdk:
         # Only a collective every process took part in yields both ids.
         assert f"{replica} process {rank}: gathered process ids [0, 1]" in out, out
         assert f"{replica} process {rank}: training shard of 673 rows" in out, out
-        found = re.findall(rf"\[worker-{rank}\] process {rank}: test accuracy ([\d.]+) on 450 rows after 100 steps", out)
+        found = re.findall(
+            rf"\[worker-{rank}\] process {rank}: test accuracy ([\d.]+) on 450 rows after 100 steps", out
+        )
         assert len(found) == 1, out
         accuracies.append(float(found[0]))
     # Averaged gradients keep the replicated parameters identical: both score the same.
