@@ -7,12 +7,12 @@ plugin, so ports and replicas are the defaulted ones.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from typing import Any
 
 import pytest
+import running_jobs
 
-from trainyard.api import ConditionType, Pod, labels
+from trainyard.api import ConditionType, labels
 from trainyard.api.defaults import apply_defaults
 from trainyard.api.kubeflow.jax import JAXJOB, JAXJob
 from trainyard.controller import ControllerSettings, Observed, reconcile
@@ -163,36 +163,11 @@ def test_verdicts(worker: ReplicaCounts, want: list[Verdict]) -> None:
 
 # -- through the reconciler ----------------------------------------------------------------------------
 
-NOW = datetime(2026, 1, 1, tzinfo=UTC)
-
 
 def observed(phases: list[str], restart: str = "Never", exit_code: int = 1) -> Observed:
-    """A running JAXJob (Created, Running) and its Worker pods, as the API server returns them."""
-    owner = job(len(phases), restart=restart)
-    body = owner.to_dict()
-    condition = {
-        "status": "True",
-        "lastUpdateTime": "2025-12-31T23:59:00Z",
-        "lastTransitionTime": "2025-12-31T23:59:00Z",
-    }
-    body["status"] = {
-        "conditions": [
-            {"type": "Created", "reason": "JAXJobCreated", **condition},
-            {"type": "Running", "reason": "JAXJobRunning", **condition},
-        ],
-        "startTime": "2025-12-31T23:59:00Z",
-    }
-    stored = JAXJob.model_validate(body)
-    pods = []
-    for index, phase in enumerate(phases):
-        pod = build_pod(owner, PLUGIN, "Worker", index, DNS).to_dict()
-        pod["metadata"]["uid"] = f"uid-{index}"
-        pod["status"] = {"phase": phase}
-        if phase in ("Failed", "Succeeded"):
-            state = {"terminated": {"exitCode": exit_code if phase == "Failed" else 0}}
-            pod["status"]["containerStatuses"] = [{"name": "jax", "state": state}]
-        pods.append(Pod.model_validate(pod))
-    return Observed(stored, tuple(pods), (), NOW)
+    """A running JAXJob (Created, Running) and its Worker pods in ``phases``, by index."""
+    pods = {f"worker-{index}": phase for index, phase in enumerate(phases)}
+    return running_jobs.observed(job(len(phases), restart=restart), PLUGIN, pods, exit_code)
 
 
 def test_every_worker_done_succeeds_the_job_with_a_selector_for_the_scale_subresource() -> None:

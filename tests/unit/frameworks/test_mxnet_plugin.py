@@ -8,12 +8,12 @@ plugin, so ports and replicas are the defaulted ones.
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
 from typing import Any
 
 import pytest
+import running_jobs
 
-from trainyard.api import ConditionType, Pod, labels
+from trainyard.api import ConditionType, labels
 from trainyard.api.defaults import apply_defaults
 from trainyard.api.kubeflow.mxnet import MXJOB, MXJob
 from trainyard.controller import ControllerSettings, Observed, reconcile
@@ -280,32 +280,10 @@ def test_a_single_worker_succeeds_alone() -> None:
 
 # -- through the reconciler ----------------------------------------------------------------------------
 
-NOW = datetime(2026, 1, 1, tzinfo=UTC)
-TRUE = {"status": "True", "lastUpdateTime": "2025-12-31T23:59:00Z", "lastTransitionTime": "2025-12-31T23:59:00Z"}
-
 
 def observed(phases: dict[str, str], restart: str = "Never", exit_code: int = 1) -> Observed:
-    """A running MXJob (Created, Running) and its pods, as the API server returns them in ``phases``."""
-    owner = job(restart)
-    body = owner.to_dict()
-    body["status"] = {
-        "conditions": [
-            {"type": "Created", "reason": "MXJobCreated", **TRUE},
-            {"type": "Running", "reason": "MXJobRunning", **TRUE},
-        ],
-        "startTime": "2025-12-31T23:59:00Z",
-    }
-    pods = []
-    for name, phase in phases.items():
-        rtype, index = name.split("-")
-        pod = build_pod(owner, PLUGIN, rtype.capitalize(), int(index), DNS).to_dict()
-        pod["metadata"]["uid"] = f"uid-{name}"
-        pod["status"] = {"phase": phase}
-        if phase in ("Failed", "Succeeded"):
-            state = {"terminated": {"exitCode": exit_code if phase == "Failed" else 0}}
-            pod["status"]["containerStatuses"] = [{"name": "mxnet", "state": state}]
-        pods.append(Pod.model_validate(pod))
-    return Observed(MXJob.model_validate(body), tuple(pods), (), NOW)
+    """A running MXJob (Created, Running) and its pods in ``phases``."""
+    return running_jobs.observed(job(restart), PLUGIN, phases, exit_code)
 
 
 def test_the_schedulers_success_is_the_jobs() -> None:

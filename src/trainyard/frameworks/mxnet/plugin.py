@@ -19,12 +19,12 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from trainyard.api.common import ConditionType, TrainingJob
-from trainyard.api.core import EnvVar, RestartPolicy
+from trainyard.api.core import EnvVar
 from trainyard.api.kindinfo import KindInfo
 from trainyard.api.kubeflow.mxnet import MXJOB
 from trainyard.frameworks.base import ReplicaCounts, Verdict
 from trainyard.frameworks.network import Network
-from trainyard.frameworks.replicas import StaticWorld, declared_port
+from trainyard.frameworks.replicas import StaticWorld, declared_port, failure_verdicts
 
 TUNER_SERVER_KEY = "tuner-server-key"
 
@@ -107,15 +107,10 @@ class MXNet(StaticWorld):
                 running.append(Verdict(ConditionType.RUNNING, f"MXJob {name} is running."))
             if lead.replicas > 0 and lead.succeeded >= lead.replicas:
                 return [*running, Verdict(ConditionType.SUCCEEDED, f"MXJob {name} is successfully completed.")]
-        restarting: list[Verdict] = []
-        for rtype in self.info.replica_types:
-            c = counts.get(rtype)
-            if c is None or c.failed == 0:
-                continue
-            if c.restart_policy == RestartPolicy.NEVER:
-                failed = f"mxjob {name} is failed because {c.failed} {rtype} replica(s) failed."
-                return [*running, Verdict(ConditionType.FAILED, failed)]
-            message = f"mxjob {name} is restarting because {c.failed} {rtype} replica(s) failed."
-            restarting.append(Verdict(ConditionType.RESTARTING, message))
+        # v1.7 failed on any failed pod, even with the type's replicas covered by others; here no
+        # failed pod outlives its replacement, so upstream's common rule says the same.
+        fails = failure_verdicts(self.info, name, counts, subject="mxjob")
+        if fails and fails[-1].type is ConditionType.FAILED:
+            return [*running, fails[-1]]
         # Running and Restarting exclude each other: both in one pass would rewrite both every pass.
-        return restarting or running
+        return fails or running
