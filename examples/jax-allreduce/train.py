@@ -1,8 +1,11 @@
-"""JAX across processes on the CPU: every Worker of a JAXJob joins one distributed runtime.
+"""Data-parallel softmax regression on scikit-learn's digits with ``jax.distributed`` on CPU.
 
-Each process initialises ``jax.distributed`` from the operator's coordinator env, proves that
-every process took part with a cross-process gather, then trains a softmax classifier on its
-shard of scikit-learn's digits with gradients averaged across processes (data parallelism).
+Run by a JAXJob: every Worker is one JAX process. The operator's env names the coordinator
+(``COORDINATOR_ADDRESS``, a host without a port, and ``COORDINATOR_PORT``), the number of processes
+and this one's id. Each process first gathers every process id across the job (a collective that
+only completes when every process took part), then trains on its own shard of the training rows:
+each step's gradient is computed on the global batch, sharded over one CPU device per process,
+so XLA averages the shards' gradients with a cross-process all-reduce (gloo).
 """
 
 from __future__ import annotations
@@ -14,43 +17,73 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax.experimental import multihost_utils
+from jax.sharding import NamedSharding, PartitionSpec
 from sklearn.datasets import load_digits
 from sklearn.model_selection import train_test_split
 
 
+def initialize() -> None:
+    address = f"{os.environ['COORDINATOR_ADDRESS']}:{os.environ['COORDINATOR_PORT']}"
+    jax.distributed.initialize(
+        coordinator_address=address,
+        num_processes=int(os.environ["NUM_PROCESSES"]),
+        process_id=int(os.environ["PROCESS_ID"]),
+    )
+
+
+def loss(params: dict[str, jax.Array], x: jax.Array, y: jax.Array) -> jax.Array:
+    logits = x @ params["w"] + params["b"]
+    return -jnp.mean(jnp.sum(jax.nn.log_softmax(logits) * jax.nn.one_hot(y, 10), axis=-1))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--steps", type=int, default=200)
+    parser.add_argument("--steps", type=int, default=100)
+    parser.add_argument("--lr", type=float, default=0.5)
     args = parser.parse_args()
-    coordinator = f"{os.environ['COORDINATOR_ADDRESS']}:{os.environ['COORDINATOR_PORT']}"
-    world, me = int(os.environ["NUM_PROCESSES"]), int(os.environ["PROCESS_ID"])
-    jax.distributed.initialize(coordinator, num_processes=world, process_id=me)
-    print(f"process {jax.process_index()} of {jax.process_count()}, coordinator {coordinator}", flush=True)
 
-    # Every process contributes its id; all of them must see the whole list.
-    ids = multihost_utils.process_allgather(jnp.array([me]))
-    print(f"process {me} gathered ids {sorted(int(i) for i in np.ravel(ids))}", flush=True)
+    initialize()
+    rank, world = jax.process_index(), jax.process_count()
+    print(f"process {rank}/{world}: {jax.device_count()} devices in the job, {jax.local_device_count()} here")
 
-    x, y = load_digits(return_X_y=True)
-    x_train, x_test, y_train, y_test = train_test_split(x / 16.0, y, test_size=0.25, random_state=0, stratify=y)
-    shard = np.arange(len(x_train)) % world == me
-    xs, ys = jnp.asarray(x_train[shard]), jax.nn.one_hot(y_train[shard], 10)
-    params = {"w": jnp.zeros((64, 10)), "b": jnp.zeros(10)}
+    # The collective: every process contributes its id; the result lists all of them or never comes.
+    ids = multihost_utils.process_allgather(np.array([rank], dtype=np.int32)).reshape(-1)
+    print(f"process {rank}: gathered process ids {ids.tolist()}")
 
-    def loss(p: dict[str, jax.Array], xb: jax.Array, yb: jax.Array) -> jax.Array:
-        logits = xb @ p["w"] + p["b"]
-        return -jnp.mean(jnp.sum(yb * jax.nn.log_softmax(logits), axis=1))
+    digits = load_digits()
+    x_train, x_test, y_train, y_test = train_test_split(
+        digits.data / 16.0, digits.target, test_size=0.25, random_state=0, stratify=digits.target
+    )
+    # Equal shards (the global batch must split evenly over the devices): this process's rows.
+    per_process = len(x_train) // world
+    rows = slice(rank * per_process, (rank + 1) * per_process)
+    x_local = x_train[rows].astype(np.float32)
+    y_local = y_train[rows].astype(np.int32)
+    print(f"process {rank}: training shard of {len(x_local)} rows")
 
-    grad = jax.jit(jax.value_and_grad(loss))
-    for step in range(args.steps):
-        value, g = grad(params, xs, ys)
-        # Average the gradients of every process: each then takes the same step.
-        g = jax.tree_util.tree_map(lambda a: np.mean(multihost_utils.process_allgather(a), axis=0), g)
-        params = jax.tree_util.tree_map(lambda p, d: p - 0.5 * d, params, g)
-        if me == 0 and step % 50 == 0:
-            print(f"step {step}: local loss {float(value):.4f}", flush=True)
-    accuracy = float(jnp.mean(jnp.argmax(x_test @ params["w"] + params["b"], axis=1) == y_test))
-    print(f"process {me}: test accuracy {accuracy:.4f}", flush=True)
+    mesh = jax.make_mesh((jax.device_count(),), ("data",))
+    batch = NamedSharding(mesh, PartitionSpec("data"))
+    replicated = NamedSharding(mesh, PartitionSpec())
+    x = jax.make_array_from_process_local_data(batch, x_local)
+    y = jax.make_array_from_process_local_data(batch, y_local)
+
+    params = {"w": jnp.zeros((64, 10), jnp.float32), "b": jnp.zeros((10,), jnp.float32)}
+    params = jax.device_put(params, replicated)
+
+    @jax.jit
+    def step(params: dict[str, jax.Array], x: jax.Array, y: jax.Array) -> tuple[dict[str, jax.Array], jax.Array]:
+        value, grads = jax.value_and_grad(loss)(params, x, y)
+        return jax.tree.map(lambda p, g: p - args.lr * g, params, grads), value
+
+    for i in range(args.steps):
+        params, value = step(params, x, y)
+        if i % 25 == 0 or i == args.steps - 1:
+            print(f"process {rank}: step {i} global loss {float(value):.4f}")
+
+    # Every process holds the same replicated parameters; each scores the same held-out rows.
+    w, b = np.asarray(params["w"]), np.asarray(params["b"])
+    accuracy = float(np.mean(np.argmax(x_test @ w + b, axis=1) == y_test))
+    print(f"process {rank}: test accuracy {accuracy:.3f} on {len(y_test)} rows after {args.steps} steps")
     jax.distributed.shutdown()
 
 

@@ -30,22 +30,26 @@ def total_replicas(job: TrainingJob) -> int:
     return sum(s.replicas or 0 for s in job.replica_specs.values())
 
 
-def failure_verdicts(info: KindInfo, name: str, counts: Mapping[str, ReplicaCounts]) -> list[Verdict]:
+def failure_verdicts(
+    info: KindInfo, name: str, counts: Mapping[str, ReplicaCounts], *, subject: str | None = None
+) -> list[Verdict]:
     """Upstream's rule for a replica type that lost pods it still needs (reference §8).
 
     ``failed > 0`` while fewer than ``replicas`` are running or done: with ``restartPolicy: Never``
     the job fails; otherwise it is restarting (the engine restarts the pods, counted against
     ``backoffLimit``). Types are checked in ``info.replica_types`` order; the first failure ends it.
+    The messages begin with ``subject``, the kind unless upstream wrote it otherwise (MXJob: ``mxjob``).
     """
+    who = subject or info.kind
     out: list[Verdict] = []
     for rtype in info.replica_types:
         c = counts.get(rtype)
         if c is None or c.failed == 0 or c.replicas <= c.succeeded + c.active:
             continue
         if c.restart_policy == RestartPolicy.NEVER:
-            msg = f"{info.kind} {name} is failed because {c.failed} {rtype} replica(s) failed."
+            msg = f"{who} {name} is failed because {c.failed} {rtype} replica(s) failed."
             return [*out, Verdict(ConditionType.FAILED, msg)]
-        msg = f"{info.kind} {name} is restarting because {c.failed} {rtype} replica(s) failed."
+        msg = f"{who} {name} is restarting because {c.failed} {rtype} replica(s) failed."
         out.append(Verdict(ConditionType.RESTARTING, msg))
     return out
 
