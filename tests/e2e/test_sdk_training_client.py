@@ -246,8 +246,8 @@ def test_errors_are_typed_and_carry_the_servers_message(sdk: TrainingClient, pla
     assert invalid.value.code == 422
     assert "spec.pytorchReplicaSpecs.Master.replicas" in [c.field for c in invalid.value.causes], invalid.value.causes
     assert "spec.pytorchReplicaSpecs.Master.replicas" in str(invalid.value)
-    with pytest.raises(ValueError, match="unknown job kind 'TFJob'"):
-        sdk.list_jobs(job_kind="TFJob")
+    with pytest.raises(ValueError, match="unknown job kind 'TrainJob'"):
+        sdk.list_jobs(job_kind="TrainJob")
     with pytest.raises(ValueError, match="subset"):
         sdk.wait_for_job_conditions("nope", expected_conditions={"Done"})
 

@@ -219,9 +219,10 @@ def one_line_error(result: subprocess.CompletedProcess[str]) -> str:
 
 def test_bad_manifests_get_one_line_naming_file_and_field(plane: Plane, tmp_path: Path) -> None:
     name = unique("bad")
-    unknown = write(tmp_path, job(name).replace("kind: PyTorchJob", "kind: TFJob"), "tf.yaml")
+    unknown = write(tmp_path, job(name).replace("kind: PyTorchJob", "kind: MPIJob"), "mpi.yaml")
     assert one_line_error(yard(plane, "apply", "-f", str(unknown))).startswith(
-        f"error: {unknown}: kind: unknown kind 'TFJob': yard handles training jobs (PyTorchJob)"
+        f"error: {unknown}: kind: unknown kind 'MPIJob': yard handles training jobs "
+        "(PyTorchJob, TFJob, XGBoostJob, PaddleJob, JAXJob, MXJob)"
     )
     schema = write(tmp_path, job(name).replace("replicas: 2", "replicas: two"), "schema.yaml")
     error = one_line_error(yard(plane, "apply", "-f", str(schema)))
@@ -237,7 +238,7 @@ def test_bad_manifests_get_one_line_naming_file_and_field(plane: Plane, tmp_path
     mixed = write(tmp_path, job(name) + "---\n" + job("x").replace("kind: PyTorchJob", "kind: Nope"), "mixed.yaml")
     assert f"{mixed} (document 2): kind: unknown kind 'Nope'" in one_line_error(yard(plane, "apply", "-f", str(mixed)))
     assert yard(plane, "get", "ptj", name).returncode == 1
-    assert "unknown job kind 'tfjobs'" in one_line_error(yard(plane, "get", "tfjobs"))
+    assert "unknown job kind 'mpijobs'" in one_line_error(yard(plane, "get", "mpijobs"))
     assert one_line_error(yard(plane, "logs", name)) == f"error: no job or pod named {name!r} in namespace default\n"
     assert "not found" in one_line_error(yard(plane, "describe", "job", name))
 
