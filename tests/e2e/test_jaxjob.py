@@ -5,6 +5,7 @@ refused at admission with upstream's words and field path.
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -51,8 +52,8 @@ def test_the_example_gathers_every_process_and_trains_on_both(plane: Plane, sdk:
     assert (last["type"], last["status"], last["reason"]) == ("Succeeded", "True", "JAXJobSucceeded")
     assert last["message"] == "JAXJob default/jax-allreduce successfully completed."
     assert job["status"]["replicaStatuses"]["Worker"]["succeeded"] == 2
-    events = plane.yard("get", "events", "-o", "json").stdout
-    assert "runs in local environment 'jax'" in events, events
+    events = json.loads(plane.yard("get", "events", "-o", "json").stdout)["items"]
+    assert any('runs in local environment "jax"' in e["message"] for e in events), events
     sdk.delete_job("jax-allreduce", job_kind="JAXJob")
 
 

@@ -115,7 +115,7 @@ def test_run_streams_every_replica_and_exits_0_then_get_logs_describe_delete(pla
     )
 
     table = ok(yard(plane, "get", "jobs")).splitlines()
-    assert table[0].split() == ["NAME", "STATE", "AGE", "REPLICAS"]
+    assert table[0].split() == ["NAME", "STATE", "AGE", "REPLICAS", "KIND"]  # "jobs" spans every served kind
     assert any(line.split()[:2] == [name, "Succeeded"] for line in table), table
     wide = ok(yard(plane, "get", "ptj", name, "-o", "wide")).splitlines()
     assert wide[0].split()[-3:] == ["DURATION", "RESTARTS", "KIND"] and wide[1].split()[-1] == "PyTorchJob"
@@ -222,7 +222,7 @@ def test_bad_manifests_get_one_line_naming_file_and_field(plane: Plane, tmp_path
     unknown = write(tmp_path, job(name).replace("kind: PyTorchJob", "kind: MPIJob"), "mpi.yaml")
     assert one_line_error(yard(plane, "apply", "-f", str(unknown))).startswith(
         f"error: {unknown}: kind: unknown kind 'MPIJob': yard handles training jobs "
-        "(PyTorchJob, TFJob, XGBoostJob, PaddleJob, JAXJob, MXJob)"
+        "(JAXJob, MXJob, PaddleJob, PyTorchJob, TFJob, XGBoostJob)"
     )
     schema = write(tmp_path, job(name).replace("replicas: 2", "replicas: two"), "schema.yaml")
     error = one_line_error(yard(plane, "apply", "-f", str(schema)))
@@ -272,7 +272,7 @@ def test_follow_and_watch_end_with_the_job(plane: Plane, tmp_path: Path) -> None
             timeout=60,
             what="-w to show Succeeded",
         )
-        assert seen[0] == ["NAME", "STATE", "AGE", "REPLICAS"]
+        assert seen[0] == ["NAME", "STATE", "AGE", "REPLICAS", "KIND"]
         assert any(r[:2] == [name, "Running"] for r in seen), seen
     finally:
         watcher.send_signal(signal.SIGINT)
