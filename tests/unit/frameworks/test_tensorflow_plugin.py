@@ -9,11 +9,11 @@ string upstream's ``json.Marshal`` writes: key order and separators included.
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 
+import replica_pods
 from trainyard.api import ConditionType, Pod, labels
 from trainyard.api.defaults import apply_defaults
 from trainyard.api.kubeflow.tensorflow import TFJOB, TFJob
@@ -373,41 +373,14 @@ def test_a_function_job_leaves_out_roles_of_no_replicas_and_has_no_processes_per
 
 # -- through the reconciler: counts from pods, the engine's restarts and the plugin's verdicts ----------
 
-NOW = datetime(2026, 1, 1, tzinfo=UTC)
-
 
 def stored(owner: TFJob) -> TFJob:
-    """``owner`` as stored after a pass saw it run: Created and Running."""
-    body = owner.to_dict()
-    condition = {
-        "status": "True",
-        "lastUpdateTime": "2025-12-31T23:59:00Z",
-        "lastTransitionTime": "2025-12-31T23:59:00Z",
-    }
-    body["status"] = {
-        "conditions": [
-            {"type": "Created", "reason": "TFJobCreated", **condition},
-            {"type": "Running", "reason": "TFJobRunning", **condition},
-        ],
-        "startTime": "2025-12-31T23:59:00Z",
-    }
-    return TFJob.model_validate(body)
+    """``owner`` as stored after a pass saw it run."""
+    return TFJob.model_validate(replica_pods.seen_running(owner.to_dict(), "TFJob"))
 
 
 def observed(owner: TFJob, phases: dict[str, str], exit_code: int = 1) -> Observed:
-    """The pods the builder makes for ``owner``, as the API server returns them in ``phases``."""
-    pods = []
-    for name, phase in phases.items():
-        rtype, index = name.split("-")
-        canonical = next(t for t in TFJOB.replica_types if t.lower() == rtype)
-        body = build_pod(owner, PLUGIN, canonical, int(index), DNS).to_dict()
-        body["metadata"]["uid"] = f"uid-{name}"
-        body["status"] = {"phase": phase}
-        if phase in ("Failed", "Succeeded"):
-            state = {"terminated": {"exitCode": exit_code if phase == "Failed" else 0}}
-            body["status"]["containerStatuses"] = [{"name": "tensorflow", "state": state}]
-        pods.append(Pod.model_validate(body))
-    return Observed(stored(owner), tuple(pods), (), NOW)
+    return replica_pods.observed(stored(owner), PLUGIN, phases, exit_code)
 
 
 def conditions(owner: TFJob, phases: dict[str, str], exit_code: int = 1) -> list[tuple[str, str, str]]:
