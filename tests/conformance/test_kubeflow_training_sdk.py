@@ -53,3 +53,24 @@ def test_kubeflow_training_sdk_runs_jobs_from_an_object_and_a_function(kf_plane:
     # Follow mode printed the replicas' lines with the SDK's own prefix.
     assert "[Pod kf-object-worker-0]: rank 1 of 2" in output, output
     assert output.rstrip().endswith("SCENARIO OK"), output
+
+
+KINDS_SCENARIO = Path(__file__).with_name("kubeflow_training_kinds_scenario.py")
+
+
+@pytest.mark.timeout(600)
+def test_kubeflow_training_sdk_drives_every_v1_kind(kf_plane: Plane) -> None:
+    result = subprocess.run(
+        [sys.executable, str(KINDS_SCENARIO), str(kf_plane.kubeconfig), "default"],
+        capture_output=True,
+        text=True,
+        env={"PATH": "/usr/bin:/bin", "HOME": str(kf_plane.home), "PYTHONPATH": str(KUBEFLOW_TRAINING)},
+        cwd=REPO,
+        timeout=540,
+        stdin=subprocess.DEVNULL,
+    )
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output
+    for kind in ("TFJob", "XGBoostJob", "PaddleJob", "JAXJob"):
+        assert f"ok  {kind} wait_for_job_conditions -> Succeeded" in output, output
+    assert output.rstrip().endswith("SCENARIO OK"), output
