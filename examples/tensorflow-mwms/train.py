@@ -57,7 +57,9 @@ def main() -> None:
     def train_step(inputs: tuple[tf.Tensor, tf.Tensor]) -> tf.Tensor:
         def step(features: tf.Tensor, labels: tf.Tensor) -> tf.Tensor:
             with tf.GradientTape() as tape:
-                loss = tf.nn.compute_average_loss(loss_of(labels, model(features, training=True)), global_batch)
+                per_example = loss_of(labels, model(features, training=True))
+                # by keyword: the second positional parameter is sample_weight, which would scale the loss
+                loss = tf.nn.compute_average_loss(per_example, global_batch_size=global_batch)
             grads = tape.gradient(loss, model.trainable_variables)
             optimizer.apply_gradients(zip(grads, model.trainable_variables, strict=True))
             return loss

@@ -172,9 +172,11 @@ class TrainingClient:
 
         ``job`` is a manifest: a dict, a YAML file (path) holding one, a trainyard model, or a
         Kubeflow SDK / ``kubernetes`` client model object. Without ``job``, ``name`` plus
-        ``train_func`` (and/or ``base_image``) build a PyTorchJob of one Master and
-        ``num_workers - 1`` Workers; ``train_func`` runs under ``torchrun`` (rendezvous from the
-        operator's ``PET_*`` env) when ``num_workers > 1`` or ``num_procs_per_worker`` is set.
+        ``train_func`` (and/or ``base_image``) build a job of ``job_kind`` laid out by its plugin:
+        a PyTorchJob of one Master and ``num_workers - 1`` Workers, ``train_func`` under
+        ``torchrun`` (rendezvous from the operator's ``PET_*`` env) when ``num_workers > 1`` or
+        ``num_procs_per_worker`` is set; a TFJob of ``num_workers`` Workers plus
+        ``num_chief_replicas`` Chief and ``num_ps_replicas`` PS replicas, under ``python -u``.
         With ``job``, only ``namespace``, ``labels``, ``annotations`` and ``queue_name`` may be
         passed too. ``queue_name`` labels the job for Kueue (a missing LocalQueue only warns).
         """

@@ -7,12 +7,12 @@ plugin, so ports and replicas are the defaulted ones.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 
-from trainyard.api import ConditionType, Pod, labels
+import replica_pods
+from trainyard.api import ConditionType, labels
 from trainyard.api.defaults import apply_defaults
 from trainyard.api.kubeflow.xgboost import XGBOOSTJOB, XGBoostJob
 from trainyard.controller import ControllerSettings, Observed, reconcile
@@ -260,42 +260,18 @@ def test_a_function_job_has_no_processes_per_worker() -> None:
 
 # -- through the reconciler: the engine's restarts and the plugin's verdicts together ------------------
 
-NOW = datetime(2026, 1, 1, tzinfo=UTC)
+NOW = replica_pods.NOW
 
 
 def running_job(restart: str) -> XGBoostJob:
     """An XGBoostJob as stored after a pass saw it run: written by a user, Created and Running."""
     body = job(restart=restart).to_dict()
     del body["spec"]["xgbReplicaSpecs"]["Master"]["replicas"]  # as users write it; defaulting makes it 1
-    condition = {
-        "status": "True",
-        "lastUpdateTime": "2025-12-31T23:59:00Z",
-        "lastTransitionTime": "2025-12-31T23:59:00Z",
-    }
-    body["status"] = {
-        "conditions": [
-            {"type": "Created", "reason": "XGBoostJobCreated", **condition},
-            {"type": "Running", "reason": "XGBoostJobRunning", **condition},
-        ],
-        "startTime": "2025-12-31T23:59:00Z",
-    }
-    return XGBoostJob.model_validate(body)
+    return XGBoostJob.model_validate(replica_pods.seen_running(body, "XGBoostJob"))
 
 
 def observed(owner: XGBoostJob, phases: dict[str, str], exit_code: int = 1) -> Observed:
-    """The pods the builder makes for ``owner``, as the API server returns them in ``phases``."""
-    defaulted = apply_defaults(owner, XGBOOSTJOB)
-    pods = []
-    for name, phase in phases.items():
-        rtype, index = name.split("-")
-        body = build_pod(defaulted, PLUGIN, rtype.capitalize(), int(index), DNS).to_dict()
-        body["metadata"]["uid"] = f"uid-{name}"
-        body["status"] = {"phase": phase}
-        if phase in ("Failed", "Succeeded"):
-            state = {"terminated": {"exitCode": exit_code if phase == "Failed" else 0}}
-            body["status"]["containerStatuses"] = [{"name": "xgboost", "state": state}]
-        pods.append(Pod.model_validate(body))
-    return Observed(owner, tuple(pods), (), NOW)
+    return replica_pods.observed(owner, PLUGIN, phases, exit_code)
 
 
 PHASES = {"master-0": "Running", "worker-0": "Running", "worker-1": "Failed"}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -13,6 +14,7 @@ from kubernetes import client as k8s
 
 import local_index
 from trainyard.api.kubeflow.pytorch import PyTorchJob
+from trainyard.api.kubeflow.tensorflow import TFJOB, TFJob
 from trainyard.api.kubeflow.xgboost import XGBOOSTJOB, XGBoostJob
 from trainyard.api.validation import validate_job
 from trainyard.frameworks.pytorch.plugin import DEFAULT_BASE_IMAGE
@@ -263,3 +265,53 @@ def test_an_xgboost_replica_runs_the_function_with_the_operators_env(tmp_path: P
 
     assert result.returncode == 0, result.stderr
     assert result.stdout == "rank 1 of 2\n"
+
+
+# -- TFJob: a Chief and PS when asked, then num_workers Workers, the function under plain python -------
+
+
+def report_task() -> None:
+    import json
+    import os
+
+    task = json.loads(os.environ["TF_CONFIG"])["task"]
+    print(task["type"], task["index"])
+
+
+def test_a_tfjob_function_job_is_the_kubeflow_sdks_chief_ps_and_workers() -> None:
+    job = functions.job_from_function(
+        name="fn", namespace="team", train_func=report_task, num_workers=2, kind="TFJob", roles={"Chief": 1, "PS": 1}
+    )
+
+    assert (job["apiVersion"], job["kind"]) == ("kubeflow.org/v1", "TFJob")
+    specs = job["spec"]["tfReplicaSpecs"]
+    assert [(k, v["replicas"]) for k, v in specs.items()] == [("Chief", 1), ("PS", 1), ("Worker", 2)]
+    for spec in specs.values():
+        assert "restartPolicy" not in spec  # the kind's default (Never) applies, as with the Kubeflow SDK
+        (container,) = spec["template"]["spec"]["containers"]
+        assert (container["name"], container["image"]) == ("tensorflow", "docker.io/tensorflow/tensorflow:2.9.1")
+        assert 'exec python -u "$program_path/' in container["args"][0]
+    assert validate_job(job, TFJOB) == []
+    TFJob.model_validate(job)
+
+
+def test_a_tfjob_function_job_of_workers_alone_and_one_asking_for_processes() -> None:
+    job = functions.job_from_function(name="fn", namespace="d", train_func=report_task, num_workers=3, kind="TFJob")
+    assert list(job["spec"]["tfReplicaSpecs"]) == ["Worker"]
+    with pytest.raises(ValueError, match="num_procs_per_worker can't be set for TFJob"):
+        functions.job_from_function(
+            name="fn", namespace="d", train_func=report_task, num_procs_per_worker=2, kind="TFJob"
+        )
+
+
+def test_a_tfjob_replica_runs_the_function_with_its_tf_config(tmp_path: Path) -> None:
+    job = functions.job_from_function(name="fn", namespace="d", train_func=report_task, num_workers=2, kind="TFJob")
+    config = {
+        "cluster": {"worker": ["a:2222", "b:2222"]},
+        "task": {"type": "worker", "index": 1},
+        "environment": "cloud",
+    }
+    result = run_replica(job, tmp_path, "Worker", TF_CONFIG=json.dumps(config))
+
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "worker 1\n"

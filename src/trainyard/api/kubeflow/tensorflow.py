@@ -1,7 +1,11 @@
-"""TFJob (``kubeflow.org/v1``): the schema as upstream names it, its defaults and its rules.
+"""TFJob (``kubeflow.org/v1``): the schema as upstream names it, its defaults and its admission rules.
 
-Upstream's ``tfjob_types.go``, ``SetDefaults_TFJob`` (reference §1.2) and the TFJob part of its
-validating webhook (reference §2.2), registered through ``TFJOB``.
+Upstream's ``tensorflow_types.go``, ``SetDefaults_TFJob`` (``successPolicy`` nil becomes ``""``,
+reference §1.2) and the TFJob part of its validating webhook (at most one Chief or Master, §2.2),
+registered through ``TFJOB``. Two refusals go beyond upstream: a ``successPolicy`` other than
+``""``/``AllWorkers`` (upstream takes any string and judges by the default policy), and, through
+the common rules of ``api.validation``, a replica type TFJob does not have (upstream's TFJob
+webhook checks no type, so a misspelt ``Workers`` was admitted).
 """
 
 from __future__ import annotations
@@ -52,14 +56,16 @@ def set_defaults(job: TrainingJob) -> None:
 def validate(job: TrainingJob) -> list[FieldError]:
     assert isinstance(job, TFJob)
     errors: list[FieldError] = []
-    leaders = [name for name in job.spec.tf_replica_specs if name.lower() in ("chief", "master")]
+    # Keys are matched case-insensitively (defaulting renames them), so "chief" and "Master" are two
+    # leaders too; "Chief" and "chief" are one type, which the common rules call a duplicate.
+    leaders = {name.lower() for name in job.spec.tf_replica_specs} & {"chief", "master"}
     if len(leaders) > 1:
         errors.append(
             FieldError(ErrorType.FORBIDDEN, "spec.tfReplicaSpecs", "must not have more than 1 Chief or Master role")
         )
     policy = job.spec.success_policy
     if policy is not None and policy not in SUCCESS_POLICIES:
-        # upstream takes any string and treats it as the default policy; a typo then changes nothing
+        # upstream takes any string and judges by the default policy: a typo would go unnoticed
         errors.append(
             FieldError(ErrorType.NOT_SUPPORTED, "spec.successPolicy", f'"{policy}": supported values: "", "AllWorkers"')
         )

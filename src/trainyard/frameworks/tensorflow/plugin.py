@@ -2,8 +2,17 @@
 
 ``TF_CONFIG`` goes into the ``tensorflow`` container only, and only when the job is distributed
 (more than one replica in all). Its cluster lists every replica type the job has, Evaluator
-included, as upstream; ``enableDynamicWorker`` gives the sparse form, in which a worker sees only
-itself and the parameter servers, and worker failures do not fail the job.
+included, as upstream: each task's headless-Service name (``<job>-<type>-<i>.<ns>.svc``, plus the
+operator's ``CUSTOM_CLUSTER_DOMAIN``, which ``Network.cluster_domain`` carries) in cluster-dns
+mode, the node and the port allocated for the task in host mode. ``enableDynamicWorker`` gives
+the sparse form, in which a worker sees only itself and the parameter servers.
+
+The world is static unless ``enableDynamicWorker`` is set: one failed replica restarts the whole
+gang. With dynamic workers a worker leaves and rejoins on its own (the sparse form exists so that
+no task's configuration names the others), so a failed replica is restarted alone.
+
+Besides ``base.Framework`` it runs Python functions as jobs (``capabilities.FunctionJobs``): the
+Kubeflow SDK's ``num_workers`` Workers, plus a Chief and parameter servers when asked for.
 """
 
 from __future__ import annotations
@@ -54,6 +63,7 @@ def tf_config(job: TFJob, info: KindInfo, network: Network, replica_type: str, i
     ps: list[str] = []
     if replica_type == "Worker":
         workers = {str(index): cluster["worker"][index]}
+        # upstream writes null for a job without PS, which tf.train.ClusterSpec refuses
         ps = cluster.get("ps", [])
     elif replica_type == "PS":
         ps = [cluster["ps"][index]]
@@ -76,7 +86,13 @@ class TensorFlow(StaticWorld):
         num_procs_per_worker: int | str | None,
         roles: Mapping[str, int],
     ) -> dict[str, Any]:
-        """``num_workers`` Workers, plus a Chief and parameter servers when asked (the Kubeflow SDK's shape)."""
+        """A Chief and parameter servers when asked, then ``num_workers`` Workers (the Kubeflow SDK's shape).
+
+        A role asked for with a count of 0 is left out (admission refuses a type of no replicas;
+        the Kubeflow SDK sends it anyway).
+        """
+        if num_procs_per_worker is not None:
+            raise ValueError("num_procs_per_worker can't be set for TFJob")
         replicas: dict[str, Any] = {
             rtype: {"replicas": count, "template": template} for rtype, count in roles.items() if count
         }
@@ -101,34 +117,44 @@ class TensorFlow(StaticWorld):
         return [EnvVar(name="TF_CONFIG", value=json.dumps(config, separators=(",", ":")))]
 
     def verdicts(self, job: TrainingJob, counts: Mapping[str, ReplicaCounts]) -> Sequence[Verdict]:
+        """Upstream's ``UpdateJobStatus`` (reference §8): who decides success, and which failures count.
+
+        With a Chief or Master, it decides; without, Worker 0 does (``successPolicy: ""``) or every
+        Worker (``AllWorkers``). A failed replica of any type (Chief, Evaluator, Master, PS, Worker,
+        in that order) fails the job under ``restartPolicy: Never`` and makes it Restarting
+        otherwise; with ``enableDynamicWorker`` a failed Worker that will not restart is ignored.
+        Success is final: a replica failing in the same pass does not turn it into a failure.
+        """
         assert isinstance(job, TFJob)
         kind, qualified = self.info.kind, f"{job.namespace}/{job.name}"
-        out: list[Verdict] = []
         leader = next((counts[t] for t in LEADERS if t in counts), None)
         worker = counts.get("Worker")
         if leader is not None:
-            if leader.active > 0:
-                out.append(Verdict(ConditionType.RUNNING, f"{kind} {qualified} is running."))
-            if leader.replicas > 0 and leader.succeeded >= leader.replicas:
-                return [*out, Verdict(ConditionType.SUCCEEDED, f"{kind} {qualified} successfully completed.")]
-        elif worker is not None and worker.replicas > 0:
-            if job.spec.success_policy == "AllWorkers":
-                done = worker.succeeded >= worker.replicas
-            else:
-                done = 0 in worker.succeeded_indices
-            if done:
-                return [*out, Verdict(ConditionType.SUCCEEDED, f"{kind} {qualified} successfully completed.")]
-            if worker.active > 0:
-                out.append(Verdict(ConditionType.RUNNING, f"{kind} {qualified} is running."))
+            deciding = leader
+            done = leader.replicas > 0 and leader.succeeded >= leader.replicas
+        elif worker is not None:
+            deciding = worker
+            every = worker.replicas > 0 and worker.succeeded >= worker.replicas
+            done = every or (job.spec.success_policy != "AllWorkers" and 0 in worker.succeeded_indices)
+        else:
+            return self._failures(job, counts, running=[])
+        if done:
+            return [Verdict(ConditionType.SUCCEEDED, f"{kind} {qualified} successfully completed.")]
+        running = [Verdict(ConditionType.RUNNING, f"{kind} {qualified} is running.")] if deciding.active > 0 else []
+        return self._failures(job, counts, running=running)
+
+    def _failures(self, job: TFJob, counts: Mapping[str, ReplicaCounts], *, running: list[Verdict]) -> list[Verdict]:
+        kind, qualified = self.info.kind, f"{job.namespace}/{job.name}"
         for rtype in self.info.replica_types:
             c = counts.get(rtype)
             if c is None or c.failed == 0:
                 continue
+            if c.restart_policy != RestartPolicy.NEVER:
+                # No Running before it: each would remove the other, rewriting the status every pass.
+                msg = f"{kind} {qualified} is restarting because {c.failed} {rtype} replica(s) failed."
+                return [Verdict(ConditionType.RESTARTING, msg)]
             if job.spec.enable_dynamic_worker and rtype == "Worker":
                 continue
-            if c.restart_policy == RestartPolicy.NEVER:
-                msg = f"{kind} {qualified} has failed because {c.failed} {rtype} replica(s) failed."
-                return [*out, Verdict(ConditionType.FAILED, msg)]
-            msg = f"{kind} {qualified} is restarting because {c.failed} {rtype} replica(s) failed."
-            out.append(Verdict(ConditionType.RESTARTING, msg))
-        return out
+            msg = f"{kind} {qualified} has failed because {c.failed} {rtype} replica(s) failed."
+            return [*running, Verdict(ConditionType.FAILED, msg)]
+        return running
