@@ -87,8 +87,8 @@ def test_mwms_trains_one_model_across_the_chief_and_two_workers(plane: Plane, sd
         "TFJob default/tensorflow-mwms successfully completed.",
     )
     check_tf_config(sdk, "tensorflow-mwms", ["chief", "worker"])
-    events = plane.yard("get", "events", "-o", "json").stdout
-    assert "runs in local environment 'tensorflow'" in events, events
+    events = json.loads(plane.yard("get", "events", "-o", "json").stdout)["items"]
+    assert any('runs in local environment "tensorflow"' in e["message"] for e in events), events
     sdk.delete_job("tensorflow-mwms", job_kind=KIND)
 
 
