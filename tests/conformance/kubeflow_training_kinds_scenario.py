@@ -12,28 +12,13 @@ the SDK's and the operator's side, not the framework's). The last line printed i
 from __future__ import annotations
 
 import sys
-import time
 
 import kubernetes
 from kubeflow.training import TrainingClient, models
+from scenario_steps import check, eventually
 
 KUBECONFIG, NAMESPACE = sys.argv[1], sys.argv[2]
 client = TrainingClient(config_file=KUBECONFIG, namespace=NAMESPACE)
-
-
-def check(what: str, ok: bool, got: object = None) -> None:
-    if not ok:
-        raise AssertionError(f"{what}: got {got!r}")
-    print(f"ok  {what}")
-
-
-def eventually(probe, timeout: float = 60):
-    deadline = time.monotonic() + timeout
-    while not (value := probe()):
-        if time.monotonic() > deadline:
-            return value
-        time.sleep(0.2)
-    return value
 
 
 def replica(container: str, printed: str, replicas: int = 1) -> models.KubeflowOrgV1ReplicaSpec:

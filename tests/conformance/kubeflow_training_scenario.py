@@ -16,6 +16,7 @@ from importlib import metadata
 import kubeflow.training
 import kubernetes
 from kubeflow.training import TrainingClient, models
+from scenario_steps import check, eventually
 
 KUBECONFIG, NAMESPACE = sys.argv[1], sys.argv[2]
 print(f"kubeflow-training {metadata.version('kubeflow-training')} from {kubeflow.training.__file__}")
@@ -48,21 +49,6 @@ def replica(command: list[str], cpu: str | None = None) -> models.KubeflowOrgV1R
         restart_policy="OnFailure",
         template=kubernetes.client.V1PodTemplateSpec(spec=kubernetes.client.V1PodSpec(containers=[container])),
     )
-
-
-def check(what: str, ok: bool, got: object = None) -> None:
-    if not ok:
-        raise AssertionError(f"{what}: got {got!r}")
-    print(f"ok  {what}")
-
-
-def eventually(probe, timeout: float = 60):
-    deadline = time.monotonic() + timeout
-    while not (value := probe()):
-        if time.monotonic() > deadline:
-            return value
-        time.sleep(0.2)
-    return value
 
 
 client = TrainingClient(config_file=KUBECONFIG, namespace=NAMESPACE)

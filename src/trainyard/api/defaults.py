@@ -7,13 +7,32 @@ every pass, so ``kubectl get -o yaml`` shows what the user wrote.
 
 from __future__ import annotations
 
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
 from trainyard.api.common import CleanPodPolicy, ReplicaSpec, TrainingJob
 from trainyard.api.core import ContainerPort, PodTemplateSpec
 from trainyard.api.kindinfo import KindInfo
 
 J = TypeVar("J", bound=TrainingJob)
+
+
+class ReplicaBounds(Protocol):
+    min_replicas: int | None
+    max_replicas: int | None
+
+
+def default_bounds(policy: ReplicaBounds, workers: ReplicaSpec | None) -> None:
+    """An ``elasticPolicy``'s min/max as upstream defaults them: one from the other, else the Worker count.
+
+    (PyTorchJob's and PaddleJob's alike; a missing Worker counts as one, where upstream crashes.)
+    """
+    if policy.min_replicas is None and policy.max_replicas is None:
+        count = workers.replicas if workers and workers.replicas is not None else 1
+        policy.min_replicas = policy.max_replicas = count
+    elif policy.min_replicas is None:
+        policy.min_replicas = policy.max_replicas
+    elif policy.max_replicas is None:
+        policy.max_replicas = policy.min_replicas
 
 
 def canonical_replica_type(name: str, info: KindInfo) -> str:

@@ -13,6 +13,7 @@ from pydantic import Field
 
 from trainyard.api.common import ReplicaSpec, RunPolicy, TrainingJob
 from trainyard.api.core import RestartPolicy
+from trainyard.api.defaults import default_bounds
 from trainyard.api.field_errors import ErrorType, FieldError
 from trainyard.api.kindinfo import KindInfo, ScalePaths
 from trainyard.api.kubeflow import CATEGORIES, GROUP, PRINTER_COLUMNS, UPSTREAM_FRAMEWORKS, VERSION
@@ -51,17 +52,8 @@ class PaddleJob(TrainingJob):
 
 def set_defaults(job: TrainingJob) -> None:
     assert isinstance(job, PaddleJob)
-    elastic = job.spec.elastic_policy
-    if elastic is None:
-        return
-    worker = job.spec.paddle_replica_specs.get("Worker")
-    workers = worker.replicas if worker and worker.replicas is not None else 1
-    if elastic.min_replicas is None and elastic.max_replicas is None:
-        elastic.min_replicas = elastic.max_replicas = workers
-    elif elastic.min_replicas is None:
-        elastic.min_replicas = elastic.max_replicas
-    elif elastic.max_replicas is None:
-        elastic.max_replicas = elastic.min_replicas
+    if job.spec.elastic_policy is not None:
+        default_bounds(job.spec.elastic_policy, job.spec.paddle_replica_specs.get("Worker"))
 
 
 def validate(job: TrainingJob) -> list[FieldError]:

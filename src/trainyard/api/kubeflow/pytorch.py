@@ -13,6 +13,7 @@ from pydantic import Field
 
 from trainyard.api.common import ReplicaSpec, RunPolicy, TrainingJob
 from trainyard.api.core import RestartPolicy
+from trainyard.api.defaults import default_bounds
 from trainyard.api.field_errors import ErrorType, FieldError
 from trainyard.api.kindinfo import KindInfo, ScalePaths
 from trainyard.api.kubeflow import CATEGORIES, GROUP, PRINTER_COLUMNS, UPSTREAM_FRAMEWORKS, VERSION
@@ -66,14 +67,7 @@ def set_defaults(job: TrainingJob) -> None:
     if job.spec.nproc_per_node is None and (elastic is None or elastic.n_proc_per_node is None):
         job.spec.nproc_per_node = "auto"
     if elastic is not None:
-        worker = job.spec.pytorch_replica_specs.get("Worker")
-        workers = worker.replicas if worker and worker.replicas is not None else 1
-        if elastic.min_replicas is None and elastic.max_replicas is None:
-            elastic.min_replicas = elastic.max_replicas = workers
-        elif elastic.min_replicas is None:
-            elastic.min_replicas = elastic.max_replicas
-        elif elastic.max_replicas is None:
-            elastic.max_replicas = elastic.min_replicas
+        default_bounds(elastic, job.spec.pytorch_replica_specs.get("Worker"))
 
 
 def validate(job: TrainingJob) -> list[FieldError]:
