@@ -219,10 +219,10 @@ def one_line_error(result: subprocess.CompletedProcess[str]) -> str:
 
 def test_bad_manifests_get_one_line_naming_file_and_field(plane: Plane, tmp_path: Path) -> None:
     name = unique("bad")
-    unknown = write(tmp_path, job(name).replace("kind: PyTorchJob", "kind: MPIJob"), "mpi.yaml")
+    unknown = write(tmp_path, job(name).replace("kind: PyTorchJob", "kind: TrainJob"), "trainjob.yaml")
     assert one_line_error(yard(plane, "apply", "-f", str(unknown))).startswith(
-        f"error: {unknown}: kind: unknown kind 'MPIJob': yard handles training jobs "
-        "(JAXJob, MXJob, PaddleJob, PyTorchJob, TFJob, XGBoostJob)"
+        f"error: {unknown}: kind: unknown kind 'TrainJob': yard handles training jobs "
+        "(JAXJob, MPIJob, MXJob, PaddleJob, PyTorchJob, TFJob, XGBoostJob)"
     )
     schema = write(tmp_path, job(name).replace("replicas: 2", "replicas: two"), "schema.yaml")
     error = one_line_error(yard(plane, "apply", "-f", str(schema)))

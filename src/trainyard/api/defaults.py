@@ -55,12 +55,13 @@ def _default_ports(template: PodTemplateSpec, info: KindInfo) -> PodTemplateSpec
     return template.model_copy(update={"spec": spec})
 
 
-def _default_replica(spec: ReplicaSpec, info: KindInfo) -> ReplicaSpec:
+def _default_replica(rtype: str, spec: ReplicaSpec, info: KindInfo) -> ReplicaSpec:
+    restart = info.restart_policies.get(rtype, info.default_restart_policy)
     return spec.model_copy(
         update={
-            "replicas": 1 if spec.replicas is None else spec.replicas,
-            "restart_policy": spec.restart_policy or info.default_restart_policy.value,
-            "template": _default_ports(spec.template, info),
+            "replicas": info.default_replicas.get(rtype, 1) if spec.replicas is None else spec.replicas,
+            "restart_policy": spec.restart_policy or restart.value,
+            "template": _default_ports(spec.template, info) if info.default_port_name else spec.template,
         }
     )
 
@@ -69,7 +70,8 @@ def apply_defaults(job: J, info: KindInfo) -> J:
     """Return a defaulted deep copy of ``job``."""
     job = job.model_copy(deep=True)
     specs = {
-        canonical_replica_type(name, info): _default_replica(spec, info) for name, spec in job.replica_specs.items()
+        (rtype := canonical_replica_type(name, info)): _default_replica(rtype, spec, info)
+        for name, spec in job.replica_specs.items()
     }
     job.replica_specs.clear()
     job.replica_specs.update(specs)

@@ -11,7 +11,7 @@ from it. Behaviour (env, success rules) is the framework plugin's (``trainyard.f
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from trainyard.api.common import TrainingJob
@@ -78,6 +78,20 @@ class KindInfo:
     """The reason of the event a ``ttlSecondsAfterFinished`` deletion records. Upstream names it
     after a pod for some kinds (reference §6.5); kept so that event filters written for upstream
     keep matching."""
+    default_replicas: Mapping[str, int] = field(default_factory=dict)
+    """Replica types whose ``replicas`` default to other than 1 (the mpi-operator's Worker: 0)."""
+    restart_policies: Mapping[str, RestartPolicy] = field(default_factory=dict)
+    """Replica types whose ``restartPolicy`` defaults to other than ``default_restart_policy``."""
+    managed_by: tuple[str, ...] = (
+        "kubeflow.org/training-operator",
+        "kueue.x-k8s.io/multikueue",
+        "trainyard.dev/operator",
+    )
+    """The ``runPolicy.managedBy`` values admission accepts; the first is the one this operator
+    reconciles (as is no value at all), any other names a controller that does the work instead."""
+    common_replica_rules: bool = True
+    """Whether ``api.validation``'s replica rules (types, containers, images, the default
+    container's name, replicas >= 1) apply; False for a kind whose own ``validate`` has its own."""
     set_defaults: Callable[[TrainingJob], None] = no_defaults
     """The kind's own defaults, applied in place to a copy the common defaults were applied to."""
     validate: Callable[[TrainingJob], list[FieldError]] = no_errors

@@ -11,13 +11,16 @@ from __future__ import annotations
 from trainyard.api import kubeflow
 from trainyard.api.kindinfo import KindInfo
 from trainyard.api.kubeflow.jax import JAXJOB
+from trainyard.api.kubeflow.mpi import MPIJOB
 from trainyard.api.kubeflow.mxnet import MXJOB
 from trainyard.api.kubeflow.paddle import PADDLEJOB
 from trainyard.api.kubeflow.pytorch import PYTORCHJOB
 from trainyard.api.kubeflow.tensorflow import TFJOB
 from trainyard.api.kubeflow.xgboost import XGBOOSTJOB
 
-KINDS: dict[str, KindInfo] = {info.kind: info for info in (PYTORCHJOB, TFJOB, XGBOOSTJOB, PADDLEJOB, JAXJOB, MXJOB)}
+KINDS: dict[str, KindInfo] = {
+    info.kind: info for info in (PYTORCHJOB, TFJOB, XGBOOSTJOB, PADDLEJOB, JAXJOB, MXJOB, MPIJOB)
+}
 
 DEFAULT_KIND = PYTORCHJOB.kind
 """The kind a call that names none means (the Kubeflow SDK's ``job_kind`` default)."""

@@ -27,7 +27,6 @@ from trainyard.api.field_errors import ErrorType, FieldError, quote
 from trainyard.api.kindinfo import KindInfo
 
 DNS1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
-MANAGED_BY = ("kubeflow.org/training-operator", "kueue.x-k8s.io/multikueue", "trainyard.dev/operator")
 
 _DNS1035_MESSAGE = (
     "a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an "
@@ -135,9 +134,10 @@ def validate_job(body: Mapping[str, Any], info: KindInfo) -> list[FieldError]:
     job, errors = parse_job(body, info)
     if job is None:
         return errors
-    errors += _validate_name(job, info)
-    errors += _validate_replicas(job, info)
-    errors += _validate_run_policy(job)
+    if info.common_replica_rules:
+        errors += _validate_name(job, info)
+        errors += _validate_replicas(job, info)
+    errors += _validate_run_policy(job, info)
     errors += info.validate(job)
     return errors
 
@@ -235,7 +235,7 @@ def _validate_replicas(job: TrainingJob, info: KindInfo) -> list[FieldError]:
     return errors
 
 
-def _validate_run_policy(job: TrainingJob) -> list[FieldError]:
+def _validate_run_policy(job: TrainingJob, info: KindInfo) -> list[FieldError]:
     policy = job.run_policy
     errors: list[FieldError] = []
     for field in ("ttl_seconds_after_finished", "active_deadline_seconds", "backoff_limit"):
@@ -243,8 +243,8 @@ def _validate_run_policy(job: TrainingJob) -> list[FieldError]:
         if value is not None and value < 0:
             camel = type(policy).model_fields[field].alias or field
             errors.append(FieldError(ErrorType.INVALID, f"spec.runPolicy.{camel}", f"{value}: must be >= 0"))
-    if policy.managed_by is not None and policy.managed_by not in MANAGED_BY:
-        supported = ", ".join(f'"{m}"' for m in MANAGED_BY)
+    if policy.managed_by is not None and policy.managed_by not in info.managed_by:
+        supported = ", ".join(f'"{m}"' for m in info.managed_by)
         errors.append(
             FieldError(
                 ErrorType.NOT_SUPPORTED,

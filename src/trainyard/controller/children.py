@@ -119,6 +119,8 @@ def build_pod(job: TrainingJob, plugin: Framework, rtype: str, index: int, netwo
     if plugin.env_scope is EnvScope.DEFAULT_CONTAINER:
         named = [i for i, c in enumerate(containers) if c.name == plugin.info.default_container]
         targets = range(named[0], named[0] + 1) if named else range(0)
+    elif plugin.env_scope is EnvScope.FIRST_CONTAINER:
+        targets = range(min(len(containers), 1))
     for i in targets:
         containers[i] = containers[i].model_copy(update={"env": [*(containers[i].env or []), *env]})
     restart = RestartPolicy.NEVER.value if spec.restart_policy == RestartPolicy.EXIT_CODE else spec.restart_policy

@@ -17,18 +17,19 @@ from datetime import datetime, timedelta
 from trainyard.api import conditions
 from trainyard.api.common import CleanPodPolicy, ConditionType, JobCondition, JobStatus, ReplicaStatus, TrainingJob
 from trainyard.api.core import Pod, PodPhase, Service
+from trainyard.api.kindinfo import KindInfo
 from trainyard.controller import children
 from trainyard.controller.plan import ChildRef, EventType, JobEvent, Plan
 from trainyard.frameworks.base import Framework
 
-MANAGED_BY_US = "kubeflow.org/training-operator"
-"""The ``managedBy`` value (or none) that this operator reconciles, as upstream."""
 
+def is_managed(job: TrainingJob, info: KindInfo) -> bool:
+    """A job another controller manages (e.g. ``kueue.x-k8s.io/multikueue``) gets no writes at all.
 
-def is_managed(job: TrainingJob) -> bool:
-    """A job another controller manages (e.g. ``kueue.x-k8s.io/multikueue``) gets no writes at all."""
+    Ours is the kind's first ``managedBy`` value (upstream's operator for that kind), or none.
+    """
     owner = job.run_policy.managed_by
-    return owner is None or owner == MANAGED_BY_US
+    return owner is None or owner == info.managed_by[0]
 
 
 # -- activeDeadlineSeconds ------------------------------------------------------------------------
@@ -134,7 +135,7 @@ def announced(cond: JobCondition) -> bool:
 # -- what every pass ends with --------------------------------------------------------------------
 
 
-def finish_pass(plan: Plan, job: TrainingJob, plugin: Framework, now: datetime) -> Plan:
+def finish_pass(plan: Plan, job: TrainingJob, plugin: Framework, now: datetime, *, ttl: bool = True) -> Plan:
     """Guarantees and timers applied to the plan of one pass over ``job`` (as observed, undefaulted).
 
     * a finished job always has ``completionTime``, whatever path finished it;
@@ -143,9 +144,11 @@ def finish_pass(plan: Plan, job: TrainingJob, plugin: Framework, now: datetime) 
       each write wakes the operator again);
     * pods created from a template that set its own ``restartPolicy`` get upstream's warning;
     * the plan asks to be run again when the deadline or the TTL falls due.
+
+    ``ttl``: False for a kind whose TTL is its launcher Job's (the job itself stays).
     """
     before = job.status
-    expiry = ttl_expiry(job, before)
+    expiry = ttl_expiry(job, before) if ttl else None
     if expiry is not None and now >= expiry:
         return ttl_deletion(job, plugin)
 
@@ -157,7 +160,8 @@ def finish_pass(plan: Plan, job: TrainingJob, plugin: Framework, now: datetime) 
 
     events = (*plan.events, *restart_policy_warnings(job, plugin, plan.create))
     waits = [w for w in (plan.requeue_after, _until(deadline_if_running(job, after), now)) if w is not None]
-    waits += [w for w in (_until(ttl_expiry(job, after), now),) if w is not None]
+    if ttl:
+        waits += [w for w in (_until(ttl_expiry(job, after), now),) if w is not None]
     # replace, not a new Plan: fields other modules add (owned children) pass through.
     return dataclasses.replace(
         plan,

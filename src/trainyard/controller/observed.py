@@ -10,6 +10,7 @@ from trainyard.api.common import TrainingJob
 from trainyard.api.core import Pod, Service
 from trainyard.api.meta import TypedObject
 from trainyard.frameworks.base import OwnedKind
+from trainyard.frameworks.capabilities import KeyPairs
 from trainyard.frameworks.network import NetworkMode, WaitForMaster
 
 
@@ -29,6 +30,10 @@ class ControllerSettings:
     """A pod Pending longer than this gives its job a ``Pending`` condition naming why; None: never."""
 
 
+def _no_key_pairs() -> tuple[str, str]:
+    raise RuntimeError("this pass was given no SSH key source (Observed.key_pairs)")
+
+
 @dataclass(frozen=True)
 class Observed:
     job: TrainingJob
@@ -40,6 +45,9 @@ class Observed:
     job of this name, as read; ``of_kind`` picks one kind's. Some may be an older job's."""
     priority_classes: Mapping[str, int] = field(default_factory=dict)
     """PriorityClass values by name, read only when a PodGroup's minResources must be computed."""
+    key_pairs: KeyPairs = field(default=_no_key_pairs)
+    """A fresh SSH key pair on demand (randomness, injected like the clock): the operator's
+    generates one; called only when a job's credentials do not exist yet."""
 
     def of_kind(self, *kinds: OwnedKind) -> tuple[TypedObject, ...]:
         wanted = {(k.group, k.kind) for k in kinds}

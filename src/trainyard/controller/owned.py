@@ -243,6 +243,14 @@ def _pod_group(fields: Fields) -> Fields:
     return {**fields, ("spec",): spec}
 
 
+def _service(fields: Fields) -> Fields:
+    """What the API server fills in when the owner wrote nothing (``publishNotReadyAddresses``)."""
+    out = dict(fields)
+    key = ("spec", "publishNotReadyAddresses")
+    out[key] = bool(out.get(key))
+    return out
+
+
 _POD_GROUP = Shape(normal=_pod_group)
 _SHAPES: dict[tuple[str, str], Shape] = {
     # The HPA's ``behavior`` is someone else's (a user's tuning): only what the job decides is ours.
@@ -251,4 +259,10 @@ _SHAPES: dict[tuple[str, str], Shape] = {
         normal=_hpa,
     ),
     **{(flavour(name).group, "PodGroup"): _POD_GROUP for name in (VOLCANO_SCHEDULER, SCHEDULER_PLUGINS_SCHEDULER)},
+    # A Service's spec gains cluster IPs, families and defaults the server owns: only the routing is ours.
+    ("", "Service"): Shape(
+        decided=(("spec", "clusterIP"), ("spec", "selector"), ("spec", "publishNotReadyAddresses")), normal=_service
+    ),
+    # A key pair is made once and never replaced: the pods that mounted it must keep matching.
+    ("", "Secret"): Shape(decided=(("type",),)),
 }

@@ -1,7 +1,7 @@
 """What one reconcile pass decided, as a value the operator applies (and tests inspect).
 
 Order of application is fixed by the operator: allocate ports, owned children written
-(``apply``), deletes, creates, then the one status write, then events (a plan that deletes the
+(``apply``, then ``patch_status``), deletes, creates, then the one status write, then events (a plan that deletes the
 job does only that, then its events). Events about creates and deletes are not in the plan: only
 the applier knows whether a create succeeded or found the object already there. What a delete is
 told as, once it happened, is part of its ``ChildRef``.
@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import timedelta
 from enum import StrEnum
+from typing import Any
 
 from trainyard.api.common import JobStatus
 from trainyard.api.core import Pod, Service
@@ -63,6 +64,14 @@ class ChildRef:
 
 
 @dataclass(frozen=True)
+class StatusPatch:
+    """A merge patch of an owned child's ``status`` (a null removes the field)."""
+
+    child: ChildRef
+    patch: dict[str, Any]
+
+
+@dataclass(frozen=True)
 class Plan:
     allocate_ports: tuple[str, ...] = ()
     """Host network mode: port keys the operator must allocate and record before pods exist."""
@@ -70,6 +79,9 @@ class Plan:
     """Owned children other than the replicas (the gang's PodGroup, a plugin's HPA, ...): created
     when they carry no resourceVersion, else replaced as read (a newer version is a conflict, and
     a retry). Written before anything is deleted or created."""
+    patch_status: tuple[StatusPatch, ...] = ()
+    """Status patches of owned children, written right after ``apply`` (a launcher Job's
+    ``startTime`` cleared before the Job may change)."""
     delete: tuple[ChildRef, ...] = ()
     """Children to delete, of any kind."""
     create: tuple[Pod | Service, ...] = ()

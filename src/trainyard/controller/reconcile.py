@@ -9,7 +9,9 @@ One pass, in order (the order lives here and only here):
 1. a job being deleted, or managed by another controller (``managedBy``), gets nothing: the
    garbage collector removes its children;
 2. defaults are applied in memory, once (never written back, as upstream), and the defaulted
-   job is handed to every step below;
+   job is handed to every step below; a kind run by a launcher Job (MPIJob) takes its own pass
+   (``launched``) instead of steps 3 to 10b, then gang scheduling and step 11 without TTL
+   deletion (its launcher Job has the TTL);
 3. Created is recorded and ``startTime`` set on the first pass;
 4. a finished job only has its pods cleaned up by ``cleanPodPolicy`` (and its Services removed);
    a suspended one has every pod and Service deleted; a resumed one restarts its clock;
@@ -41,7 +43,7 @@ from trainyard.api import conditions
 from trainyard.api.common import ConditionType, JobStatus, TrainingJob
 from trainyard.api.core import Pod, Service
 from trainyard.api.defaults import apply_defaults
-from trainyard.controller import children, gang, lifecycle, owned, rendezvous, restarts
+from trainyard.controller import children, gang, launched, lifecycle, owned, rendezvous, restarts
 from trainyard.controller.observed import ControllerSettings, Observed
 from trainyard.controller.plan import ChildRef, EventType, JobEvent, Plan
 from trainyard.controller.status import count_replicas, replica_statuses
@@ -53,9 +55,14 @@ _WARNING_CONDITIONS = (ConditionType.FAILED, ConditionType.RESTARTING, Condition
 
 def reconcile(observed: Observed, plugin: Framework, settings: ControllerSettings) -> Plan:
     raw = observed.job
-    if raw.metadata.deletion_timestamp is not None or not lifecycle.is_managed(raw):
+    if raw.metadata.deletion_timestamp is not None or not lifecycle.is_managed(raw, plugin.info):
         return Plan()
     job = apply_defaults(raw, plugin.info)
+    by_launcher = launched.launched(plugin)
+    if by_launcher is not None:
+        plan = launched.run(observed, job, by_launcher, settings)
+        plan = gang.schedule(observed, job, plugin, settings, plan)
+        return lifecycle.finish_pass(plan, raw, plugin, observed.now, ttl=False)
     plan = _replicas(_pass(observed, job, plugin), settings)
     plan = gang.schedule(observed, job, plugin, settings, plan)
     plan = owned.plugin_children(observed, job, plugin, plan)

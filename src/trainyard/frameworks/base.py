@@ -65,6 +65,8 @@ class OwnedKind:
     plural: str
     purpose: str = field(default="", compare=False)
     """Why jobs own such objects (documents the RBAC rule that grants them); not part of the kind."""
+    patches_status: bool = field(default=False, compare=False)
+    """Whether the operator patches such objects' ``status`` too (``Plan.patch_status``; RBAC grants it)."""
 
     @property
     def group(self) -> str:
@@ -90,6 +92,8 @@ class EnvScope(StrEnum):
     EVERY_CONTAINER = "every-container"
     DEFAULT_CONTAINER = "default-container"
     """Only the container named after the kind (upstream's TFJob puts ``TF_CONFIG`` there alone)."""
+    FIRST_CONTAINER = "first-container"
+    """Only the template's first container (the mpi-operator's main container)."""
 
 
 class Framework(Protocol):

@@ -8,13 +8,19 @@ flags" or "can this kind run a function" and never names a kind:
 - ``FunctionJobs``: the kind can run one Python function on N replicas (the SDK's
   ``TrainingClient.create_job(train_func=...)``); the plugin lays out the replicas, the SDK
   packages the function.
+- ``LauncherJobs``: the kind's outcome is a launcher's, a batch/v1 Job beside worker pods
+  (MPIJob); ``controller.launched`` runs it instead of the replica engine.
 """
 
 from __future__ import annotations
 
 import argparse
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
+
+from trainyard.api.common import TrainingJob
+from trainyard.api.meta import TypedObject
+from trainyard.frameworks.base import Child
 
 
 @runtime_checkable
@@ -56,3 +62,54 @@ class FunctionJobs(Protocol):
         """The job's ``spec`` (JSON-shaped): ``num_workers`` replicas and ``roles`` (replica type →
         count, from ``function_roles``), all of pod ``template``."""
         ...
+
+
+@runtime_checkable
+class LauncherJobs(Protocol):
+    """The kind is run by a launcher: one batch/v1 Job whose outcome is the job's, beside worker
+    pods it reaches itself (the mpi-operator's shape: ``mpirun`` in the launcher, ranks in the
+    workers). The engine's ``controller.launched`` drives it; the plugin only describes objects.
+    """
+
+    @property
+    def launcher_type(self) -> str:
+        """The replica type the launcher Job runs (its template is that replica spec's)."""
+        ...
+
+    @property
+    def worker_type(self) -> str:
+        """The replica type the engine runs as pods, one per index."""
+        ...
+
+    def launcher_name(self, job: TrainingJob) -> str: ...
+
+    def launcher_job(self, job: TrainingJob) -> dict[str, Any]:
+        """The launcher Job's manifest (apiVersion, kind, metadata.name, spec) for a defaulted job."""
+        ...
+
+    def worker_pod(self, job: TrainingJob, index: int, pod: dict[str, Any]) -> dict[str, Any]:
+        """The engine's pod for worker ``index`` (names, operator labels, env, restartPolicy) as the kind wants it."""
+        ...
+
+    def waits_for_workers(self, job: TrainingJob) -> bool:
+        """Whether the launcher is created only once every worker pod is Ready."""
+        ...
+
+    def companions(
+        self,
+        job: TrainingJob,
+        running_workers: Sequence[str],
+        existing: Sequence[TypedObject],
+        keys: KeyPairs,
+        cluster_domain: str,
+    ) -> Sequence[Child]:
+        """What the launcher and workers need beside themselves while the launcher has not finished
+        (a Service, the hostfile's ConfigMap, SSH credentials): ``running_workers`` are the names of
+        the worker pods that run now, ``existing`` the owned objects as read, ``keys`` a fresh key
+        pair on demand (called only for credentials that do not exist yet), ``cluster_domain`` what
+        fully qualified names end in after ``.svc`` (empty: nothing)."""
+        ...
+
+
+KeyPairs = Callable[[], tuple[str, str]]
+"""A fresh SSH key pair: (private key in PEM, public key in ``authorized_keys`` form)."""

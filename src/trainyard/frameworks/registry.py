@@ -9,6 +9,7 @@ from __future__ import annotations
 from trainyard.frameworks.base import Framework
 from trainyard.frameworks.capabilities import FunctionJobs, OperatorFlags
 from trainyard.frameworks.jax import JAX
+from trainyard.frameworks.mpi import MPI
 from trainyard.frameworks.mxnet import MXNet
 from trainyard.frameworks.paddle import Paddle
 from trainyard.frameworks.pytorch import PyTorch
@@ -16,7 +17,7 @@ from trainyard.frameworks.tensorflow import TensorFlow
 from trainyard.frameworks.xgboost import XGBoost
 
 PLUGINS: dict[str, Framework] = {
-    plugin.info.kind: plugin for plugin in (PyTorch(), TensorFlow(), XGBoost(), Paddle(), JAX(), MXNet())
+    plugin.info.kind: plugin for plugin in (PyTorch(), TensorFlow(), XGBoost(), Paddle(), JAX(), MXNet(), MPI())
 }
 
 

@@ -37,6 +37,7 @@ from trainyard.client import build, is_status, job_resource, record_event, selec
 from trainyard.controller import ChildRef, Observed, Plan, children, gang, owned_kinds, reconcile
 from trainyard.controller.children import POD, REPLICA_KINDS, SERVICE
 from trainyard.frameworks.base import Framework, OwnedKind
+from trainyard.operator import sshkeys
 from trainyard.operator.metrics import OperatorMetrics
 from trainyard.operator.ports import PortAllocator
 from trainyard.operator.settings import OperatorSettings
@@ -271,7 +272,9 @@ class JobController:
         services = tuple(Service.model_validate(s) for s in await self._list(SERVICE, key[0], replica))
         owned = await self._read_owned(key)
         classes = await self._priority_classes(job)
-        return Observed(job, pods, services, self.clock(), owned=owned, priority_classes=classes)
+        return Observed(
+            job, pods, services, self.clock(), owned=owned, priority_classes=classes, key_pairs=sshkeys.key_pair
+        )
 
     async def _list(self, kind: OwnedKind, namespace: str, selected: dict[str, Any]) -> list[dict[str, Any]]:
         res = self._resource(kind.api_version, kind.kind)
@@ -315,6 +318,11 @@ class JobController:
             await self._record_ports(job, plan.allocate_ports)
         for obj in plan.apply:
             await self._write(obj)
+        for patch in plan.patch_status:
+            res = self._resource(patch.child.api_version, patch.child.kind)
+            await self.client.patch(
+                res.Status, patch.child.name, {"status": patch.patch}, namespace=namespace, patch_type=PatchType.MERGE
+            )
         events: list[Event] = []
         for ref in plan.delete:
             events += await self._delete(job, ref, namespace)

@@ -112,6 +112,9 @@ def owned_rules(owned: Iterable[OwnedKind]) -> list[Rule]:
     rules: dict[tuple[str, str], Rule] = {}
     for kind in owned:
         rules.setdefault((kind.group, kind.plural), Rule(kind.group, (kind.plural,), OWNED_VERBS, kind.purpose))
+        if kind.patches_status:
+            status = f"{kind.plural}/status"
+            rules.setdefault((kind.group, status), Rule(kind.group, (status,), ("patch",), kind.purpose))
     return list(rules.values())
 
 

@@ -65,8 +65,8 @@ def env(owner: PyTorchJob, rtype: str, index: int, network: Network = DNS) -> di
 
 def test_registry_gives_the_pytorch_plugin() -> None:
     assert plugin_for("PyTorchJob").info is PYTORCHJOB
-    with pytest.raises(LookupError, match="MPIJob"):
-        plugin_for("MPIJob")
+    with pytest.raises(LookupError, match="TrainJob"):
+        plugin_for("TrainJob")
 
 
 # -- Master + Workers ----------------------------------------------------------------------------------

@@ -111,7 +111,6 @@ def test_default_identity_is_host_and_uuid() -> None:
 @pytest.mark.parametrize(
     ("flags", "message"),
     [
-        (["--enable-scheme", "mpijob"], "not implemented by trainyard yet"),
         (["--enable-scheme", "foojob"], "unknown"),
         (["--controller-threads", "0"], "at least 1"),
         (["--host-ports", "30000"], "LOW-HIGH"),
