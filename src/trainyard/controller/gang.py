@@ -208,6 +208,17 @@ def decorate(pod: Pod, job: TrainingJob, kind: Flavour) -> Pod:
     return Pod.model_validate(body)
 
 
+def decorate_template(template: dict[str, Any], job: TrainingJob, settings: ControllerSettings) -> dict[str, Any]:
+    """A pod template (a launcher Job's, whose pods the job does not create itself) decorated as
+    ``decorate`` does the job's own pods; unchanged with gang scheduling off."""
+    if not enabled(settings):
+        return template
+    meta, spec = template.get("metadata") or {}, template.get("spec") or {}
+    pod = Pod.model_validate({"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec})
+    body = decorate(pod, job, flavour(settings.gang_scheduler_name)).to_dict()
+    return {**template, "metadata": body["metadata"], "spec": body["spec"]}
+
+
 def other_scheduler(job: TrainingJob, kind: Flavour) -> bool:
     """Whether some replica template names a scheduler other than the gang scheduler."""
     names = ((spec.template.spec.model_extra or {}).get("schedulerName") for spec in job.replica_specs.values())

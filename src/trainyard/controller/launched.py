@@ -33,7 +33,7 @@ from trainyard.api import conditions
 from trainyard.api.common import CleanPodPolicy, ConditionType, JobCondition, JobStatus, ReplicaStatus, TrainingJob
 from trainyard.api.core import Pod, PodPhase
 from trainyard.api.meta import TypedObject
-from trainyard.controller import children, owned
+from trainyard.controller import children, gang, owned
 from trainyard.controller.observed import ControllerSettings, Observed
 from trainyard.controller.plan import ChildRef, EventType, JobEvent, Plan, StatusPatch
 from trainyard.frameworks.base import Framework
@@ -104,7 +104,7 @@ class _Pass:
             if not self.suspended:
                 plan = self._workers(plan)
             if self.launcher is None and self._may_launch():
-                launcher = owned.adopt(owned.as_object(self.plugin.launcher_job(self.job)), self.job)
+                launcher = owned.adopt(owned.as_object(self._launcher_job()), self.job)
                 plan = dataclasses.replace(plan, apply=(*plan.apply, launcher))
         if self.launcher is not None:
             plan = self._follow_suspend(plan, self.launcher)
@@ -151,6 +151,12 @@ class _Pass:
         surplus = [ChildRef("Pod", p.name) for p in self.workers if _name_index(p.name) >= replicas]
         return dataclasses.replace(plan, create=(*plan.create, *creates), delete=(*plan.delete, *surplus))
 
+    def _launcher_job(self) -> dict[str, Any]:
+        """The plugin's launcher Job, its pods joined to the job's gang (they count in its minMember)."""
+        job = self.plugin.launcher_job(self.job)
+        job["spec"]["template"] = gang.decorate_template(job["spec"]["template"], self.job, self.settings)
+        return job
+
     def _may_launch(self) -> bool:
         if not self.plugin.waits_for_workers(self.job):
             return True
@@ -166,7 +172,7 @@ class _Pass:
                 return dataclasses.replace(
                     plan, patch_status=(*plan.patch_status, StatusPatch(ref, {"startTime": None}))
                 )
-            wanted = self.plugin.launcher_job(self.job)["spec"]["template"]
+            wanted = self._launcher_job()["spec"]["template"]
             template = spec.setdefault("template", {})
             meta, pod_spec = template.setdefault("metadata", {}), template.setdefault("spec", {})
             for field in ("labels", "annotations"):

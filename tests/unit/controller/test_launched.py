@@ -335,3 +335,22 @@ def test_scaling_workers_down_deletes_the_surplus_by_name() -> None:
 
 def test_a_job_managed_by_another_controller_gets_nothing() -> None:
     assert run(mpijob(runPolicy={"managedBy": "kueue.x-k8s.io/multikueue"})) == Plan()
+
+
+def test_with_gang_scheduling_the_launchers_pods_join_the_group_too() -> None:
+    from trainyard.api.core import Pod
+
+    job = mpijob()
+    group = {
+        "apiVersion": "scheduling.x-k8s.io/v1alpha1",
+        "kind": "PodGroup",
+        "metadata": {"name": "pi", "namespace": "default", "resourceVersion": "1", "ownerReferences": owner()},
+        "spec": {"minMember": 3},
+    }
+    observed = Observed(job, (), (), NOW, owned=(TypedObject.model_validate(group),), key_pairs=key_pair)
+    plan = reconcile(observed, PLUGIN, ControllerSettings(gang_scheduler_name="scheduler-plugins-scheduler"))
+    template = next(o for o in plan.apply if o.kind == "Job").to_dict()["spec"]["template"]
+    assert template["spec"]["schedulerName"] == "scheduler-plugins-scheduler"
+    assert template["metadata"]["labels"]["scheduling.x-k8s.io/pod-group"] == "pi"
+    workers = [Pod.model_validate(p.to_dict()) for p in plan.create]
+    assert all((p.metadata.labels or {})["scheduling.x-k8s.io/pod-group"] == "pi" for p in workers) and workers

@@ -226,6 +226,9 @@ class MPI(StaticWorld):
             labels.OPERATOR_NAME: self.info.controller_name,
             labels.JOB_NAME: job.name,
             labels.JOB_ROLE: "launcher",
+            # Ours: the mpi-operator sets no replica type; with it `yard logs` and the SDK's
+            # replica_type="launcher" find the launcher's pods like any replica's.
+            labels.REPLICA_TYPE: "launcher",
         }
         if job.spec.run_launcher_as_worker:
             pod_labels[labels.REPLICA_INDEX] = "0"
