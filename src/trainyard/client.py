@@ -36,7 +36,7 @@ def resource_for_kind(kind: str) -> Any:
 
 def plain_resource(group: str, version: str, kind: str, plural: str) -> Any:
     """A namespaced plain-dict resource; lightkube keeps one class per kind, so a second caller gets the first's."""
-    found = get_generic_resource(f"{group}/{version}" if group else version, kind)
+    found = get_generic_resource(f"{group}/{version}" if group else version, kind)  # type: ignore[no-untyped-call]
     return found if found is not None else create_namespaced_resource(group, version, kind, plural)
 
 
