@@ -14,7 +14,7 @@ from typing import Any
 
 from lightkube import ALL_NS, AsyncClient
 from lightkube.core.exceptions import ApiError
-from lightkube.generic_resource import create_namespaced_resource
+from lightkube.generic_resource import create_namespaced_resource, get_generic_resource
 from lightkube.resources.core_v1 import Event
 from lightkube.types import OnErrorAction, OnErrorResult
 
@@ -32,6 +32,12 @@ def job_resource(info: KindInfo) -> Any:
 
 def resource_for_kind(kind: str) -> Any:
     return job_resource(KINDS[kind])
+
+
+def plain_resource(group: str, version: str, kind: str, plural: str) -> Any:
+    """A namespaced plain-dict resource; lightkube keeps one class per kind, so a second caller gets the first's."""
+    found = get_generic_resource(f"{group}/{version}" if group else version, kind)  # type: ignore[no-untyped-call]
+    return found if found is not None else create_namespaced_resource(group, version, kind, plural)
 
 
 def build(res: Any, body: dict[str, Any]) -> Any:

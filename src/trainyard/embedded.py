@@ -24,6 +24,8 @@ from lightkube import AsyncClient, KubeConfig
 
 from trainyard.api.podgroup import SCHEDULER_PLUGINS_SCHEDULER
 from trainyard.cluster.apiserver.auth import Credentials, write_private
+from trainyard.cluster.jobs.controller import JobController
+from trainyard.cluster.jobs.decisions import Backoff
 from trainyard.cluster.node import backoff
 from trainyard.cluster.node.agent import NodeAgent
 from trainyard.cluster.node.capacity import Capacity
@@ -96,6 +98,7 @@ class EmbeddedPlane:
         self._tasks: list[asyncio.Task[None]] = []
         self.node: NodeAgent | None = None
         self.scheduler: Scheduler | None = None
+        self.jobs: JobController | None = None
         self._client: AsyncClient | None = None
 
     async def start(self) -> None:
@@ -116,9 +119,14 @@ class EmbeddedPlane:
             taints=self.options.taints,
         )
         self.scheduler = Scheduler(self._client)
+        # kube-controller-manager's Job controller; its pod-failure back-off keeps the kubelet's base
+        # (both 10 s upstream), so `yard up --restart-backoff` shortens both.
+        base = backoff.from_env().base
+        self.jobs = JobController(self._client, backoff=Backoff(base=base, cap=base * 60))
         self._tasks = [
             asyncio.create_task(self.node.run(), name="node"),
             asyncio.create_task(self.scheduler.run(), name="scheduler"),
+            asyncio.create_task(self.jobs.run(), name="jobs"),
             asyncio.create_task(self.node.storage.run(), name="volumes"),
         ]
         if self.options.operator:

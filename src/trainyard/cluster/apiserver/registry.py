@@ -116,6 +116,16 @@ BUILTINS = (
         subresources=frozenset({"status"}),
     ),
     ResourceType(
+        "batch",
+        "v1",
+        "jobs",
+        "job",
+        "Job",
+        True,
+        categories=("all",),
+        subresources=frozenset({"status"}),
+    ),
+    ResourceType(
         "apiextensions.k8s.io",
         "v1",
         "customresourcedefinitions",

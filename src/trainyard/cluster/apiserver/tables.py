@@ -18,7 +18,7 @@ from typing import Any
 import msgspec
 
 from trainyard.api.meta import parse_time
-from trainyard.cluster.apiserver.builtin import autoscaling, leases
+from trainyard.cluster.apiserver.builtin import autoscaling, jobs, leases
 from trainyard.cluster.apiserver.registry import ResourceType
 from trainyard.cluster.apiserver.requests.jsonpath import JSONPathError, evaluate
 from trainyard.cluster.storage import codec
@@ -321,6 +321,7 @@ BUILTIN_COLUMNS: dict[str, list[Column]] = {
         ("Age", "string", 0, _age),
     ],
     autoscaling.KEY: autoscaling.columns(_name, _age),
+    jobs.KEY: jobs.columns(_name, _age, human_age),
     "apiextensions.k8s.io/customresourcedefinitions": [
         ("Name", "string", 0, _name),
         ("Created At", "date", 0, lambda o, _: o.get("metadata", {}).get("creationTimestamp", "")),

@@ -40,7 +40,7 @@ from lightkube.resources.scheduling_v1 import PriorityClass
 from lightkube.types import PatchType
 
 from trainyard.api.meta import format_time
-from trainyard.client import build, event_body, is_status
+from trainyard.client import build, event_body, is_status, plain_resource
 from trainyard.cluster.scheduler import placement, podgroups
 from trainyard.cluster.scheduler.informer import Informer
 from trainyard.cluster.scheduler.placement import COSCHEDULING, VOLCANO_GROUP, GroupKey, NodeInfo, PodInfo, Usage
@@ -50,7 +50,7 @@ log = logging.getLogger(__name__)
 
 Obj = dict[str, Any]
 # Plain-dict resources: the scheduler reads a few fields of many objects.
-POD = create_namespaced_resource("", "v1", "Pod", "pods")
+POD = plain_resource("", "v1", "Pod", "pods")
 NODE = create_global_resource("", "v1", "Node", "nodes")
 X_K8S_GROUP = create_namespaced_resource(podgroups.X_K8S, "v1alpha1", "PodGroup", "podgroups")
 VOLCANO_POD_GROUP = create_namespaced_resource(podgroups.VOLCANO, "v1beta1", "PodGroup", "podgroups")

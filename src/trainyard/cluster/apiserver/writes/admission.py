@@ -38,7 +38,7 @@ from trainyard.api.kinds import KINDS
 from trainyard.api.quantity import parse_quantity
 from trainyard.api.validation import review_job
 from trainyard.cluster.apiserver import causes, errors
-from trainyard.cluster.apiserver.builtin import autoscaling, leases, priority
+from trainyard.cluster.apiserver.builtin import autoscaling, jobs, leases, priority
 from trainyard.cluster.apiserver.causes import Cause
 from trainyard.cluster.apiserver.registry import ResourceType
 from trainyard.cluster.apiserver.writes import schema
@@ -138,6 +138,8 @@ def admit(
 ) -> None:
     """``validate``, then the job webhook for a job kind's objects: 422 ``Invalid`` with every cause."""
     found = validate(rt, obj, subresource)
+    if rt.key == jobs.KEY and old is not None and subresource is None:
+        found += jobs.update_problems(old, obj)
     job = None
     if rt.custom and subresource is None:
         # By group and kind from the table of job kinds, so a kind of another group needs nothing here.
@@ -441,6 +443,15 @@ def _pod(obj: dict[str, Any]) -> list[Cause]:
     return out
 
 
+def _job(obj: dict[str, Any]) -> list[Cause]:
+    """A Job's own rules, then its template's pod spec checked as a pod's (but restartPolicy)."""
+    template = (obj.get("spec") or {}).get("template") or {}
+    pod_spec = {k: v for k, v in (template.get("spec") or {}).items() if k != "restartPolicy"}
+    out = jobs.validate(obj)
+    out += [(reason, f"spec.template.{field}", message) for reason, field, message in _pod({"spec": pod_spec})]
+    return out
+
+
 def _container(c: dict[str, Any], path: str, names: set[str]) -> list[Cause]:
     out: list[Cause] = []
     name = c.get("name")
@@ -642,4 +653,5 @@ _BUILTIN: dict[str, Callable[[dict[str, Any]], list[Cause]]] = {
     priority.KEY: priority.validate,
     leases.KEY: leases.validate,
     autoscaling.KEY: autoscaling.validate,
+    jobs.KEY: _job,
 }

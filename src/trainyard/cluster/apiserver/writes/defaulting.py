@@ -17,7 +17,7 @@ import copy
 from typing import Any
 
 from trainyard.cluster import qos
-from trainyard.cluster.apiserver.builtin import autoscaling
+from trainyard.cluster.apiserver.builtin import autoscaling, jobs
 from trainyard.cluster.apiserver.registry import ResourceType
 
 Obj = dict[str, Any]
@@ -51,6 +51,8 @@ def on_create(rt: ResourceType, obj: Obj, *, now: str) -> None:
         obj["status"] = {"phase": "Pending"}
     elif "status" in rt.subresources:
         obj.pop("status", None)
+    if rt.key == jobs.KEY:
+        jobs.on_create(obj)
 
 
 def _crd_status(crd: Obj, now: str) -> Obj:
@@ -89,6 +91,8 @@ def on_write(key: str, obj: Obj) -> None:
         obj.setdefault("volumeBindingMode", "Immediate")
     elif key == autoscaling.KEY:
         autoscaling.default(obj)
+    elif key == jobs.KEY:
+        jobs.default(obj)
     elif key == "scheduling.k8s.io/priorityclasses":
         obj.setdefault("preemptionPolicy", "PreemptLowerPriority")
     elif key == "core/services":

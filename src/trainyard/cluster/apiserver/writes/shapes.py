@@ -14,7 +14,7 @@ import re
 from typing import Any
 
 from trainyard.cluster.apiserver import errors
-from trainyard.cluster.apiserver.builtin import autoscaling, leases
+from trainyard.cluster.apiserver.builtin import autoscaling, jobs, leases
 from trainyard.cluster.apiserver.registry import ResourceType
 
 # A shape is one of the scalar names below, a dict of field shapes (a struct; "*" makes it a
@@ -177,6 +177,13 @@ SHAPES: dict[str, dict[str, Any]] = {
         },
     },
     autoscaling.KEY: autoscaling.SHAPE,
+    jobs.KEY: {
+        "spec": {
+            **jobs.SPEC_SCALARS,
+            "template": {"metadata": {"labels": STRINGS, "annotations": STRINGS}, "spec": POD["spec"]},
+        },
+        "status": jobs.SHAPE_STATUS,
+    },
     "scheduling.k8s.io/priorityclasses": {
         "value": INT,
         "globalDefault": BOOL,
