@@ -78,9 +78,9 @@ class KindInfo:
     """The reason of the event a ``ttlSecondsAfterFinished`` deletion records. Upstream names it
     after a pod for some kinds (reference §6.5); kept so that event filters written for upstream
     keep matching."""
-    default_replicas: Mapping[str, int] = field(default_factory=dict)
+    default_replicas: Mapping[str, int] = field(default_factory=dict, compare=False)
     """Replica types whose ``replicas`` default to other than 1 (the mpi-operator's Worker: 0)."""
-    restart_policies: Mapping[str, RestartPolicy] = field(default_factory=dict)
+    restart_policies: Mapping[str, RestartPolicy] = field(default_factory=dict, compare=False)
     """Replica types whose ``restartPolicy`` defaults to other than ``default_restart_policy``."""
     managed_by: tuple[str, ...] = (
         "kubeflow.org/training-operator",

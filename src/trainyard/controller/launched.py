@@ -256,7 +256,10 @@ class _Pass:
                     last_update_time=at,
                     last_transition_time=at,
                 )
-                status = status.model_copy(update={"conditions": [*status.conditions, never]})
+                # Upstream appends it; here it goes before the outcome, so that the last condition (what
+                # `kubectl get` and `yard get` show as the State) stays Succeeded or Failed.
+                *rest, outcome = status.conditions
+                status = status.model_copy(update={"conditions": [*rest, never, outcome]})
         elif self.launcher is not None and running_launchers >= 1 and running == len(workers):
             status = self._set(status, ConditionType.RUNNING, f"{kind} {qualified} is running.")
         return status

@@ -46,14 +46,14 @@ def condition(job: Obj, type_: str) -> Obj | None:
 
 def replica_name(pod: Obj) -> str:
     """``worker-1``: the replica type (lower case) and index a pod runs, from upstream's labels
-    (``launcher`` for a type that has one pod, with no index: an MPIJob's launcher)."""
+    (index 0 for a pod with a type and no index: an MPIJob's launcher)."""
     meta_labels = (pod.get("metadata") or {}).get("labels") or {}
     rtype = meta_labels.get(labels.REPLICA_TYPE)
     index = meta_labels.get(labels.REPLICA_INDEX)
     if rtype is None:
         return str(pod["metadata"]["name"])
     if index is None:
-        return str(rtype).lower()
+        return f"{str(rtype).lower()}-0"
     return f"{str(rtype).lower()}-{index}"
 
 

@@ -249,7 +249,11 @@ def test_a_launcher_past_its_backoff_limit_fails_the_job_with_the_last_pods_reas
     assert failed_cond.reason == "BackoffLimitExceeded/OOMKilled"
     assert failed_cond.message == "Job has reached the specified backoff limit: rank 1 ran out of memory"
     assert plan.status.replica_statuses["Launcher"].failed == 2
-    assert ("Running", "False", "MPIJobRunning") in conditions(plan)  # "finished but Running condition was never set"
+    # "finished but Running condition was never set", before the outcome so that State shows Failed
+    assert conditions(plan)[-2:] == [
+        ("Running", "False", "MPIJobRunning"),
+        ("Failed", "True", "BackoffLimitExceeded/OOMKilled"),
+    ]
     assert plan.status.completion_time == NOW
 
 
