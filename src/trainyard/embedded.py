@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import functools
 import json
 import logging
 import os
@@ -26,7 +27,7 @@ from trainyard.api.podgroup import SCHEDULER_PLUGINS_SCHEDULER
 from trainyard.cluster.apiserver.auth import Credentials, write_private
 from trainyard.cluster.jobs.controller import JobController
 from trainyard.cluster.jobs.decisions import Backoff
-from trainyard.cluster.node import backoff
+from trainyard.cluster.node import backoff, podexec
 from trainyard.cluster.node.agent import NodeAgent
 from trainyard.cluster.node.capacity import Capacity
 from trainyard.cluster.paths import DEFAULT_PORT, Layout
@@ -97,6 +98,7 @@ class EmbeddedPlane:
             self.api.extra_paths["/metrics"] = self._metrics
         self._tasks: list[asyncio.Task[None]] = []
         self.node: NodeAgent | None = None
+        self.exec_server: podexec.ExecServer | None = None
         self.scheduler: Scheduler | None = None
         self.jobs: JobController | None = None
         self._client: AsyncClient | None = None
@@ -118,6 +120,10 @@ class EmbeddedPlane:
             capacity=self.options.capacity,
             taints=self.options.taints,
         )
+        # The node's exec socket: commands run in its running pods (mpirun's launch agent reaches other pods).
+        target = functools.partial(self.node.container_config.exec_target, self.node.pods, self.node.runtime)
+        self.exec_server = podexec.ExecServer(self.layout, target)
+        await self.exec_server.start()
         self.scheduler = Scheduler(self._client)
         # kube-controller-manager's Job controller; its pod-failure back-off keeps the kubelet's base
         # (both 10 s upstream), so `yard up --restart-backoff` shortens both.
@@ -169,6 +175,8 @@ class EmbeddedPlane:
             await self.scheduler.shutdown()
         if self.node is not None:
             await self.node.shutdown()
+        if self.exec_server is not None:
+            await self.exec_server.close()
         if self._client is not None:
             await self._client.close()
         await self.api.stop()

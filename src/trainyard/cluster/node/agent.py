@@ -25,6 +25,8 @@ one by one before the main containers. Probes come from ``probes``, pod conditio
 ``conditions``, GPU device assignment from ``gpus``. What the agent knows of each pod and
 container run, and how a container's status reads, is ``runs``.
 
+Commands exec'd into a running pod (``podexec``, served beside the agent) are the pod's and stop with it.
+
 Not yet here (documented as absent): CPU limits without cgroup v2, sidecar init containers.
 """
 
@@ -54,7 +56,7 @@ from trainyard.client import build, is_status, record_event, watch_forever
 from trainyard.cluster import qos
 from trainyard.cluster.environments import EnvironmentsError
 from trainyard.cluster.node import capacity as node_capacity
-from trainyard.cluster.node import gpus, nodestatus, podstatus
+from trainyard.cluster.node import gpus, nodestatus, podexec, podstatus
 from trainyard.cluster.node.backoff import KUBELET_BASE, BackOff, go_duration
 from trainyard.cluster.node.conditions import pod_conditions
 from trainyard.cluster.node.containerconfig import ContainerConfig
@@ -219,7 +221,7 @@ class NodeAgent:
         # A Running pod (or a Pending one whose start was interrupted) with no run here was started
         # by a previous agent: _run_pod adopts what is still running and reports what ended.
         if status.get("phase", "Pending") in ("Pending", "Running"):
-            run = PodRun(m["namespace"], m["name"], uid)
+            run = PodRun(m["namespace"], m["name"], uid, pod=pod)
             self.pods[uid] = run
             run.task = asyncio.create_task(self._run_pod(run, pod))
 
@@ -408,7 +410,9 @@ class NodeAgent:
             # fails this run with the reason, and the restart policy retries.
             self._fail_start(cr, str(exc))
             return
-        argv = [expand(a, env) for a in (container.get("command") or []) + (container.get("args") or [])]
+        argv = podexec.command(
+            [expand(a, env) for a in (container.get("command") or []) + (container.get("args") or [])]
+        )
         cr.started_at = self.now()
         cr.started_mono = time.monotonic()
         mounts, cwd = self.container_config.mount_spec(run, container)
@@ -645,6 +649,7 @@ class NodeAgent:
         run.stopping = True
         run.wake.set()
         groups = [cr.process for cr in run.init_containers + run.containers if cr.process and cr.process.exit is None]
+        sessions = asyncio.ensure_future(podexec.stop_sessions(run.exec_sessions, grace))  # exec'd: the pod's too
         for handle in groups:
             handle.signal(signal.SIGTERM)
         if groups:
@@ -655,6 +660,7 @@ class NodeAgent:
                     handle.signal(signal.SIGKILL)
                 # Each shim exits once its container's group is gone (it kills what its first process leaves).
                 await asyncio.gather(*(h.wait() for h in groups))
+        await sessions
         if run.task is not None and not run.task.done():
             with contextlib.suppress(asyncio.TimeoutError, asyncio.CancelledError):
                 await asyncio.wait_for(asyncio.shield(run.stopped.wait()), timeout=5)

@@ -6,10 +6,14 @@ stands for (``cluster.environments``: ``PATH`` first to its ``bin`` and ``VIRTUA
 the plane's own, plus the pod's (``podenv``) and the container's GPUs (``gpus``); volumes become
 directories under the pod's directory (``volumes``), mounted at their ``mountPath`` in a private
 mount namespace (``runtime.mountns``) when the container has ``volumeMounts``; an image's
-``/workspace`` is the plane's workspace, since images are not pulled.
+``/workspace`` is the plane's workspace, since images are not pulled. Every container also starts
+with what an image would set for this node (``podexec.image_defaults``: the launch agent that lets
+``mpirun`` reach other pods here), under its own ``env``.
 ``config_error`` says, in words the user can act on, why a container cannot be created yet.
+``exec_target`` is where a command exec'd into a running pod runs (``podexec``): its container's
+environment, mounts, working directory, cgroup and hostname.
 
-Callers: ``agent`` (starting containers, exec probes).
+Callers: ``agent`` (starting containers, exec probes, exec into pods).
 """
 
 from __future__ import annotations
@@ -21,11 +25,12 @@ from pathlib import Path
 from typing import Any
 
 from trainyard.cluster.environments import Environments, EnvironmentsError, Match
-from trainyard.cluster.node import gpus, volumes
+from trainyard.cluster.node import gpus, podexec, volumes
 from trainyard.cluster.node.capacity import Capacity
 from trainyard.cluster.node.podenv import ConfigError, container_env
 from trainyard.cluster.node.podenv import Node as DownwardNode
 from trainyard.cluster.node.runs import PodRun
+from trainyard.cluster.node.runtime.shims import ShimRuntime
 from trainyard.cluster.paths import Layout
 
 Obj = dict[str, Any]
@@ -99,6 +104,9 @@ class ContainerConfig:
         env = {k: os.environ[k] for k in _BASE_ENV if k in os.environ}
         # Training code runs with its image's environment, or the one the plane was started from.
         bin_dir = str(found.environment.bin_dir if found else Path(sys.executable).parent)
+        # Like an image's ENV: below the pod's own env. Containers run as the plane's user here.
+        prefix = found.environment.path if found else Path(sys.prefix)
+        env.update(podexec.image_defaults(self.layout.exec_agent, as_root=os.geteuid() == 0, prefix=prefix))
         if found is not None:
             env["VIRTUAL_ENV"] = str(found.environment.path)
         env["PATH"] = os.pathsep.join([bin_dir, env.get("PATH", os.defpath)])
@@ -173,3 +181,41 @@ class ContainerConfig:
                 "/workspace is the plane's workspace (yard up --workspace DIR)"
             )
         return None
+
+    def exec_target(self, runs: dict[str, PodRun], runtime: ShimRuntime, request: podexec.Request) -> podexec.Target:
+        """Where an exec request runs: a running container of the one pod among ``runs`` (by uid) its host names.
+
+        Raises ``podexec.Refused`` (ssh-like words) when no pod, several pods, or no running container fit.
+        """
+        cgroup_root = runtime.cgroup_root
+        by_uid = {uid: run for uid, run in runs.items() if run.pod}
+        named = podexec.resolve(request.host, (run.pod for run in by_uid.values()))
+        if not named:
+            raise podexec.Refused(podexec.unknown_host(request.host))
+        if len(named) > 1:
+            pods = ", ".join(sorted(f"{p['metadata']['namespace']}/{p['metadata']['name']}" for p in named))
+            raise podexec.Refused(f"ssh: {request.host} names several pods ({pods}): add <subdomain>.<namespace>")
+        pod = named[0]
+        run = by_uid[pod["metadata"]["uid"]]
+        key = f"{run.namespace}/{run.name}"
+        name = request.container or podexec.default_container(pod)
+        found = [(c, cr) for c, cr in zip(pod["spec"]["containers"], run.containers, strict=False) if c["name"] == name]
+        if not found:
+            raise podexec.Refused(f"ssh: {request.host}: pod {key} has no container {name!r}")
+        container, cr = found[0]
+        if run.stopping or cr.process is None or cr.process.exit is not None or cr.exit_code is not None:
+            raise podexec.Refused(f"ssh: {request.host}: pod {key} is not running (container {name!r} is not)")
+        try:
+            env = cr.env or self.exec_environment(run, pod, container)
+        except OSError as exc:
+            raise podexec.Refused(f"ssh: {request.host}: pod {key}: {exc}") from exc
+        mounts, cwd = self.mount_spec(run, container)
+        return podexec.Target(
+            pod=key,
+            hostname=podexec.pod_hostname(pod),
+            env=env,
+            cwd=str(cwd),
+            mounts=mounts,
+            cgroup=str(cgroup_root / f"{run.uid}_{cr.name}") if cgroup_root else None,
+            sessions=run.exec_sessions,
+        )

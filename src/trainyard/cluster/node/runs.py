@@ -2,11 +2,11 @@
 
 A ``PodRun`` lives from the moment the agent takes a pod until its processes are gone: its
 containers (init containers apart), what they were configured from (``sources``, ``volumes``,
-``devices``), and the events that coordinate stopping. A ``ContainerRun`` is one container
-across its restarts: the shim handle of the current run, how it ended, ``restartCount`` and
-``lastState``; ``status`` renders it as the kubelet's ``ContainerStatus``. ``restarts`` is the
-``restartPolicy`` rule. Kept apart from ``agent`` so ``containerconfig`` can read a run without
-importing the agent.
+``devices``), the sessions of commands exec'd into it, and the events that coordinate stopping. A
+``ContainerRun`` is one container across its restarts: the shim handle of the current run, how it
+ended, ``restartCount`` and ``lastState``; ``status`` renders it as the kubelet's
+``ContainerStatus``. ``restarts`` is the ``restartPolicy`` rule. Kept apart from ``agent`` so
+``containerconfig`` can read a run without importing the agent.
 """
 
 from __future__ import annotations
@@ -123,3 +123,7 @@ class PodRun:
     devices: dict[str, list[int]] = field(default_factory=dict)
     # Volumes mounted read-only whatever the mount says (a claim mounted with readOnly).
     read_only: set[str] = field(default_factory=set)
+    # The pod as the agent took it (what an exec into it resolves against), and the sessions its
+    # exec'd commands run in: they are the pod's, and go when it stops (``podexec``).
+    pod: Obj = field(default_factory=dict)
+    exec_sessions: set[int] = field(default_factory=set)

@@ -36,12 +36,13 @@ def _mount(source: str | None, target: str, fstype: str | None, flags: int) -> N
     _check(_libc.mount(enc[0], enc[1], enc[2], ctypes.c_ulong(flags), None), f"mount {target}")
 
 
-def _enter_namespace() -> None:
+def unshare(flags: int) -> None:
+    """Leave the ``flags`` namespaces for new ones; as a non-root user, inside a user namespace mapping only us."""
     uid, gid = os.getuid(), os.getgid()
     if uid == 0:
-        _check(_libc.unshare(CLONE_NEWNS), "unshare")
+        _check(_libc.unshare(flags), "unshare")
         return
-    _check(_libc.unshare(CLONE_NEWNS | CLONE_NEWUSER), "unshare")
+    _check(_libc.unshare(flags | CLONE_NEWUSER), "unshare")
     with open("/proc/self/setgroups", "w") as f:
         f.write("deny")
     with open("/proc/self/uid_map", "w") as f:
@@ -58,9 +59,12 @@ def _placeholder(target: Path, like_dir: bool) -> None:
         target.touch()
 
 
-def enter(spec: dict[str, Any]) -> None:
-    """Enter a new mount namespace laid out as ``spec`` says (``root``, ``cwd``, ``mounts``); OSError if impossible."""
-    _enter_namespace()
+def enter(spec: dict[str, Any], *, also: int = 0) -> None:
+    """Enter a new mount namespace laid out as ``spec`` says (``root``, ``cwd``, ``mounts``); OSError if impossible.
+
+    ``also``: more namespaces to unshare at the same time (a user namespace owns them all when not root).
+    """
+    unshare(CLONE_NEWNS | also)
     _mount(None, "/", None, MS_REC | MS_PRIVATE)
     root = Path(spec["root"])
     root.mkdir(parents=True, exist_ok=True)
