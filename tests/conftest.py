@@ -223,6 +223,7 @@ SLOW_FIRST = (
     "tests/conformance/test_secure.py",
     "tests/e2e/test_walking_skeleton.py",
     "tests/e2e/test_tfjob.py",
+    "tests/e2e/test_mpijob.py",
     "tests/e2e/test_xgboostjob.py",
     "tests/e2e/test_paddlejob.py",
     "tests/e2e/test_image_environments.py",

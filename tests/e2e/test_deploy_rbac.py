@@ -211,6 +211,53 @@ def scale_and_suspend(kubectl: Kubectl, ns: str, name: str, group: str, pods: in
     eventually(lambda: pod_count(kubectl, ns, name) == 0, timeout=60, what=f"{name}'s pods deleted")
 
 
+def mpijob_children(kubectl: Kubectl, ns: str) -> None:
+    """An MPIJob's: Service, hostfile ConfigMap (updated as its worker runs), SSH Secret, launcher Job
+    (suspended, then resumed: its startTime cleared through the status subresource, then updated);
+    a Service someone changed is put back."""
+    sleep = ["python", "-c", "import time; time.sleep(3600)"]
+    spec = {"terminationGracePeriodSeconds": 1, "containers": [{"name": "m", "image": "python:3.11", "command": sleep}]}
+    mpi = {
+        "apiVersion": "kubeflow.org/v2beta1",
+        "kind": "MPIJob",
+        "metadata": {"name": "mpi", "namespace": ns},
+        "spec": {
+            "mpiReplicaSpecs": {
+                "Launcher": {"replicas": 1, "template": {"spec": spec}},
+                "Worker": {"replicas": 1, "template": {"spec": spec}},
+            }
+        },
+    }
+    kubectl("create", "-f", "-", input=json.dumps(mpi))
+    running = "echo mpi-worker-0.mpi"
+    eventually(
+        lambda: (
+            running
+            in ((get(kubectl, "configmap", "mpi-config", ns) or {}).get("data") or {}).get("discover_hosts.sh", "")
+        ),
+        timeout=120,
+        what="discover_hosts.sh updated with the running worker",
+    )
+    eventually(lambda: (get(kubectl, "job", "mpi-launcher", ns) or {}).get("status", {}).get("startTime"), timeout=60)
+    kubectl("patch", "service", "mpi", "-n", ns, "--type=merge", "-p", json.dumps({"spec": {"selector": {"x": "y"}}}))
+    eventually(
+        lambda: "x" not in ((get(kubectl, "service", "mpi", ns) or {}).get("spec") or {}).get("selector", {"x": 1}),
+        timeout=60,
+        what="the Service's selector put back",
+    )
+    suspend = {"spec": {"runPolicy": {"suspend": True}}}
+    kubectl("patch", "mpijob", "mpi", "-n", ns, "--type=merge", "-p", json.dumps(suspend))
+    eventually(lambda: (get(kubectl, "job", "mpi-launcher", ns) or {}).get("spec", {}).get("suspend"), timeout=60)
+    resume = {"spec": {"runPolicy": {"suspend": False}}}
+    kubectl("patch", "mpijob", "mpi", "-n", ns, "--type=merge", "-p", json.dumps(resume))
+    eventually(
+        lambda: (get(kubectl, "job", "mpi-launcher", ns) or {}).get("spec", {}).get("suspend") is False,
+        timeout=60,
+        what="the launcher Job resumed",
+    )
+    kubectl("delete", "mpijob", "mpi", "-n", ns, "--wait=false")
+
+
 def test_the_roles_cover_exactly_what_the_operator_asks_for(
     plane: Plane, kubectl: Kubectl, recorder: Recorder, tmp_path: Path
 ) -> None:
@@ -249,6 +296,7 @@ def test_the_roles_cover_exactly_what_the_operator_asks_for(
         ttl = job("ttl", ns, workers=0, seconds=0, runPolicy={"ttlSecondsAfterFinished": 0})
         kubectl("create", "-f", "-", input=json.dumps(ttl))
         eventually(lambda: get(kubectl, "pytorchjob", "ttl", ns) is None, timeout=180, what="the TTL job deleted")
+        mpijob_children(kubectl, ns)
     finally:
         first.stop()
 

@@ -67,6 +67,9 @@ class OwnedKind:
     """Why jobs own such objects (documents the RBAC rule that grants them); not part of the kind."""
     patches_status: bool = field(default=False, compare=False)
     """Whether the operator patches such objects' ``status`` too (``Plan.patch_status``; RBAC grants it)."""
+    verbs: tuple[str, ...] | None = field(default=None, compare=False)
+    """What the operator asks of such objects when not all of the owned-children verbs (get, watch,
+    create, update, delete): RBAC grants no more than that (a kind never deleted gets no delete)."""
 
     @property
     def group(self) -> str:

@@ -111,7 +111,8 @@ def owned_rules(owned: Iterable[OwnedKind]) -> list[Rule]:
     """One rule per kind plugins declare their jobs own, with the owned-children path's verbs."""
     rules: dict[tuple[str, str], Rule] = {}
     for kind in owned:
-        rules.setdefault((kind.group, kind.plural), Rule(kind.group, (kind.plural,), OWNED_VERBS, kind.purpose))
+        verbs = kind.verbs or OWNED_VERBS
+        rules.setdefault((kind.group, kind.plural), Rule(kind.group, (kind.plural,), verbs, kind.purpose))
         if kind.patches_status:
             status = f"{kind.plural}/status"
             rules.setdefault((kind.group, status), Rule(kind.group, (status,), ("patch",), kind.purpose))

@@ -10,6 +10,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from lightkube import Client
+from lightkube.core.exceptions import ApiError
+from lightkube.resources.batch_v1 import Job as BatchJob
 from lightkube.resources.core_v1 import Event, Pod
 
 from trainyard.api import labels
@@ -69,14 +71,35 @@ def _order(pod: Obj) -> tuple[int, str, int]:
 
 
 def job_pods(client: Client, kind: JobKind, name: str, namespace: str) -> list[Obj]:
-    """The job's pods, master first then by replica type and index."""
+    """The job's pods, master first then by replica type and index.
+
+    Its own, and those of a batch Job it owns (an MPIJob's launcher runs in one).
+    """
     pods = [to_dict(p) for p in client.list(Pod, namespace=namespace, labels={labels.JOB_NAME: name})]
     # The job-name label alone could match another kind's job of the same name.
+    launchers: dict[str, bool] = {}
+
+    def through_batch_job(ref: Obj) -> bool:
+        if ref.get("kind") != "Job" or ref.get("apiVersion") != "batch/v1":
+            return False
+        owner = ref.get("name", "")
+        if owner not in launchers:
+            try:
+                batch = to_dict(client.get(BatchJob, owner, namespace=namespace))
+            except ApiError:
+                batch = {}
+            refs = (batch.get("metadata") or {}).get("ownerReferences") or []
+            launchers[owner] = any(o.get("kind") == kind.kind and o.get("name") == name for o in refs)
+        return launchers[owner]
+
     owned = [
         p
         for p in pods
         if not p["metadata"].get("ownerReferences")
-        or any(o.get("kind") == kind.kind and o.get("name") == name for o in p["metadata"]["ownerReferences"])
+        or any(
+            (o.get("kind") == kind.kind and o.get("name") == name) or through_batch_job(o)
+            for o in p["metadata"]["ownerReferences"]
+        )
     ]
     return sorted(owned, key=_order)
 

@@ -88,7 +88,7 @@ def check(doc: Document, kinds: list[JobKind]) -> JobKind:
             raise ManifestError(doc.source, required, "Required value")
     kind = by_kind(str(body["kind"]), kinds)
     if kind is None:
-        served = ", ".join(k.kind for k in kinds) or "none"
+        served = ", ".join(sorted(k.kind for k in kinds)) or "none"
         raise ManifestError(
             doc.source, "kind", f"unknown kind {body['kind']!r}: yard handles training jobs ({served}); use kubectl"
         )

@@ -77,6 +77,8 @@ def _as_mpi(job: TrainingJob) -> MPIJob:
 class MPI(StaticWorld):
     info: KindInfo = MPIJOB
     env_scope: EnvScope = EnvScope.FIRST_CONTAINER
+    # Never deleted by the operator (the garbage collector removes them with the job, as upstream),
+    # and a key pair is never rewritten: RBAC grants no more (``verbs``).
     owned: tuple[OwnedKind, ...] = (
         OwnedKind(
             "batch/v1",
@@ -84,10 +86,23 @@ class MPI(StaticWorld):
             "jobs",
             purpose="an MPIJob's launcher runs as a Job (its startTime is cleared before it resumes)",
             patches_status=True,
+            verbs=("get", "watch", "create", "update"),
         ),
-        OwnedKind("v1", "ConfigMap", "configmaps", purpose="an MPIJob's hostfile and discover_hosts.sh"),
-        OwnedKind("v1", "Secret", "secrets", purpose="an MPIJob's SSH key pair"),
-        OwnedKind("v1", "Service", "services", purpose="the headless Service an MPIJob's pods resolve each other by"),
+        OwnedKind(
+            "v1",
+            "ConfigMap",
+            "configmaps",
+            purpose="an MPIJob's hostfile and discover_hosts.sh",
+            verbs=("get", "watch", "create", "update"),
+        ),
+        OwnedKind("v1", "Secret", "secrets", purpose="an MPIJob's SSH key pair", verbs=("get", "watch", "create")),
+        OwnedKind(
+            "v1",
+            "Service",
+            "services",
+            purpose="the headless Service an MPIJob's pods resolve each other by",
+            verbs=("get", "watch", "create", "update"),
+        ),
     )
     launcher_type: str = LAUNCHER
     worker_type: str = WORKER
