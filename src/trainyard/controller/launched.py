@@ -260,7 +260,8 @@ class _Pass:
                 # `kubectl get` and `yard get` show as the State) stays Succeeded or Failed.
                 *rest, outcome = status.conditions
                 status = status.model_copy(update={"conditions": [*rest, never, outcome]})
-        elif self.launcher is not None and running_launchers >= 1 and running == len(workers):
+        # Every worker the spec asks for runs (upstream counts the pods it just got or created).
+        elif self.launcher is not None and running_launchers >= 1 and running == _replicas(self.job, self.plugin):
             status = self._set(status, ConditionType.RUNNING, f"{kind} {qualified} is running.")
         return status
 

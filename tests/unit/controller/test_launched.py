@@ -193,6 +193,8 @@ def test_running_needs_a_running_launcher_pod_and_every_worker_running() -> None
     assert plan.status is None or ("Running", "True", "MPIJobRunning") not in conditions(plan)
     plan = run(job, launcher_job(status={"active": 1}), launcher_pod(), worker(0), worker(1, "Pending"))
     assert plan.status is None or ("Running", "True", "MPIJobRunning") not in conditions(plan)
+    plan = run(job, launcher_job(status={"active": 1}), launcher_pod(), worker(0))  # worker-1 is not there yet
+    assert plan.status is None or ("Running", "True", "MPIJobRunning") not in conditions(plan)
     plan = run(job, launcher_job(status={"active": 1}), launcher_pod(), worker(0), worker(1))
     assert ("Running", "True", "MPIJobRunning") in conditions(plan)
     assert plan.status is not None
