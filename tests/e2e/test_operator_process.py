@@ -143,7 +143,6 @@ def test_yard_operator_refuses_a_plane_with_its_own_operator(plane: Plane) -> No
 @pytest.mark.parametrize(
     ("flags", "message"),
     [
-        (["--enable-scheme", "mpijob"], "--enable-scheme mpijob: not implemented by trainyard yet"),
         (["--enable-scheme", "nosuchjob"], "--enable-scheme nosuchjob: unknown"),
         (["--leader-elect", "--leader-elect-renew-deadline", "20s"], "greater than the renew deadline"),
         (["--metrics-bind-address", "localhost"], "invalid bind address 'localhost'"),

@@ -59,7 +59,6 @@ EXPECT = {
     "python -m trainyard.operator --help": ["--leader-elect"],
     "make envs": ["environment tensorflow at", "environment paddle at"],
     "yard env list": ["ghcr.io/trainyard/examples-xgboost:*", "yes"],
-    "yard run -f examples/mpi-allreduce/mpijob.yaml": ["rank 1/2 on mpi-allreduce-worker-1", "weights identical: True"],
     "yard env create scratch --image 'registry.example/me/scratch:*'": ["environment scratch at"],
 }
 SHELL_FENCES = {"", "bash", "sh", "shell", "zsh", "console-session"}

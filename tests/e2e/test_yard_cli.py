@@ -238,7 +238,7 @@ def test_bad_manifests_get_one_line_naming_file_and_field(plane: Plane, tmp_path
     mixed = write(tmp_path, job(name) + "---\n" + job("x").replace("kind: PyTorchJob", "kind: Nope"), "mixed.yaml")
     assert f"{mixed} (document 2): kind: unknown kind 'Nope'" in one_line_error(yard(plane, "apply", "-f", str(mixed)))
     assert yard(plane, "get", "ptj", name).returncode == 1
-    assert "unknown job kind 'mpijobs'" in one_line_error(yard(plane, "get", "mpijobs"))
+    assert "unknown job kind 'trainjobs'" in one_line_error(yard(plane, "get", "trainjobs"))
     assert one_line_error(yard(plane, "logs", name)) == f"error: no job or pod named {name!r} in namespace default\n"
     assert "not found" in one_line_error(yard(plane, "describe", "job", name))
 

@@ -169,7 +169,8 @@ def write_agent(path: Path, socket_path: Path) -> None:
     )
     tmp = path.with_name(f".{path.name}.tmp")
     tmp.write_text(script)
-    tmp.chmod(0o755)
+    # The owner's only, as everything under $TRAINYARD_HOME: containers run as the plane's user.
+    tmp.chmod(0o700)
     tmp.replace(path)
 
 
