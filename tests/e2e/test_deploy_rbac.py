@@ -12,9 +12,11 @@ granted rule must have been used, except the ones a real cluster asks for and no
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
 import re
+import socket
 import threading
 import urllib.parse
 import uuid
@@ -61,7 +63,17 @@ class Recorder(ThreadingHTTPServer):
         self.upstream = urllib.parse.urlsplit(upstream)
         self.requests: list[tuple[str, str]] = []
         self.lock = threading.Lock()
+        self.upstreams: set[http.client.HTTPConnection] = set()
         super().__init__(("127.0.0.1", 0), _Forward)
+
+    def close_upstreams(self) -> None:
+        """End the forwarded watches still open to the plane: a forwarding thread notices that its client
+        left only when the plane next sends something, and the plane's shutdown would wait for them."""
+        with self.lock:
+            for conn in self.upstreams:
+                if conn.sock is not None:
+                    with contextlib.suppress(OSError):
+                        conn.sock.shutdown(socket.SHUT_RDWR)
 
     @property
     def url(self) -> str:
@@ -85,6 +97,8 @@ class _Forward(BaseHTTPRequestHandler):
         headers = {k: v for k, v in self.headers.items() if k.lower() not in _HOP | {"host"}}
         up = self.server.upstream
         conn = http.client.HTTPConnection(up.hostname or "127.0.0.1", up.port, timeout=None)
+        with self.server.lock:
+            self.server.upstreams.add(conn)
         try:
             conn.request(self.command, self.path, body=body, headers=headers)
             answer = conn.getresponse()
@@ -101,6 +115,8 @@ class _Forward(BaseHTTPRequestHandler):
         except (OSError, http.client.HTTPException):  # an end went away mid-stream (between phases, at the end)
             self.close_connection = True
         finally:
+            with self.server.lock:
+                self.server.upstreams.discard(conn)
             conn.close()
 
     do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _forward
@@ -150,6 +166,7 @@ def recorder(plane: Plane) -> Iterator[Recorder]:
     yield server
     server.shutdown()
     server.server_close()
+    server.close_upstreams()
 
 
 def proxied(plane: Plane, recorder: Recorder, home: Path) -> Plane:

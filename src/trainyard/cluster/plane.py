@@ -32,6 +32,9 @@ from trainyard.cluster.storage.watch import Hub
 
 log = logging.getLogger(__name__)
 
+SHUTDOWN_GRACE = 2.0
+"""Seconds requests still being served (open watches) get when the API server stops."""
+
 
 class ApiPlane:
     def __init__(
@@ -102,7 +105,9 @@ class ApiPlane:
             app.middlewares.append(auth.bearer_middleware(self.credentials.token))
         if self.extra_paths:
             app.middlewares.append(self._extra_paths_middleware())
-        self._runner = web.AppRunner(app, handler_cancellation=True, access_log=None)
+        # Watches never finish on their own: on stop they get SHUTDOWN_GRACE seconds, then are cancelled
+        # (as kube-apiserver ends watches when it stops), not aiohttp's 60 s, past `yard down`'s patience.
+        self._runner = web.AppRunner(app, handler_cancellation=True, access_log=None, shutdown_timeout=SHUTDOWN_GRACE)
         await self._runner.setup()
         site = web.TCPSite(
             self._runner,
