@@ -159,3 +159,33 @@ def test_bad_input_is_refused_at_admission_and_nothing_is_created(kubectl: Kubec
     assert "spec.slotsPerWorker: Invalid value: -1: must be greater than or equal to 0" in result.stderr
     assert kubectl.run("get", "mpijob", "mpi-bad").returncode == 1
     assert not kubectl.json("get", "pods,configmaps", "-l", "app=mpi-bad")["items"]
+
+
+def test_the_launcher_as_a_worker_waits_for_ready_workers_and_hosts_rank_0(
+    sdk: TrainingClient, kubectl: Kubectl
+) -> None:
+    name = "mpi-law"
+    job = mpijob(name, ["mpirun", "-n", "3", "python", "train.py", "--steps", "20"], cleanPodPolicy="None")
+    spec = job["spec"]
+    assert isinstance(spec, dict)
+    spec |= {"runLauncherAsWorker": True, "launcherCreationPolicy": "WaitForWorkersReady"}
+    launcher = spec["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0]
+    launcher["workingDir"] = "/workspace/examples/mpi-allreduce"
+    sdk.create_job(job)
+    sdk.wait_for_job_conditions(name, job_kind="MPIJob", wait_timeout=180)
+    logs = kubectl("logs", f"job/{name}-launcher")
+    # The launcher is the first host of the hostfile: rank 0 runs in its own pod.
+    for rank, host in ((0, f"{name}-launcher"), (1, f"{name}-worker-0"), (2, f"{name}-worker-1")):
+        assert f"rank {rank}/3 on {host}: allreduce(rank+1) = 6" in logs, logs
+    pods = kubectl.json("get", "pods", "-l", f"training.kubeflow.org/job-name={name}")["items"]
+    # The workers have no readiness probe: Ready from the moment their container started (the plane's pod
+    # conditions carry no lastTransitionTime yet).
+    started = [
+        p["status"]["containerStatuses"][0]["state"]["running"]["startedAt"]
+        for p in pods
+        if p["metadata"]["labels"].get("training.kubeflow.org/job-role") == "worker"
+    ]
+    [created] = [p["metadata"]["creationTimestamp"] for p in pods if "launcher" in p["metadata"]["name"]]
+    # WaitForWorkersReady: the launcher's pod exists only once both workers were Ready.
+    assert len(started) == 2 and max(started) <= created, (started, created)
+    sdk.delete_job(name, job_kind="MPIJob")

@@ -53,6 +53,7 @@ from trainyard.controller.children import is_owned, owner_reference
 from trainyard.controller.observed import ControllerSettings, Observed
 from trainyard.controller.plan import EventType, JobEvent, Plan, Told
 from trainyard.frameworks.base import Framework, OwnedKind
+from trainyard.frameworks.capabilities import LauncherJobs
 
 SCHEDULER_NAME_REASON = "SetPodTemplateSchedulerName"
 SCHEDULER_NAME_MESSAGE = "Another scheduler is specified when gang-scheduling is enabled and it will not be overwritten"
@@ -129,7 +130,7 @@ def pod_group(
 ) -> PodGroup:
     """The PodGroup ``job`` (defaulted) asks for; a Volcano queue ``existing`` already has is kept."""
     policy = _policy(job)
-    members = min_member(job)
+    members = min_member(job, plugin)
     given = policy.min_resources
     resources = dict(given) if given is not None else min_resources(job, plugin, members, priority_classes)
     spec = PodGroupSpec(min_member=members, min_resources=resources or None)
@@ -152,11 +153,23 @@ def pod_group(
     )
 
 
-def min_member(job: TrainingJob) -> int:
+def min_member(job: TrainingJob, plugin: Framework) -> int:
     given = _policy(job).min_available
     if given is not None:
         return given
-    return sum(s.replicas if s.replicas is not None else 1 for s in job.replica_specs.values())
+    return sum(
+        s.replicas if s.replicas is not None else 1 for t, s in job.replica_specs.items() if t in _gang(job, plugin)
+    )
+
+
+def _gang(job: TrainingJob, plugin: Framework) -> set[str]:
+    """The replica types whose pods must start together: all, but a launcher created only once the
+    workers are Ready (MPIJob's ``WaitForWorkersReady``), which cannot be in their all-or-nothing
+    start; counting it, as the mpi-operator does, leaves such a job waiting for ever."""
+    types = set(job.replica_specs)
+    if isinstance(plugin, LauncherJobs) and plugin.waits_for_workers(job):
+        types.discard(plugin.launcher_type)
+    return types
 
 
 def min_resources(
@@ -167,8 +180,9 @@ def min_resources(
     Per container, its ``requests``, or its ``limits`` only when it has no ``requests`` at all.
     Ties keep the kind's replica-type order (upstream's order among equals is unspecified).
     """
-    order = [t for t in plugin.info.replica_types if t in job.replica_specs]
-    order += [t for t in job.replica_specs if t not in order]
+    gang = _gang(job, plugin)
+    order = [t for t in plugin.info.replica_types if t in gang]
+    order += [t for t in job.replica_specs if t not in order and t in gang]
 
     def priority(rtype: str) -> int:
         return priority_classes.get(_template_priority_class(job.replica_specs[rtype].template.spec.model_extra), 0)

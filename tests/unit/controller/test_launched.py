@@ -360,3 +360,14 @@ def test_with_gang_scheduling_the_launchers_pods_join_the_group_too() -> None:
     assert template["metadata"]["labels"]["scheduling.x-k8s.io/pod-group"] == "pi"
     workers = [Pod.model_validate(p.to_dict()) for p in plan.create]
     assert all((p.metadata.labels or {})["scheduling.x-k8s.io/pod-group"] == "pi" for p in workers) and workers
+
+
+def test_a_launcher_waiting_for_ready_workers_is_not_counted_in_their_gang() -> None:
+    job = mpijob(launcherCreationPolicy="WaitForWorkersReady")
+    settings = ControllerSettings(gang_scheduler_name="scheduler-plugins-scheduler")
+    plan = reconcile(Observed(job, (), (), NOW, key_pairs=key_pair), PLUGIN, settings)
+    group = next(o for o in plan.apply if o.kind == "PodGroup").to_dict()
+    # Counted, the launcher (created only once both workers are Ready) would hold them back for ever.
+    assert group["spec"]["minMember"] == 2
+    at_startup = reconcile(Observed(mpijob(), (), (), NOW, key_pairs=key_pair), PLUGIN, settings)
+    assert next(o for o in at_startup.apply if o.kind == "PodGroup").to_dict()["spec"]["minMember"] == 3
