@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from conftest import Plane
+from conftest import Plane, eventually
 from framework_envs import register
 from trainyard.sdk import JobFailedError, TrainingClient
 
@@ -99,11 +99,18 @@ def test_a_function_runs_on_one_master_and_two_workers(sdk: TrainingClient) -> N
     sdk.create_job(name="xgb-fn", job_kind="XGBoostJob", train_func=report_rank, num_workers=3)
     sdk.wait_for_job_conditions("xgb-fn", job_kind="XGBoostJob", wait_timeout=60, polling_interval=0.5)
 
-    logs, _ = sdk.get_job_logs("xgb-fn", job_kind="XGBoostJob", is_master=False)
-    # The default image is the examples' XGBoost one, so the function runs where xgboost is installed.
-    assert {pod: text.strip() for pod, text in logs.items()} == {
+    def printed() -> dict[str, str]:
+        logs, _ = sdk.get_job_logs("xgb-fn", job_kind="XGBoostJob", is_master=False)
+        return {pod: text.strip() for pod, text in logs.items()}
+
+    expected = {
         "xgb-fn-master-0": "rank 0 of 3 xgboost 3.2.0",
         "xgb-fn-worker-0": "rank 1 of 3 xgboost 3.2.0",
         "xgb-fn-worker-1": "rank 2 of 3 xgboost 3.2.0",
     }
+    # The job succeeds with its Master (upstream's rule): a loaded machine may still be starting a
+    # Worker's Python then, so its line is awaited rather than read at once.
+    # The default image is the examples' XGBoost one, so the function runs where xgboost is installed.
+    eventually(lambda: printed() == expected, timeout=60, what=f"every rank's line: {expected}")
+    assert printed() == expected
     sdk.delete_job("xgb-fn", job_kind="XGBoostJob")
