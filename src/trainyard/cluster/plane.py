@@ -2,8 +2,8 @@
 
 On start it reloads every stored CRD into the registry, installs or upgrades trainyard's own
 CRDs (generated from the pydantic models), the PodGroup and Queue CRDs of the gang schedulers
-(``podgroups``), JobSet's CRD (``api.jobset``), the system namespaces, the system PriorityClasses and Volcano's ``default``
-queue, then listens.
+(``podgroups``), JobSet's CRD (``api.jobset``), the system namespaces, the system PriorityClasses
+and Volcano's ``default`` queue, then listens.
 """
 
 from __future__ import annotations
