@@ -15,7 +15,7 @@ import asyncio
 import contextlib
 import copy
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -283,7 +283,7 @@ class JobController:
         if plan.requeue_after is not None:
             self.enqueue_after((namespace, name), plan.requeue_after)
 
-    async def _create(self, job: Obj, indexes: list[int | None]) -> None:
+    async def _create(self, job: Obj, indexes: Sequence[int | None]) -> None:
         uid = job["metadata"]["uid"]
         created: set[Key] = set()
         self.expected[uid] = (created, asyncio.get_running_loop().time())

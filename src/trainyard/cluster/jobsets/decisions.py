@@ -395,7 +395,7 @@ def _started(rjob: Obj, row: Obj | None) -> bool:
     """``allReplicasStarted``: every Job of the replicated Job is ready, succeeded or failed."""
     if row is None:
         return False
-    return int(rjob.get("replicas") or 1) == row["failed"] + row["ready"] + row["succeeded"]
+    return int(rjob.get("replicas") or 1) == int(row["failed"] + row["ready"] + row["succeeded"])
 
 
 def _replicated_jobs(jobset: Obj, children: Children, rows: list[Obj], status: Obj, now: str, plan: Plan) -> None:
