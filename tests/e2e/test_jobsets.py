@@ -1,4 +1,4 @@
-"""JobSets (``jobset.x-k8s.io/v1alpha2``) on a real ``yard up``: the plane's JobSet and Job controllers, through kubectl.
+"""JobSets (``jobset.x-k8s.io/v1alpha2``) on a real ``yard up``: the plane's JobSet and Job controllers.
 
 One small JobSet per test: two replicated Jobs whose Indexed pods print their identity and exit 0
 (Completed); one whose pod fails under ``maxRestarts: 1`` (restarted once, then Failed); one
@@ -18,10 +18,7 @@ from conftest import Kubectl, Plane, eventually, own_plane
 
 pytestmark = pytest.mark.e2e
 
-PRINT = (
-    "import os, socket; "
-    "print('host', socket.gethostname(), 'index', os.environ.get('JOB_COMPLETION_INDEX'), flush=True)"
-)
+PRINT = "import os; print('host', os.environ['HOSTNAME'], 'index', os.environ.get('JOB_COMPLETION_INDEX'), flush=True)"
 
 
 @pytest.fixture(scope="module")
