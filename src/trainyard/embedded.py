@@ -27,6 +27,7 @@ from trainyard.api.podgroup import SCHEDULER_PLUGINS_SCHEDULER
 from trainyard.cluster.apiserver.auth import Credentials, write_private
 from trainyard.cluster.jobs.controller import JobController
 from trainyard.cluster.jobs.decisions import Backoff
+from trainyard.cluster.jobsets.controller import JobSetController
 from trainyard.cluster.node import backoff, podexec
 from trainyard.cluster.node.agent import NodeAgent
 from trainyard.cluster.node.capacity import Capacity
@@ -101,6 +102,7 @@ class EmbeddedPlane:
         self.exec_server: podexec.ExecServer | None = None
         self.scheduler: Scheduler | None = None
         self.jobs: JobController | None = None
+        self.jobsets: JobSetController | None = None
         self._client: AsyncClient | None = None
 
     async def start(self) -> None:
@@ -129,10 +131,13 @@ class EmbeddedPlane:
         # (both 10 s upstream), so `yard up --restart-backoff` shortens both.
         base = backoff.from_env().base
         self.jobs = JobController(self._client, backoff=Backoff(base=base, cap=base * 60))
+        # JobSet's controller manager (jobset.x-k8s.io), which Kubeflow Trainer v2 builds on.
+        self.jobsets = JobSetController(self._client)
         self._tasks = [
             asyncio.create_task(self.node.run(), name="node"),
             asyncio.create_task(self.scheduler.run(), name="scheduler"),
             asyncio.create_task(self.jobs.run(), name="jobs"),
+            asyncio.create_task(self.jobsets.run(), name="jobsets"),
             asyncio.create_task(self.node.storage.run(), name="volumes"),
         ]
         if self.options.operator:

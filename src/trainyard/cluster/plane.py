@@ -2,8 +2,8 @@
 
 On start it reloads every stored CRD into the registry, installs or upgrades trainyard's own
 CRDs (generated from the pydantic models), the PodGroup and Queue CRDs of the gang schedulers
-(``podgroups``), the system namespaces, the system PriorityClasses and Volcano's ``default``
-queue, then listens.
+(``podgroups``), JobSet's CRD (``api.jobset``), the system namespaces, the system PriorityClasses
+and Volcano's ``default`` queue, then listens.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from typing import Any
 
 from aiohttp import web
 
+from trainyard.api import jobset
 from trainyard.api.crd import crd_for
 from trainyard.api.kinds import KINDS
 from trainyard.cluster.apiserver import auth, errors
@@ -74,7 +75,7 @@ class ApiPlane:
         stored, _ = self.store.list(crd_rt.key)
         for crd in stored:
             self.registry.add_crd(crd)
-        for wanted in [*(crd_for(info) for info in KINDS.values()), *podgroups.crds()]:
+        for wanted in [*(crd_for(info) for info in KINDS.values()), *podgroups.crds(), jobset.crd()]:
             name = wanted["metadata"]["name"]
             try:
                 current = self.objects.get(crd_rt, "", name)

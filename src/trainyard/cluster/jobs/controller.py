@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -37,6 +38,7 @@ POD = plain_resource("", "v1", "Pod", "pods")
 RETRY_SECONDS = 1.0
 MAX_RETRY_SECONDS = 60.0
 EXPECTATION_SECONDS = 60.0  # how long created pods are awaited before syncing anyway
+COMPLETION_INDEX_ENV = "JOB_COMPLETION_INDEX"
 UNFINALIZE = {"metadata": {"$deleteFromPrimitiveList/finalizers": [decisions.TRACKING_FINALIZER]}}
 
 
@@ -60,13 +62,18 @@ def controller_of(pod: Obj) -> Obj | None:
     return None
 
 
-def pod_for(job: Obj) -> Obj:
-    """A new pod of ``job``: its template, ``generateName: <job>-``, the tracking finalizer, a controller ref."""
+def pod_for(job: Obj, index: int | None = None) -> Obj:
+    """A new pod of ``job``: its template, ``generateName: <job>-``, the tracking finalizer, a controller ref.
+
+    With a completion ``index`` (Indexed Jobs), as upstream: ``generateName: <job>-<index>-``, the
+    index as annotation and label ``batch.kubernetes.io/job-completion-index``, ``hostname``
+    ``<job>-<index>`` and ``JOB_COMPLETION_INDEX`` in every container's env (from the annotation).
+    """
     m = job["metadata"]
-    template = (job.get("spec") or {}).get("template") or {}
+    template = copy.deepcopy((job.get("spec") or {}).get("template") or {})
     tmeta = template.get("metadata") or {}
     meta: Obj = {
-        "generateName": f"{m['name']}-",
+        "generateName": f"{m['name']}-" if index is None else f"{m['name']}-{index}-",
         "namespace": m["namespace"],
         "finalizers": [decisions.TRACKING_FINALIZER],
         "ownerReferences": [
@@ -83,7 +90,16 @@ def pod_for(job: Obj) -> Obj:
     for field in ("labels", "annotations"):
         if tmeta.get(field):
             meta[field] = dict(tmeta[field])
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": template.get("spec") or {}}
+    spec: Obj = template.get("spec") or {}
+    if index is not None:
+        for field in ("labels", "annotations"):
+            meta.setdefault(field, {})[decisions.COMPLETION_INDEX] = str(index)
+        spec["hostname"] = f"{m['name']}-{index}"
+        from_annotation = {"fieldRef": {"fieldPath": f"metadata.annotations['{decisions.COMPLETION_INDEX}']"}}
+        for container in [*(spec.get("initContainers") or []), *(spec.get("containers") or [])]:
+            env = [e for e in container.get("env") or [] if e.get("name") != COMPLETION_INDEX_ENV]
+            container["env"] = [{"name": COMPLETION_INDEX_ENV, "valueFrom": from_annotation}, *env]
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}
 
 
 class JobController:
@@ -245,8 +261,10 @@ class JobController:
             with contextlib.suppress(ApiError):
                 await self.client.delete(POD, pod_name, namespace=namespace)
                 await self._event(job, "Normal", "SuccessfulDelete", f"Deleted pod: {pod_name}")
-        if plan.create:
-            await self._create(job, plan.create)
+        if plan.create_indexes:
+            await self._create(job, plan.create_indexes)
+        elif plan.create:
+            await self._create(job, [None] * plan.create)
         if plan.status is not None:
             patch = [
                 {"op": "test", "path": "/metadata/resourceVersion", "value": job["metadata"]["resourceVersion"]},
@@ -265,12 +283,12 @@ class JobController:
         if plan.requeue_after is not None:
             self.enqueue_after((namespace, name), plan.requeue_after)
 
-    async def _create(self, job: Obj, count: int) -> None:
+    async def _create(self, job: Obj, indexes: Sequence[int | None]) -> None:
         uid = job["metadata"]["uid"]
         created: set[Key] = set()
         self.expected[uid] = (created, asyncio.get_running_loop().time())
-        for _ in range(count):
-            pod = to_dict(await self.client.create(build(POD, pod_for(job))))
+        for index in indexes:
+            pod = to_dict(await self.client.create(build(POD, pod_for(job, index))))
             key = _key(pod)
             created.add(key)
             self._store_pod(pod)  # seen at once: the informer's copy is the same or newer

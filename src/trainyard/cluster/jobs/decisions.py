@@ -19,9 +19,13 @@ The rules follow upstream's ``syncJob``:
 * ``suspend`` deletes the active pods (without counting them), writes ``Suspended``; resuming writes
   ``Suspended=False`` (``JobResumed``) and restarts the deadline clock from a new ``startTime``;
 * a replacement after failures waits the pod-failure back-off (upstream: 10 s doubling to 10 min);
-* a finished Job with ``ttlSecondsAfterFinished`` is deleted once that has passed.
+* a finished Job with ``ttlSecondsAfterFinished`` is deleted once that has passed;
+* ``completionMode: Indexed``: one pod per completion index (``create_indexes``), the lowest
+  indexes that neither succeeded nor run first, at most ``parallelism`` at a time; the Job is
+  complete when every index in ``[0, completions)`` has a succeeded pod, and
+  ``status.completedIndexes`` lists them as upstream writes it (``"0-2,4"``).
 
-Not covered: Indexed completion mode, ``podFailurePolicy`` rules, ``successPolicy``,
+Not covered: ``podFailurePolicy`` rules, ``successPolicy``,
 ``backoffLimitPerIndex``, ``managedBy``, adoption of orphan pods by selector.
 """
 
@@ -37,6 +41,7 @@ from trainyard.api.meta import format_time, parse_time
 Obj = dict[str, Any]
 
 TRACKING_FINALIZER = "batch.kubernetes.io/job-tracking"
+COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
 COMPONENT = "job-controller"
 # Condition reasons and messages, as batch/v1 and the controller word them.
 COMPLETIONS_REACHED = ("CompletionsReached", "Reached expected number of succeeded pods")
@@ -68,6 +73,7 @@ class Event:
 @dataclass
 class Plan:
     create: int = 0
+    create_indexes: list[int] = field(default_factory=list)  # Indexed: the completion index of each new pod
     delete: list[str] = field(default_factory=list)  # active pods to delete, finalizers kept (they count)
     release: list[str] = field(default_factory=list)  # pods to delete without counting them (suspend)
     unfinalize: list[str] = field(default_factory=list)  # pods whose tracking finalizer goes, after status
@@ -87,6 +93,42 @@ def _meta(obj: Obj) -> Obj:
 
 def _phase(pod: Obj) -> str:
     return str((pod.get("status") or {}).get("phase") or "")
+
+
+def completion_index(pod: Obj) -> int | None:
+    """The pod's completion index (annotation, else label), None when absent or not a number."""
+    m = _meta(pod)
+    value = (m.get("annotations") or {}).get(COMPLETION_INDEX) or (m.get("labels") or {}).get(COMPLETION_INDEX)
+    try:
+        return int(value) if value is not None else None
+    except ValueError:
+        return None
+
+
+def parse_indexes(text: str | None) -> set[int]:
+    """``"0-2,4"`` → ``{0, 1, 2, 4}`` (``status.completedIndexes``)."""
+    out: set[int] = set()
+    for part in (text or "").split(","):
+        if not part.strip():
+            continue
+        low, _, high = part.partition("-")
+        out.update(range(int(low), int(high or low) + 1))
+    return out
+
+
+def format_indexes(indexes: set[int]) -> str:
+    """The compressed interval list upstream writes: sorted, runs joined with ``-``."""
+    runs: list[list[int]] = []
+    for i in sorted(indexes):
+        if runs and runs[-1][1] == i - 1:
+            runs[-1][1] = i
+        else:
+            runs.append([i, i])
+    return ",".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
+
+
+def indexed(spec: Obj) -> bool:
+    return spec.get("completionMode") == "Indexed"
 
 
 def tracked(pod: Obj) -> bool:
@@ -351,6 +393,8 @@ def _manage(
     else:
         parallelism = int(spec.get("parallelism") or 0)
         completions = spec.get("completions")
+        if indexed(spec):
+            return _manage_indexed(spec, status, conditions, pods, active, now, plan, backoff)
         if completions is None:
             want = count if succeeded > 0 else parallelism
         else:
@@ -382,6 +426,59 @@ def _manage(
         # The deadline counts the time a Job is continuously active: it starts again on resume.
         status["startTime"] = stamp
     return None, terminating, count
+
+
+def _manage_indexed(
+    spec: Obj,
+    status: Obj,
+    conditions: list[Obj],
+    pods: list[Obj],
+    active: list[Obj],
+    now: datetime,
+    plan: Plan,
+    backoff: Backoff,
+) -> tuple[Obj | None, int, int]:
+    """``manageJob`` for ``completionMode: Indexed``: one pod per index not yet succeeded."""
+    stamp = format_time(now)
+    completions = int(spec.get("completions") or 0)
+    parallelism = int(spec.get("parallelism") or 0)
+    terminating_pods = [p for p in pods if is_terminating(p)]
+    done = parse_indexes(status.get("completedIndexes"))
+    done |= {i for p in pods if _phase(p) == "Succeeded" and (i := completion_index(p)) is not None}
+    done = {i for i in done if 0 <= i < completions}
+    if done:
+        status["completedIndexes"] = format_indexes(done)
+    running: dict[int, Obj] = {}
+    surplus: list[Obj] = []
+    for pod in sorted(active, key=lambda p: _meta(p).get("creationTimestamp") or ""):
+        i = completion_index(pod)
+        if i is None or i in done or i >= completions or i in running:
+            surplus.append(pod)  # a duplicate, out-of-range or already succeeded index
+        else:
+            running[i] = pod
+    plan.release = [_meta(p)["name"] for p in surplus]
+    count = len(running)
+    busy = set(running)
+    if spec.get("podReplacementPolicy") == "Failed":
+        busy |= {i for p in terminating_pods if (i := completion_index(p)) is not None}
+    want = max(min(completions - len(done), parallelism), 0)
+    if count < want:
+        pending = [i for i in range(completions) if i not in done and i not in busy][: want - count]
+        if pending:
+            remaining = backoff_remaining(spec, pods, now, backoff)
+            if remaining > 0:
+                plan.wake(remaining)
+            else:
+                plan.create_indexes = pending
+                plan.create = len(pending)
+                count += len(pending)
+    if len(done) >= completions and count == 0:
+        conditions.append(condition("SuccessCriteriaMet", "True", *COMPLETIONS_REACHED, stamp))
+        return {"type": "Complete", "reason": COMPLETIONS_REACHED[0], "message": COMPLETIONS_REACHED[1]}, 0, 0
+    if _ensure(conditions, "Suspended", "False", RESUMED, stamp):
+        plan.events.append(Event("Normal", "Resumed", "Job resumed"))
+        status["startTime"] = stamp
+    return None, len(terminating_pods), count
 
 
 def _why(found: Obj | None) -> Obj:

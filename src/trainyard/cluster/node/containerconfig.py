@@ -110,7 +110,7 @@ class ContainerConfig:
         if found is not None:
             env["VIRTUAL_ENV"] = str(found.environment.path)
         env["PATH"] = os.pathsep.join([bin_dir, env.get("PATH", os.defpath)])
-        env["HOSTNAME"] = pod["metadata"]["name"]
+        env["HOSTNAME"] = podexec.pod_hostname(pod)  # as the kubelet: spec.hostname, else the name
         env.update(gpus.environment(run.devices.get(container["name"]), self.capacity.gpus))
         return container_env(pod, container, env, run.sources, self._downward())
 

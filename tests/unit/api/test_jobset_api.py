@@ -1,0 +1,79 @@
+"""JobSet's webhook in the plane: defaults, validation and update rules; the CRD's shape."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from trainyard.api import jobset as api
+
+
+def obj(**spec: Any) -> dict[str, Any]:
+    rjobs = [{"name": "workers", "replicas": 2, "template": {"spec": {"template": {"spec": {"containers": []}}}}}]
+    return {"metadata": {"name": "js", "namespace": "ns"}, "spec": {"replicatedJobs": rjobs, **spec}}
+
+
+def test_defaults_as_upstreams_webhook() -> None:
+    js = obj(failurePolicy={"rules": [{"action": "FailJobSet"}]})
+    api.default(js)
+    spec = js["spec"]
+    assert spec["successPolicy"] == {"operator": "All"}
+    assert spec["startupPolicy"] == {"startupPolicyOrder": "AnyOrder"}
+    assert spec["network"] == {"enableDNSHostnames": True, "publishNotReadyAddresses": True}
+    job = spec["replicatedJobs"][0]["template"]["spec"]
+    assert job["completionMode"] == "Indexed" and job["template"]["spec"]["restartPolicy"] == "OnFailure"
+    assert spec["failurePolicy"]["rules"][0]["name"] == "failurePolicyRule0"
+
+
+def test_explicit_values_are_kept() -> None:
+    js = obj(network={"enableDNSHostnames": False}, successPolicy={"operator": "Any"})
+    js["spec"]["replicatedJobs"][0]["template"]["spec"]["completionMode"] = "NonIndexed"
+    api.default(js)
+    assert js["spec"]["network"]["enableDNSHostnames"] is False and js["spec"]["successPolicy"]["operator"] == "Any"
+    assert js["spec"]["replicatedJobs"][0]["template"]["spec"]["completionMode"] == "NonIndexed"
+
+
+def test_a_valid_jobset_has_no_problems() -> None:
+    js = obj(managedBy=api.CONTROLLER_NAME, network={"subdomain": "net"})
+    api.default(js)
+    assert api.validate(js) == []
+
+
+def test_every_problem_at_once_with_field_paths() -> None:
+    js = obj(
+        managedBy="not a path",
+        network={"subdomain": "Bad_Name"},
+        successPolicy={"operator": "All", "targetReplicatedJobs": ["nope"]},
+    )
+    js["spec"]["replicatedJobs"].append(dict(js["spec"]["replicatedJobs"][0]))
+    js["metadata"]["name"] = "x" * 60
+    api.default(js)
+    fields = [e.field for e in api.validate(js)]
+    assert "spec.managedBy" in fields
+    assert "spec.network.subdomain" in fields
+    assert "spec.successPolicy.targetReplicatedJobs" in fields
+    assert "spec.replicatedJobs[1].name" in fields  # duplicate, and too long
+    messages = " ".join(e.message for e in api.validate(js))
+    assert "job names generated for this JobSet will exceed 63 characters" in messages
+
+
+def test_replicated_jobs_are_immutable_unless_suspended_scheduling_directives() -> None:
+    old = obj()
+    api.default(old)
+    new = obj()
+    api.default(new)
+    new["spec"]["replicatedJobs"][0]["replicas"] = 3
+    assert [e.field for e in api.validate(new, old)] == ["spec.replicatedJobs"]
+    old["spec"]["suspend"] = True
+    moved = obj(suspend=True)
+    api.default(moved)
+    moved["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]["nodeSelector"] = {"a": "b"}
+    assert api.validate(moved, old) == []
+
+
+def test_the_crd_has_upstreams_columns_and_a_status_subresource() -> None:
+    crd = api.crd()
+    version = crd["spec"]["versions"][0]
+    assert crd["metadata"]["name"] == "jobsets.jobset.x-k8s.io" and version["name"] == "v1alpha2"
+    assert version["subresources"] == {"status": {}}
+    names = [c["name"] for c in version["additionalPrinterColumns"]]
+    assert names == ["TerminalState", "Restarts", "Completed", "Suspended", "Age"]

@@ -1,0 +1,196 @@
+"""The JobSet controller's pure decisions: child Jobs, success and failure policies, restarts, startup, suspend."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from trainyard.api import jobset as api
+from trainyard.api.meta import format_time
+from trainyard.cluster.jobsets import decisions
+from trainyard.cluster.jobsets.decisions import sync
+
+T0 = datetime(2025, 1, 1, tzinfo=UTC)
+
+
+def jobset(status: dict[str, Any] | None = None, **spec: Any) -> dict[str, Any]:
+    obj: dict[str, Any] = {
+        "apiVersion": api.API_VERSION,
+        "kind": api.KIND,
+        "metadata": {"name": "js", "namespace": "ns", "uid": "js-uid", "resourceVersion": "3"},
+        "spec": {
+            "replicatedJobs": [
+                {"name": "leader", "replicas": 1, "template": {"spec": {"completions": 1, "parallelism": 1}}},
+                {"name": "workers", "replicas": 2, "template": {"spec": {"completions": 2, "parallelism": 2}}},
+            ],
+            **spec,
+        },
+        "status": status or {},
+    }
+    api.default(obj)
+    return obj
+
+
+def child(owner: dict[str, Any], rjob: int, index: int, state: str | None = None, **status: Any) -> dict[str, Any]:
+    job = decisions.build_job(owner, owner["spec"]["replicatedJobs"][rjob], index)
+    conditions = [{"type": state, "status": "True", "reason": "R", "message": "m"}] if state else []
+    job["status"] = {"conditions": conditions, **status}
+    return job
+
+
+def all_children(owner: dict[str, Any], state: str | None = None, **status: Any) -> list[dict[str, Any]]:
+    return [
+        child(owner, 0, 0, state, **status),
+        child(owner, 1, 0, state, **status),
+        child(owner, 1, 1, state, **status),
+    ]
+
+
+def kinds(status: dict[str, Any] | None) -> list[tuple[str, str, str]]:
+    return [(c["type"], c["status"], c["reason"]) for c in (status or {}).get("conditions") or []]
+
+
+def test_a_new_jobset_creates_its_jobs_and_headless_service() -> None:
+    plan = sync(jobset(), [], T0)
+    assert [j["metadata"]["name"] for j in plan.create] == ["js-leader-0", "js-workers-0", "js-workers-1"]
+    assert plan.service is not None and plan.service["metadata"]["name"] == "js"
+    assert plan.service["spec"] == {
+        "clusterIP": "None",
+        "selector": {api.JOBSET_NAME: "js"},
+        "publishNotReadyAddresses": True,
+    }
+    assert plan.status is not None
+    assert [r["name"] for r in plan.status["replicatedJobsStatus"]] == ["leader", "workers"]
+
+
+def test_child_jobs_carry_upstreams_labels_annotations_subdomain_and_owner() -> None:
+    owner = jobset()
+    job = decisions.build_job(owner, owner["spec"]["replicatedJobs"][1], 1)
+    labels = job["metadata"]["labels"]
+    assert labels[api.JOBSET_NAME] == "js" and labels[api.REPLICATED_JOB_NAME] == "workers"
+    assert labels[api.JOB_INDEX] == "1" and labels[api.JOB_GLOBAL_INDEX] == "2"
+    assert labels[api.REPLICATED_JOB_REPLICAS] == "2" and labels[api.GLOBAL_REPLICAS] == "3"
+    assert labels[api.RESTARTS] == "0" and labels[api.JOBSET_UID] == "js-uid"
+    assert labels[api.JOB_KEY] == decisions.job_key("ns", "js-workers-1")
+    assert job["metadata"]["annotations"] == labels
+    pod = job["spec"]["template"]
+    assert pod["metadata"]["labels"] == labels
+    assert pod["spec"]["subdomain"] == "js" and pod["spec"]["restartPolicy"] == "OnFailure"
+    assert job["spec"]["completionMode"] == "Indexed" and job["spec"]["suspend"] is False
+    assert job["metadata"]["ownerReferences"][0]["kind"] == "JobSet"
+
+
+def test_existing_jobs_are_not_created_again_nor_the_service() -> None:
+    owner = jobset()
+    plan = sync(owner, all_children(owner), T0, service_exists=True)
+    assert plan.create == [] and plan.service is None
+
+
+def test_all_jobs_succeeded_completes_the_jobset() -> None:
+    owner = jobset()
+    plan = sync(owner, all_children(owner, "Complete"), T0, service_exists=True)
+    assert plan.status is not None
+    assert ("Completed", "True", "AllJobsCompleted") in kinds(plan.status)
+    assert plan.status["terminalState"] == "Completed"
+    workers = plan.status["replicatedJobsStatus"][1]
+    assert workers == {"name": "workers", "ready": 0, "succeeded": 2, "failed": 0, "active": 0, "suspended": 0}
+
+
+def test_success_policy_any_over_a_target_completes_on_one_job() -> None:
+    owner = jobset(successPolicy={"operator": "Any", "targetReplicatedJobs": ["leader"]})
+    plan = sync(owner, [child(owner, 0, 0, "Complete"), child(owner, 1, 0), child(owner, 1, 1)], T0)
+    assert plan.status is not None and ("Completed", "True", "AllJobsCompleted") in kinds(plan.status)
+
+
+def test_success_policy_all_waits_for_every_job() -> None:
+    owner = jobset()
+    plan = sync(owner, [child(owner, 0, 0, "Complete"), child(owner, 1, 0), child(owner, 1, 1)], T0)
+    assert plan.status is not None and not any(k[0] == "Completed" for k in kinds(plan.status))
+
+
+def test_a_failed_job_without_failure_policy_fails_the_jobset() -> None:
+    owner = jobset()
+    plan = sync(owner, [child(owner, 0, 0, "Failed"), child(owner, 1, 0), child(owner, 1, 1)], T0)
+    assert plan.status is not None
+    failed = next(c for c in plan.status["conditions"] if c["type"] == "Failed")
+    assert failed["reason"] == "FailedJobs"
+    assert failed["message"] == "jobset failed due to one or more job failures (first failed job: js-leader-0)"
+    assert plan.status["terminalState"] == "Failed"
+
+
+def test_max_restarts_restarts_then_fails() -> None:
+    owner = jobset(failurePolicy={"maxRestarts": 1})
+    failing = [child(owner, 0, 0, "Failed"), child(owner, 1, 0), child(owner, 1, 1)]
+    first = sync(owner, failing, T0)
+    assert first.status is not None and first.status["restarts"] == 1 and first.status["restartsCountTowardsMax"] == 1
+    assert ("RestartingJobSet", "True", "DefaultFailurePolicy") in kinds(first.status)
+    # The next pass deletes the previous attempt's Jobs; their replacements wait until they are gone.
+    restarted = jobset(first.status, failurePolicy={"maxRestarts": 1})
+    second = sync(restarted, failing, T0, service_exists=True)
+    assert sorted(second.delete) == ["js-leader-0", "js-workers-0", "js-workers-1"] and second.create == []
+    third = sync(restarted, [], T0, service_exists=True)
+    assert len(third.create) == 3
+    assert {j["metadata"]["labels"][api.RESTARTS] for j in third.create} == {"1"}
+    again = [child(restarted, 0, 0, "Failed"), child(restarted, 1, 0), child(restarted, 1, 1)]
+    last = sync(restarted, again, T0, service_exists=True)
+    assert last.status is not None
+    assert ("Failed", "True", "ReachedMaxRestarts") in kinds(last.status)
+
+
+def test_a_fail_jobset_rule_fails_at_once() -> None:
+    rules = [{"action": "FailJobSet", "onJobFailureReasons": ["BackoffLimitExceeded"]}]
+    owner = jobset(failurePolicy={"maxRestarts": 5, "rules": rules})
+    failed = child(owner, 1, 0, "Failed")
+    failed["status"]["conditions"][0]["reason"] = "BackoffLimitExceeded"
+    plan = sync(owner, [child(owner, 0, 0), failed, child(owner, 1, 1)], T0)
+    assert plan.status is not None and ("Failed", "True", "FailJobSetFailurePolicyAction") in kinds(plan.status)
+
+
+def test_suspend_propagates_and_resume_unsuspends() -> None:
+    owner = jobset(suspend=True)
+    created = sync(owner, [], T0)
+    assert all(j["spec"]["suspend"] is True for j in created.create)
+    assert created.status is not None and ("Suspended", "True", "SuspendedJobs") in kinds(created.status)
+    running = all_children(jobset())  # built unsuspended: suspending patches them
+    plan = sync(owner, running, T0, service_exists=True)
+    assert set(plan.suspend.values()) == {True} and len(plan.suspend) == 3
+    resumed_owner = jobset(created.status)
+    suspended_children = all_children(owner)
+    resumed = sync(resumed_owner, suspended_children, T0, service_exists=True)
+    assert set(resumed.suspend.values()) == {False} and len(resumed.suspend) == 3
+    assert resumed.status is not None and ("Suspended", "False", "ResumeJobs") in kinds(resumed.status)
+
+
+def test_in_order_startup_waits_for_each_replicated_job_to_be_ready() -> None:
+    owner = jobset(startupPolicy={"startupPolicyOrder": "InOrder"})
+    first = sync(owner, [], T0)
+    assert [j["metadata"]["name"] for j in first.create] == ["js-leader-0"]
+    assert first.status is not None and ("StartupPolicyInProgress", "True", "InOrderStartupPolicyInProgress") in kinds(
+        first.status
+    )
+    ready_leader = child(owner, 0, 0, ready=1, active=1)
+    second = sync(jobset(first.status, startupPolicy={"startupPolicyOrder": "InOrder"}), [ready_leader], T0)
+    assert [j["metadata"]["name"] for j in second.create] == ["js-workers-0", "js-workers-1"]
+
+
+def test_managed_by_another_controller_is_left_alone() -> None:
+    plan = sync(jobset(managedBy="kueue.x-k8s.io/multikueue"), [], T0)
+    assert plan.create == [] and plan.status is None
+
+
+def test_a_finished_jobset_deletes_active_jobs_and_itself_after_its_ttl() -> None:
+    done = {
+        "conditions": [
+            {
+                "type": "Completed",
+                "status": "True",
+                "reason": "r",
+                "message": "m",
+                "lastTransitionTime": format_time(T0),
+            }
+        ]
+    }
+    owner = jobset(done, ttlSecondsAfterFinished=30)
+    early = sync(owner, [child(owner, 1, 0)], T0 + timedelta(seconds=10))
+    assert early.delete == ["js-workers-0"] and not early.delete_jobset and early.requeue_after == 20
+    assert sync(owner, [], T0 + timedelta(seconds=31)).delete_jobset
