@@ -10,7 +10,6 @@ import functools
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import NoReturn, ParamSpec, TypeVar
 
@@ -20,8 +19,8 @@ from lightkube.core.exceptions import ApiError, ConfigError
 from rich.console import Console
 from rich.text import Text
 
-from trainyard.api.meta import parse_time
 from trainyard.cluster.paths import Layout, default_home
+from trainyard.sdk import views
 from trainyard.sdk.kinds import JobKind, UnknownKindError, served_kinds
 from trainyard.sdk.manifests import ManifestError
 
@@ -42,6 +41,7 @@ STATE_STYLES = {
     "CrashLoopBackOff": "red",
     "Error": "red",
     "Completed": "green",
+    "Complete": "green",
 }
 
 
@@ -109,19 +109,7 @@ def fail(message: str, code: int = 1) -> NoReturn:
     raise typer.Exit(code)
 
 
-def age(since: str | None, now: datetime | None = None) -> str:
-    """kubectl's short ages: 45s, 3m, 2h, 4d."""
-    if not since:
-        return "<unknown>"
-    try:
-        seconds = int(((now or datetime.now(UTC)) - parse_time(since)).total_seconds())
-    except ValueError:
-        return "<unknown>"
-    seconds = max(seconds, 0)
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-        if seconds >= size * 2:
-            return f"{seconds // size}{unit}"
-    return f"{seconds}s"
+age = views.age  # kubectl's short ages (45s, 3m, 2h, 4d), shared with the SDK's columns
 
 
 def styled(value: str) -> Text:

@@ -20,13 +20,13 @@ from lightkube.resources.core_v1 import Event, Pod
 from rich.text import Text
 
 from trainyard.api import labels
-from trainyard.api.meta import parse_time
 from trainyard.cli.common import age, api, err, fail, handled, kinds_of, out, styled, table
 from trainyard.cli.lookup import NotFoundError, find_job, split_target
 from trainyard.cli.progress import pod_status_word, wait_for
 from trainyard.client import is_status, to_dict
-from trainyard.sdk import explain, jobstate, manifests
-from trainyard.sdk.kinds import JobKind, builtin_kinds, default_kind, replica_specs, resolve
+from trainyard.sdk import explain, jobstate, manifests, views
+from trainyard.sdk.kinds import JobKind, builtin_kinds, default_kind, resolve
+from trainyard.sdk.views import COMMON_COLUMNS, REPLICA_JOBS
 
 Obj = dict[str, Any]
 POD_WORDS = ("pod", "pods", "po")
@@ -92,44 +92,44 @@ def parse_selector(text: str | None) -> dict[str, Any] | None:
 # -- rows ----------------------------------------------------------------------------------------
 
 
-def replicas_summary(job: Obj) -> str:
-    statuses = (job.get("status") or {}).get("replicaStatuses") or {}
-    parts = []
-    for rtype, rs in statuses.items():
-        bits = [f"{rs.get(k)} {k}" for k in ("active", "succeeded", "failed") if rs.get(k)]
-        parts.append(f"{rtype}: {', '.join(bits) or '-'}")
-    if not parts:
-        specs = replica_specs(job)
-        parts = [f"{rtype}: {spec.get('replicas', 1)} wanted" for rtype, spec in specs.items()]
-    return "; ".join(parts) or "-"
+Cell = Callable[[Obj, JobKind], str]
 
 
-def duration(job: Obj) -> str:
-    status = job.get("status") or {}
-    start = status.get("startTime")
-    if not start:
-        return "-"
-    end = status.get("completionTime")
-    if end:
-        return age(start, parse_time(end))
-    return age(start)
+def _of_job(read: Callable[[Obj], str]) -> Cell:
+    return lambda job, _kind: read(job)
 
 
-def job_row(job: Obj, kind: JobKind, *, wide: bool, all_ns: bool, show_kind: bool) -> list[str | Text]:
-    meta = job["metadata"]
-    row: list[str | Text] = [meta["name"], styled(jobstate.state(job)), age(meta.get("creationTimestamp"))]
-    row.append(replicas_summary(job))
+def _summary(job: Obj, kind: JobKind) -> str:
+    return kind.view.summary(job)
+
+
+def job_columns(kinds: list[JobKind], *, wide: bool) -> list[tuple[str, Cell]]:
+    """The columns after NAME and STATE: a family's own when every kind listed is of it, else the
+    common ones with each job's summary as REPLICAS (``sdk.views``)."""
+    families = {id(k.view): k.view for k in kinds}
+    if len(families) == 1:
+        (view,) = families.values()
+        return [(header, _of_job(read)) for header, read in (*view.columns, *(view.wide_columns if wide else ()))]
+    common = [(header, _of_job(read)) for header, read in COMMON_COLUMNS]
+    common.append(("REPLICAS", _summary))
     if wide:
-        row += [duration(job), str((job.get("status") or {}).get("restartCount", 0))]
+        common += [(header, _of_job(read)) for header, read in REPLICA_JOBS.wide_columns]
+    return common
+
+
+def job_row(
+    job: Obj, kind: JobKind, columns: list[tuple[str, Cell]], *, wide: bool, all_ns: bool, show_kind: bool
+) -> list[str | Text]:
+    meta = job["metadata"]
+    row: list[str | Text] = [meta["name"], styled(jobstate.state(job, kind.view))]
+    row += [cell(job, kind) for _header, cell in columns]
     if show_kind or wide:
         row.append(kind.kind)
     return ([meta.get("namespace", "")] if all_ns else []) + row
 
 
-def job_headers(*, wide: bool, all_ns: bool, show_kind: bool) -> list[str]:
-    headers = ["NAME", "STATE", "AGE", "REPLICAS"]
-    if wide:
-        headers += ["DURATION", "RESTARTS"]
+def job_headers(columns: list[tuple[str, Cell]], *, wide: bool, all_ns: bool, show_kind: bool) -> list[str]:
+    headers = ["NAME", "STATE", *(header for header, _cell in columns)]
     if show_kind or wide:
         headers.append("KIND")
     return (["NAMESPACE"] if all_ns else []) + headers
@@ -149,12 +149,11 @@ def pod_row(pod: Obj, *, wide: bool, all_ns: bool) -> list[str | Text]:
         age(meta.get("creationTimestamp")),
     ]
     if wide:
-        meta_labels = meta.get("labels") or {}
         row += [
             status.get("podIP") or "<none>",
             (pod.get("spec") or {}).get("nodeName") or "<none>",
-            meta_labels.get(labels.JOB_NAME, "<none>"),
-            jobstate.replica_name(pod) if labels.REPLICA_TYPE in meta_labels else "<none>",
+            views.job_of(pod) or "<none>",
+            jobstate.replica_name(pod) if views.is_replica(pod) else "<none>",
         ]
     return ([meta.get("namespace", "")] if all_ns else []) + row
 
@@ -379,13 +378,14 @@ def _get_jobs(
         objs = [_with_kind(j, k.api_version, k.kind) for k, j in found]
         print_objects(objs, output, single=bool(name))
         return
-    headers = job_headers(wide=wide, all_ns=all_ns, show_kind=show_kind)
+    columns = job_columns(kinds, wide=wide)
+    headers = job_headers(columns, wide=wide, all_ns=all_ns, show_kind=show_kind)
     if not found and not watch:
         where = "any namespace" if all_ns else f"namespace {client.namespace}"
         err.print(Text(f"No {kinds[0].plural if len(kinds) == 1 else 'jobs'} found in {where}."))
         return
     if not watch:
-        table(headers, [job_row(j, k, wide=wide, all_ns=all_ns, show_kind=show_kind) for k, j in found])
+        table(headers, [job_row(j, k, columns, wide=wide, all_ns=all_ns, show_kind=show_kind) for k, j in found])
         return
     table(headers, [])
 
@@ -396,7 +396,8 @@ def _get_jobs(
             if output in ("json", "yaml", "name"):
                 print_objects([_with_kind(obj, kind.api_version, kind.kind)], output, single=True)
             else:
-                table(headers, [job_row(obj, kind, wide=wide, all_ns=all_ns, show_kind=show_kind)], header=False)
+                row = job_row(obj, kind, columns, wide=wide, all_ns=all_ns, show_kind=show_kind)
+                table(headers, [row], header=False)
 
         return show
 
@@ -495,29 +496,24 @@ def _field(label: str, value: str | Text) -> None:
 
 
 def describe_job(client: Client, kind: JobKind, job: Obj) -> None:
-    meta, status = job["metadata"], job.get("status") or {}
+    meta = job["metadata"]
+    view = kind.view
     namespace = meta.get("namespace") or client.namespace
     pods = jobstate.job_pods(client, kind, meta["name"], namespace)
     events = jobstate.pod_events(
         client,
         namespace,
-        {meta["name"], *(p["metadata"]["name"] for p in pods)},
+        jobstate.event_names(kind, meta["name"], pods),
         {meta.get("uid", ""), *(p["metadata"].get("uid", "") for p in pods)},
     )
     _field("Name", meta["name"])
     _field("Namespace", namespace)
     _field("Kind", f"{kind.kind} ({kind.api_version})")
-    _field("State", styled(jobstate.state(job)))
+    _field("State", styled(jobstate.state(job, view)))
     _field("Created", f"{meta.get('creationTimestamp', '')} ({age(meta.get('creationTimestamp'))} ago)")
-    if status.get("startTime"):
-        _field("Started", str(status["startTime"]))
-    if status.get("completionTime"):
-        _field("Completed", f"{status['completionTime']} (ran {duration(job)})")
-    run_policy = (job.get("spec") or {}).get("runPolicy") or {}
-    limit = run_policy.get("backoffLimit")
-    restarts = str(status.get("restartCount", 0)) + (f" (backoffLimit {limit})" if limit is not None else "")
-    _field("Restarts", restarts)
-    reasons = explain.why(job, pods, events, container=kind.default_container)
+    for label, value in view.fields(job):
+        _field(label, value)
+    reasons = explain.why(job, pods, events, container=kind.default_container, view=view)
     if reasons:
         out.print()
         out.print(Text("Why:", style="bold"))
@@ -536,8 +532,12 @@ def describe_job(client: Client, kind: JobKind, job: Obj) -> None:
         for c in jobstate.conditions(job)
     ]
     _indented(["TYPE", "STATUS", "REASON", "AGE", "MESSAGE"], rows)
+    for title, headers, section in view.sections(job):
+        out.print()
+        out.print(Text(f"{title}:", style="bold"))
+        _indented(headers, [list[str | Text](r) for r in section])
     out.print()
-    out.print(Text("Replicas:", style="bold"))
+    out.print(Text(f"{view.replicas_title}:", style="bold"))
     _indented(["REPLICA", "POD", "STATUS", "RESTARTS", "EXIT", "NODE", "AGE"], _replica_rows(job, pods, kind))
     out.print()
     out.print(Text("Events:", style="bold"))
@@ -571,11 +571,7 @@ def _text(value: str | Text) -> Text:
 def _replica_rows(job: Obj, pods: list[Obj], kind: JobKind) -> list[list[str | Text]]:
     """One row per wanted replica (``<type>-<index>``), with its pod if it has one."""
     by_replica = {jobstate.replica_name(p): p for p in pods}
-    wanted = [
-        f"{rtype.lower()}-{i}"
-        for rtype, spec in replica_specs(job).items()
-        for i in range(int(spec.get("replicas", 1)))
-    ]
+    wanted = kind.view.wanted(job)
     rows: list[list[str | Text]] = []
     for replica in [*wanted, *(r for r in by_replica if r not in wanted)]:
         pod = by_replica.get(replica)

@@ -71,7 +71,7 @@ class Progress:
             self.status.start()
 
     def update(self, job: Obj, pods: list[Obj]) -> None:
-        text = f"{self.kind.singular}/{self.name}: {jobstate.state(job)} ({pods_line(pods)})"
+        text = f"{self.kind.singular}/{self.name}: {jobstate.state(job, self.kind.view)} ({pods_line(pods)})"
         if text == self.last:
             if self.status is not None:
                 self.status.update(f"{text} [{time.monotonic() - self.start:.0f}s]")
@@ -98,9 +98,9 @@ def follow_run(client: Client, kind: JobKind, name: str, ns: str, *, timeout: fl
         pods = jobstate.job_pods(client, kind, name, ns)
         seen["job"], seen["pods"] = job, pods
         progress.update(job, pods)
-        if time.monotonic() > deadline and not jobstate.finished(job):
+        if time.monotonic() > deadline and not jobstate.finished(job, kind.view):
             raise TimeoutError
-        return jobstate.finished(job) is not None
+        return jobstate.finished(job, kind.view) is not None
 
     try:
         if show_logs:
@@ -122,15 +122,15 @@ def follow_run(client: Client, kind: JobKind, name: str, ns: str, *, timeout: fl
         progress.stop()
     job = seen["job"] or to_dict(client.get(kind.resource, name, namespace=ns))
     elapsed = time.monotonic() - progress.start
-    if jobstate.finished(job) == "Succeeded":
+    if jobstate.finished(job, kind.view) == kind.view.succeeded:
         err.print(Text(f"{kind.singular}/{name} succeeded in {elapsed:.1f}s", style="green"))
         return 0
-    failed = jobstate.condition(job, "Failed") or {}
+    failed = jobstate.condition(job, kind.view.failed) or {}
     err.print(
         Text(f"error: {kind.singular}/{name} failed: {failed.get('message') or failed.get('reason')}", style="red")
     )
-    events = jobstate.pod_events(client, ns, {name, *(p["metadata"]["name"] for p in seen["pods"])}, set())
-    for reason in (explain.why(job, seen["pods"], events, container=kind.default_container) or [])[1:]:
+    events = jobstate.pod_events(client, ns, jobstate.event_names(kind, name, seen["pods"]), set())
+    for reason in (explain.why(job, seen["pods"], events, container=kind.default_container, view=kind.view) or [])[1:]:
         err.print(Text(f"  {reason}"))
     return 1
 

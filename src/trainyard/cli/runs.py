@@ -103,7 +103,8 @@ def register(app: typer.Typer) -> None:
 
         def job_done() -> bool:
             try:
-                return jobstate.finished(to_dict(client.get(kind.resource, name, namespace=ns))) is not None
+                job_now = to_dict(client.get(kind.resource, name, namespace=ns))
+                return jobstate.finished(job_now, kind.view) is not None
             except ApiError as exc:
                 return is_status(exc, 404)
 
@@ -142,9 +143,10 @@ def register(app: typer.Typer) -> None:
                 if not is_status(exc, 404):
                     raise
                 existing = None
-            if existing is not None and jobstate.finished(existing):
+            over = jobstate.finished(existing, kind.view) if existing is not None else None
+            if over:
                 fail(
-                    f"{kind.singular}/{name} already exists and {jobstate.finished(existing)}; delete it first "
+                    f"{kind.singular}/{name} already exists and {over}; delete it first "
                     f"(`yard delete {kind.singular} {name}`)"
                 )
         job, outcome = manifests.apply(client, doc, kind, ns)

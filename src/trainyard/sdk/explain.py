@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from trainyard.sdk.jobstate import condition, container_state, finished, replica_name, state, true_conditions
+from trainyard.sdk.views import REPLICA_JOBS, JobView
 
 Obj = dict[str, Any]
 
@@ -90,29 +91,33 @@ def _warning_events(events: list[Obj], said: list[str], limit: int = 3) -> list[
     return [f"Recent warning: {line}" for line in reversed(seen)]
 
 
-def why(job: Obj, pods: list[Obj], events: list[Obj], *, container: str | None = None) -> list[str] | None:
-    """Plain-language reasons a job is Pending, Restarting or Failed; None when it needs none."""
-    current = state(job)
+def why(
+    job: Obj, pods: list[Obj], events: list[Obj], *, container: str | None = None, view: JobView = REPLICA_JOBS
+) -> list[str] | None:
+    """Plain-language reasons a job is Pending, Restarting or Failed; None when it needs none.
+
+    ``view`` is the job's family (``sdk.views``): its success word, STATE and the fields named.
+    """
+    current = state(job, view)
     true = true_conditions(job)
-    done = finished(job)
-    if done == "Succeeded":
+    done = finished(job, view)
+    if done == view.succeeded:
         return None
-    if done == "Failed":
-        failed = condition(job, "Failed") or {}
+    if done == view.failed:
+        failed = condition(job, view.failed) or {}
         lines = [f"The job failed: {failed.get('message') or failed.get('reason') or 'no message'}"]
         message = str(failed.get("message") or "")
         if "backoff limit" in message:
             lines.append(
-                "Its replicas failed more often than spec.runPolicy.backoffLimit allows; fix the crash "
+                f"Its replicas failed more often than {view.backoff_field} allows; fix the crash "
                 "(see `yard logs`) or raise backoffLimit."
             )
         elif "deadline" in message:
-            deadline = ((job.get("spec") or {}).get("runPolicy") or {}).get("activeDeadlineSeconds")
-            lines.append(f"It ran longer than spec.runPolicy.activeDeadlineSeconds ({deadline}s).")
+            lines.append(f"It ran longer than {view.deadline_field} ({view.deadline(job)}s).")
         lines += _restart_lines(pods, container)
         return lines + _warning_events(events, lines)
     if "Suspended" in true:
-        return ["The job is suspended (spec.runPolicy.suspend: true); it runs no pods until that is cleared."]
+        return [f"The job is suspended ({view.suspend_field}: true); it runs no pods until that is cleared."]
     if current == "Restarting" or "Restarting" in true:
         restarting = condition(job, "Restarting") or {}
         lines = [f"The job is restarting: {restarting.get('message') or 'a replica failed'}"]
@@ -121,13 +126,13 @@ def why(job: Obj, pods: list[Obj], events: list[Obj], *, container: str | None =
         if backoff:
             lines.append(backoff)
         return lines + _warning_events(events, lines)
-    if current == "Pending" or "Pending" in true or "Running" not in true:
+    if current == "Pending" or "Pending" in true or not view.is_running(job):
         lines = []
         pending = condition(job, "Pending")
         if pending and pending.get("status") == "True":
             lines.append(f"The job is Pending ({pending.get('reason')}): {pending.get('message', '')}")
         if not pods:
-            if not (job.get("status") or {}).get("conditions"):
+            if not view.handled(job):
                 lines.append(
                     "No operator has handled the job yet: is one running? (`yard up` runs one; "
                     "`yard up --no-operator` needs `yard operator`)."

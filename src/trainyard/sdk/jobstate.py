@@ -1,7 +1,7 @@
 """Reading a job's state from the API: its State word, its pods by replica, its events.
 
 These are the views ``yard get/describe/logs/run`` show; they read whatever the operator wrote
-and work for any job kind (``sdk.kinds``).
+and work for any job kind (``sdk.kinds``), each read the way its family's ``views.JobView`` says.
 """
 
 from __future__ import annotations
@@ -14,68 +14,45 @@ from lightkube.core.exceptions import ApiError
 from lightkube.resources.batch_v1 import Job as BatchJob
 from lightkube.resources.core_v1 import Event, Pod
 
-from trainyard.api import labels
 from trainyard.client import to_dict
+from trainyard.sdk import views
 from trainyard.sdk.kinds import JobKind
+from trainyard.sdk.views import REPLICA_JOBS, JobView
 
 Obj = dict[str, Any]
 FINISHED = ("Succeeded", "Failed")
 
-
-def conditions(job: Obj) -> list[Obj]:
-    return list((job.get("status") or {}).get("conditions") or [])
-
-
-def state(job: Obj) -> str:
-    """The State column: the last condition's type (upstream's printer column), "Created" before any."""
-    found = conditions(job)
-    return str(found[-1]["type"]) if found else "Created"
+# Pure readings of one job or pod, per family of kinds (``sdk.views``), under the names callers use.
+conditions = views.conditions
+true_conditions = views.true_conditions
+replica_name = views.replica_name
 
 
-def true_conditions(job: Obj) -> set[str]:
-    return {str(c["type"]) for c in conditions(job) if c.get("status") == "True"}
+def state(job: Obj, view: JobView = REPLICA_JOBS) -> str:
+    """The STATE column: a v1 job's last condition type ("Created" before any), a TrainJob's ``status.state``."""
+    return view.state(job)
 
 
-def finished(job: Obj) -> str | None:
-    """ "Succeeded" or "Failed" once the job is over, else None."""
-    true = true_conditions(job)
-    return next((t for t in FINISHED if t in true), None)
+def finished(job: Obj, view: JobView = REPLICA_JOBS) -> str | None:
+    """The kind's success word ("Succeeded", "Complete") or "Failed" once the job is over, else None."""
+    return view.outcome(job)
 
 
 def condition(job: Obj, type_: str) -> Obj | None:
     return next((c for c in conditions(job) if c.get("type") == type_), None)
 
 
-def replica_name(pod: Obj) -> str:
-    """``worker-1``: the replica type (lower case) and index a pod runs, from upstream's labels
-    (index 0 for a pod with a type and no index: an MPIJob's launcher)."""
-    meta_labels = (pod.get("metadata") or {}).get("labels") or {}
-    rtype = meta_labels.get(labels.REPLICA_TYPE)
-    index = meta_labels.get(labels.REPLICA_INDEX)
-    if rtype is None:
-        return str(pod["metadata"]["name"])
-    if index is None:
-        return f"{str(rtype).lower()}-0"
-    return f"{str(rtype).lower()}-{index}"
-
-
-def _order(pod: Obj) -> tuple[int, str, int]:
-    meta_labels = pod["metadata"].get("labels") or {}
-    rtype = str(meta_labels.get(labels.REPLICA_TYPE, "")).lower()
-    try:
-        index = int(meta_labels.get(labels.REPLICA_INDEX, 0))
-    except ValueError:
-        index = 0
-    # Masters (and launchers, chiefs) first, as people read a job.
-    return (0 if rtype in ("master", "launcher", "chief") else 1, rtype, index)
-
-
 def job_pods(client: Client, kind: JobKind, name: str, namespace: str) -> list[Obj]:
-    """The job's pods, master first then by replica type and index.
+    """The job's pods, master (or launcher, initializers) first, then by replica type and index.
 
-    Its own, and those of a batch Job it owns (an MPIJob's launcher runs in one).
+    Found by the labels of the kind's family; a v1 job's only when it owns them, or owns the batch
+    Job that does (an MPIJob's launcher runs in one).
     """
-    pods = [to_dict(p) for p in client.list(Pod, namespace=namespace, labels={labels.JOB_NAME: name})]
+    selector: dict[str, Any] = dict(kind.view.pod_labels(name))
+    selected = client.list(Pod, namespace=namespace, labels=selector)
+    pods = [to_dict(p) for p in selected]
+    if not kind.view.owned_pods_only:
+        return sorted(pods, key=views.pod_order)
     # The job-name label alone could match another kind's job of the same name.
     launchers: dict[str, bool] = {}
 
@@ -101,7 +78,17 @@ def job_pods(client: Client, kind: JobKind, name: str, namespace: str) -> list[O
             for o in p["metadata"]["ownerReferences"]
         )
     ]
-    return sorted(owned, key=_order)
+    return sorted(owned, key=views.pod_order)
+
+
+def event_names(kind: JobKind, name: str, pods: list[Obj]) -> set[str]:
+    """The objects whose events are the job's: itself, its pods and, per its family, their owners."""
+    names = {name, *(p["metadata"]["name"] for p in pods)}
+    for pod in pods:
+        for ref in pod["metadata"].get("ownerReferences") or []:
+            if ref.get("kind") in kind.view.event_owners:
+                names.add(str(ref.get("name", "")))
+    return names
 
 
 def pod_events(client: Client, namespace: str, names: set[str], uids: set[str]) -> list[Obj]:

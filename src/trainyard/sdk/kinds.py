@@ -1,11 +1,18 @@
 """Which training-job kinds a cluster serves, and how a user's word ("ptj", "jobs", "TFJob") names them.
 
-The kinds come from API discovery of the groups trainyard's kinds live in (``api.kinds``), so a
-kind the operator serves works in the CLI without a table here; trainyard's own kinds are the
-fallback when discovery is refused (RBAC on a real cluster). Nothing here assumes a kind: a job's
-replica specs are the ``*ReplicaSpecs`` field of its spec, its pods are found through upstream's
-labels and ownerReferences, and which replica is the master is its plugin's word
-(``master_replica``).
+Two tables feed it: ``api.kinds.KINDS`` (Kubeflow v1's replica-spec kinds) and ``JOB_LIKE_KINDS``
+here, kinds that are jobs to a user but have no replica specs (Kubeflow Trainer v2's TrainJob).
+Each kind carries the ``views.JobView`` of its family: how its STATE, outcome, pods, replicas and
+columns are read, so no verb of the CLI names a kind.
+
+The kinds come from API discovery of the groups those kinds live in. A v1 group is open: a kind
+the operator serves there works in the CLI without a table entry. A job-like kind's group also
+serves objects that are no jobs (a TrainJob's TrainingRuntimes), so only its listed kinds are
+taken, and a cluster that does not serve the group (404) has none of them. trainyard's own kinds
+are the fallback when discovery is refused (RBAC on a real cluster). Nothing here assumes a v1
+kind: a job's replica specs are the ``*ReplicaSpecs`` field of its spec, its pods are found
+through upstream's labels and ownerReferences, and which replica is the master is its plugin's
+word (``master_replica``).
 """
 
 from __future__ import annotations
@@ -17,10 +24,13 @@ from typing import Any
 from lightkube import Client
 from lightkube.generic_resource import create_namespaced_resource
 
+from trainyard.api import trainer
 from trainyard.api.defaults import apply_defaults
 from trainyard.api.kindinfo import KindInfo
 from trainyard.api.kinds import DEFAULT_KIND, KINDS
 from trainyard.frameworks.registry import plugin_for
+from trainyard.sdk.views import REPLICA_JOBS, TRAINJOBS, JobView
+from trainyard.sdk.views import replica_specs as replica_specs  # where the CLI has always found it
 
 # Words that mean "every job kind", as `yard get jobs`.
 ALL_JOBS = ("job", "jobs", "trainingjob", "trainingjobs")
@@ -35,6 +45,7 @@ class JobKind:
     version: str
     short_names: tuple[str, ...] = ()
     default_container: str | None = field(default=None, compare=False)
+    view: JobView = field(default=REPLICA_JOBS, compare=False)
 
     @property
     def api_version(self) -> str:
@@ -78,7 +89,22 @@ def master_replica(job: dict[str, Any], info: KindInfo) -> tuple[str, int] | Non
     return None
 
 
+JOB_LIKE_KINDS: tuple[JobKind, ...] = (
+    JobKind(
+        kind=trainer.TRAINJOB,
+        plural=trainer.TRAINJOBS,
+        singular=trainer.TRAINJOB.lower(),
+        group=trainer.GROUP,
+        version=trainer.VERSION,
+        default_container=trainer.NODE,
+        view=TRAINJOBS,
+    ),
+)
+"""Kinds that are jobs to a user but no ``TrainingJob`` (no replica specs), so not in ``api.kinds.KINDS``."""
+
+
 def builtin_kinds() -> list[JobKind]:
+    """Every kind trainyard knows: Kubeflow v1's, then the job-like ones."""
     return [
         JobKind(
             kind=i.kind,
@@ -90,7 +116,7 @@ def builtin_kinds() -> list[JobKind]:
             default_container=i.default_container,
         )
         for i in KINDS.values()
-    ]
+    ] + list(JOB_LIKE_KINDS)
 
 
 def get_json(client: Client, path: str) -> Any:
@@ -112,20 +138,30 @@ def served_kinds(client: Client) -> list[JobKind]:
     out: list[JobKind] = []
     for group, version in dict.fromkeys((k.group, k.version) for k in builtin):
         known = {k.kind: k for k in builtin if (k.group, k.version) == (group, version)}
-        out += _discovered(client, group, version, known) or list(known.values())
+        # A group of v1 kinds is open to kinds trainyard has no entry for; a job-like kind's is not.
+        open_group = any(k.view is REPLICA_JOBS for k in known.values())
+        found = _discovered(client, group, version, known, open_group)
+        out += list(known.values()) if found is None else found
     return out
 
 
-def _discovered(client: Client, group: str, version: str, known: dict[str, JobKind]) -> list[JobKind]:
+def _discovered(
+    client: Client, group: str, version: str, known: dict[str, JobKind], open_group: bool
+) -> list[JobKind] | None:
+    """The group's job kinds as discovery lists them; None when discovery gives no answer to go by."""
     try:
         listing = get_json(client, f"/apis/{group}/{version}")
-    except Exception:  # discovery refused or absent: the kinds this trainyard knows
-        return []
+    except Exception as exc:  # discovery refused or absent: the kinds this trainyard knows
+        absent = getattr(getattr(exc, "response", None), "status_code", None) == 404
+        return [] if absent and not open_group else None
     out = []
     for res in listing.get("resources") or []:
         if "/" in res.get("name", "") or not res.get("namespaced", True):
             continue  # subresources (status, scale) and anything cluster-scoped
         kind = res["kind"]
+        if kind not in known and not open_group:
+            continue  # not a job (a TrainingRuntime)
+        mine = known.get(kind)
         out.append(
             JobKind(
                 kind=kind,
@@ -134,10 +170,11 @@ def _discovered(client: Client, group: str, version: str, known: dict[str, JobKi
                 short_names=tuple(res.get("shortNames") or ()),
                 group=group,
                 version=version,
-                default_container=known[kind].default_container if kind in known else None,
+                default_container=mine.default_container if mine else None,
+                view=mine.view if mine else REPLICA_JOBS,
             )
         )
-    return out
+    return out if out or not open_group else None
 
 
 def resolve(word: str, kinds: list[JobKind]) -> list[JobKind]:
@@ -155,12 +192,3 @@ def resolve(word: str, kinds: list[JobKind]) -> list[JobKind]:
 def by_kind(kind: str, kinds: list[JobKind]) -> JobKind | None:
     """The served kind of a manifest's ``kind`` (exact, as the API server matches it)."""
     return next((k for k in kinds if k.kind == kind), None)
-
-
-def replica_specs(job: dict[str, Any]) -> dict[str, Any]:
-    """``spec.<x>ReplicaSpecs`` of any Kubeflow v1 job kind."""
-    spec = job.get("spec") or {}
-    for key, value in spec.items():
-        if key.endswith("ReplicaSpecs") and isinstance(value, dict):
-            return value
-    return {}

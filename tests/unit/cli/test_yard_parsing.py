@@ -48,8 +48,9 @@ def test_kind_words() -> None:
     assert [k.kind for k in resolve("pytorchjobs.kubeflow.org", kinds)] == ["PyTorchJob"]
     assert resolve("jobs", kinds) == kinds
     assert [k.kind for k in resolve("tfjobs", kinds)] == ["TFJob"]
+    assert [k.kind for k in resolve("trainjob", kinds)] == ["TrainJob"]  # a job-like kind (sdk.kinds.JOB_LIKE_KINDS)
     with pytest.raises(UnknownKindError, match="this cluster serves: pytorchjobs, tfjobs, xgboostjobs, paddlejobs"):
-        resolve("trainjobs", kinds)
+        resolve("jobsets", kinds)
 
 
 def test_prefixes_align_and_keep_a_colour_per_replica() -> None:
