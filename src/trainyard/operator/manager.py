@@ -73,6 +73,6 @@ class Operator:
         )
         # Every controller shares the port allocator: all existing jobs' ports are held before
         # any controller's worker may allocate.
-        trainjobs = self.trainjobs if self.trainjobs is not None and await self.trainjobs.served() else None
-        await asyncio.gather(*(c.prime() for c in self.controllers), *([trainjobs.prime()] if trainjobs else []))
-        await asyncio.gather(*(c.run() for c in self.controllers), *([trainjobs.run()] if trainjobs else []))
+        trainjobs = [self.trainjobs] if self.trainjobs is not None else []
+        await asyncio.gather(*(c.prime() for c in self.controllers), *(t.prime() for t in trainjobs))
+        await asyncio.gather(*(c.run() for c in self.controllers), *(t.start() for t in trainjobs))

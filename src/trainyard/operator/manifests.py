@@ -25,12 +25,14 @@ from typing import Any
 
 import yaml
 
+from trainyard.api import trainer
 from trainyard.api.crd import crd_for
 from trainyard.api.kinds import KINDS
 from trainyard.api.podgroup import SCHEDULER_PLUGINS_SCHEDULER, VOLCANO_SCHEDULER, flavour
 from trainyard.controller.children import REPLICA_KINDS
 from trainyard.frameworks.base import OwnedKind
 from trainyard.frameworks.registry import kinds, plugin_for
+from trainyard.operator import trainjobs
 from trainyard.operator.controller import OWNED_VERBS, REPLICA_VERBS
 from trainyard.operator.main import DEFAULT_LEASE_ID
 from trainyard.operator.webhook import DEFAULT_CERT_DIR, DEFAULT_PORT, webhook_configuration
@@ -86,6 +88,32 @@ def _job_rules() -> list[Rule]:
     return rules
 
 
+def _trainjob_rules() -> list[Rule]:
+    group = trainer.GROUP
+    return [
+        Rule(
+            group,
+            (trainer.TRAINJOBS,),
+            # list: the controller checks at start that TrainJobs are served, and holds their ports
+            ("get", "list", "watch", "patch"),
+            "watch and re-read TrainJobs; record host ports (host network mode)",
+        ),
+        Rule(group, (f"{trainer.TRAINJOBS}/status",), ("patch",), "the one TrainJob status merge-patch per pass"),
+        Rule(
+            group,
+            (f"{trainer.TRAINJOBS}/finalizers",),
+            ("update",),
+            "a TrainJob's children carry blockOwnerDeletion (OwnerReferencesPermissionEnforcement)",
+        ),
+        Rule(
+            group,
+            (trainer.TRAINING_RUNTIMES, trainer.CLUSTER_TRAINING_RUNTIMES),
+            trainjobs.RUNTIME_VERBS,
+            "the runtime a TrainJob names, read on every pass and watched to start TrainJobs created before it",
+        ),
+    ]
+
+
 _VERB_ORDER = ("get", "list", "watch", "create", "update", "patch", "delete")
 
 
@@ -112,7 +140,12 @@ def owned_rules(owned: Iterable[OwnedKind]) -> list[Rule]:
     rules: dict[tuple[str, str], Rule] = {}
     for kind in owned:
         verbs = kind.verbs or OWNED_VERBS
-        rules.setdefault((kind.group, kind.plural), Rule(kind.group, (kind.plural,), verbs, kind.purpose))
+        known = rules.get((kind.group, kind.plural))
+        if known is not None:  # owned by two kinds: what either asks
+            verbs, purpose = _verbs(*known.verbs, *verbs), f"{known.why}; {kind.purpose}"
+            rules[kind.group, kind.plural] = Rule(kind.group, (kind.plural,), verbs, purpose)
+            continue
+        rules[kind.group, kind.plural] = Rule(kind.group, (kind.plural,), verbs, kind.purpose)
         if kind.patches_status:
             status = f"{kind.plural}/status"
             rules.setdefault((kind.group, status), Rule(kind.group, (status,), ("patch",), kind.purpose))
@@ -124,7 +157,14 @@ RULES: tuple[Rule, ...] = (
     Rule("", tuple(k.plural for k in REPLICA_KINDS), REPLICA_VERBS, "a job's replicas and their Services"),
     Rule("", ("events",), ("create",), "events about jobs (core/v1, as the operator's client writes them)"),
     *_pod_group_rules(),
-    *owned_rules(kind for name in kinds() for kind in plugin_for(name).owned),
+    *owned_rules(
+        [
+            *(kind for name in kinds() for kind in plugin_for(name).owned),
+            # a TrainJob's PodGroup: the gang's rule above grants all it asks
+            *(kind for kind in trainjobs.OWNED if kind.kind != "PodGroup"),
+        ]
+    ),
+    *_trainjob_rules(),
     Rule(
         "scheduling.k8s.io",
         ("priorityclasses",),

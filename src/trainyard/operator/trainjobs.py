@@ -40,8 +40,16 @@ Key = tuple[str, str]
 
 TRAINJOB = OwnedKind(trainer.API_VERSION, trainer.TRAINJOB, trainer.TRAINJOBS)
 OWNED: tuple[OwnedKind, ...] = (
-    OwnedKind(jobset.API_VERSION, jobset.KIND, jobset.PLURAL, purpose="the JobSet that runs a TrainJob"),
-    OwnedKind("v1", "ConfigMap", "configmaps", purpose="an MPI runtime's hostfile"),
+    OwnedKind(
+        jobset.API_VERSION,
+        jobset.KIND,
+        jobset.PLURAL,
+        purpose="the JobSet that runs a TrainJob (list: checked at start that JobSets are served)",
+        verbs=("get", "list", "watch", "create", "update", "delete"),
+    ),
+    OwnedKind(
+        "v1", "ConfigMap", "configmaps", purpose="an MPI runtime's hostfile", verbs=("get", "watch", "create", "update")
+    ),
     OwnedKind("v1", "Secret", "secrets", purpose="an MPI runtime's SSH keys", verbs=("get", "watch", "create")),
     OwnedKind(
         "scheduling.x-k8s.io/v1alpha1", "PodGroup", "podgroups", purpose="a runtime's podGroupPolicy.coscheduling gang"
@@ -89,30 +97,61 @@ class TrainJobController:
         )
         self.resources = {(k.api_version, k.kind): resource(k) for k in OWNED}
         self.index = OwnedIndex()
+        self.watched: tuple[OwnedKind, ...] = OWNED
         # TrainJob key -> the runtime it names (kind, namespace or "", name), as the TrainJob watch last saw
         self.users: dict[Key, tuple[str, str, str]] = {}
 
-    async def served(self) -> bool:
-        """Whether the cluster serves TrainJobs and JobSets (a real cluster needs both CRDs installed)."""
-        for res in (self.res, self.resources[jobset.API_VERSION, jobset.KIND]):
-            try:
-                async for _ in self.client.list(res, namespace=self.namespace, chunk_size=1):
-                    break
-            except ApiError as exc:
-                if is_status(exc, 404):
-                    log.warning(
-                        "%s is not served by this cluster: TrainJobs are not reconciled; install the trainer CRDs "
-                        "(deploy/) and the JobSet controller (kubernetes-sigs/jobset)",
-                        res.__name__,
-                    )
-                    return False
-                raise
+    async def _serves(self, res: Any) -> bool:
+        try:
+            async for _ in self.client.list(res, namespace=self.namespace, chunk_size=1):
+                break
+        except ApiError as exc:
+            if is_status(exc, 404):
+                return False
+            raise
         return True
 
+    async def wait_served(self, recheck: float = 30.0) -> None:
+        """Until the cluster serves TrainJobs and JobSets (a real cluster needs both CRDs installed).
+
+        Owned kinds it does not serve (no scheduler-plugins PodGroup CRD) are not watched: a runtime
+        asking for them gets its TrainJobs' creates refused, with the API server's reason in an event.
+        """
+        told = False
+        while True:
+            missing = [
+                res.__name__
+                for res in (self.res, self.resources[jobset.API_VERSION, jobset.KIND])
+                if not await self._serves(res)
+            ]
+            if not missing:
+                break
+            if not told:
+                log.warning(
+                    "%s not served by this cluster: TrainJobs wait; install the trainer CRDs (deploy/) and the "
+                    "JobSet controller (kubernetes-sigs/jobset v0.8+)",
+                    " and ".join(missing),
+                )
+                told = True
+            await asyncio.sleep(recheck)
+        self.watched = tuple([k for k in OWNED if await self._serves(self.resources[k.api_version, k.kind])])
+
+    async def start(self) -> None:
+        """Wait until served, then run (beside the v1 kinds' controllers)."""
+        await self.wait_served()
+        await self.prime()  # again: TrainJobs created while their CRD was missing cannot be; cheap
+        await self.run()
+
     async def prime(self) -> None:
-        """Hold every existing TrainJob's port before anything allocates (after a restart)."""
-        async for obj in self.client.list(self.res, namespace=self.namespace):
-            m = to_dict(obj)["metadata"]
+        """Hold every existing TrainJob's port before anything allocates (after a restart); none if not served."""
+        try:
+            found = [to_dict(obj) async for obj in self.client.list(self.res, namespace=self.namespace)]
+        except ApiError as exc:
+            if is_status(exc, 404):
+                return
+            raise
+        for obj in found:
+            m = obj["metadata"]
             held = json.loads((m.get("annotations") or {}).get(labels.HOST_PORTS) or "{}")
             self.ports.hold(_port_owner(m["namespace"], m["name"]), [int(p) for p in held.values()])
 
@@ -121,7 +160,7 @@ class TrainJobController:
             self._watch_trainjobs(),
             self._watch_runtimes(self.runtimes, trainer.TRAINING_RUNTIME, self.namespace),
             self._watch_runtimes(self.cluster_runtimes, trainer.CLUSTER_TRAINING_RUNTIME, None),
-            *(self._watch_owned(kind) for kind in OWNED),
+            *(self._watch_owned(kind) for kind in self.watched),
             *(self._worker() for _ in range(self.workers)),
         )
 
