@@ -78,12 +78,13 @@ def test_a_two_node_torchrun_trainjob_completes_with_upstreams_labels_and_column
     ]
     table = kubectl("get", "trainjobs", "-n", ns)
     assert table.split("\n")[0].split()[:2] == ["NAME", "STATE"] and "Complete" in table, table
+    job = kubectl.json("get", "job", "ddp-node-0", "-n", ns)
+    assert job["metadata"]["labels"]["trainer.kubeflow.org/trainjob-ancestor-step"] == "trainer"
     pods = kubectl.json("get", "pods", "-n", ns, "-l", "jobset.sigs.k8s.io/jobset-name=ddp")["items"]
     by_index = {p["metadata"]["labels"]["batch.kubernetes.io/job-completion-index"]: p for p in pods}
     assert sorted(by_index) == ["0", "1"]
     for index, pod in by_index.items():
         assert pod["metadata"]["labels"]["jobset.sigs.k8s.io/replicatedjob-name"] == "node"
-        assert pod["metadata"]["labels"]["trainer.kubeflow.org/trainjob-ancestor-step"] == "trainer"
         log = kubectl("logs", pod["metadata"]["name"], "-n", ns, "-c", "node")
         assert f"rank {index} of 2 sum 3.0 node {index}" in log, log
 
