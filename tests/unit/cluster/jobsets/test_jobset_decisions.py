@@ -7,6 +7,7 @@ from typing import Any
 
 from trainyard.api import jobset as api
 from trainyard.api.meta import format_time
+from trainyard.cluster.jobs.controller import pod_for
 from trainyard.cluster.jobsets import decisions
 from trainyard.cluster.jobsets.decisions import sync
 
@@ -281,3 +282,20 @@ def test_the_pod_template_carries_what_the_kubeflow_sdk_reads_from_pods() -> Non
     assert pod["labels"]["trainer.kubeflow.org/trainjob-ancestor-step"] == "trainer"
     assert pod["labels"][api.JOBSET_NAME] == "js" and pod["labels"][api.REPLICATED_JOB_NAME] == "workers"
     assert pod["annotations"]["a"] == "b" and pod["annotations"][api.JOB_INDEX] == "1"
+
+
+def test_a_child_jobs_pods_carry_the_jobset_labels_the_completion_index_and_a_fresh_name() -> None:
+    """The Kubeflow SDK finds a TrainJob's pods by these labels; a restarted pod must get a new name."""
+    owner = jobset()
+    rjob = owner["spec"]["replicatedJobs"][1]
+    step = {"trainer.kubeflow.org/trainjob-ancestor-step": "t"}
+    rjob["template"]["spec"]["template"] = {"metadata": {"labels": step}}
+    job = decisions.build_job(owner, rjob, 1)
+    job["metadata"]["uid"] = "job-uid"
+    pod = pod_for(job, 0)["metadata"]
+    labels = pod["labels"]
+    assert labels[api.JOBSET_NAME] == "js" and labels[api.REPLICATED_JOB_NAME] == "workers"
+    assert labels["batch.kubernetes.io/job-completion-index"] == "0"
+    assert labels["trainer.kubeflow.org/trainjob-ancestor-step"] == "t"
+    # upstream's <job>-<index>-<random 5>: the API server completes generateName, so each restart differs
+    assert "name" not in pod and pod["generateName"] == "js-workers-1-0-"
