@@ -140,8 +140,9 @@ def validate(obj: Obj, old: Obj | None = None) -> list[FieldError]:
     ref = _dict(spec.get("runtimeRef"))
     group, kind = ref.get("apiGroup", GROUP), ref.get("kind", CLUSTER_TRAINING_RUNTIME)  # absent: the defaults
     if group != GROUP or kind not in RUNTIME_KINDS:
-        field = "spec.runtimeRef.apiGroup" if group != GROUP else "spec.runtimeRef.kind"
-        out.append(FieldError(ErrorType.INVALID, field, f"{quote(ref)}: unsupported runtime: {kind}.{group}"))
+        key, value = ("apiGroup", group) if group != GROUP else ("kind", kind)
+        detail = f"{quote(value)}: unsupported runtime: {kind}.{group}"
+        out.append(FieldError(ErrorType.INVALID, f"spec.runtimeRef.{key}", detail))
     for step in ("dataset", "model"):
         uri = _dict(_dict(spec.get("initializer")).get(step)).get("storageUri")
         if isinstance(uri, str) and uri and not _URI.match(uri):
