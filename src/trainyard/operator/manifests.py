@@ -1,10 +1,12 @@
 """The manifests that run this operator on a real Kubernetes cluster, generated from the code.
 
 ``python -m trainyard.operator.manifests`` writes ``deploy/`` (``--check`` only compares): the
-CRDs of every kind ``trainyard.api`` defines, the namespace, ServiceAccount and RBAC, the
+CRDs of every kind ``trainyard.api`` defines (Kubeflow Trainer v2's three included), the
+namespace, ServiceAccount and RBAC, the
 Deployment running ``python -m trainyard.operator`` with its flags, the Service (metrics and
 webhook), the ``ValidatingWebhookConfiguration`` from ``webhook.webhook_configuration``, a
-cert-manager overlay, one all-in-one file for ``kubectl apply -f``, and the image's Dockerfile.
+cert-manager overlay, one all-in-one file for ``kubectl apply -f``, the image's Dockerfile, the
+ClusterTrainingRuntimes trainyard ships (``runtimes/``, applied once the CRDs exist) and a README.
 
 Everything is derived from what the operator is: the kinds from ``api.kinds.KINDS``, the PodGroup
 groups from ``api.podgroup.flavour``, ports and paths from the webhook and process defaults, and
@@ -190,7 +192,7 @@ def _meta(name: str, namespace: str | None = None, **extra: Any) -> dict[str, An
 
 
 def crds() -> list[dict[str, Any]]:
-    return [crd_for(info) for info in KINDS.values()]
+    return [*(crd_for(info) for info in KINDS.values()), *trainer.crds()]
 
 
 def namespace() -> dict[str, Any]:
@@ -369,6 +371,26 @@ ENTRYPOINT ["python", "-m", "trainyard.operator"]
 """
 
 
+README = f"""<!-- {HEADER.strip("# ").strip()} -->
+# trainyard on a Kubernetes cluster
+
+    kubectl apply --server-side -f deploy/trainyard.yaml   # or: kubectl apply -k deploy/cert-manager
+    kubectl apply -k deploy/runtimes                       # once the CRDs above are established
+
+* `crds/`: the CRDs of every kind trainyard serves: Kubeflow Training Operator v1's jobs
+  (`kubeflow.org/v1`) and Kubeflow Trainer v2's TrainJob, TrainingRuntime and
+  ClusterTrainingRuntime (`trainer.kubeflow.org/v1alpha1`).
+* `base/`: namespace, RBAC, the operator's Deployment, Service and validating webhook;
+  `cert-manager/` adds a certificate for the webhook; `trainyard.yaml` is `crds/` and `base/` in one file.
+* `runtimes/`: the ClusterTrainingRuntimes trainyard ships (`torch-distributed` is the one the
+  `kubeflow` SDK uses by default).
+
+**TrainJobs need JobSet.** A TrainJob runs as a JobSet (`jobset.x-k8s.io/v1alpha2`). The
+embedded plane runs JobSets itself; on a real cluster install the JobSet controller
+(kubernetes-sigs/jobset v0.8 or later, from its release's `manifests.yaml`) beside trainyard.
+"""
+
+
 def _yaml(*docs: dict[str, Any]) -> str:
     return HEADER + "---\n".join(yaml.safe_dump(doc, sort_keys=False) for doc in docs)
 
@@ -400,6 +422,11 @@ def render() -> dict[str, str]:
     everything = [*crd_files.values(), *(doc for docs in base.values() for doc in docs)]
     files["trainyard.yaml"] = _yaml(*everything)
     files["Dockerfile"] = DOCKERFILE
+    # Custom resources of the CRDs above: a separate step, as `kubectl apply` cannot map them before.
+    runtime_files = {f"runtimes/{r['metadata']['name']}.yaml": r for r in trainer.runtimes()}
+    files |= {path: _yaml(doc) for path, doc in runtime_files.items()}
+    files["runtimes/kustomization.yaml"] = _yaml({"resources": [Path(p).name for p in runtime_files]})
+    files["README.md"] = README
     return files
 
 
