@@ -1,8 +1,9 @@
 """JobSets (``jobset.x-k8s.io/v1alpha2``) on a real ``yard up``: the plane's JobSet and Job controllers.
 
-One small JobSet per test: two replicated Jobs whose Indexed pods print their identity and exit 0
-(Completed); one whose pod fails under ``maxRestarts: 1`` (restarted once, then Failed); one
-created suspended and resumed.
+On the session's plane, one small JobSet per test (each in its own namespace): two replicated Jobs
+whose Indexed pods print their identity and exit 0 (Completed); one whose pod fails under
+``maxRestarts: 1`` (restarted once, then Failed); one created suspended and resumed; MPI's shape,
+a ``launcher`` that ``dependsOn`` its ``node`` being Ready.
 """
 
 from __future__ import annotations
@@ -10,25 +11,18 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from conftest import Kubectl, Plane, eventually, own_plane
+from conftest import Kubectl, eventually
+from trainyard.api.meta import format_time
 
 pytestmark = pytest.mark.e2e
 
 PRINT = "import os; print('host', os.environ['HOSTNAME'], 'index', os.environ.get('JOB_COMPLETION_INDEX'), flush=True)"
-
-
-@pytest.fixture(scope="module")
-def plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Plane]:
-    yield from own_plane(tmp_path_factory, "yard-jobsets", "--restart-backoff", "0.2")
-
-
-@pytest.fixture(scope="module")
-def kubectl(plane: Plane, tmp_path_factory: pytest.TempPathFactory) -> Kubectl:
-    return Kubectl(plane, tmp_path_factory.mktemp("kube-cache"))
 
 
 @pytest.fixture
@@ -110,7 +104,76 @@ def test_suspend_and_resume(kubectl: Kubectl, ns: str) -> None:
     js = wait_condition(kubectl, ns, "later", "Suspended")
     assert eventually(lambda: kubectl.json("get", "job", "later-main-0", "-n", ns)["spec"]["suspend"] is True)
     assert kubectl.json("get", "pods", "-n", ns)["items"] == []
-    kubectl("patch", "jobset", "later", "-n", ns, "--type=merge", "-p", json.dumps({"spec": {"suspend": False}}))
+    # As Kueue does on admission: the suspended JobSet's pod template gets a label and a nodeSelector,
+    # which resuming copies into the child Job before unsuspending it.
+    template = "/spec/replicatedJobs/0/template/spec/template"
+    ops = [
+        {"op": "add", "path": f"{template}/metadata", "value": {"labels": {"kueue.x-k8s.io/flavor": "a"}}},
+        {"op": "add", "path": f"{template}/spec/nodeSelector", "value": {"kubernetes.io/os": "linux"}},
+        {"op": "replace", "path": "/spec/suspend", "value": False},
+    ]
+    kubectl("patch", "jobset", "later", "-n", ns, "--type=json", "-p", json.dumps(ops))
     js = wait_condition(kubectl, ns, "later", "Completed")
     resumed = next(c for c in js["status"]["conditions"] if c["type"] == "Suspended")
     assert (resumed["status"], resumed["reason"]) == ("False", "ResumeJobs")
+    job = kubectl.json("get", "job", "later-main-0", "-n", ns)["spec"]["template"]
+    assert job["metadata"]["labels"]["kueue.x-k8s.io/flavor"] == "a"
+    assert job["metadata"]["labels"]["jobset.sigs.k8s.io/jobset-name"] == "later"
+    assert job["spec"]["nodeSelector"] == {"kubernetes.io/os": "linux"}
+    pod = kubectl.json("get", "pods", "-n", ns, "-l", "kueue.x-k8s.io/flavor=a")["items"]
+    assert len(pod) == 1 and pod[0]["metadata"]["labels"]["jobset.sigs.k8s.io/replicatedjob-name"] == "main"
+
+
+def pods_of(kubectl: Kubectl, ns: str, rjob: str) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = kubectl.json(
+        "get", "pods", "-n", ns, "-l", f"jobset.sigs.k8s.io/replicatedjob-name={rjob}"
+    )["items"]
+    return items
+
+
+def ready(pod: dict[str, Any]) -> bool:
+    return any(c["type"] == "Ready" and c["status"] == "True" for c in pod["status"].get("conditions") or [])
+
+
+def test_a_launcher_that_depends_on_its_node_starts_once_the_node_is_ready(
+    kubectl: Kubectl, ns: str, tmp_path: Path
+) -> None:
+    # The node is Ready once the test touches `ready` and runs until the launcher touches `done`.
+    flag, done = tmp_path / "ready", tmp_path / "done"
+    node_script = f"import os, time\nwhile not os.path.exists({str(done)!r}): time.sleep(0.1)"
+    node = rjob("node", node_script)
+    probe = ["python3", "-c", f"import os, sys; sys.exit(not os.path.exists({str(flag)!r}))"]
+    container = node["template"]["spec"]["template"]["spec"]["containers"][0]
+    container["readinessProbe"] = {"exec": {"command": probe}, "periodSeconds": 1}
+    node["template"]["spec"]["template"]["metadata"] = {"labels": {"trainer.kubeflow.org/trainjob-ancestor-step": "n"}}
+    launcher = rjob("launcher", f"import pathlib; pathlib.Path({str(done)!r}).touch(); print('launched')")
+    launcher["dependsOn"] = [{"name": "node", "status": "Ready"}]
+    create(kubectl, ns, "mpi", [node, launcher])
+
+    def launcher_job() -> bool:
+        return kubectl.run("get", "job", "mpi-launcher-0", "-n", ns).returncode == 0
+
+    def node_running_or_launcher() -> list[dict[str, Any]] | bool:
+        pods = [p for p in pods_of(kubectl, ns, "node") if p["status"].get("phase") == "Running"]
+        return pods or launcher_job()
+
+    found = eventually(node_running_or_launcher, what="the node pod to run")
+    # Without dependsOn both Jobs come from the JobSet's first pass; with it, none for the launcher yet.
+    assert isinstance(found, list) and not launcher_job(), "the launcher Job was created before its node was Ready"
+    running = found[0]
+    assert not ready(running)
+    labels = running["metadata"]["labels"]
+    assert labels["jobset.sigs.k8s.io/jobset-name"] == "mpi"
+    assert labels["batch.kubernetes.io/job-completion-index"] == "0"
+    assert labels["trainer.kubeflow.org/trainjob-ancestor-step"] == "n"
+    assert running["metadata"]["name"].startswith("mpi-node-0-0-")
+
+    touched = format_time(datetime.now(UTC))  # second precision, as creationTimestamp: a floor
+    flag.touch()
+    js = wait_condition(kubectl, ns, "mpi", "Completed")
+    rows = {r["name"]: r for r in js["status"]["replicatedJobsStatus"]}
+    assert rows["node"]["succeeded"] == 1 and rows["launcher"]["succeeded"] == 1
+    launcher_job = kubectl.json("get", "job", "mpi-launcher-0", "-n", ns)
+    assert launcher_job["metadata"]["creationTimestamp"] >= touched
+    launcher_pod = pods_of(kubectl, ns, "launcher")[0]
+    assert kubectl("logs", launcher_pod["metadata"]["name"], "-n", ns).split() == ["launched"]

@@ -14,8 +14,9 @@ What upstream's webhook does on admission is here, pure:
   ``restartStrategy`` Recreate) come from the schema;
 * ``validate``: ``ValidateCreate``'s rules the plane can meet (subdomain, managedBy, generated
   Job and pod names within 63 characters, unique replicated Job names, success-policy and
-  failure-rule targets) and ``ValidateUpdate``'s (``replicatedJobs`` and ``managedBy``
-  immutable, a suspended JobSet's pod templates may change their scheduling directives).
+  failure-rule targets, ``dependsOn`` naming only earlier replicated Jobs) and
+  ``ValidateUpdate``'s (``replicatedJobs`` and ``managedBy`` immutable, a suspended JobSet's pod
+  templates may change their scheduling directives).
 
 Callers: ``cluster.plane`` (installation), ``cluster.apiserver.writes.admission`` (webhook),
 ``cluster.jobsets`` (the controller's label keys and condition wording).
@@ -57,6 +58,10 @@ OPERATORS = ("All", "Any")
 STARTUP_ORDERS = ("AnyOrder", "InOrder")
 RESTART_STRATEGIES = ("Recreate", "BlockingRecreate")
 RULE_ACTIONS = ("FailJobSet", "RestartJobSet", "RestartJobSetAndIgnoreMaxRestarts")
+# ``replicatedJobs[].dependsOn[].status``: every Job of the named replicated Job Ready (ready, succeeded
+# or failed) or Complete (succeeded). Up to 5 entries since JobSet v0.9 (a single one before).
+DEPENDENCY_STATUSES = ("Ready", "Complete")
+MAX_DEPENDS_ON = 5
 MAX_MANAGED_BY = 63
 IMMUTABLE = "field is immutable"
 # What a suspended JobSet's pod templates may change (upstream's ValidateUpdate, as Jobs' KEP-2926).
@@ -85,7 +90,12 @@ def schema() -> Obj:
             "template": _EMBEDDED,
             "dependsOn": {
                 "type": "array",
-                "items": _obj({"name": {"type": "string"}, "status": _enum(("Ready", "Complete"))}),
+                "maxItems": MAX_DEPENDS_ON,
+                "x-kubernetes-list-type": "map",
+                "x-kubernetes-list-map-keys": ["name"],
+                "items": _obj(
+                    {"name": {"type": "string"}, "status": _enum(DEPENDENCY_STATUSES)}, required=["name", "status"]
+                ),
             },
         },
         required=["name", "template"],
@@ -280,6 +290,30 @@ def _names(spec: Obj, name: str) -> list[FieldError]:
     return out
 
 
+def _depends_on(spec: Obj) -> list[FieldError]:
+    """``dependsOn`` may only name replicated Jobs that come earlier (so the first has none)."""
+    out: list[FieldError] = []
+    earlier: set[str] = set()
+    for i, rjob in enumerate(spec.get("replicatedJobs") or []):
+        deps = rjob.get("dependsOn") or []
+        path = f"spec.replicatedJobs[{i}].dependsOn"
+        if i == 0 and deps:
+            out.append(FieldError(ErrorType.FORBIDDEN, path, "DependsOn can't be set for the first ReplicatedJob"))
+        if len(deps) > MAX_DEPENDS_ON:
+            out.append(FieldError(ErrorType.INVALID, path, f"must have at most {MAX_DEPENDS_ON} items"))
+        for j, dep in enumerate(deps):
+            target, status = str(dep.get("name") or ""), dep.get("status")
+            if status not in DEPENDENCY_STATUSES:
+                supported = ", ".join(f'"{v}"' for v in DEPENDENCY_STATUSES)
+                detail = f"{quote(status)}: supported values: {supported}"
+                out.append(FieldError(ErrorType.NOT_SUPPORTED, f"{path}[{j}].status", detail))
+            if i > 0 and target not in earlier:
+                detail = f"replicatedJob: {rjob.get('name')} cannot depend on replicatedJob: {target}"
+                out.append(_invalid(f"{path}[{j}].name", target, detail))
+        earlier.add(str(rjob.get("name") or ""))
+    return out
+
+
 def validate(obj: Obj, old: Obj | None = None) -> list[FieldError]:
     """``ValidateCreate`` (and, with ``old``, ``ValidateUpdate``): every problem at once."""
     spec = obj.get("spec") or {}
@@ -301,6 +335,7 @@ def validate(obj: Obj, old: Obj | None = None) -> list[FieldError]:
         if len(str(manager)) > MAX_MANAGED_BY:
             out.append(FieldError(ErrorType.INVALID, "spec.managedBy", f"may not be more than {MAX_MANAGED_BY} bytes"))
     out += _names(spec, name)
+    out += _depends_on(spec)
     rjobs = {str(r.get("name")) for r in spec.get("replicatedJobs") or []}
     for target in (spec.get("successPolicy") or {}).get("targetReplicatedJobs") or []:
         if target not in rjobs:

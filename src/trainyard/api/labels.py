@@ -13,3 +13,6 @@ HOST_PORTS = "trainyard.dev/host-ports"
 # Our own: marks a job's rendezvous host (a pod and, in cluster-dns mode, its Service), which is
 # owned by the job but is no replica: the value is the rendezvous backend (``c10d``).
 RENDEZVOUS = "trainyard.dev/rendezvous"
+
+# Kubernetes' own: an Indexed Job's pods carry their completion index as this annotation and label.
+JOB_COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"

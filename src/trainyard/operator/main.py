@@ -25,6 +25,7 @@ from typing import Any
 from lightkube import AsyncClient, KubeConfig
 from lightkube.config.kubeconfig import DEFAULT_KUBECONFIG, SERVICE_ACCOUNT
 
+from trainyard.api import trainer
 from trainyard.api.kinds import UPSTREAM_FRAMEWORKS
 from trainyard.controller import ControllerSettings
 from trainyard.frameworks.network import NetworkMode
@@ -96,7 +97,7 @@ def parser() -> argparse.ArgumentParser:
         action="append",
         default=[],
         metavar="KIND",
-        help=f"reconcile this kind (repeatable, case-insensitive; default: all of {', '.join(kinds())})",
+        help=f"reconcile this kind (repeatable, case-insensitive; default: all of {', '.join(kinds())}, TrainJob)",
     )
     p.add_argument("--controller-threads", type=int, default=1, help="reconcile workers per kind (default 1)")
     p.add_argument(
@@ -159,7 +160,7 @@ def parser() -> argparse.ArgumentParser:
 
 
 def settings_from(args: argparse.Namespace) -> OperatorSettings:
-    known = {k.lower(): k for k in kinds()}
+    known = {k.lower(): k for k in (*kinds(), trainer.TRAINJOB)}
     enabled: list[str] = []
     for scheme in args.enable_scheme:
         name = scheme.strip().lower()

@@ -1,4 +1,4 @@
-"""The operator process: one controller per framework kind, sharing a client, ports and metrics."""
+"""The operator process: a controller per framework kind and one for TrainJobs, sharing client, ports, metrics."""
 
 from __future__ import annotations
 
@@ -9,11 +9,14 @@ from datetime import UTC, datetime
 
 from lightkube import AsyncClient
 
+from trainyard.api import trainer
+from trainyard.controller.trainjob import TrainJobSettings
 from trainyard.frameworks.registry import kinds, plugin_for
 from trainyard.operator.controller import JobController
 from trainyard.operator.metrics import OperatorMetrics
 from trainyard.operator.ports import PortAllocator
 from trainyard.operator.settings import OperatorSettings
+from trainyard.operator.trainjobs import TrainJobController
 
 log = logging.getLogger(__name__)
 
@@ -46,15 +49,30 @@ class Operator:
             )
             for kind in enabled
         ]
+        self.trainjobs: TrainJobController | None = None
+        if not settings.kinds or trainer.TRAINJOB in settings.kinds:
+            self.trainjobs = TrainJobController(
+                client,
+                TrainJobSettings(settings.controller.network_mode, settings.controller.node_address),
+                namespace=settings.namespace,
+                workers=settings.workers,
+                ports=shared_ports,
+                clock=clock,
+                metrics=self.metrics,
+                may_write=may_write,
+            )
 
     async def run(self) -> None:
         log.info(
             "operator running: kinds=%s network=%s namespace=%s",
-            ",".join(c.plugin.info.kind for c in self.controllers),
+            ",".join(
+                [*(c.plugin.info.kind for c in self.controllers), *([trainer.TRAINJOB] if self.trainjobs else [])]
+            ),
             self.settings.controller.network_mode.value,
             self.settings.namespace,
         )
         # Every controller shares the port allocator: all existing jobs' ports are held before
         # any controller's worker may allocate.
-        await asyncio.gather(*(c.prime() for c in self.controllers))
-        await asyncio.gather(*(c.run() for c in self.controllers))
+        trainjobs = [self.trainjobs] if self.trainjobs is not None else []
+        await asyncio.gather(*(c.prime() for c in self.controllers), *(t.prime() for t in trainjobs))
+        await asyncio.gather(*(c.run() for c in self.controllers), *(t.start() for t in trainjobs))

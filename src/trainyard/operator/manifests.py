@@ -1,10 +1,12 @@
 """The manifests that run this operator on a real Kubernetes cluster, generated from the code.
 
 ``python -m trainyard.operator.manifests`` writes ``deploy/`` (``--check`` only compares): the
-CRDs of every kind ``trainyard.api`` defines, the namespace, ServiceAccount and RBAC, the
+CRDs of every kind ``trainyard.api`` defines (Kubeflow Trainer v2's three included), the
+namespace, ServiceAccount and RBAC, the
 Deployment running ``python -m trainyard.operator`` with its flags, the Service (metrics and
 webhook), the ``ValidatingWebhookConfiguration`` from ``webhook.webhook_configuration``, a
-cert-manager overlay, one all-in-one file for ``kubectl apply -f``, and the image's Dockerfile.
+cert-manager overlay, one all-in-one file for ``kubectl apply -f``, the image's Dockerfile, the
+ClusterTrainingRuntimes trainyard ships (``runtimes/``, applied once the CRDs exist) and a README.
 
 Everything is derived from what the operator is: the kinds from ``api.kinds.KINDS``, the PodGroup
 groups from ``api.podgroup.flavour``, ports and paths from the webhook and process defaults, and
@@ -25,12 +27,14 @@ from typing import Any
 
 import yaml
 
+from trainyard.api import trainer
 from trainyard.api.crd import crd_for
 from trainyard.api.kinds import KINDS
 from trainyard.api.podgroup import SCHEDULER_PLUGINS_SCHEDULER, VOLCANO_SCHEDULER, flavour
 from trainyard.controller.children import REPLICA_KINDS
 from trainyard.frameworks.base import OwnedKind
 from trainyard.frameworks.registry import kinds, plugin_for
+from trainyard.operator import trainjobs
 from trainyard.operator.controller import OWNED_VERBS, REPLICA_VERBS
 from trainyard.operator.main import DEFAULT_LEASE_ID
 from trainyard.operator.webhook import DEFAULT_CERT_DIR, DEFAULT_PORT, webhook_configuration
@@ -86,6 +90,32 @@ def _job_rules() -> list[Rule]:
     return rules
 
 
+def _trainjob_rules() -> list[Rule]:
+    group = trainer.GROUP
+    return [
+        Rule(
+            group,
+            (trainer.TRAINJOBS,),
+            # list: the controller checks at start that TrainJobs are served, and holds their ports
+            ("get", "list", "watch", "patch"),
+            "watch and re-read TrainJobs; record host ports (host network mode)",
+        ),
+        Rule(group, (f"{trainer.TRAINJOBS}/status",), ("patch",), "the one TrainJob status merge-patch per pass"),
+        Rule(
+            group,
+            (f"{trainer.TRAINJOBS}/finalizers",),
+            ("update",),
+            "a TrainJob's children carry blockOwnerDeletion (OwnerReferencesPermissionEnforcement)",
+        ),
+        Rule(
+            group,
+            (trainer.TRAINING_RUNTIMES, trainer.CLUSTER_TRAINING_RUNTIMES),
+            trainjobs.RUNTIME_VERBS,
+            "the runtime a TrainJob names, read on every pass and watched to start TrainJobs created before it",
+        ),
+    ]
+
+
 _VERB_ORDER = ("get", "list", "watch", "create", "update", "patch", "delete")
 
 
@@ -112,7 +142,12 @@ def owned_rules(owned: Iterable[OwnedKind]) -> list[Rule]:
     rules: dict[tuple[str, str], Rule] = {}
     for kind in owned:
         verbs = kind.verbs or OWNED_VERBS
-        rules.setdefault((kind.group, kind.plural), Rule(kind.group, (kind.plural,), verbs, kind.purpose))
+        known = rules.get((kind.group, kind.plural))
+        if known is not None:  # owned by two kinds: what either asks
+            verbs, purpose = _verbs(*known.verbs, *verbs), f"{known.why}; {kind.purpose}"
+            rules[kind.group, kind.plural] = Rule(kind.group, (kind.plural,), verbs, purpose)
+            continue
+        rules[kind.group, kind.plural] = Rule(kind.group, (kind.plural,), verbs, kind.purpose)
         if kind.patches_status:
             status = f"{kind.plural}/status"
             rules.setdefault((kind.group, status), Rule(kind.group, (status,), ("patch",), kind.purpose))
@@ -124,7 +159,14 @@ RULES: tuple[Rule, ...] = (
     Rule("", tuple(k.plural for k in REPLICA_KINDS), REPLICA_VERBS, "a job's replicas and their Services"),
     Rule("", ("events",), ("create",), "events about jobs (core/v1, as the operator's client writes them)"),
     *_pod_group_rules(),
-    *owned_rules(kind for name in kinds() for kind in plugin_for(name).owned),
+    *owned_rules(
+        [
+            *(kind for name in kinds() for kind in plugin_for(name).owned),
+            # a TrainJob's PodGroup: the gang's rule above grants all it asks
+            *(kind for kind in trainjobs.OWNED if kind.kind != "PodGroup"),
+        ]
+    ),
+    *_trainjob_rules(),
     Rule(
         "scheduling.k8s.io",
         ("priorityclasses",),
@@ -150,7 +192,7 @@ def _meta(name: str, namespace: str | None = None, **extra: Any) -> dict[str, An
 
 
 def crds() -> list[dict[str, Any]]:
-    return [crd_for(info) for info in KINDS.values()]
+    return [*(crd_for(info) for info in KINDS.values()), *trainer.crds()]
 
 
 def namespace() -> dict[str, Any]:
@@ -329,6 +371,26 @@ ENTRYPOINT ["python", "-m", "trainyard.operator"]
 """
 
 
+README = f"""<!-- {HEADER.strip("# ").strip()} -->
+# trainyard on a Kubernetes cluster
+
+    kubectl apply --server-side -f deploy/trainyard.yaml   # or: kubectl apply -k deploy/cert-manager
+    kubectl apply -k deploy/runtimes                       # once the CRDs above are established
+
+* `crds/`: the CRDs of every kind trainyard serves: Kubeflow Training Operator v1's jobs
+  (`kubeflow.org/v1`) and Kubeflow Trainer v2's TrainJob, TrainingRuntime and
+  ClusterTrainingRuntime (`trainer.kubeflow.org/v1alpha1`).
+* `base/`: namespace, RBAC, the operator's Deployment, Service and validating webhook;
+  `cert-manager/` adds a certificate for the webhook; `trainyard.yaml` is `crds/` and `base/` in one file.
+* `runtimes/`: the ClusterTrainingRuntimes trainyard ships (`torch-distributed` is the one the
+  `kubeflow` SDK uses by default).
+
+**TrainJobs need JobSet.** A TrainJob runs as a JobSet (`jobset.x-k8s.io/v1alpha2`). The
+embedded plane runs JobSets itself; on a real cluster install the JobSet controller
+(kubernetes-sigs/jobset v0.8 or later, from its release's `manifests.yaml`) beside trainyard.
+"""
+
+
 def _yaml(*docs: dict[str, Any]) -> str:
     return HEADER + "---\n".join(yaml.safe_dump(doc, sort_keys=False) for doc in docs)
 
@@ -360,6 +422,11 @@ def render() -> dict[str, str]:
     everything = [*crd_files.values(), *(doc for docs in base.values() for doc in docs)]
     files["trainyard.yaml"] = _yaml(*everything)
     files["Dockerfile"] = DOCKERFILE
+    # Custom resources of the CRDs above: a separate step, as `kubectl apply` cannot map them before.
+    runtime_files = {f"runtimes/{r['metadata']['name']}.yaml": r for r in trainer.runtimes()}
+    files |= {path: _yaml(doc) for path, doc in runtime_files.items()}
+    files["runtimes/kustomization.yaml"] = _yaml({"resources": [Path(p).name for p in runtime_files]})
+    files["README.md"] = README
     return files
 
 

@@ -77,3 +77,47 @@ def test_the_crd_has_upstreams_columns_and_a_status_subresource() -> None:
     assert version["subresources"] == {"status": {}}
     names = [c["name"] for c in version["additionalPrinterColumns"]]
     assert names == ["TerminalState", "Restarts", "Completed", "Suspended", "Age"]
+
+
+def with_depends_on(*deps: list[dict[str, str]]) -> dict[str, Any]:
+    """A JobSet of replicated Jobs ``a``, ``b``, ... with ``deps[i]`` as the i-th one's ``dependsOn``."""
+    js = obj()
+    template = js["spec"]["replicatedJobs"][0]["template"]
+    js["spec"]["replicatedJobs"] = [
+        {"name": chr(ord("a") + i), "template": template, **({"dependsOn": d} if d else {})} for i, d in enumerate(deps)
+    ]
+    api.default(js)
+    return js
+
+
+def test_depends_on_an_earlier_replicated_job_is_valid() -> None:
+    js = with_depends_on([], [{"name": "a", "status": "Ready"}], [{"name": "b", "status": "Complete"}])
+    assert api.validate(js) == []
+
+
+def test_depends_on_is_refused_on_the_first_and_for_later_or_unknown_or_own_names() -> None:
+    js = with_depends_on(
+        [{"name": "b", "status": "Ready"}],
+        [{"name": "c", "status": "Ready"}, {"name": "b", "status": "Ready"}, {"name": "zz", "status": "Ready"}],
+        [{"name": "a", "status": "Running"}],
+    )
+    problems = {(e.field, e.type.value) for e in api.validate(js)}
+    assert problems == {
+        ("spec.replicatedJobs[0].dependsOn", "FieldValueForbidden"),
+        ("spec.replicatedJobs[1].dependsOn[0].name", "FieldValueInvalid"),
+        ("spec.replicatedJobs[1].dependsOn[1].name", "FieldValueInvalid"),
+        ("spec.replicatedJobs[1].dependsOn[2].name", "FieldValueInvalid"),
+        ("spec.replicatedJobs[2].dependsOn[0].status", "FieldValueNotSupported"),
+    }
+    message = next(str(e) for e in api.validate(js) if e.field == "spec.replicatedJobs[1].dependsOn[0].name")
+    assert "replicatedJob: b cannot depend on replicatedJob: c" in message
+
+
+def test_depends_on_schema_is_a_list_map_of_at_most_five_with_a_status_enum() -> None:
+    rjob = api.schema()["properties"]["spec"]["properties"]["replicatedJobs"]["items"]
+    deps = rjob["properties"]["dependsOn"]
+    assert deps["maxItems"] == 5 and deps["x-kubernetes-list-map-keys"] == ["name"]
+    assert deps["items"]["required"] == ["name", "status"]
+    assert deps["items"]["properties"]["status"]["enum"] == ["Ready", "Complete"]
+    js = with_depends_on([], [{"name": "a", "status": "Ready"}] * 6)
+    assert any("at most 5" in str(e) for e in api.validate(js))

@@ -20,6 +20,7 @@ import kubernetes.client
 import pytest
 import yaml
 
+from trainyard.api import trainer
 from trainyard.api.kinds import KINDS
 from trainyard.operator import main as operator_main
 from trainyard.operator import manifests
@@ -68,7 +69,8 @@ def test_every_yaml_file_parses_into_objects_with_a_kind() -> None:
 
 def test_a_crd_for_every_kind_the_api_defines() -> None:
     crds = {d["metadata"]["name"]: d for d in docs("trainyard.yaml") if d["kind"] == "CustomResourceDefinition"}
-    assert set(crds) == {info.crd_name for info in KINDS.values()}
+    trainer_crds = {c["metadata"]["name"] for c in trainer.crds()}
+    assert set(crds) == {info.crd_name for info in KINDS.values()} | trainer_crds
     for info in KINDS.values():
         version = crds[info.crd_name]["spec"]["versions"][0]
         assert version["subresources"]["status"] == {}

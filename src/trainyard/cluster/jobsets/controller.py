@@ -4,7 +4,9 @@ It reaches the API server only through the client, as JobSet's controller manage
 informers keep caches of JobSets, Jobs and Services; a JobSet is queued whenever it or one of
 its Jobs changes, and ``decisions.sync`` decides. Child names are deterministic, so a create that
 finds the object already there (a stale cache) counts as done. Status is written with a
-resourceVersion precondition: a stale view gets a conflict and a retry.
+resourceVersion precondition: a stale view gets a conflict and a retry. Resuming a Job whose pod
+template changes (the JobSet's scheduling directives) first clears its ``status.startTime``, as
+upstream does, since only a Job that never started may change its template.
 """
 
 from __future__ import annotations
@@ -176,7 +178,12 @@ class JobSetController:
         for job in plan.create:
             await self._create(JOB, job, self.jobs)
         for job_name, suspend in plan.suspend.items():
-            patch = {"spec": {"suspend": suspend}}
+            spec: Obj = {"suspend": suspend}
+            template = plan.templates.get(job_name)
+            if template:
+                await self._forget_start(namespace, job_name)
+                spec["template"] = template
+            patch = {"spec": spec}
             patched = await self.client.patch(JOB, job_name, patch, namespace=namespace, patch_type=PatchType.MERGE)
             self._store(self.jobs, to_dict(patched))
         if plan.status is not None:
@@ -193,6 +200,15 @@ class JobSetController:
                 await self.client.delete(JOBSET, name, namespace=namespace, cascade=CascadeType.FOREGROUND)
         if plan.requeue_after is not None:
             self.enqueue_after((namespace, name), plan.requeue_after)
+
+    async def _forget_start(self, namespace: str, job_name: str) -> None:
+        """A Job that has started may not change its template: clear ``status.startTime`` first, as upstream."""
+        job = self.jobs.get((namespace, job_name)) or {}
+        if not (job.get("status") or {}).get("startTime"):
+            return
+        patch = {"status": {"startTime": None}}
+        patched = await self.client.patch(JOB.Status, job_name, patch, namespace=namespace, patch_type=PatchType.MERGE)
+        self._store(self.jobs, to_dict(patched))
 
     async def _create(self, res: Any, body: Obj, cache: dict[Key, Obj]) -> None:
         try:

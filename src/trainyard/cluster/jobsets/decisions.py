@@ -21,10 +21,15 @@ Nothing here does I/O. The rules follow upstream's ``reconcile``:
   itself once that has passed;
 * ``startupPolicy`` InOrder creates a replicated Job's Jobs only when the ones before it are all
   ready (``StartupPolicyInProgress`` / ``StartupPolicyCompleted``);
+* ``dependsOn``: a replicated Job's Jobs are created (and, on resume, unsuspended) only once every
+  replicated Job it depends on has all its Jobs Ready (ready, succeeded or failed, as counted in
+  ``status.replicatedJobsStatus``) or Complete (succeeded);
 * ``suspend`` is propagated to the child Jobs (``Suspended`` True ``SuspendedJobs``); resuming
-  unsuspends them (``Suspended`` False ``ResumeJobs``).
+  copies the replicated Jobs' pod-template labels, annotations, ``nodeSelector``, ``tolerations``
+  and ``schedulingGates`` (which a suspended JobSet may change) into the Jobs as it unsuspends them
+  (``Suspended`` False ``ResumeJobs``).
 
-Not covered: ``dependsOn``, ``coordinator``, ``BlockingRecreate``, per-Job restarts
+Not covered: ``coordinator``, ``BlockingRecreate``, per-Job restarts
 (``RestartJob``), in-place restart, ``volumeClaimPolicies``, exclusive placement, elastic scaling.
 """
 
@@ -74,6 +79,8 @@ class Plan:
     create: list[Obj] = field(default_factory=list)  # whole Job objects
     delete: list[str] = field(default_factory=list)  # Job names, deleted in the foreground
     suspend: dict[str, bool] = field(default_factory=dict)  # Job name -> new spec.suspend
+    # Job name -> pod-template fields to merge as it is unsuspended (a merge patch of spec.template)
+    templates: dict[str, Obj] = field(default_factory=dict)
     service: Obj | None = None  # the headless Service to create
     status: Obj | None = None  # the whole new status, when it changed
     events: list[Event] = field(default_factory=list)
@@ -398,6 +405,56 @@ def _started(rjob: Obj, row: Obj | None) -> bool:
     return int(rjob.get("replicas") or 1) == int(row["failed"] + row["ready"] + row["succeeded"])
 
 
+def dependencies_reached(jobset: Obj, rjob: Obj, rows: list[Obj]) -> bool:
+    """Upstream's ``dependencyReachedStatus``: every ``dependsOn`` entry of ``rjob`` has reached its status.
+
+    Ready: the named replicated Job's ready + succeeded + failed Jobs equal its replicas; Complete:
+    its succeeded Jobs do. A name with no status row (not a replicated Job) is never reached.
+    """
+    replicas = {r["name"]: int(r.get("replicas") or 1) for r in _spec(jobset).get("replicatedJobs") or []}
+    by_name = {r["name"]: r for r in rows}
+    for dep in rjob.get("dependsOn") or []:
+        row, wanted = by_name.get(dep.get("name")), replicas.get(dep.get("name"))
+        if row is None or wanted is None:
+            return False
+        if dep.get("status") == "Complete" and row["succeeded"] != wanted:
+            return False
+        if dep.get("status") == "Ready" and row["ready"] + row["succeeded"] + row["failed"] != wanted:
+            return False
+    return True
+
+
+# What resuming copies from a replicated Job's pod template: (part, key, whether it is a map).
+_RESUMED_FIELDS = (
+    ("metadata", "labels", True),
+    ("metadata", "annotations", True),
+    ("spec", "nodeSelector", True),
+    ("spec", "tolerations", False),
+    ("spec", "schedulingGates", False),
+)
+
+
+def _merge_list(first: list[Any] | None, second: list[Any] | None) -> list[Any]:
+    out = list(first or [])
+    out += [item for item in second or [] if item not in out]
+    return out
+
+
+def resume_template(job: Obj, rjob: Obj) -> Obj:
+    """Upstream's ``resumeJob``: the replicated Job's pod-template labels, annotations and scheduling
+    directives merged into the Job's (maps: the replicated Job's values win; lists: union), as the
+    fields of ``spec.template`` that change (empty when none does)."""
+    current = _spec(job).get("template") or {}
+    wanted = (_spec(rjob.get("template") or {})).get("template") or {}
+    out: Obj = {}
+    for part, key, is_map in _RESUMED_FIELDS:
+        have, add = (current.get(part) or {}).get(key), (wanted.get(part) or {}).get(key)
+        merged: Any = {**(have or {}), **(add or {})} if is_map else _merge_list(have, add)
+        if merged != (have or ({} if is_map else [])):
+            out.setdefault(part, {})[key] = merged
+    return out
+
+
 def _replicated_jobs(jobset: Obj, children: Children, rows: list[Obj], status: Obj, now: str, plan: Plan) -> None:
     """``reconcileReplicatedJobs``: create the missing Jobs, in order under InOrder."""
     spec = _spec(jobset)
@@ -406,6 +463,8 @@ def _replicated_jobs(jobset: Obj, children: Children, rows: list[Obj], status: O
     existing = {_meta(j)["name"] for j in [*children.active, *children.succeeded, *children.failed, *children.previous]}
     by_name = {r["name"]: r for r in rows}
     for rjob in spec.get("replicatedJobs") or []:
+        if not dependencies_reached(jobset, rjob, rows):
+            continue
         if not suspended and in_order and _started(rjob, by_name.get(rjob["name"])):
             continue
         for index in range(int(rjob.get("replicas") or 1)):
@@ -430,11 +489,16 @@ def _suspend_or_resume(jobset: Obj, children: Children, rows: list[Obj], status:
     in_order = (spec.get("startupPolicy") or {}).get("startupPolicyOrder") == "InOrder"
     by_name = {r["name"]: r for r in rows}
     for rjob in spec.get("replicatedJobs") or []:
+        if not dependencies_reached(jobset, rjob, rows):
+            continue
         if in_order and _started(rjob, by_name.get(rjob["name"])):
             continue
         for job in children.active:
             if _rjob_of(job) == rjob["name"] and _spec(job).get("suspend") is True:
                 plan.suspend[_meta(job)["name"]] = False
+                template = resume_template(job, rjob)
+                if template:
+                    plan.templates[_meta(job)["name"]] = template
         if in_order:
             _set(status, "StartupPolicyInProgress", "True", IN_ORDER_PROGRESS, now, plan, "Normal")
             return

@@ -7,6 +7,7 @@ from typing import Any
 
 from trainyard.api import jobset as api
 from trainyard.api.meta import format_time
+from trainyard.cluster.jobs.controller import pod_for
 from trainyard.cluster.jobsets import decisions
 from trainyard.cluster.jobsets.decisions import sync
 
@@ -194,3 +195,107 @@ def test_a_finished_jobset_deletes_active_jobs_and_itself_after_its_ttl() -> Non
     early = sync(owner, [child(owner, 1, 0)], T0 + timedelta(seconds=10))
     assert early.delete == ["js-workers-0"] and not early.delete_jobset and early.requeue_after == 20
     assert sync(owner, [], T0 + timedelta(seconds=31)).delete_jobset
+
+
+def launcher_after_node(status: dict[str, Any] | None = None, dep: str = "Ready", **spec: Any) -> dict[str, Any]:
+    """MPI's shape: ``node`` (2 Jobs of 2 pods) then ``launcher``, which dependsOn ``node`` ``dep``."""
+    rjobs = [
+        {"name": "node", "replicas": 2, "template": {"spec": {"completions": 2, "parallelism": 2}}},
+        {
+            "name": "launcher",
+            "dependsOn": [{"name": "node", "status": dep}],
+            "template": {"spec": {"completions": 1, "parallelism": 1}},
+        },
+    ]
+    return jobset(status, replicatedJobs=rjobs, **spec)
+
+
+def names(jobs: list[dict[str, Any]]) -> list[str]:
+    return [j["metadata"]["name"] for j in jobs]
+
+
+def test_depends_on_ready_creates_the_launcher_only_once_every_node_job_is_ready() -> None:
+    owner = launcher_after_node()
+    assert names(sync(owner, [], T0).create) == ["js-node-0", "js-node-1"]
+    one_ready = [child(owner, 0, 0, ready=2, active=2), child(owner, 0, 1, ready=1, active=2)]
+    plan = sync(owner, one_ready, T0, service_exists=True)
+    assert plan.create == []
+    assert plan.status is not None and plan.status["replicatedJobsStatus"][0]["ready"] == 1
+    # A Job is ready when ready + succeeded pods reach min(parallelism, completions); failed Jobs count too.
+    reached = [child(owner, 0, 0, ready=1, succeeded=1, active=1), child(owner, 0, 1, "Failed")]
+    rows = decisions.replicated_statuses(owner, decisions.classify(reached, 0))
+    assert decisions.dependencies_reached(owner, owner["spec"]["replicatedJobs"][1], rows)
+    both_ready = [child(owner, 0, 0, ready=2, active=2), child(owner, 0, 1, ready=2, active=2)]
+    assert names(sync(owner, both_ready, T0, service_exists=True).create) == ["js-launcher-0"]
+
+
+def test_depends_on_complete_waits_for_every_node_job_to_succeed() -> None:
+    owner = launcher_after_node(dep="Complete")
+    running = [child(owner, 0, 0, ready=2, active=2), child(owner, 0, 1, "Complete", succeeded=2)]
+    assert sync(owner, running, T0, service_exists=True).create == []
+    done = [child(owner, 0, 0, "Complete", succeeded=2), child(owner, 0, 1, "Complete", succeeded=2)]
+    assert names(sync(owner, done, T0, service_exists=True).create) == ["js-launcher-0"]
+
+
+def test_a_suspended_jobset_with_depends_on_creates_only_what_is_reached_and_resumes_in_turn() -> None:
+    suspended = launcher_after_node(suspend=True)
+    created = sync(suspended, [], T0)
+    assert names(created.create) == ["js-node-0", "js-node-1"] and all(j["spec"]["suspend"] for j in created.create)
+    nodes = [child(suspended, 0, 0), child(suspended, 0, 1)]
+    resumed = sync(launcher_after_node(created.status), nodes, T0, service_exists=True)
+    assert resumed.suspend == {"js-node-0": False, "js-node-1": False} and resumed.create == []
+
+
+def test_resuming_copies_the_replicated_jobs_scheduling_directives_into_the_jobs() -> None:
+    owner = jobset(suspend=True)
+    old_jobs = all_children(owner)
+    leader = old_jobs[0]["spec"]["template"]
+    leader["metadata"]["labels"]["kueue"] = "old"
+    leader.setdefault("spec", {})["tolerations"] = [{"key": "a", "operator": "Exists"}]
+    # While suspended, Kueue writes the flavor's node selector, tolerations, labels and a gate removal.
+    resumed = jobset(sync(owner, [], T0).status)
+    pod = resumed["spec"]["replicatedJobs"][0]["template"]["spec"].setdefault("template", {})
+    pod.setdefault("metadata", {})["labels"] = {"kueue": "flavor-a"}
+    pod["metadata"]["annotations"] = {"note": "x"}
+    pod.setdefault("spec", {})["nodeSelector"] = {"pool": "a"}
+    pod["spec"]["tolerations"] = [{"key": "b", "operator": "Exists"}]
+    plan = sync(resumed, old_jobs, T0, service_exists=True)
+    assert set(plan.suspend) == {"js-leader-0", "js-workers-0", "js-workers-1"}
+    assert set(plan.templates) == {"js-leader-0"}
+    patch = plan.templates["js-leader-0"]
+    assert patch["metadata"]["labels"]["kueue"] == "flavor-a"
+    assert patch["metadata"]["labels"][api.JOBSET_NAME] == "js"  # the Job's own labels are kept
+    assert patch["metadata"]["annotations"]["note"] == "x"
+    assert patch["spec"]["nodeSelector"] == {"pool": "a"}
+    assert patch["spec"]["tolerations"] == [{"key": "a", "operator": "Exists"}, {"key": "b", "operator": "Exists"}]
+    assert "schedulingGates" not in patch["spec"]
+
+
+def test_the_pod_template_carries_what_the_kubeflow_sdk_reads_from_pods() -> None:
+    owner = jobset()
+    rjob = owner["spec"]["replicatedJobs"][1]
+    rjob["template"]["spec"]["template"] = {
+        "metadata": {"labels": {"trainer.kubeflow.org/trainjob-ancestor-step": "trainer"}, "annotations": {"a": "b"}},
+        "spec": {"containers": [{"name": "node", "image": "python:3.11"}]},
+    }
+    pod = decisions.build_job(owner, rjob, 1)["spec"]["template"]["metadata"]
+    assert pod["labels"]["trainer.kubeflow.org/trainjob-ancestor-step"] == "trainer"
+    assert pod["labels"][api.JOBSET_NAME] == "js" and pod["labels"][api.REPLICATED_JOB_NAME] == "workers"
+    assert pod["annotations"]["a"] == "b" and pod["annotations"][api.JOB_INDEX] == "1"
+
+
+def test_a_child_jobs_pods_carry_the_jobset_labels_the_completion_index_and_a_fresh_name() -> None:
+    """The Kubeflow SDK finds a TrainJob's pods by these labels; a restarted pod must get a new name."""
+    owner = jobset()
+    rjob = owner["spec"]["replicatedJobs"][1]
+    step = {"trainer.kubeflow.org/trainjob-ancestor-step": "t"}
+    rjob["template"]["spec"]["template"] = {"metadata": {"labels": step}}
+    job = decisions.build_job(owner, rjob, 1)
+    job["metadata"]["uid"] = "job-uid"
+    pod = pod_for(job, 0)["metadata"]
+    labels = pod["labels"]
+    assert labels[api.JOBSET_NAME] == "js" and labels[api.REPLICATED_JOB_NAME] == "workers"
+    assert labels["batch.kubernetes.io/job-completion-index"] == "0"
+    assert labels["trainer.kubeflow.org/trainjob-ancestor-step"] == "t"
+    # upstream's <job>-<index>-<random 5>: the API server completes generateName, so each restart differs
+    assert "name" not in pod and pod["generateName"] == "js-workers-1-0-"

@@ -20,8 +20,9 @@ Not implemented: immutability rules on update (pod spec, secret type, ...), most
 
 ``admit`` runs ``validate`` and then, for a resource of a registered job kind
 (``trainyard.api.kinds``), the job webhook (``trainyard.api.validation.review_job``), whose
-deprecation notes become Warning headers; a JobSet gets JobSet's webhook (``trainyard.api.jobset``:
-defaults first, then its rules).
+deprecation notes become Warning headers; any other custom kind with a row in
+``trainyard.api.webhooks`` (JobSet, the Trainer v2 kinds) gets that webhook: defaults first, then
+its rules.
 
 Callers: ``objects`` (create, update and patch paths). Pure: no I/O.
 """
@@ -35,10 +36,10 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from trainyard.api import jobset
 from trainyard.api.kinds import KINDS
 from trainyard.api.quantity import parse_quantity
 from trainyard.api.validation import review_job
+from trainyard.api.webhooks import webhook_for
 from trainyard.cluster.apiserver import causes, errors
 from trainyard.cluster.apiserver.builtin import autoscaling, jobs, leases, priority
 from trainyard.cluster.apiserver.causes import Cause
@@ -139,12 +140,12 @@ def admit(
     warnings: list[str] | None = None,
 ) -> None:
     """``validate``, then the job webhook for a job kind's objects: 422 ``Invalid`` with every cause."""
-    is_jobset = rt.custom and subresource is None and (rt.group, rt.kind) == (jobset.GROUP, jobset.KIND)
-    if is_jobset:
-        jobset.default(obj)  # the JobSet webhook mutates before anything validates
+    hook = webhook_for(rt.group, rt.kind) if rt.custom and subresource is None else None
+    if hook is not None:
+        hook.default(obj, old)  # the mutating webhook runs before anything validates
     found = validate(rt, obj, subresource)
-    if is_jobset and not found:
-        found += [(e.type.value, e.field, e.message) for e in jobset.validate(obj, old)]
+    if hook is not None and not found:
+        found += [(e.type.value, e.field, e.message) for e in hook.validate(obj, old)]
     if rt.key == jobs.KEY and old is not None and subresource is None:
         found += jobs.update_problems(old, obj)
     job = None

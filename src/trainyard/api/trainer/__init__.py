@@ -3,7 +3,13 @@
 Names, label keys, condition types and reasons as upstream's ``pkg/apis/trainer/v1alpha1`` and
 ``pkg/constants`` spell them, so manifests, selectors and the official ``kubeflow`` SDK (0.5.0)
 written for Kubeflow Trainer keep working. The objects stay plain dicts (as the API server stores
-them); the CRDs' schemas, the webhook's defaults and validation live here too.
+them). The package's submodules hold the rest:
+
+* ``schema``: the three CRDs (``crds()``), structural schemas with upstream's field names and
+  trainyard's ``status.state`` (one of ``STATES``) behind the STATE column;
+* ``webhook``: ``default`` and ``validate`` of TrainJobs, ``validate_runtime`` of both runtime
+  kinds, and ``runtime_problems`` (the checks that need the referenced runtime);
+* ``catalog``: the five ClusterTrainingRuntimes trainyard ships (``runtimes()``).
 """
 
 from __future__ import annotations
@@ -78,3 +84,19 @@ TRAINER_PUBLIC_CONFIGMAP = "kubeflow-trainer-public"
 SYSTEM_NAMESPACE = "kubeflow-system"
 TRAINER_VERSION = "v2.3.0"
 """The upstream release whose API and behaviour trainyard's TrainJob follows."""
+
+# The CRDs, the webhook and the shipped runtimes live in submodules (which import the names above).
+from trainyard.api.trainer.catalog import DEFAULT_RUNTIME, SHIPPED_ANNOTATION, runtimes  # noqa: E402
+from trainyard.api.trainer.schema import crds  # noqa: E402
+from trainyard.api.trainer.webhook import default, runtime_problems, validate, validate_runtime  # noqa: E402
+
+__all__ = [
+    "DEFAULT_RUNTIME",
+    "SHIPPED_ANNOTATION",
+    "crds",
+    "default",
+    "runtime_problems",
+    "runtimes",
+    "validate",
+    "validate_runtime",
+]
