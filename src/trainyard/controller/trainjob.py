@@ -184,6 +184,9 @@ def _converge(observed: TrainJobObserved, point: Rendezvous) -> tuple[tuple[Obj,
             f"{kind} {name!r} does not exist in the {scope}: create it (kubectl get clustertrainingruntimes "
             "lists those installed) or fix spec.runtimeRef"
         )
+    problems = trainer.runtime_problems(tj, runtime)
+    if problems:  # upstream's webhook refuses these; an admission here cannot read the runtime
+        return (), f"{kind} {name!r} refuses this TrainJob: {'; '.join(str(p) for p in problems)}"
     try:
         built = build(tj, runtime, point)
     except UnsupportedRuntime as exc:
