@@ -450,12 +450,8 @@ class NodeAgent:
         await self._event(pod, "Normal", "Started", f"Started container {cr.name}")
 
     def _start_probes(self, run: PodRun, pod: Obj, container: Obj, cr: ContainerRun) -> None:
-        found = probes_of(container)
-        if podexec.stand_in(list(container.get("command") or [])) is not None:
-            # The sshd stand-in listens nowhere (commands reach the pod through the node's exec), and in
-            # host network mode sshd's port could not tell pods apart anyway: its tcpSocket probes
-            # (Trainer's MPI runtimes wait for sshd on 2222) are not run; it is ready while it runs.
-            found = [probe for probe in found if probe.action != "tcpSocket"]
+        # The sshd stand-in listens nowhere: commands reach the pod through the node's exec.
+        found = probes_of(container, listens=podexec.stand_in(list(container.get("command") or [])) is None)
         if not cr.init and found:
             cr.probes = self._probes(run, pod, container, cr, found)
             cr.probes.start()
