@@ -105,7 +105,7 @@ def test_a_failing_node_restarts_the_whole_gang_then_fails_with_its_logs_kept(ku
     apply(kubectl, ns, "crash", {"numNodes": 2, "command": ["python", "-c", crash]})
     failed = state_is(kubectl, ns, "crash", "Failed")
     (cond,) = [c for c in failed["status"]["conditions"] if c["type"] == "Failed"]
-    assert cond["reason"] == "FailedJobs" and "max number of restarts" in cond["message"], cond
+    assert cond["reason"] == "ReachedMaxRestarts" and "max number of restarts" in cond["message"], cond
     js = kubectl.json("get", "jobset", "crash", "-n", ns)
     assert js["status"]["restarts"] == js["spec"]["failurePolicy"]["maxRestarts"] > 0
     pods = kubectl.json("get", "pods", "-n", ns, "-l", "jobset.sigs.k8s.io/jobset-name=crash")["items"]

@@ -170,6 +170,13 @@ def test_a_missing_runtime_is_a_warning_retried_and_an_unsupported_kind_fails() 
     assert plan.status["state"] == "Failed"
 
 
+def test_reserved_env_for_the_runtime_is_refused_with_the_field() -> None:
+    tj = trainjob(trainer={"env": [{"name": "PET_NNODES", "value": "9"}]})
+    plan = reconcile(observe(tj, runtime()), CLUSTER)
+    assert plan.apply == ()
+    assert "spec.trainer.env" in plan.events[0].message and "PET_NNODES" in plan.events[0].message
+
+
 def _jobset_status(plan: Any, **status: Any) -> Obj:
     js = copy.deepcopy(the_jobset(plan))
     js["metadata"]["resourceVersion"] = "7"
