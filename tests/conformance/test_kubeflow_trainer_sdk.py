@@ -3,22 +3,22 @@
 The SDK pins ``kubernetes<36`` and ships a ``kubeflow/__init__.py`` of its own, as
 ``kubeflow-training`` does, so ``make install`` puts it and ``kubernetes`` 35 under
 ``<venv>/clients/kubeflow`` and the scenario (``kubeflow_trainer_scenario.py``) runs in a
-subprocess with that directory first on ``PYTHONPATH``, the SDK unchanged. The plane is its own,
-with a short crash-loop back-off: the scenario's failing TrainJob fails once its node's container
-has restarted up to the Job's ``backoffLimit`` (6), which at the kubelet's 10 s schedule takes
-minutes.
+subprocess with that directory first on ``PYTHONPATH``, the SDK unchanged. It needs no plane
+flags, so it runs on the session plane, in a namespace of its own (``list_jobs`` reads every
+TrainJob of the namespace, and fails on one whose runtime is missing).
 """
 
 from __future__ import annotations
 
 import subprocess
 import sys
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from conftest import REPO, Plane, own_plane
+from conftest import REPO, Kubectl, Plane
 
 pytestmark = pytest.mark.e2e
 
@@ -27,19 +27,22 @@ SCENARIO = Path(__file__).with_name("kubeflow_trainer_scenario.py")
 KUBEFLOW = Path(sys.prefix) / "clients" / "kubeflow"
 
 
-@pytest.fixture(scope="module")
-def trainer_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Plane]:
-    yield from own_plane(tmp_path_factory, "kubeflow-trainer-sdk", "--restart-backoff", "0.2")
+@pytest.fixture
+def ns(kubectl: Kubectl) -> Iterator[str]:
+    name = f"trainer-sdk-{uuid.uuid4().hex[:6]}"
+    kubectl("create", "namespace", name)
+    yield name
+    kubectl.run("delete", "namespace", name, "--wait=false")
 
 
 @pytest.mark.timeout(600)
-def test_kubeflow_trainer_sdk_runs_a_function_on_two_nodes(trainer_plane: Plane) -> None:
+def test_kubeflow_trainer_sdk_runs_a_function_on_two_nodes(plane: Plane, ns: str) -> None:
     assert (KUBEFLOW / "kubeflow" / "trainer").is_dir(), f"kubeflow is not installed in {KUBEFLOW}; run `make install`"
     result = subprocess.run(
-        [sys.executable, str(SCENARIO), str(trainer_plane.kubeconfig), "default"],
+        [sys.executable, str(SCENARIO), str(plane.kubeconfig), ns],
         capture_output=True,
         text=True,
-        env={"PATH": "/usr/bin:/bin", "HOME": str(trainer_plane.home), "PYTHONPATH": str(KUBEFLOW)},
+        env={"PATH": "/usr/bin:/bin", "HOME": str(plane.home), "PYTHONPATH": str(KUBEFLOW)},
         cwd=REPO,
         timeout=540,
         stdin=subprocess.DEVNULL,
@@ -52,4 +55,6 @@ def test_kubeflow_trainer_sdk_runs_a_function_on_two_nodes(trainer_plane: Plane)
     assert lines[1].startswith("kubernetes 35.0.0 from ") and str(KUBEFLOW) in lines[1], lines[1]
     # The SDK's constructor read the control plane's version (a warning on stderr otherwise).
     assert "Trainer control-plane version info is not available" not in output, output
+    # Both nodes' ranks took part in one all-reduce (the scenario checks every rank's line).
+    assert "trainer-sdk ddp rank 1 world " in output, output
     assert output.rstrip().endswith("SCENARIO OK"), output
