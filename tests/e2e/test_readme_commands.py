@@ -60,6 +60,17 @@ EXPECT = {
     "make envs": ["environment tensorflow at", "environment paddle at"],
     "yard env list": ["ghcr.io/trainyard/examples-xgboost:*", "yes"],
     "yard env create scratch --image 'registry.example/me/scratch:*'": ["environment scratch at"],
+    "PYTHONPATH=$VIRTUAL_ENV/clients/kubeflow python examples/trainjob/sdk_train.py": [
+        "torch-distributed",
+        "is Complete",
+        "--- node-1",
+        "rank 1 of 2: 750 training rows",
+    ],
+    "yard wait trainjob/trainjob-ddp": ["trainjob/trainjob-ddp succeeded"],
+    "yard get trainjobs": ["RUNTIME", "NODES", "trainjob-ddp", "Complete", "torch-distributed"],
+    "yard describe trainjob/trainjob-ddp": ["AllJobsCompleted", "node-1", "Jobs:"],
+    "yard logs trainjob/trainjob-ddp --tail 2": ["[node-0]", "[node-1] rank 1 of 2"],
+    "kubectl get trainjobs,jobsets,jobs": ["trainjob-ddp-node-0"],
 }
 SHELL_FENCES = {"", "bash", "sh", "shell", "zsh", "console-session"}
 

@@ -13,7 +13,7 @@ Two families share every verb (``get``, ``describe``, ``logs``, ``wait``, ``run`
   (``jobset.sigs.k8s.io/jobset-name``), one step per node (``node-<completion index>``); its
   status holds ``jobsStatus`` and, when training code reports it, ``trainerStatus``.
 
-Pure: functions of API objects as the server returns them (plain dicts).
+Functions of API objects as the server returns them (plain dicts); only the ages read the clock.
 """
 
 from __future__ import annotations
@@ -29,9 +29,6 @@ from trainyard.api.meta import parse_time
 Obj = dict[str, Any]
 Column = tuple[str, Callable[[Obj], str]]
 """A column of ``yard get <kind>``: its header and how a job's cell is read."""
-
-JOB_COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
-"""Kubernetes' own: an Indexed Job's pods carry their completion index as this label."""
 
 
 def conditions(job: Obj) -> list[Obj]:
@@ -194,7 +191,8 @@ def trainjob_fields(job: Obj) -> list[tuple[str, str]]:
     if tr.get("image"):
         out.append(("Image", str(tr["image"])))
     if tr.get("command"):
-        command = " ".join(str(c) for c in [*tr["command"], *(tr.get("args") or [])])
+        # One line: an inline script's newlines and indentation collapse to single spaces.
+        command = " ".join(" ".join(str(c) for c in [*tr["command"], *(tr.get("args") or [])]).split())
         out.append(("Command", command if len(command) <= 100 else command[:97] + "..."))
     if tr.get("resourcesPerNode"):
         limits = (tr["resourcesPerNode"].get("limits") or tr["resourcesPerNode"].get("requests")) or {}
@@ -345,7 +343,7 @@ def replica_name(pod: Obj) -> str:
         return f"{str(rtype).lower()}-{index if index is not None else 0}"
     rjob = meta_labels.get(jobset.REPLICATED_JOB_NAME)
     if rjob is not None:
-        index = meta_labels.get(JOB_COMPLETION_INDEX)
+        index = meta_labels.get(labels.JOB_COMPLETION_INDEX)
         return f"{rjob}-{index}" if index is not None else str(rjob)
     return str(pod["metadata"]["name"])
 
@@ -369,7 +367,7 @@ def pod_order(pod: Obj) -> tuple[int, str, int]:
     meta_labels = pod_labels_of(pod)
     rtype = str(meta_labels.get(labels.REPLICA_TYPE) or meta_labels.get(jobset.REPLICATED_JOB_NAME) or "").lower()
     try:
-        index = int(meta_labels.get(labels.REPLICA_INDEX, meta_labels.get(JOB_COMPLETION_INDEX, 0)))
+        index = int(meta_labels.get(labels.REPLICA_INDEX, meta_labels.get(labels.JOB_COMPLETION_INDEX, 0)))
     except ValueError:
         index = 0
     return (0 if rtype in _FIRST else 1, rtype, index)
