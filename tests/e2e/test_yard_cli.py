@@ -219,10 +219,15 @@ def one_line_error(result: subprocess.CompletedProcess[str]) -> str:
 
 def test_bad_manifests_get_one_line_naming_file_and_field(plane: Plane, tmp_path: Path) -> None:
     name = unique("bad")
-    unknown = write(tmp_path, job(name).replace("kind: PyTorchJob", "kind: TrainJob"), "trainjob.yaml")
+    unknown = write(tmp_path, job(name).replace("kind: PyTorchJob", "kind: RayJob"), "rayjob.yaml")
     assert one_line_error(yard(plane, "apply", "-f", str(unknown))).startswith(
-        f"error: {unknown}: kind: unknown kind 'TrainJob': yard handles training jobs "
-        "(JAXJob, MPIJob, MXJob, PaddleJob, PyTorchJob, TFJob, XGBoostJob)"
+        f"error: {unknown}: kind: unknown kind 'RayJob': yard handles training jobs "
+        "(JAXJob, MPIJob, MXJob, PaddleJob, PyTorchJob, TFJob, TrainJob, XGBoostJob)"
+    )
+    # TrainJob is served, by another group than a v1 job's.
+    version = write(tmp_path, job(name).replace("kind: PyTorchJob", "kind: TrainJob"), "trainjob.yaml")
+    assert one_line_error(yard(plane, "apply", "-f", str(version))).startswith(
+        f"error: {version}: apiVersion: 'kubeflow.org/v1' is not served for TrainJob; use trainer.kubeflow.org/v1alpha1"
     )
     schema = write(tmp_path, job(name).replace("replicas: 2", "replicas: two"), "schema.yaml")
     error = one_line_error(yard(plane, "apply", "-f", str(schema)))
@@ -238,7 +243,7 @@ def test_bad_manifests_get_one_line_naming_file_and_field(plane: Plane, tmp_path
     mixed = write(tmp_path, job(name) + "---\n" + job("x").replace("kind: PyTorchJob", "kind: Nope"), "mixed.yaml")
     assert f"{mixed} (document 2): kind: unknown kind 'Nope'" in one_line_error(yard(plane, "apply", "-f", str(mixed)))
     assert yard(plane, "get", "ptj", name).returncode == 1
-    assert "unknown job kind 'trainjobs'" in one_line_error(yard(plane, "get", "trainjobs"))
+    assert "unknown job kind 'rayjobs'" in one_line_error(yard(plane, "get", "rayjobs"))
     assert one_line_error(yard(plane, "logs", name)) == f"error: no job or pod named {name!r} in namespace default\n"
     assert "not found" in one_line_error(yard(plane, "describe", "job", name))
 
