@@ -179,10 +179,16 @@ def _converge(observed: TrainJobObserved, point: Rendezvous) -> tuple[tuple[Obj,
     runtime = observed.runtime
     _, kind, name = runtime_ref(tj)
     if runtime is None:
-        scope = "cluster" if kind == trainer.CLUSTER_TRAINING_RUNTIME else f"namespace {tj['metadata']['namespace']}"
+        cluster = kind == trainer.CLUSTER_TRAINING_RUNTIME
+        scope = "cluster" if cluster else f"namespace {tj['metadata']['namespace']}"
+        listing = (
+            trainer.CLUSTER_TRAINING_RUNTIMES
+            if cluster
+            else f"{trainer.TRAINING_RUNTIMES} -n {tj['metadata']['namespace']}"
+        )
         return (), (
-            f"{kind} {name!r} does not exist in the {scope}: create it (kubectl get clustertrainingruntimes "
-            "lists those installed) or fix spec.runtimeRef"
+            f"{kind} {name!r} does not exist in the {scope}: create it (kubectl get {listing} "
+            "lists those there) or fix spec.runtimeRef"
         )
     problems = trainer.runtime_problems(tj, runtime)
     if problems:  # upstream's webhook refuses these; an admission here cannot read the runtime

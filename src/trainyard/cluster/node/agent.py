@@ -24,7 +24,6 @@ their first pod); ``containerconfig`` puts them together for each container. Ini
 one by one before the main containers. Probes come from ``probes``, pod conditions from
 ``conditions``, GPU device assignment from ``gpus``. What the agent knows of each pod and
 container run, and how a container's status reads, is ``runs``.
-
 Commands exec'd into a running pod (``podexec``, served beside the agent) are the pod's and stop with it.
 
 Not yet here (documented as absent): CPU limits without cgroup v2, sidecar init containers.
@@ -450,13 +449,8 @@ class NodeAgent:
         await self._event(pod, "Normal", "Started", f"Started container {cr.name}")
 
     def _start_probes(self, run: PodRun, pod: Obj, container: Obj, cr: ContainerRun) -> None:
-        found = probes_of(container)
-        if podexec.stand_in(list(container.get("command") or [])) is not None:
-            # The sshd stand-in listens nowhere (commands reach the pod through the node's exec), and in
-            # host network mode sshd's port could not tell pods apart anyway: its tcpSocket probes
-            # (Trainer's MPI runtimes wait for sshd on 2222) are not run; it is ready while it runs.
-            found = [probe for probe in found if probe.action != "tcpSocket"]
-        if not cr.init and found:
+        listens = podexec.stand_in(list(container.get("command") or [])) is None  # the sshd stand-in: nowhere
+        if not cr.init and (found := probes_of(container, listens=listens)):
             cr.probes = self._probes(run, pod, container, cr, found)
             cr.probes.start()
 

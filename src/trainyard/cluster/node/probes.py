@@ -81,8 +81,15 @@ def parse(field_name: str, spec: Obj) -> Probe:
     )
 
 
-def probes_of(container: Obj) -> list[Probe]:
-    return [parse(name, container[name]) for name in KINDS if isinstance(container.get(name), dict)]
+def probes_of(container: Obj, *, listens: bool = True) -> list[Probe]:
+    """The container's probes; its tcpSocket ones only if it ``listens``.
+
+    A container that listens nowhere (the node's sshd stand-in) could not answer them, and in host
+    network mode a port such as sshd's 2222 (Trainer's MPI runtimes probe it before their launcher
+    starts) could not tell its pods apart anyway: it is ready while it runs.
+    """
+    found = [parse(name, container[name]) for name in KINDS if isinstance(container.get(name), dict)]
+    return [probe for probe in found if listens or probe.action != "tcpSocket"]
 
 
 @dataclass(frozen=True)
