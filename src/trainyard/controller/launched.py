@@ -26,7 +26,7 @@ counting and replica verdicts do not apply. One pass:
 from __future__ import annotations
 
 import dataclasses
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from trainyard.api import conditions
@@ -43,6 +43,7 @@ from trainyard.frameworks.network import Network
 BATCH_JOB = ("batch", "Job")
 EVENT_MESSAGE_LIMIT = 1024
 _SCHEDULING_DIRECTIVES = ("nodeSelector", "tolerations", "schedulingGates")
+_LONG_AGO = datetime.min.replace(tzinfo=UTC)  # aware, as the timestamps it is compared with
 
 
 class Launched(Framework, LauncherJobs, Protocol):
@@ -271,7 +272,7 @@ class _Pass:
         if reason == "BackoffLimitExceeded":
             last = max(
                 (p for p in self.launcher_pods if p.phase is PodPhase.FAILED),
-                key=lambda p: p.metadata.creation_timestamp or datetime.min,
+                key=lambda p: p.metadata.creation_timestamp or _LONG_AGO,
                 default=None,
             )
             if last is not None:
