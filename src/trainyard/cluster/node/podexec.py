@@ -245,7 +245,8 @@ class Target:
 @dataclass(frozen=True)
 class Request:
     host: str
-    command: str | None
+    command: str
+    """What ``sh -c`` runs; never empty (``parse_request`` refuses a login shell)."""
     container: str | None
 
 
@@ -344,7 +345,6 @@ class ExecServer:
             except (TimeoutError, OSError, ValueError) as exc:
                 log.info("exec request not read: %s", exc)
                 return
-            assert request.command is not None
             await self._run(conn, request, target, fds)
         except Exception:
             log.exception("exec request failed")
@@ -366,7 +366,6 @@ class ExecServer:
             f"import sys; sys.path.insert(0, {str(_SRC)!r}); "
             "from trainyard.cluster.node.runtime.nsexec import main; main(sys.argv[1:])"
         )
-        assert request.command is not None
         try:
             process = await asyncio.create_subprocess_exec(
                 sys.executable,
