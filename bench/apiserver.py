@@ -528,9 +528,7 @@ async def phase_watch(args: argparse.Namespace, server: Server) -> dict[str, flo
         f"   server CPU {cpu1 - cpu0:.2f} s = {(cpu1 - cpu0) / lat['writes'] * 1e6:.0f} us per write delivered to "
         f"{args.watchers} watchers;"
     )
-    print(
-        f"   clients' CPU: watchers' process {lat['watcher_cpu']:.1f} s, writer {lat['writer_cpu']:.1f} s"
-    )
+    print(f"   clients' CPU: watchers' process {lat['watcher_cpu']:.1f} s, writer {lat['writer_cpu']:.1f} s")
     print(f"   ({cpu_split(server.pid, split0)}); {load()}")
     print(f"   target p99 <= {TARGET_WATCH_P99_MS:.0f} ms: {verdict(lat['p99_ms'], TARGET_WATCH_P99_MS, False)}\n")
     return {"watch p50 ms": lat["p50_ms"], "watch p99 ms": lat["p99_ms"]}

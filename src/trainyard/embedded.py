@@ -35,8 +35,10 @@ from trainyard.cluster.paths import DEFAULT_PORT, Layout
 from trainyard.cluster.plane import ApiPlane
 from trainyard.cluster.scheduler.loop import Scheduler
 from trainyard.frameworks.registry import kinds
+from trainyard.frameworks.trainer.status import StatusServer
 from trainyard.operator.manager import Operator
 from trainyard.operator.metrics import CONTENT_TYPE, OperatorMetrics
+from trainyard.operator.serving import Endpoint
 from trainyard.operator.settings import (
     DEFAULT_HOST_PORTS,
     HOST_PORTS_ENV,
@@ -44,6 +46,7 @@ from trainyard.operator.settings import (
     parse_host_ports,
     with_pending_timeout,
 )
+from trainyard.operator.statusserver import serve_status
 
 log = logging.getLogger(__name__)
 
@@ -104,6 +107,7 @@ class EmbeddedPlane:
         self.jobs: JobController | None = None
         self.jobsets: JobSetController | None = None
         self._client: AsyncClient | None = None
+        self.status_server: Endpoint | None = None
 
     async def start(self) -> None:
         self.layout.home.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -146,6 +150,14 @@ class EmbeddedPlane:
             # As `yard operator --host-ports`, from the environment: each plane on a host may need its own range.
             host_ports = parse_host_ports(os.environ.get(HOST_PORTS_ENV) or DEFAULT_HOST_PORTS)
             settings = replace(settings, host_ports=host_ports)
+            if self.api.credentials is not None:
+                # Kubeflow Trainer's TrainJob status server, on by default: the local node's pods reach
+                # it on the plane's address, over TLS with the plane's certificate and CA.
+                credentials = self.api.credentials
+                address = (self.options.host, 0)
+                self.status_server = await serve_status(self._client, address, credentials.server_context())
+                url = f"https://{self.options.host}:{self.status_server.port}"
+                settings = replace(settings, trainer_status=StatusServer(url, credentials.ca_pem.decode()))
             self.operator = Operator(self._client, settings, metrics=self.metrics)
             self._tasks.append(asyncio.create_task(self.operator.run(), name="operator"))
         self.layout.state_file.write_text(
@@ -182,6 +194,8 @@ class EmbeddedPlane:
             await self.node.shutdown()
         if self.exec_server is not None:
             await self.exec_server.close()
+        if self.status_server is not None:
+            await self.status_server.close()
         if self._client is not None:
             await self._client.close()
         await self.api.stop()

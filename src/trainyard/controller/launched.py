@@ -26,13 +26,13 @@ counting and replica verdicts do not apply. One pass:
 from __future__ import annotations
 
 import dataclasses
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from trainyard.api import conditions
 from trainyard.api.common import CleanPodPolicy, ConditionType, JobCondition, JobStatus, ReplicaStatus, TrainingJob
 from trainyard.api.core import Pod, PodPhase
-from trainyard.api.meta import TypedObject
+from trainyard.api.meta import TypedObject, parse_time
 from trainyard.controller import children, gang, owned
 from trainyard.controller.observed import ControllerSettings, Observed
 from trainyard.controller.plan import ChildRef, EventType, JobEvent, Plan, StatusPatch
@@ -43,6 +43,7 @@ from trainyard.frameworks.network import Network
 BATCH_JOB = ("batch", "Job")
 EVENT_MESSAGE_LIMIT = 1024
 _SCHEDULING_DIRECTIVES = ("nodeSelector", "tolerations", "schedulingGates")
+_LONG_AGO = datetime.min.replace(tzinfo=UTC)  # aware, as the timestamps it is compared with
 
 
 class Launched(Framework, LauncherJobs, Protocol):
@@ -51,8 +52,7 @@ class Launched(Framework, LauncherJobs, Protocol):
 
 def run(observed: Observed, job: TrainingJob, plugin: Launched, settings: ControllerSettings) -> Plan:
     """One pass over a defaulted job of a launched kind; the plan's status only when it changed."""
-    p = _Pass(observed, job, plugin, settings)
-    return p.plan()
+    return _Pass(observed, job, plugin, settings).plan()
 
 
 class _Pass:
@@ -132,8 +132,7 @@ class _Pass:
         return owned.diff(self.job, wanted, have).amend(plan)
 
     def _workers(self, plan: Plan) -> Plan:
-        spec = self.job.replica_specs.get(self.plugin.worker_type)
-        replicas = (spec.replicas or 0) if spec is not None else 0
+        replicas = _replicas(self.job, self.plugin)
         have = {p.name for p in self.workers}
         network = Network(
             self.settings.network_mode,
@@ -214,22 +213,10 @@ class _Pass:
             )
             if resumed != status:
                 status = resumed.model_copy(update={"start_time": self.now})
-        statuses = dict(status.replica_statuses)
         running_launchers = sum(1 for p in self.launcher_pods if p.phase is PodPhase.RUNNING)
         if self.launcher is not None:
-            launcher_status = self.launcher.to_dict().get("status") or {}
-            counts = ReplicaStatus(active=0, succeeded=0, failed=int(launcher_status.get("failed") or 0))
-            if _condition(self.launcher, "Complete"):
-                counts = counts.model_copy(update={"succeeded": 1})
-                completed = _parse_time(launcher_status.get("completionTime"))
-                if status.completion_time is None:
-                    status = status.model_copy(update={"completion_time": completed or self.now})
-                status = self._set(status, ConditionType.SUCCEEDED, f"{kind} {qualified} successfully completed.")
-            elif (failed := _condition(self.launcher, "Failed")) is not None:
-                status = self._failed(status, failed)
-            else:
-                counts = counts.model_copy(update={"active": running_launchers})
-            statuses[self.plugin.launcher_type] = counts
+            status = self._launcher_outcome(status, self.launcher, running_launchers)
+        statuses = dict(status.replica_statuses)
         workers = [] if done or self.suspended else self.workers
         running = sum(1 for p in workers if p.phase is PodPhase.RUNNING)
         evicted = sum(1 for p in workers if p.phase is PodPhase.FAILED and p.status.reason == "Evicted")
@@ -247,23 +234,45 @@ class _Pass:
             status = self._set(status, ConditionType.RUNNING, message, value=conditions.FALSE, reason="Suspended")
         elif conditions.is_finished(status):
             if conditions.find(status, ConditionType.RUNNING) is None:
-                at = status.completion_time or self.now
-                never = JobCondition(
-                    type=ConditionType.RUNNING,
-                    status=conditions.FALSE,
-                    reason=f"{kind}Running",
-                    message=f"{kind} {qualified} is finished but Running condition was never set.",
-                    last_update_time=at,
-                    last_transition_time=at,
-                )
-                # Upstream appends it; here it goes before the outcome, so that the last condition (what
-                # `kubectl get` and `yard get` show as the State) stays Succeeded or Failed.
-                *rest, outcome = status.conditions
-                status = status.model_copy(update={"conditions": [*rest, never, outcome]})
+                status = self._never_running(status)
         # Every worker the spec asks for runs (upstream counts the pods it just got or created).
         elif self.launcher is not None and running_launchers >= 1 and running == _replicas(self.job, self.plugin):
             status = self._set(status, ConditionType.RUNNING, f"{kind} {qualified} is running.")
         return status
+
+    def _launcher_outcome(self, status: JobStatus, launcher: TypedObject, running: int) -> JobStatus:
+        """The launcher's replica status and, once its Job finished, the job's outcome."""
+        launcher_status = launcher.to_dict().get("status") or {}
+        counts = ReplicaStatus(active=0, succeeded=0, failed=int(launcher_status.get("failed") or 0))
+        if _condition(launcher, "Complete"):
+            counts = counts.model_copy(update={"succeeded": 1})
+            completed = _parse_time(launcher_status.get("completionTime"))
+            if status.completion_time is None:
+                status = status.model_copy(update={"completion_time": completed or self.now})
+            message = f"{self.kind} {self.qualified} successfully completed."
+            status = self._set(status, ConditionType.SUCCEEDED, message)
+        elif (failed := _condition(launcher, "Failed")) is not None:
+            status = self._failed(status, failed)
+        else:
+            counts = counts.model_copy(update={"active": running})
+        statuses = {**status.replica_statuses, self.plugin.launcher_type: counts}
+        return status.model_copy(update={"replica_statuses": statuses})
+
+    def _never_running(self, status: JobStatus) -> JobStatus:
+        """A finished job that never ran gets ``Running=False``, as upstream says it."""
+        at = status.completion_time or self.now
+        never = JobCondition(
+            type=ConditionType.RUNNING,
+            status=conditions.FALSE,
+            reason=f"{self.kind}Running",
+            message=f"{self.kind} {self.qualified} is finished but Running condition was never set.",
+            last_update_time=at,
+            last_transition_time=at,
+        )
+        # Upstream appends it; here it goes before the outcome, so that the last condition (what
+        # `kubectl get` and `yard get` show as the State) stays Succeeded or Failed.
+        *rest, outcome = status.conditions
+        return status.model_copy(update={"conditions": [*rest, never, outcome]})
 
     def _failed(self, status: JobStatus, failed: dict[str, Any]) -> JobStatus:
         reason = failed.get("reason") or f"{self.kind}Failed"
@@ -271,7 +280,7 @@ class _Pass:
         if reason == "BackoffLimitExceeded":
             last = max(
                 (p for p in self.launcher_pods if p.phase is PodPhase.FAILED),
-                key=lambda p: p.metadata.creation_timestamp or datetime.min,
+                key=lambda p: p.metadata.creation_timestamp or _LONG_AGO,
                 default=None,
             )
             if last is not None:
@@ -348,7 +357,7 @@ def _parse_time(raw: object) -> datetime | None:
     if not isinstance(raw, str):
         return None
     try:
-        return datetime.fromisoformat(raw.replace("Z", "+00:00"))
+        return parse_time(raw)
     except ValueError:
         return None
 

@@ -1,9 +1,10 @@
 """Owned children of any namespaced kind: the one create/replace/delete diff of the pure layer.
 
 Beside its replicas' pods and Services, a job owns objects of other kinds: the gang's PodGroup
-(``gang``) and whatever its plugin lists (``Framework.children``: PyTorch's HPA; an MPIJob's
-ConfigMap, Secret, ServiceAccount, Role, RoleBinding and launcher Job would be more). ``diff``
-compares the objects a job wants with those the operator read, and says what to write:
+(``gang``), whatever its plugin lists (``Framework.children``: PyTorch's HPA) and, for a kind
+run by a launcher (``launched``), the plugin's companions (an MPIJob's Service, hostfile
+ConfigMap and SSH Secret) and its launcher Job. ``diff`` compares the objects a job wants with
+those the operator read, and says what to write:
 
 * a wanted object that is not there is created as given, in the job's namespace and with the
   job as its controller owner (unless it names them itself);

@@ -32,7 +32,7 @@ from trainyard.api import jobset, trainer
 from trainyard.api.meta import format_time, parse_time
 from trainyard.controller.plan import ChildRef, EventType, JobEvent
 from trainyard.frameworks.network import NetworkMode
-from trainyard.frameworks.trainer.build import Built, Rendezvous, UnsupportedRuntime, build
+from trainyard.frameworks.trainer.build import Built, Rendezvous, StatusServer, UnsupportedRuntime, build
 from trainyard.frameworks.trainer.template import cluster_rendezvous
 
 Obj = dict[str, Any]
@@ -62,6 +62,8 @@ class TrainJobObserved:
 class TrainJobSettings:
     network_mode: NetworkMode = NetworkMode.CLUSTER_DNS
     node_address: str = "127.0.0.1"
+    status_server: StatusServer | None = None
+    """Where trainer pods report progress (upstream's TrainJobStatus gate); None: not injected."""
 
 
 @dataclass(frozen=True)
@@ -151,7 +153,7 @@ def reconcile(observed: TrainJobObserved, settings: TrainJobSettings) -> TrainJo
         point = rendezvous(observed, settings)
         if point is None:
             return TrainJobPlan(allocate_ports=(PORT_KEY,))
-        apply, problem = _converge(observed, point)
+        apply, problem = _converge(observed, point, settings.status_server)
         if problem:
             events.append(JobEvent(EventType.WARNING, "TrainJobResourcesCreationFailed", problem))
             requeue = RETRY
@@ -173,7 +175,9 @@ def reconcile(observed: TrainJobObserved, settings: TrainJobSettings) -> TrainJo
     )
 
 
-def _converge(observed: TrainJobObserved, point: Rendezvous) -> tuple[tuple[Obj, ...], str]:
+def _converge(
+    observed: TrainJobObserved, point: Rendezvous, status_server: StatusServer | None = None
+) -> tuple[tuple[Obj, ...], str]:
     """The children to write, or why none can be: (objects, problem)."""
     tj = observed.trainjob
     runtime = observed.runtime
@@ -194,7 +198,7 @@ def _converge(observed: TrainJobObserved, point: Rendezvous) -> tuple[tuple[Obj,
     if problems:  # upstream's webhook refuses these; an admission here cannot read the runtime
         return (), f"{kind} {name!r} refuses this TrainJob: {'; '.join(str(p) for p in problems)}"
     try:
-        built = build(tj, runtime, point)
+        built = build(tj, runtime, point, status_server)
     except UnsupportedRuntime as exc:
         return (), f"{kind} {name!r} cannot run this TrainJob: {exc}"
     writes = [*_jobset_write(built, observed), *_companions(built, observed)]

@@ -1,5 +1,5 @@
-"""What several plugins share: a replica's declared port, upstream's common replica-failure rule, and
-the defaults of a plugin whose world is static (``StaticWorld``).
+"""What several plugins share: a replica's declared port, upstream's common success and replica-failure
+rules, and the defaults of a plugin whose world is static (``StaticWorld``).
 
 Kind-free: it reads a job only through ``KindInfo`` and ``ReplicaCounts``.
 """
@@ -52,6 +52,33 @@ def failure_verdicts(
         msg = f"{who} {name} is restarting because {c.failed} {rtype} replica(s) failed."
         out.append(Verdict(ConditionType.RESTARTING, msg))
     return out
+
+
+def master_or_workers_verdicts(
+    info: KindInfo, job: TrainingJob, counts: Mapping[str, ReplicaCounts], *, one_worker_suffices: bool = False
+) -> list[Verdict]:
+    """Upstream's status rule of PyTorchJob, PaddleJob and JAXJob (reference §8), in its words.
+
+    With a ``Master`` it decides (Running while it runs, Succeeded once it has); without, the
+    ``Worker``s do: Succeeded once every one has (``one_worker_suffices``: once any has, as elastic
+    PyTorch), else Running while any runs. Then ``failure_verdicts``. The Master's messages name
+    the job, the Workers' its namespace too, as upstream's do.
+    """
+    kind, name, qualified = info.kind, job.name, f"{job.namespace}/{job.name}"
+    out: list[Verdict] = []
+    master, worker = counts.get("Master"), counts.get("Worker")
+    if master is not None:
+        if master.active > 0:
+            out.append(Verdict(ConditionType.RUNNING, f"{kind} {name} is running."))
+        if master.replicas > 0 and master.succeeded >= master.replicas:
+            return [*out, Verdict(ConditionType.SUCCEEDED, f"{kind} {name} is successfully completed.")]
+    elif worker is not None:
+        enough = worker.replicas if not one_worker_suffices else 1
+        if worker.replicas > 0 and worker.succeeded >= enough:
+            return [Verdict(ConditionType.SUCCEEDED, f"{kind} {qualified} successfully completed.")]
+        if worker.active > 0:
+            out.append(Verdict(ConditionType.RUNNING, f"{kind} {qualified} is running."))
+    return [*out, *failure_verdicts(info, name, counts)]
 
 
 class StaticWorld:

@@ -19,6 +19,7 @@ import socket
 import sys
 import uuid
 from collections.abc import Coroutine, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +31,7 @@ from trainyard.api.kinds import UPSTREAM_FRAMEWORKS
 from trainyard.controller import ControllerSettings
 from trainyard.frameworks.network import NetworkMode
 from trainyard.frameworks.registry import kinds, operator_flags
+from trainyard.frameworks.trainer import status
 from trainyard.operator.leader import LeaderElectionConfig, LeaderElector
 from trainyard.operator.manager import Operator
 from trainyard.operator.metrics import OperatorMetrics
@@ -41,12 +43,14 @@ from trainyard.operator.settings import (
     parse_host_ports,
     with_pending_timeout,
 )
+from trainyard.operator.statusserver import serve_status
 from trainyard.operator.webhook import (
     WebhookServer,
     WebhookSettings,
     add_webhook_flags,
     has_certificates,
     start_webhook,
+    tls_context,
     webhook_settings,
 )
 
@@ -130,6 +134,18 @@ def parser() -> argparse.ArgumentParser:
         "--health-probe-bind-address", default=":8081", help="where /healthz and /readyz are served (0: off)"
     )
     add_webhook_flags(p)  # served only when its certificates exist
+    srv.add_argument(
+        "--status-server-port",
+        type=int,
+        default=status.DEFAULT_PORT,
+        help="HTTPS port of the TrainJob status server (upstream's TrainJobStatus; served with the webhook's "
+        f"certificate and its ca.crt; 0: off; default {status.DEFAULT_PORT})",
+    )
+    srv.add_argument(
+        "--status-server-url",
+        default="",
+        help="how trainer pods reach it (default https://training-operator.<operator namespace>.svc:<port>)",
+    )
     for plugin in operator_flags():
         plugin.add_operator_flags(p)  # e.g. PyTorch's init container, cluster-dns mode only
     p.add_argument(
@@ -236,7 +252,10 @@ class OperatorProcess:
         metrics_address: tuple[str, int] | None,
         probes_address: tuple[str, int] | None,
         webhook: WebhookSettings | None = None,
+        status_server: tuple[int, str] = (0, ""),
     ) -> None:
+        self.status_server = status_server
+        """(port, URL) of the TrainJob status server; port 0: not served."""
         self.config = config
         self.settings = settings
         self.election = election
@@ -261,6 +280,7 @@ class OperatorProcess:
                 webhook = await start_webhook(self.webhook)
             elif self.webhook is not None:
                 log.info("validating webhook not served: no tls.crt/tls.key in %s", self.webhook.cert_dir)
+            await self._serve_status(client)
             stopping = asyncio.create_task(stop.wait())
             try:
                 if self.election is None:
@@ -275,6 +295,28 @@ class OperatorProcess:
             for endpoint in self.endpoints:
                 await endpoint.close()
             await client.close()
+
+    async def _serve_status(self, client: AsyncClient) -> None:
+        """Every replica serves it, as the webhook; TrainJobs get its env only while it is served."""
+        port, url = self.status_server
+        if not port:
+            return
+        if (
+            self.webhook is None
+            or not has_certificates(self.webhook)
+            or not (self.webhook.cert_dir / "ca.crt").is_file()
+        ):
+            where = self.webhook.cert_dir if self.webhook is not None else "--webhook-cert-dir"
+            log.info("TrainJob status server not served: no tls.crt, tls.key and ca.crt in %s", where)
+            return
+        context = tls_context(self.webhook)
+        self.endpoints.append(await serve_status(client, ("0.0.0.0", port), context))
+        ca = (self.webhook.cert_dir / "ca.crt").read_text()
+        if not url:
+            in_cluster = Path(SERVICE_ACCOUNT) / "namespace"
+            namespace = in_cluster.read_text().strip() if in_cluster.exists() else "kubeflow"
+            url = f"https://training-operator.{namespace}.svc:{port}"
+        self.settings = replace(self.settings, trainer_status=status.StatusServer(url, ca))
 
     def _operator(self, client: AsyncClient, elector: LeaderElector | None = None) -> Operator:
         self.ready = True
@@ -343,6 +385,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         metrics_address=metrics_address,
         probes_address=probes_address,
         webhook=webhook_settings(args, settings.kinds or None),
+        status_server=(args.status_server_port, args.status_server_url),
     )
 
     async def run() -> None:

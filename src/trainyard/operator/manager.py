@@ -53,7 +53,11 @@ class Operator:
         if not settings.kinds or trainer.TRAINJOB in settings.kinds:
             self.trainjobs = TrainJobController(
                 client,
-                TrainJobSettings(settings.controller.network_mode, settings.controller.node_address),
+                TrainJobSettings(
+                    settings.controller.network_mode,
+                    settings.controller.node_address,
+                    status_server=settings.trainer_status,
+                ),
                 namespace=settings.namespace,
                 workers=settings.workers,
                 ports=shared_ports,

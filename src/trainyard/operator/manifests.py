@@ -34,6 +34,7 @@ from trainyard.api.podgroup import SCHEDULER_PLUGINS_SCHEDULER, VOLCANO_SCHEDULE
 from trainyard.controller.children import REPLICA_KINDS
 from trainyard.frameworks.base import OwnedKind
 from trainyard.frameworks.registry import kinds, plugin_for
+from trainyard.frameworks.trainer.status import DEFAULT_PORT as STATUS_PORT
 from trainyard.operator import trainjobs
 from trainyard.operator.controller import OWNED_VERBS, REPLICA_VERBS
 from trainyard.operator.main import DEFAULT_LEASE_ID
@@ -168,6 +169,12 @@ RULES: tuple[Rule, ...] = (
     ),
     *_trainjob_rules(),
     Rule(
+        "authentication.k8s.io",
+        ("tokenreviews",),
+        ("create",),
+        "the TrainJob status server checks a trainer pod's projected token (its audience names the TrainJob)",
+    ),
+    Rule(
         "scheduling.k8s.io",
         ("priorityclasses",),
         ("list",),
@@ -241,6 +248,8 @@ def operator_args() -> list[str]:
         f"--health-probe-bind-address=:{PROBES_PORT}",
         f"--webhook-server-port={DEFAULT_PORT}",
         f"--webhook-cert-dir={DEFAULT_CERT_DIR}",
+        f"--status-server-port={STATUS_PORT}",
+        f"--status-server-url=https://{NAME}.{NAMESPACE}.svc:{STATUS_PORT}",
         "--network-mode=cluster-dns",
     ]
 
@@ -264,6 +273,7 @@ def deployment() -> dict[str, Any]:
             {"name": "metrics", "containerPort": METRICS_PORT, "protocol": "TCP"},
             {"name": "health", "containerPort": PROBES_PORT, "protocol": "TCP"},
             {"name": "webhook-server", "containerPort": DEFAULT_PORT, "protocol": "TCP"},
+            {"name": "status-server", "containerPort": STATUS_PORT, "protocol": "TCP"},
         ],
         "livenessProbe": probe("/healthz", 15),
         "readinessProbe": probe("/readyz", 5),
@@ -318,6 +328,8 @@ def service() -> dict[str, Any]:
             "ports": [
                 {"name": "monitoring-port", "port": METRICS_PORT, "targetPort": "metrics", "protocol": "TCP"},
                 {"name": "webhook-server", "port": 443, "targetPort": "webhook-server", "protocol": "TCP"},
+                # Kubeflow Trainer's TrainJob status server: trainer pods POST their progress here
+                {"name": "status-server", "port": STATUS_PORT, "targetPort": "status-server", "protocol": "TCP"},
             ],
         },
     }

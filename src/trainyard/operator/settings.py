@@ -7,6 +7,7 @@ from datetime import timedelta
 
 from trainyard.controller import ControllerSettings
 from trainyard.frameworks.network import NetworkMode
+from trainyard.frameworks.trainer.status import StatusServer
 
 DEFAULT_HOST_PORTS = "20000-32767"
 HOST_PORTS_ENV = "TRAINYARD_HOST_PORTS"
@@ -24,6 +25,8 @@ class OperatorSettings:
     """Kinds to reconcile (``--enable-scheme``); empty: every kind trainyard has a plugin for."""
     host_ports: tuple[int, int] = (20000, 32767)  # DEFAULT_HOST_PORTS
     """Host network mode: the range ports are allocated from (``--host-ports``)."""
+    trainer_status: StatusServer | None = None
+    """Where TrainJobs' trainer pods report progress (the status server this process serves); None: off."""
 
     @classmethod
     def host(cls, node_address: str = "127.0.0.1", gang_scheduler_name: str = "") -> OperatorSettings:

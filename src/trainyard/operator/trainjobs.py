@@ -305,8 +305,10 @@ class TrainJobController:
                 if not is_status(exc, 404):
                     raise
         if plan.status is not None:
+            # trainerStatus belongs to the status server: the copy read here may be older than its last write
+            status = {k: v for k, v in plan.status.items() if k != "trainerStatus"}
             await self.client.patch(
-                self.res.Status, name, {"status": plan.status}, namespace=namespace, patch_type=PatchType.MERGE
+                self.res.Status, name, {"status": status}, namespace=namespace, patch_type=PatchType.MERGE
             )
         events += [(e.type.value, e.reason, e.message) for e in plan.events]
         await self._emit(tj, events)

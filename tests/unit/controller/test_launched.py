@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from trainyard.api.core import Pod
 from trainyard.api.kubeflow.mpi import MPIJob
 from trainyard.api.meta import TypedObject
 from trainyard.controller import ChildRef, ControllerSettings, Observed, Plan, reconcile
@@ -134,8 +135,6 @@ def secret() -> dict[str, Any]:
 def run(job: MPIJob, *objects: dict[str, Any], now: datetime = NOW) -> Plan:
     pods = tuple(p for p in objects if p["kind"] == "Pod")
     owned = tuple(TypedObject.model_validate(o) for o in objects if o["kind"] != "Pod")
-    from trainyard.api.core import Pod
-
     observed = Observed(job, tuple(Pod.model_validate(p) for p in pods), (), now, owned=owned, key_pairs=key_pair)
     return reconcile(observed, PLUGIN, SETTINGS)
 
@@ -257,6 +256,12 @@ def test_a_launcher_past_its_backoff_limit_fails_the_job_with_the_last_pods_reas
         ("Failed", "True", "BackoffLimitExceeded/OOMKilled"),
     ]
     assert plan.status.completion_time == NOW
+    # A pod read without a creationTimestamp counts as the oldest, not a naive/aware comparison error.
+    undated = launcher_pod("Failed", reason="Error", message="undated", created="2026-01-01T00:00:05Z")
+    del undated["metadata"]["creationTimestamp"]
+    plan = run(mpijob(status=created), launcher_job(status=failed), undated, pods[0])
+    assert plan.status is not None
+    assert next(c for c in plan.status.conditions if c.type.value == "Failed").message.endswith(": first")
 
 
 def test_an_evicted_worker_fails_the_job() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 from typing import Any
 
 import pytest
@@ -9,6 +10,7 @@ import pytest
 from trainyard.api.defaults import apply_defaults
 from trainyard.api.kinds import KINDS
 from trainyard.api.kubeflow.mpi import MPIJob
+from trainyard.api.meta import TypedObject
 from trainyard.frameworks.registry import plugin_for
 
 PLUGIN: Any = plugin_for("MPIJob")
@@ -66,7 +68,18 @@ def test_the_launcher_as_a_worker_comes_first_and_running_workers_are_discovered
 def test_the_ssh_secret_holds_a_fresh_pair_of_the_ssh_auth_type() -> None:
     secret = companions(job())["Secret"]
     assert secret["type"] == "kubernetes.io/ssh-auth"
-    assert set(secret["data"]) == {"ssh-privatekey", "ssh-publickey"}
+    decoded = {k: base64.b64decode(v).decode() for k, v in secret["data"].items()}
+    assert decoded == {"ssh-privatekey": "PRIV", "ssh-publickey": "PUB"}
+
+
+def test_an_existing_ssh_secret_is_kept_as_read_and_no_pair_is_made() -> None:
+    existing = TypedObject.model_validate({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "pi-ssh"}})
+
+    def no_keys() -> tuple[str, str]:
+        raise AssertionError("a key pair was made for a job that has one")
+
+    out = PLUGIN.companions(job(), (), (existing,), no_keys, "")
+    assert [o for o in out if getattr(o, "kind", None) == "Secret"] == [existing]
 
 
 @pytest.mark.parametrize(

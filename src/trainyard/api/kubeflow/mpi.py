@@ -30,8 +30,8 @@ LAUNCHER = "Launcher"
 WORKER = "Worker"
 OPERATOR_NAME = "mpi-operator"
 """The ``training.kubeflow.org/operator-name`` label of its pods, and its event source."""
-MANAGED_BY_US = "kubeflow.org/mpi-operator"
 MANAGED_BY = ("kubeflow.org/mpi-operator", "kueue.x-k8s.io/multikueue")
+"""The ``runPolicy.managedBy`` values admission accepts; the first is ours (``KindInfo.managed_by``)."""
 ROOT_SSH_PATH = "/root/.ssh"
 
 

@@ -87,6 +87,8 @@ def _entries(rt: ResourceType) -> list[dict[str, Any]]:
             entry |= {"kind": "Binding", "verbs": ["create"]}
         elif sub == "eviction":
             entry |= {"group": "policy", "version": "v1", "kind": "Eviction", "verbs": ["create"]}
+        elif sub == "token":
+            entry |= {"group": "authentication.k8s.io", "version": "v1", "kind": "TokenRequest", "verbs": ["create"]}
         out.append(entry)
     return out
 

@@ -73,7 +73,14 @@ BUILTINS = (
     _core("events", "event", "Event", short_names=("ev",), has_spec=False),
     _core("configmaps", "configmap", "ConfigMap", short_names=("cm",), has_spec=False),
     _core("secrets", "secret", "Secret", has_spec=False),
-    _core("serviceaccounts", "serviceaccount", "ServiceAccount", short_names=("sa",), has_spec=False),
+    _core(
+        "serviceaccounts",
+        "serviceaccount",
+        "ServiceAccount",
+        short_names=("sa",),
+        has_spec=False,
+        subresources=frozenset({"token"}),
+    ),
     _core("nodes", "node", "Node", False, short_names=("no",), subresources=frozenset({"status"})),
     _core(
         "persistentvolumeclaims",

@@ -18,7 +18,7 @@ from typing import Any
 
 from aiohttp import web
 
-from trainyard.cluster.apiserver import connect, discovery, errors, tables
+from trainyard.cluster.apiserver import connect, discovery, errors, tables, tokens
 from trainyard.cluster.apiserver.objects import Objects, patch_failure
 from trainyard.cluster.apiserver.registry import ResourceType
 from trainyard.cluster.apiserver.requests import bodies, paging
@@ -62,7 +62,16 @@ class ApiServer:
     ) -> None:
         self.objects = objects
         self.address = address
+        self.layout = layout
+        self._issuer: tokens.TokenIssuer | None = None
         self.streams = Streams(objects, hub, layout, bookmark_seconds=bookmark_seconds)
+
+    @property
+    def issuer(self) -> tokens.TokenIssuer:
+        """Service-account tokens' signer, its key read (or made) on first use."""
+        if self._issuer is None:
+            self._issuer = tokens.TokenIssuer(tokens.signing_key(self.layout))
+        return self._issuer
 
     @property
     def registry(self) -> Any:
@@ -122,6 +131,10 @@ class ApiServer:
             group, version, rest = parts[1], parts[2], parts[3:]
         else:
             raise errors.unknown_path()
+        if (group, version, rest) == ("authentication.k8s.io", "v1", ["tokenreviews"]):
+            if request.method != "POST":
+                raise errors.method_not_allowed()
+            return _json(tokens.review(self.objects, self.issuer, await _body(request, None), self.now()), 201)
         if not rest:
             doc = discovery.resource_list(self.registry, group, version)
             if doc is None:
@@ -205,6 +218,11 @@ class ApiServer:
             return await self._evict(request, rt, namespace, name, dry_run)
         if sub == "scale":
             return await self._scale(request, rt, namespace, name)
+        if sub == "token":
+            if method != "POST":
+                raise errors.method_not_allowed()
+            body = await _body(request, None)
+            return _json(tokens.request(self.objects, self.issuer, namespace, name, body, self.now()), 201)
         if method == "GET":
             return self._object(request, rt, self.objects.get(rt, namespace, name))
         if method == "PUT":

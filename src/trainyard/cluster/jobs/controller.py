@@ -39,6 +39,8 @@ RETRY_SECONDS = 1.0
 MAX_RETRY_SECONDS = 60.0
 EXPECTATION_SECONDS = 60.0  # how long created pods are awaited before syncing anyway
 COMPLETION_INDEX_ENV = "JOB_COMPLETION_INDEX"
+ORPHANS: Key = ("", "")
+"""The queue key of the pass that releases pods whose Job is gone (no Job has an empty name)."""
 UNFINALIZE = {"metadata": {"$deleteFromPrimitiveList/finalizers": [decisions.TRACKING_FINALIZER]}}
 
 
@@ -158,7 +160,7 @@ class JobController:
             uid = str((obj.get("metadata") or {}).get("uid") or "")
             for pod_key in self.owned.get(uid, set()):
                 self._orphans.add(pod_key)
-                self.enqueue(("", ""))
+                self.enqueue(ORPHANS)
         else:
             self._store_job(obj)
         self.enqueue(key)
@@ -177,7 +179,7 @@ class JobController:
             job = self.jobs.get((key[0], ref["name"])) if ref is not None else None
             if job is None or job["metadata"].get("uid") != (ref or {}).get("uid"):
                 self._orphans.add(key)
-                self.enqueue(("", ""))
+                self.enqueue(ORPHANS)
 
     # -- queue -----------------------------------------------------------------------------------
 
@@ -221,7 +223,7 @@ class JobController:
 
     async def _process(self, key: Key) -> None:
         try:
-            if key == ("", ""):
+            if key == ORPHANS:
                 await self._release_orphans()
             else:
                 await self.sync(key)

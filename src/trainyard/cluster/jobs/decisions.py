@@ -416,16 +416,26 @@ def _manage(
                     count += missing
         done = succeeded >= int(completions) if completions is not None else succeeded > 0
         if done and count == 0:
-            conditions.append(condition("SuccessCriteriaMet", "True", *COMPLETIONS_REACHED, stamp))
-            return {"type": "Complete", "reason": COMPLETIONS_REACHED[0], "message": COMPLETIONS_REACHED[1]}, 0, 0
+            return _success_criteria_met(conditions, stamp), 0, 0
     if spec.get("suspend") is True:
         if _ensure(conditions, "Suspended", "True", SUSPENDED, stamp):
             plan.events.append(Event("Normal", "Suspended", "Job suspended"))
-    elif _ensure(conditions, "Suspended", "False", RESUMED, stamp):
+    else:
+        _resume(status, conditions, plan, stamp)
+    return None, terminating, count
+
+
+def _success_criteria_met(conditions: list[Obj], stamp: str) -> Obj:
+    """The interim ``SuccessCriteriaMet`` written, and the end it heads to."""
+    conditions.append(condition("SuccessCriteriaMet", "True", *COMPLETIONS_REACHED, stamp))
+    return {"type": "Complete", "reason": COMPLETIONS_REACHED[0], "message": COMPLETIONS_REACHED[1]}
+
+
+def _resume(status: Obj, conditions: list[Obj], plan: Plan, stamp: str) -> None:
+    if _ensure(conditions, "Suspended", "False", RESUMED, stamp):
         plan.events.append(Event("Normal", "Resumed", "Job resumed"))
         # The deadline counts the time a Job is continuously active: it starts again on resume.
         status["startTime"] = stamp
-    return None, terminating, count
 
 
 def _manage_indexed(
@@ -473,11 +483,8 @@ def _manage_indexed(
                 plan.create = len(pending)
                 count += len(pending)
     if len(done) >= completions and count == 0:
-        conditions.append(condition("SuccessCriteriaMet", "True", *COMPLETIONS_REACHED, stamp))
-        return {"type": "Complete", "reason": COMPLETIONS_REACHED[0], "message": COMPLETIONS_REACHED[1]}, 0, 0
-    if _ensure(conditions, "Suspended", "False", RESUMED, stamp):
-        plan.events.append(Event("Normal", "Resumed", "Job resumed"))
-        status["startTime"] = stamp
+        return _success_criteria_met(conditions, stamp), 0, 0
+    _resume(status, conditions, plan, stamp)  # never suspended here: ``_manage`` handles that first
     return None, len(terminating_pods), count
 
 

@@ -55,7 +55,7 @@ from trainyard.client import build, is_status, record_event, watch_forever
 from trainyard.cluster import qos
 from trainyard.cluster.environments import EnvironmentsError
 from trainyard.cluster.node import capacity as node_capacity
-from trainyard.cluster.node import gpus, nodestatus, podexec, podstatus
+from trainyard.cluster.node import gpus, nodestatus, podexec, podstatus, tokens
 from trainyard.cluster.node.backoff import KUBELET_BASE, BackOff, go_duration
 from trainyard.cluster.node.conditions import pod_conditions
 from trainyard.cluster.node.containerconfig import ContainerConfig
@@ -349,7 +349,7 @@ class NodeAgent:
 
     async def _read_sources(self, run: PodRun, pod: Obj) -> None:
         config_maps, secrets = referenced(pod)
-        sources = Sources()
+        sources = Sources(tokens=await tokens.for_pod(self.client, pod))
         for names, kind, table in ((config_maps, ConfigMap, sources.config_maps), (secrets, Secret, sources.secrets)):
             for name in names:
                 try:

@@ -51,6 +51,8 @@ class Sources:
     # PersistentVolumeClaims by name, and the PersistentVolumes bound to them.
     claims: dict[str, Obj | None] = field(default_factory=dict)
     persistent_volumes: dict[str, Obj | None] = field(default_factory=dict)
+    # Service-account tokens for projected volumes by (audience, expirationSeconds); None: not issued.
+    tokens: dict[tuple[str, int], str | None] = field(default_factory=dict)
 
 
 @dataclass
@@ -91,6 +93,21 @@ def referenced(pod: Obj) -> tuple[set[str], set[str]]:
             if name := (source.get("secret") or {}).get("name"):
                 secrets.add(name)
     return config_maps, secrets
+
+
+def token_key(source: Obj) -> tuple[str, int]:
+    """A projected ``serviceAccountToken`` source's (audience, expirationSeconds), defaults applied."""
+    return str(source.get("audience") or ""), int(source.get("expirationSeconds") or 3600)
+
+
+def token_requests(pod: Obj) -> set[tuple[str, int]]:
+    """The tokens a pod's projected volumes need, as ``token_key`` names them."""
+    return {
+        token_key(source["serviceAccountToken"] or {})
+        for volume in (pod.get("spec") or {}).get("volumes") or []
+        for source in (volume.get("projected") or {}).get("sources") or []
+        if "serviceAccountToken" in source
+    }
 
 
 def object_data(obj: Obj, *, secret: bool) -> dict[str, bytes]:

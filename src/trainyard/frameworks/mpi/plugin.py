@@ -74,6 +74,10 @@ def _as_mpi(job: TrainingJob) -> MPIJob:
     return job
 
 
+def _slots(job: MPIJob) -> int:
+    return job.spec.slots_per_worker if job.spec.slots_per_worker is not None else 1
+
+
 class MPI(StaticWorld):
     info: KindInfo = MPIJOB
     env_scope: EnvScope = EnvScope.FIRST_CONTAINER
@@ -201,7 +205,7 @@ class MPI(StaticWorld):
         }
 
     def _config_map(self, job: MPIJob, running_workers: Sequence[str], domain: str) -> dict[str, Any]:
-        slots = job.spec.slots_per_worker if job.spec.slots_per_worker is not None else 1
+        slots = _slots(job)
         workers = job.replica_specs.get(WORKER)
         names = [f"{job.name}-worker-{i}" for i in range((workers.replicas or 0) if workers else 0)]
         first = [self.launcher_name(job)] if job.spec.run_launcher_as_worker else []
@@ -259,7 +263,7 @@ class MPI(StaticWorld):
         return template
 
     def _launcher_env(self, job: MPIJob) -> list[dict[str, str]]:
-        slots = str(job.spec.slots_per_worker if job.spec.slots_per_worker is not None else 1)
+        slots = str(_slots(job))
         env = {ROLE_ENV: "launcher"}
         implementation = job.spec.mpi_implementation
         if implementation == MPIImplementation.OPEN_MPI:

@@ -18,13 +18,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from trainyard.api.common import ConditionType, TrainingJob
+from trainyard.api.common import TrainingJob
 from trainyard.api.core import EnvVar
 from trainyard.api.kindinfo import KindInfo
 from trainyard.api.kubeflow.paddle import PADDLEJOB
 from trainyard.frameworks.base import ReplicaCounts, Verdict
 from trainyard.frameworks.network import Network, NetworkMode
-from trainyard.frameworks.replicas import StaticWorld, declared_port, failure_verdicts, total_replicas
+from trainyard.frameworks.replicas import StaticWorld, declared_port, master_or_workers_verdicts, total_replicas
 
 
 class Paddle(StaticWorld):
@@ -62,20 +62,7 @@ class Paddle(StaticWorld):
         return out
 
     def verdicts(self, job: TrainingJob, counts: Mapping[str, ReplicaCounts]) -> Sequence[Verdict]:
-        kind, name, qualified = self.info.kind, job.name, f"{job.namespace}/{job.name}"
-        out: list[Verdict] = []
-        master, worker = counts.get("Master"), counts.get("Worker")
-        if master is not None:
-            if master.active > 0:
-                out.append(Verdict(ConditionType.RUNNING, f"{kind} {name} is running."))
-            if master.replicas > 0 and master.succeeded >= master.replicas:
-                return [*out, Verdict(ConditionType.SUCCEEDED, f"{kind} {name} is successfully completed.")]
-        elif worker is not None:
-            if worker.replicas > 0 and worker.succeeded >= worker.replicas:
-                return [*out, Verdict(ConditionType.SUCCEEDED, f"{kind} {qualified} successfully completed.")]
-            if worker.active > 0:
-                out.append(Verdict(ConditionType.RUNNING, f"{kind} {qualified} is running."))
-        return [*out, *failure_verdicts(self.info, name, counts)]
+        return master_or_workers_verdicts(self.info, job, counts)
 
 
 def _node_rank(job: TrainingJob, replica_type: str, index: int) -> int:

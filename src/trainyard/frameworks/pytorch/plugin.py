@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from types import MappingProxyType
 from typing import Any
 
-from trainyard.api.common import ConditionType, TrainingJob
+from trainyard.api.common import TrainingJob
 from trainyard.api.core import Container, EnvVar
 from trainyard.api.kindinfo import KindInfo
 from trainyard.api.kubeflow.pytorch import PYTORCHJOB, PyTorchJob
@@ -20,7 +20,7 @@ from trainyard.frameworks.base import Child, EnvScope, OwnedKind, RendezvousHost
 from trainyard.frameworks.network import Network, NetworkMode, wait_container
 from trainyard.frameworks.pytorch import elastic
 from trainyard.frameworks.pytorch.flags import add_init_container_flags, wait_for_master
-from trainyard.frameworks.replicas import declared_port, failure_verdicts
+from trainyard.frameworks.replicas import declared_port, master_or_workers_verdicts
 
 DEFAULT_BASE_IMAGE = "docker.io/pytorch/pytorch:2.1.2-cuda11.8-cudnn8-runtime"
 """The Kubeflow SDK's default image for function jobs; the embedded plane records and does not pull it."""
@@ -208,22 +208,8 @@ class PyTorch:
 
     def verdicts(self, job: TrainingJob, counts: Mapping[str, ReplicaCounts]) -> Sequence[Verdict]:
         assert isinstance(job, PyTorchJob)
-        kind, name, qualified = self.info.kind, job.name, f"{job.namespace}/{job.name}"
-        out: list[Verdict] = []
-        master = counts.get("Master")
-        worker = counts.get("Worker")
-        if master is not None:
-            if master.active > 0:
-                out.append(Verdict(ConditionType.RUNNING, f"{kind} {name} is running."))
-            if master.replicas > 0 and master.succeeded >= master.replicas:
-                return [*out, Verdict(ConditionType.SUCCEEDED, f"{kind} {name} is successfully completed.")]
-        elif worker is not None:
-            elastic = job.spec.elastic_policy is not None
-            if worker.replicas > 0 and (worker.succeeded >= worker.replicas or (elastic and worker.succeeded > 0)):
-                return [*out, Verdict(ConditionType.SUCCEEDED, f"{kind} {qualified} successfully completed.")]
-            if worker.active > 0:
-                out.append(Verdict(ConditionType.RUNNING, f"{kind} {qualified} is running."))
-        return [*out, *failure_verdicts(self.info, name, counts)]
+        elastic = job.spec.elastic_policy is not None
+        return master_or_workers_verdicts(self.info, job, counts, one_worker_suffices=elastic)
 
 
 def _container_env_names(job: TrainingJob, replica_type: str, info: KindInfo) -> set[str]:

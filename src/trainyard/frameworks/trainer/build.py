@@ -18,7 +18,8 @@ import copy
 import dataclasses
 
 from trainyard.api import jobset
-from trainyard.frameworks.trainer import policies
+from trainyard.frameworks.trainer import policies, status
+from trainyard.frameworks.trainer.status import StatusServer
 from trainyard.frameworks.trainer.template import (
     Built,
     Obj,
@@ -30,10 +31,10 @@ from trainyard.frameworks.trainer.template import (
     trainer_overrides,
 )
 
-__all__ = ["Built", "Rendezvous", "UnsupportedRuntime", "build"]
+__all__ = ["Built", "Rendezvous", "StatusServer", "UnsupportedRuntime", "build"]
 
 
-def build(trainjob: Obj, runtime: Obj, rendezvous: Rendezvous) -> Built:
+def build(trainjob: Obj, runtime: Obj, rendezvous: Rendezvous, status_server: StatusServer | None = None) -> Built:
     """The JobSet (and companions) for ``trainjob`` on ``runtime``; ``UnsupportedRuntime`` when it cannot run."""
     name = trainjob["metadata"]["name"]
     rspec = runtime.get("spec") or {}
@@ -55,6 +56,11 @@ def build(trainjob: Obj, runtime: Obj, rendezvous: Rendezvous) -> Built:
     built = policies.enforce(trainjob, runtime, js, rendezvous)
     group = policies.pod_group(trainjob, runtime, js)
     js["spec"]["suspend"] = bool(spec.get("suspend"))
+    if status_server is not None:  # upstream's TrainJobStatus plugin: env, token and CA for the status server
+        status.enforce(js, trainjob, status_server)
+        built = dataclasses.replace(
+            built, companions=(*built.companions, status.ca_config_map(trainjob, status_server))
+        )
     if group is None:
         return built
     return dataclasses.replace(built, companions=(*built.companions, group))

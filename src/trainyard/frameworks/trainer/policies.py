@@ -11,7 +11,8 @@ replicated Job and injects its environment into the ``node`` container:
 * XGBoost: ``DMLC_TRACKER_URI``/``_PORT``, ``DMLC_TASK_ID``, ``DMLC_NUM_WORKER`` (one worker per GPU,
   else one per node);
 * MPI (OpenMPI): a hostfile ConfigMap listing the node pods with their slots, the SSH Secret
-  mounted at ``sshAuthMountPath``, the launcher told where the hostfile is.
+  mounted at ``sshAuthMountPath``, the launcher told where the hostfile is (under Open MPI 4's
+  names, as upstream, and Open MPI 5's, so a bare ``mpirun`` finds it too).
 """
 
 from __future__ import annotations
@@ -217,6 +218,10 @@ def mpi(trainjob: Obj, runtime: Obj, js: Obj, rendezvous: Rendezvous) -> Built:
                         {"name": "OMPI_MCA_orte_keep_fqdn_hostnames", "value": "true"},
                         {"name": "OMPI_MCA_orte_set_default_slots", "value": str(slots)},
                         {"name": "OMPI_MCA_plm_rsh_args", "value": "-o ConnectionAttempts=10"},
+                        # trainyard: upstream's names are Open MPI 4's; Open MPI 5's launcher reads these
+                        {"name": "PRTE_MCA_prte_default_hostfile", "value": f"{trainer.MPI_HOSTFILE_DIR}/{HOSTFILE}"},
+                        {"name": "PRTE_MCA_prte_keep_fqdn_hostnames", "value": "true"},
+                        {"name": "PRTE_MCA_plm_ssh_args", "value": "-o ConnectionAttempts=10"},
                     ],
                 )
             container["volumeMounts"] = mounts

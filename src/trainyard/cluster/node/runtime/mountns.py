@@ -59,6 +59,27 @@ def _placeholder(target: Path, like_dir: bool) -> None:
         target.touch()
 
 
+def _inside(root: Path, path: str) -> Path:
+    """``path`` as the container will see it, under ``root``: symlinks on the way (``/var/run`` → ``/run``)
+    are followed inside ``root``, so that a mount lands where the chrooted process looks."""
+    current, parts, hops = root, [p for p in path.split("/") if p not in ("", ".")], 0
+    while parts:
+        part = parts.pop(0)
+        if part == "..":
+            current = current.parent if current != root else root
+            continue
+        candidate = current / part
+        if candidate.is_symlink() and hops < 40:
+            hops += 1
+            link = str(candidate.readlink())
+            parts = [p for p in link.split("/") if p not in ("", ".")] + parts
+            if link.startswith("/"):
+                current = root
+            continue
+        current = candidate
+    return current
+
+
 def enter(spec: dict[str, Any], *, also: int = 0) -> None:
     """Enter a new mount namespace laid out as ``spec`` says (``root``, ``cwd``, ``mounts``); OSError if impossible.
 
@@ -77,7 +98,7 @@ def enter(spec: dict[str, Any], *, also: int = 0) -> None:
         _placeholder(target, source.is_dir())
         _mount(str(source), str(target), None, MS_BIND | MS_REC)
     for mount in spec["mounts"]:
-        target = root / mount["path"].lstrip("/")
+        target = _inside(root, mount["path"])
         _placeholder(target, Path(mount["source"]).is_dir())
         _mount(mount["source"], str(target), None, MS_BIND | MS_REC)
         if mount.get("readOnly"):

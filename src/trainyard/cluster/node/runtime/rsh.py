@@ -153,9 +153,8 @@ def _fail(message: str) -> int:
 def run(found: Invocation) -> int:
     if not found.socket:
         return _fail("ssh: no exec socket given (--socket PATH): this client reaches pods only through a node agent")
+    # No user: a pod's commands run as its containers do, whoever mpirun says to log in as.
     request = {"host": found.host, "command": command_line(found.command), "container": found.container}
-    if found.user:
-        request["user"] = found.user
     conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         conn.connect(found.socket)
