@@ -220,11 +220,11 @@ def trainjob_sections(job: Obj) -> list[tuple[str, list[str], list[list[str]]]]:
     reported = status.get("trainerStatus")
     if reported:
         rows = [
-            [label, str(reported[key])]
-            for label, key in (
-                ("progress", "progressPercentage"),
-                ("remaining", "estimatedRemainingSeconds"),
-                ("updated", "lastUpdatedTime"),
+            [label, f"{reported[key]}{unit}"]
+            for label, key, unit in (
+                ("progress", "progressPercentage", "%"),
+                ("remaining", "estimatedRemainingSeconds", "s"),
+                ("updated", "lastUpdatedTime", ""),
             )
             if reported.get(key) is not None
         ]

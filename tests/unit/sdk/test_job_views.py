@@ -160,7 +160,7 @@ def test_describe_fields_and_sections() -> None:
     sections = {title: (headers, rows) for title, headers, rows in TRAINJOBS.sections(tj)}
     assert sections["Jobs"][0] == ["NAME", "ACTIVE", "READY", "SUCCEEDED", "FAILED", "SUSPENDED"]
     assert sections["Jobs"][1] == [["node", "2", "1", "0", "0", "0"]]
-    assert sections["Trainer status"][1] == [["progress", "40"], ["loss", "0.25"]]
+    assert sections["Trainer status"][1] == [["progress", "40%"], ["loss", "0.25"]]
     assert "Trainer status" not in {t for t, _, _ in TRAINJOBS.sections(trainjob())}
 
 
