@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from conftest import Kubectl, eventually
+from conftest import Kubectl, Plane, eventually
 
 pytestmark = pytest.mark.e2e
 
@@ -66,7 +66,7 @@ def conditions(found: Any) -> list[tuple[str, str, str]]:
 
 
 def test_a_two_node_torchrun_trainjob_completes_with_upstreams_labels_and_columns(
-    kubectl: Kubectl, ns: str, tmp_path: Path
+    kubectl: Kubectl, plane: Plane, ns: str, tmp_path: Path
 ) -> None:
     script = tmp_path / "ddp.py"
     script.write_text(DDP)
@@ -87,6 +87,10 @@ def test_a_two_node_torchrun_trainjob_completes_with_upstreams_labels_and_column
         assert pod["metadata"]["labels"]["jobset.sigs.k8s.io/replicatedjob-name"] == "node"
         log = kubectl("logs", pod["metadata"]["name"], "-n", ns, "-c", "node")
         assert f"rank {index} of 2 sum 3.0 node {index}" in log, log
+    listed = plane.yard("get", "pods", "--job", "trainjob/ddp", "-n", ns).stdout
+    assert sorted(line.split()[0] for line in listed.splitlines()[1:]) == sorted(
+        by_index[i]["metadata"]["name"] for i in "01"
+    )
 
 
 def test_a_suspended_trainjob_runs_nothing_until_resumed(kubectl: Kubectl, ns: str) -> None:

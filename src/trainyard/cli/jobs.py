@@ -289,7 +289,7 @@ def register(app: typer.Typer) -> None:
         word = what.lower().split(".")[0]
         if word in POD_WORDS:
             if job:
-                labels_[labels.JOB_NAME] = job
+                labels_.update(_job_pod_labels(client, job))
             _get_pods(client, name, ns, labels_ or None, output, wide, all_namespaces, watch)
         elif word in EVENT_WORDS:
             _get_events(client, name, ns, job, output, wide, all_namespaces, watch)
@@ -402,6 +402,16 @@ def _get_jobs(
         return show
 
     watch_all(client, [(k.resource, shower(k)) for k in kinds], ns, selector)
+
+
+def _job_pod_labels(client: Client, job: str) -> dict[str, str]:
+    """``--job [KIND/]NAME``: the labels its family puts on its pods (a v1 job's when none is found here)."""
+    kind_word, name = split_target(job, None)
+    try:
+        kind, _ = find_job(client, kind_word, name, client.namespace)
+    except NotFoundError:
+        return {labels.JOB_NAME: name}
+    return dict(kind.view.pod_labels(name))
 
 
 def _get_pods(

@@ -63,7 +63,9 @@ def job_pods(client: Client, kind: JobKind, name: str, namespace: str) -> list[O
         if owner not in launchers:
             try:
                 batch = to_dict(client.get(BatchJob, owner, namespace=namespace))
-            except ApiError:
+            except ApiError as exc:
+                if exc.status.code != 404:  # a refusal (403) or a server error is told, not an empty list
+                    raise
                 batch = {}
             refs = (batch.get("metadata") or {}).get("ownerReferences") or []
             launchers[owner] = any(o.get("kind") == kind.kind and o.get("name") == name for o in refs)
