@@ -255,7 +255,10 @@ def pod_group(trainjob: Obj, runtime: Obj, js: Obj) -> Obj | None:
     Named after the TrainJob, ``minMember`` all the JobSet's pods (the whole gang or nothing), as
     upstream's coscheduling plugin; the embedded scheduler honours it as scheduler-plugins does.
     """
-    policy = ((runtime.get("spec") or {}).get("podGroupPolicy") or {}).get("coscheduling")
+    groups = (runtime.get("spec") or {}).get("podGroupPolicy") or {}
+    if groups.get("volcano") is not None:
+        raise UnsupportedRuntime("podGroupPolicy.volcano is not supported here yet: use podGroupPolicy.coscheduling")
+    policy = groups.get("coscheduling")
     if policy is None:
         return None
     name = trainjob["metadata"]["name"]
