@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -242,3 +243,54 @@ def test_volume_of_a_missing_config_map_waits_then_mounts(kubectl: Kubectl) -> N
     apply(kubectl, {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "late-script"}, "data": late})
     eventually(lambda: phase(kubectl, "mount-waits") == "Succeeded", timeout=120, what="the pod to run once mounted")
     assert "late script ran, read-only: True" in kubectl("logs", "mount-waits")
+
+
+def test_mounts_under_missing_host_directories_change_nothing_on_the_host(kubectl: Kubectl) -> None:
+    # As Kubeflow Trainer's MPI runtimes mount their SSH secret at /home/mpiuser/.ssh and the hostfile at
+    # /etc/mpi: the directories exist in the pod only, and so does what it writes beside them.
+    fresh = f"yard-{uuid.uuid4().hex[:10]}"
+    home, etc = Path("/home") / fresh, Path("/etc") / fresh
+    apply(
+        kubectl,
+        {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "fresh-ssh"}, "stringData": {"id_rsa": "k3y"}},
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "fresh-mpi"}, "data": {"hostfile": "w-0"}},
+    )
+    script = (
+        f"set -e; echo key $(cat {home}/.ssh/id_rsa) hostfile $(cat {etc}/cfg/hostfile); "
+        f"echo from-the-pod > {home}/train.py; "
+        f'echo exec sees $("$OMPI_MCA_plm_rsh_agent" mounts-fresh cat {home}/train.py); sleep 600'
+    )
+    spec = {
+        "restartPolicy": "Never",
+        "terminationGracePeriodSeconds": 1,
+        "volumes": [
+            {"name": "ssh", "secret": {"secretName": "fresh-ssh", "defaultMode": 0o600}},
+            {"name": "mpi", "configMap": {"name": "fresh-mpi"}},
+        ],
+        "containers": [
+            {
+                "name": "main",
+                "image": "python:3.12",
+                "command": ["sh", "-c", script],
+                "volumeMounts": [
+                    {"name": "ssh", "mountPath": f"{home}/.ssh", "readOnly": True},
+                    {"name": "mpi", "mountPath": f"{etc}/cfg"},
+                ],
+                # An exec probe runs in the container's own mount namespace too.
+                "readinessProbe": {"exec": {"command": ["test", "-f", f"{home}/train.py"]}, "periodSeconds": 1},
+            }
+        ],
+    }
+    apply(kubectl, {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "mounts-fresh"}, "spec": spec})
+    try:
+        logs = eventually(
+            lambda: "exec sees" in (out := kubectl.run("logs", "mounts-fresh").stdout) and out,
+            timeout=120,
+            what="the pod to read its mounts and exec into itself",
+        )
+        assert "key k3y hostfile w-0" in logs and "exec sees from-the-pod" in logs, logs
+        kubectl("wait", "--for=condition=Ready", "pod/mounts-fresh", "--timeout=60s")
+        assert not home.exists() and not etc.exists()
+    finally:
+        kubectl("delete", "pod", "mounts-fresh", "--wait=true", "--timeout=60s")
+    assert not home.exists() and not etc.exists()

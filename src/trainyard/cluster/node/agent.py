@@ -486,7 +486,7 @@ class NodeAgent:
         self, run: PodRun, pod: Obj, container: Obj, cr: ContainerRun, argv: list[str], timeout: float
     ) -> tuple[int | None, str]:
         """Run an exec probe's command as the container runs (its env and mounts): exit code, or None on timeout."""
-        mounts, cwd = self.container_config.mount_spec(run, container)
+        mounts, cwd = self.container_config.joining_spec(run, container, cr)
         if mounts is not None:
             argv = [sys.executable, mountns.__file__, json.dumps(mounts), "--", *argv]
         process = await asyncio.create_subprocess_exec(

@@ -29,7 +29,7 @@ from trainyard.cluster.node import gpus, podexec, volumes
 from trainyard.cluster.node.capacity import Capacity
 from trainyard.cluster.node.podenv import ConfigError, container_env
 from trainyard.cluster.node.podenv import Node as DownwardNode
-from trainyard.cluster.node.runs import PodRun
+from trainyard.cluster.node.runs import ContainerRun, PodRun
 from trainyard.cluster.node.runtime.shims import ShimRuntime
 from trainyard.cluster.paths import Layout
 
@@ -147,6 +147,16 @@ class ContainerConfig:
         }
         return spec, default
 
+    def joining_spec(self, run: PodRun, container: Obj, cr: ContainerRun) -> tuple[Obj | None, Path]:
+        """``mount_spec`` for a process joining the running container ``cr`` (exec, exec probe): its own namespace.
+
+        Only that namespace holds what the container wrote outside its volumes (``mountns``' tmpfs covers).
+        """
+        mounts, cwd = self.mount_spec(run, container)
+        if mounts is not None and cr.process is not None and cr.process.exit is None and cr.process.pid:
+            mounts["join"] = {"pid": cr.process.pid, "start": cr.process.state.get("procStart")}
+        return mounts, cwd
+
     def _working_dir(self, run: PodRun, container: Obj) -> Path:
         wanted: str | None = container.get("workingDir")
         if not wanted:
@@ -209,7 +219,7 @@ class ContainerConfig:
             env = cr.env or self.exec_environment(run, pod, container)
         except OSError as exc:
             raise podexec.Refused(f"ssh: {request.host}: pod {key}: {exc}") from exc
-        mounts, cwd = self.mount_spec(run, container)
+        mounts, cwd = self.joining_spec(run, container, cr)
         return podexec.Target(
             pod=key,
             hostname=podexec.pod_hostname(pod),

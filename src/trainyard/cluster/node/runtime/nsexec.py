@@ -8,8 +8,9 @@ stdin, stdout and stderr and the container's environment. Here, before ``exec``i
   uses counts as the pod's (and is killed with it);
 * a new UTS namespace gets the pod's hostname: Open MPI 5 tells hosts apart by the name
   ``gethostname`` returns, and every pod on this node would otherwise report the machine's;
-* the container's mount namespace is rebuilt (``mountns.enter``, the same layout its shim made)
-  when the container has volume mounts, else the working directory is entered;
+* the container's mount namespace is entered (``mountns.enter`` with ``join``: the very namespace
+  its process runs in, so what it wrote outside its volumes is seen; rebuilt with the same layout
+  should that process be gone) when the container has volume mounts, else the working directory;
 * the process asks to be killed if the agent that started it dies (``PR_SET_PDEATHSIG``), so a
   killed plane leaves no exec'd command holding a client's pipes.
 
