@@ -71,7 +71,7 @@ def test_the_kinds_a_plane_serves_apply_to_it_and_the_rest_are_the_known_others(
     try:
         service = kubectl.json("get", "service", "training-operator", "-n", "kubeflow")
         assert service["metadata"]["annotations"]["prometheus.io/scrape"] == "true"
-        assert {p["port"] for p in service["spec"]["ports"]} == {443, 8080}
+        assert {p["port"] for p in service["spec"]["ports"]} == {443, 8080, 10443}  # webhook, metrics, TrainJob status
         assert kubectl.json("get", "serviceaccount", "training-operator", "-n", "kubeflow")
         for crd in (d for d in here if d["kind"] == "CustomResourceDefinition"):
             stored = kubectl.json("get", "crd", crd["metadata"]["name"])

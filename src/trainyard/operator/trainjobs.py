@@ -56,7 +56,7 @@ OWNED: tuple[OwnedKind, ...] = (
     ),
 )
 """Every kind a TrainJob owns (``deploy/``'s RBAC grants what the controller asks of each)."""
-RUNTIME_VERBS = ("get", "list", "watch")
+RUNTIME_VERBS = ("get", "watch")
 """What the controller asks of (Cluster)TrainingRuntimes."""
 
 
@@ -134,7 +134,10 @@ class TrainJobController:
                 )
                 told = True
             await asyncio.sleep(recheck)
-        self.watched = tuple([k for k in OWNED if await self._serves(self.resources[k.api_version, k.kind])])
+        # Core kinds are always served (and RBAC grants no list of them); CRDs may be missing.
+        self.watched = tuple(
+            [k for k in OWNED if not k.group or await self._serves(self.resources[k.api_version, k.kind])]
+        )
 
     async def start(self) -> None:
         """Wait until served, then run (beside the v1 kinds' controllers)."""
