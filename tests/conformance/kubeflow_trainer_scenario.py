@@ -15,7 +15,9 @@ after this one and runs it with ``torchrun`` on every node.
 from __future__ import annotations
 
 import sys
+import tempfile
 from importlib import metadata
+from pathlib import Path
 
 import kubeflow.trainer
 import kubernetes
@@ -32,7 +34,7 @@ RUNTIMES = ("torch-distributed", "jax-distributed", "xgboost-distributed", "deep
 DDP, FAILING = "sdk-v2-ddp", "sdk-v2-fail"
 
 
-def ddp():
+def ddp(release):
     # Every rank of both nodes (torchrun takes the rendezvous from the controller's PET_* env).
     import os
     import time
@@ -47,9 +49,14 @@ def ddp():
     line = f"trainer-sdk ddp rank {dist.get_rank()} world {dist.get_world_size()} sum {value.item()}\n"
     os.write(1, line.encode())
     dist.destroy_process_group()
-    # Both nodes are Running for a moment after the all-reduce: the SDK's "Running" is every node
-    # pod Running (or Succeeded) while the TrainJob has no condition, polled once a second.
-    time.sleep(4)
+    # The SDK's "Running" is every node pod Running (or Succeeded) while the TrainJob has no
+    # condition: the nodes stay until the scenario has seen it and writes the release file
+    # (the local node's pods share the host's /tmp), or for at most 5 minutes.
+    from pathlib import Path
+
+    deadline = time.monotonic() + 300
+    while not Path(release).exists() and time.monotonic() < deadline:
+        time.sleep(0.2)
 
 
 def fail():
@@ -91,10 +98,13 @@ check(
 check("its entrypoint is torchrun", "torchrun" in torch_rt.trainer.command[-1], torch_rt.trainer.command)
 
 # --- 2. a 2-node DDP function: Running, then Complete -------------------------------------------
-name = client.train(runtime="torch-distributed", trainer=CustomTrainer(func=ddp, num_nodes=2), options=[Name(name=DDP)])
+release = Path(tempfile.mkdtemp(prefix="trainer-sdk-")) / "release"
+trainer = CustomTrainer(func=ddp, func_args={"release": str(release)}, num_nodes=2)
+name = client.train(runtime="torch-distributed", trainer=trainer, options=[Name(name=DDP)])
 check("train returns the name", name == DDP, name)
 running = client.wait_for_job_status(name, {"Running"}, timeout=300, polling_interval=1)
 check("wait_for_job_status Running", running.status == "Running", running)
+release.touch()
 done = client.wait_for_job_status(name, {"Complete"}, timeout=300, polling_interval=1)
 check("wait_for_job_status Complete", done.status == "Complete", done)
 job = client.get_job(name)
