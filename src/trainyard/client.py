@@ -78,6 +78,19 @@ def event_body(
     }
 
 
+def reference(obj: dict[str, Any], api_version: str, kind: str) -> dict[str, Any]:
+    """The object reference an Event about ``obj`` names (``involvedObject``), as controllers write it."""
+    m = obj["metadata"]
+    return {
+        "apiVersion": api_version,
+        "kind": kind,
+        "name": m["name"],
+        "namespace": m["namespace"],
+        "uid": m["uid"],
+        "resourceVersion": m.get("resourceVersion", ""),
+    }
+
+
 async def record_event(
     client: AsyncClient,
     involved: dict[str, Any],

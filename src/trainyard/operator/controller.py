@@ -17,7 +17,7 @@ import importlib
 import json
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -91,6 +91,38 @@ class OwnedIndex:
 
     def of(self, key: Key) -> list[tuple[OwnedKind, str]]:
         return sorted(self._children.get(key, ()), key=lambda c: (c[0].api_version, c[0].kind, c[1]))
+
+
+async def work(
+    queue: WorkQueue[Key], reconcile: Callable[[Key], Awaitable[float | None]], metrics: OperatorMetrics, name: str
+) -> None:
+    """One worker: keys from ``queue`` through ``reconcile`` forever; a failure is retried rate-limited,
+    a pass that asks for it runs again after its delay; ``metrics`` count each under ``name``."""
+    while True:
+        key = await queue.get()
+        started = time.monotonic()
+        try:
+            requeue = await reconcile(key)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            metrics.reconciled(name, time.monotonic() - started, "error")
+            delay = queue.add_rate_limited(key)
+            log.warning(
+                "%s: reconcile %s/%s failed (%s); retrying in %.2fs",
+                name,
+                *key,
+                exc,
+                delay,
+                exc_info=not isinstance(exc, (ApiError, NotLeading)),
+            )
+        else:
+            metrics.reconciled(name, time.monotonic() - started, "success" if requeue is None else "requeue_after")
+            queue.forget(key)
+            if requeue is not None:
+                queue.add_after(key, requeue)
+        finally:
+            queue.done(key)
 
 
 class NotLeading(RuntimeError):
@@ -209,31 +241,7 @@ class JobController:
     # -- the worker loop -----------------------------------------------------------------------------
 
     async def _worker(self) -> None:
-        while True:
-            key = await self.queue.get()
-            started = time.monotonic()
-            try:
-                requeue = await self.reconcile(key)
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:
-                self.metrics.reconciled(self.plugin.info.controller_name, time.monotonic() - started, "error")
-                delay = self.queue.add_rate_limited(key)
-                log.warning(
-                    "reconcile %s/%s failed (%s); retrying in %.2fs",
-                    *key,
-                    exc,
-                    delay,
-                    exc_info=not isinstance(exc, (ApiError, NotLeading)),
-                )
-            else:
-                result = "success" if requeue is None else "requeue_after"
-                self.metrics.reconciled(self.plugin.info.controller_name, time.monotonic() - started, result)
-                self.queue.forget(key)
-                if requeue is not None:
-                    self.queue.add_after(key, requeue)
-            finally:
-                self.queue.done(key)
+        await work(self.queue, self.reconcile, self.metrics, self.plugin.info.controller_name)
 
     async def reconcile(self, key: Key) -> float | None:
         namespace, name = key

@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import time
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -29,7 +28,7 @@ from trainyard.client import build, is_status, record_event, to_dict, watch_fore
 from trainyard.controller.trainjob import TrainJobObserved, TrainJobPlan, TrainJobSettings, reconcile, runtime_ref
 from trainyard.frameworks.base import OwnedKind
 from trainyard.operator import sshkeys
-from trainyard.operator.controller import NotLeading, OwnedIndex, resource
+from trainyard.operator.controller import NotLeading, OwnedIndex, resource, work
 from trainyard.operator.metrics import OperatorMetrics
 from trainyard.operator.ports import PortAllocator
 from trainyard.operator.workqueue import WorkQueue
@@ -208,31 +207,7 @@ class TrainJobController:
     # -- the worker loop ----------------------------------------------------------------------------
 
     async def _worker(self) -> None:
-        while True:
-            key = await self.queue.get()
-            started = time.monotonic()
-            try:
-                requeue = await self.reconcile(key)
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:
-                self.metrics.reconciled(trainer.CONTROLLER_NAME, time.monotonic() - started, "error")
-                delay = self.queue.add_rate_limited(key)
-                log.warning(
-                    "reconcile TrainJob %s/%s failed (%s); retrying in %.2fs",
-                    *key,
-                    exc,
-                    delay,
-                    exc_info=not isinstance(exc, (ApiError, NotLeading)),
-                )
-            else:
-                result = "success" if requeue is None else "requeue_after"
-                self.metrics.reconciled(trainer.CONTROLLER_NAME, time.monotonic() - started, result)
-                self.queue.forget(key)
-                if requeue is not None:
-                    self.queue.add_after(key, requeue)
-            finally:
-                self.queue.done(key)
+        await work(self.queue, self.reconcile, self.metrics, trainer.CONTROLLER_NAME)
 
     async def reconcile(self, key: Key) -> float | None:
         namespace, name = key

@@ -21,11 +21,10 @@ from typing import Any
 
 from lightkube import AsyncClient
 from lightkube.core.exceptions import ApiError
-from lightkube.resources.core_v1 import Event
 from lightkube.types import CascadeType, PatchType
 
 from trainyard.api.meta import format_time
-from trainyard.client import build, event_body, is_status, plain_resource, to_dict
+from trainyard.client import build, is_status, plain_resource, record_event, reference, to_dict
 from trainyard.cluster.jobs import decisions
 from trainyard.cluster.scheduler.informer import Informer
 
@@ -333,24 +332,8 @@ class JobController:
         return bool((found.get("metadata") or {}).get("uid") == ref["uid"])
 
     async def _event(self, job: Obj, type_: str, reason: str, message: str) -> None:
-        m = job["metadata"]
-        involved = {
-            "apiVersion": "batch/v1",
-            "kind": "Job",
-            "name": m["name"],
-            "namespace": m["namespace"],
-            "uid": m["uid"],
-            "resourceVersion": m.get("resourceVersion", ""),
-        }
-        body = event_body(
-            involved,
-            type_=type_,
-            reason=reason,
-            message=message,
-            component=decisions.COMPONENT,
-            now=format_time(self.clock()),
+        involved = reference(job, "batch/v1", "Job")
+        now = format_time(self.clock())
+        await record_event(
+            self.client, involved, type_=type_, reason=reason, message=message, component=decisions.COMPONENT, now=now
         )
-        try:
-            await self.client.create(build(Event, body))
-        except ApiError as exc:
-            log.warning("could not record %s on job %s/%s: %s", reason, m["namespace"], m["name"], exc)

@@ -20,12 +20,11 @@ from typing import Any
 
 from lightkube import AsyncClient
 from lightkube.core.exceptions import ApiError
-from lightkube.resources.core_v1 import Event
 from lightkube.types import CascadeType, PatchType
 
 from trainyard.api import jobset as api
 from trainyard.api.meta import format_time
-from trainyard.client import build, event_body, is_status, plain_resource, to_dict
+from trainyard.client import build, is_status, plain_resource, record_event, reference, to_dict
 from trainyard.cluster.jobsets import decisions
 from trainyard.cluster.scheduler.informer import Informer
 
@@ -220,24 +219,8 @@ class JobSetController:
         self._store(cache, created)
 
     async def _event(self, jobset: Obj, type_: str, reason: str, message: str) -> None:
-        m = jobset["metadata"]
-        involved = {
-            "apiVersion": api.API_VERSION,
-            "kind": api.KIND,
-            "name": m["name"],
-            "namespace": m["namespace"],
-            "uid": m["uid"],
-            "resourceVersion": m.get("resourceVersion", ""),
-        }
-        body = event_body(
-            involved,
-            type_=type_,
-            reason=reason,
-            message=message,
-            component=decisions.COMPONENT,
-            now=format_time(self.clock()),
+        involved = reference(jobset, api.API_VERSION, api.KIND)
+        now = format_time(self.clock())
+        await record_event(
+            self.client, involved, type_=type_, reason=reason, message=message, component=decisions.COMPONENT, now=now
         )
-        try:
-            await self.client.create(build(Event, body))
-        except ApiError as exc:
-            log.warning("could not record %s on jobset %s/%s: %s", reason, m["namespace"], m["name"], exc)
