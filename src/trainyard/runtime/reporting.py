@@ -27,10 +27,10 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
-from typing import Protocol
 
+from trainyard.runtime import trainer_status
 from trainyard.runtime.env import global_rank
+from trainyard.runtime.snapshots import CheckpointInfo, MetricValue, Sink, Snapshot
 
 _logger = logging.getLogger(__name__)
 
@@ -38,43 +38,19 @@ DEFAULT_INTERVAL_SECONDS = 1.0
 DEFAULT_SEND_TIMEOUT_SECONDS = 5.0
 ATEXIT_FLUSH_TIMEOUT_SECONDS = 2.0
 
-MetricValue = float | int | str
-
-
-@dataclass(frozen=True)
-class CheckpointInfo:
-    path: str
-    epoch: int | None
-    time: float  # wall clock, seconds since the epoch
-
-
-@dataclass(frozen=True)
-class Snapshot:
-    """What a sink receives: the latest reported values and the derived progress."""
-
-    epoch: int | None = None
-    total_epochs: int | None = None
-    step: int | None = None
-    total_steps: int | None = None
-    metrics: Mapping[str, MetricValue] = field(default_factory=dict)
-    checkpoint: CheckpointInfo | None = None
-    progress_percentage: int | None = None
-    estimated_remaining_seconds: int | None = None
-    time: float = 0.0  # wall clock when the snapshot was taken, seconds since the epoch
-
-
-class Sink(Protocol):
-    """Where updates go. ``send`` may block up to ``timeout`` seconds and may raise: the reporter
-    calls it only from its sender thread and treats any exception as a dropped update.
-
-    Two sinks are planned. :class:`trainyard.runtime.trainer_status.TrainerStatusSink` posts to
-    Kubeflow Trainer v2's status server, as the official SDK does. The sink for the
-    ``kubeflow.org/v1`` kinds will carry the same :class:`Snapshot` (epoch, metrics, checkpoint
-    and all) to the control plane for ``status.trainingProgress``; its transport is chosen with
-    that status field and is not defined yet, so no such sink exists in this module.
-    """
-
-    def send(self, snapshot: Snapshot, timeout: float) -> None: ...
+__all__ = [
+    "CheckpointInfo",
+    "Reporter",
+    "Sink",
+    "Snapshot",
+    "checkpoint_saved",
+    "configure",
+    "default_sink",
+    "estimate_remaining",
+    "flush",
+    "fraction_done",
+    "report",
+]
 
 
 def fraction_done(
@@ -291,8 +267,6 @@ _default_lock = threading.Lock()
 
 def default_sink() -> Sink | None:
     """The sink the environment names: Kubeflow Trainer's status server when its URL is set."""
-    from trainyard.runtime import trainer_status
-
     return trainer_status.TrainerStatusSink.from_environ()
 
 

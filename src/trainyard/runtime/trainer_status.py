@@ -22,7 +22,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from trainyard.runtime.reporting import Snapshot
+from trainyard.runtime.snapshots import Snapshot
 
 _logger = logging.getLogger(__name__)
 
