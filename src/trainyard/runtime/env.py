@@ -53,3 +53,39 @@ class TrainingEnv:
             master_addr=env.get("MASTER_ADDR"),
             master_port=number("MASTER_PORT", 0) if port else None,
         )
+
+
+def global_rank(environ: Mapping[str, str] | None = None) -> int:
+    """This process's rank across the whole job, from whichever variables its operator injected.
+
+    Checked in order: ``RANK`` (PyTorchJob, XGBoostJob, torchrun), ``PET_NODE_RANK`` times
+    ``PET_NPROC_PER_NODE`` plus ``LOCAL_RANK`` (a torchrun launcher before it sets ``RANK``),
+    ``OMPI_COMM_WORLD_RANK`` (MPIJob), ``JAX_PROCESS_ID`` (JAXJob), ``DMLC_TASK_ID`` (XGBoost's
+    rabit). A process with none of them, or with values that are not integers, is rank 0: a
+    single-process run reports like a master.
+    """
+    env = os.environ if environ is None else environ
+
+    def number(name: str) -> int | None:
+        raw = env.get(name, "").strip()
+        try:
+            return int(raw) if raw else None
+        except ValueError:
+            return None
+
+    rank = number("RANK")
+    if rank is not None:
+        return rank
+    node_rank = number("PET_NODE_RANK")
+    if node_rank is not None:
+        # PET_NPROC_PER_NODE may be "auto" or "gpu": then only node 0's local rank 0 is rank 0.
+        nproc = number("PET_NPROC_PER_NODE")
+        local = number("LOCAL_RANK") or 0
+        if nproc is not None:
+            return node_rank * nproc + local
+        return 0 if node_rank == 0 and local == 0 else max(node_rank, 1)
+    for name in ("OMPI_COMM_WORLD_RANK", "JAX_PROCESS_ID", "DMLC_TASK_ID"):
+        rank = number(name)
+        if rank is not None:
+            return rank
+    return 0

@@ -1,0 +1,217 @@
+"""Checkpoints written by rank 0 so that a crash never leaves a half-written one as the latest.
+
+A save writes a temporary file in the checkpoint directory, fsyncs it, renames it over its final
+name with ``os.replace`` and fsyncs the directory, so a reader sees either the old set of files or
+the new one. Files are named ``<prefix>-<number><suffix>`` where the number is the epoch, else the
+step, else one more than the highest present; :meth:`CheckpointManager.latest` is the highest
+number, and only the last ``keep`` survive a save. Other ranks' saves do nothing and return None.
+
+Resume: ``TRAINYARD_RESUME_FROM`` (provisional name: the operator will inject it from a job's
+``resumeFrom`` or its own last checkpoint after a restart) names a checkpoint file, or a directory
+whose latest checkpoint to use; without it :meth:`load_latest` uses this manager's directory.
+
+The torch helpers import torch only when called.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import tempfile
+import threading
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import IO, Any
+
+from trainyard.runtime import reporting
+from trainyard.runtime.env import global_rank
+
+_logger = logging.getLogger(__name__)
+
+ENV_RESUME_FROM = "TRAINYARD_RESUME_FROM"
+
+Writer = Callable[[IO[bytes]], object]
+
+
+def write_atomic(path: Path, data: bytes | Writer) -> None:
+    """Write ``data`` (bytes, or a callable given the open binary file) to ``path`` atomically."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            if isinstance(data, bytes | bytearray | memoryview):
+                handle.write(data)
+            else:
+                data(handle)
+            handle.flush()
+            os.fsync(handle.fileno())
+        Path(tmp).replace(path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    dir_fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+
+
+class CheckpointManager:
+    def __init__(
+        self,
+        directory: str | os.PathLike[str],
+        *,
+        keep: int = 3,
+        prefix: str = "checkpoint",
+        suffix: str = ".ckpt",
+        rank: int | None = None,
+        report: bool = True,
+        environ: Mapping[str, str] | None = None,
+    ) -> None:
+        if keep < 1:
+            raise ValueError(f"keep must be at least 1, got {keep}")
+        self.directory = Path(directory)
+        self.keep = keep
+        self.prefix = prefix
+        self.suffix = suffix
+        self.rank = global_rank(environ) if rank is None else rank
+        self.report = report
+        self._environ = os.environ if environ is None else environ
+        self._pattern = re.compile(rf"^{re.escape(prefix)}-(\d+){re.escape(suffix)}$")
+        self._pending: threading.Thread | None = None
+        self._pending_error: BaseException | None = None
+
+    @property
+    def is_writer(self) -> bool:
+        return self.rank == 0
+
+    # -- listing ---------------------------------------------------------------------------------
+
+    def _numbered(self, directory: Path | None = None) -> list[tuple[int, Path]]:
+        folder = self.directory if directory is None else directory
+        try:
+            entries = list(folder.iterdir())
+        except FileNotFoundError:
+            return []
+        found = [(int(m.group(1)), p) for p in entries if (m := self._pattern.match(p.name)) and p.is_file()]
+        return sorted(found)
+
+    def checkpoints(self) -> list[Path]:
+        """This directory's checkpoints, oldest first."""
+        return [path for _, path in self._numbered()]
+
+    def latest(self) -> Path | None:
+        found = self._numbered()
+        return found[-1][1] if found else None
+
+    def path_for(self, number: int) -> Path:
+        return self.directory / f"{self.prefix}-{number:08d}{self.suffix}"
+
+    # -- saving ----------------------------------------------------------------------------------
+
+    def save(self, data: bytes | Writer, *, epoch: int | None = None, step: int | None = None) -> Path | None:
+        """Write a checkpoint now (rank 0 only); returns its path, or None on other ranks."""
+        if not self.is_writer:
+            return None
+        self.wait()
+        return self._save(data, epoch, step)
+
+    def save_async(self, data: bytes | Writer, *, epoch: int | None = None, step: int | None = None) -> Path | None:
+        """Write a checkpoint on a background thread; returns the path it will have.
+
+        One save is in flight at a time: this waits for the previous one first. ``data`` must not
+        change until the save ends (bytes are safe; a writer should hold a copy, e.g. tensors moved
+        to the CPU). An error of a background save is raised by the next ``wait``/``save``.
+        """
+        if not self.is_writer:
+            return None
+        self.wait()
+        path = self.path_for(self._number(epoch, step))
+
+        def run() -> None:
+            try:
+                self._save(data, epoch, step)
+            except BaseException as error:
+                self._pending_error = error
+
+        self._pending = threading.Thread(target=run, name="trainyard-checkpoint", daemon=False)
+        self._pending.start()
+        return path
+
+    def wait(self, timeout: float | None = None) -> None:
+        """Wait for a background save; raise its error, if it failed."""
+        pending = self._pending
+        if pending is not None:
+            pending.join(timeout)
+            if pending.is_alive():
+                raise TimeoutError("checkpoint save still in progress")
+            self._pending = None
+        error, self._pending_error = self._pending_error, None
+        if error is not None:
+            raise error
+
+    def _number(self, epoch: int | None, step: int | None) -> int:
+        if epoch is not None:
+            return epoch
+        if step is not None:
+            return step
+        found = self._numbered()
+        return found[-1][0] + 1 if found else 0
+
+    def _save(self, data: bytes | Writer, epoch: int | None, step: int | None) -> Path:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        path = self.path_for(self._number(epoch, step))
+        write_atomic(path, data)
+        self._rotate()
+        if self.report:
+            reporting.checkpoint_saved(str(path), epoch)
+        return path
+
+    def _rotate(self) -> None:
+        for _, old in self._numbered()[: -self.keep]:
+            try:
+                old.unlink()
+            except OSError as error:
+                _logger.warning("could not remove old checkpoint %s: %s", old, error)
+
+    # -- resuming --------------------------------------------------------------------------------
+
+    def resume_path(self) -> Path | None:
+        """Where to resume from: ``TRAINYARD_RESUME_FROM`` (a file, or a directory's latest), else
+        this directory's latest, else None."""
+        named = self._environ.get(ENV_RESUME_FROM, "").strip()
+        if named:
+            target = Path(named)
+            if target.is_dir():
+                found = self._numbered(target)
+                return found[-1][1] if found else None
+            if target.is_file():
+                return target
+            _logger.warning("%s=%s does not exist; starting from this directory's checkpoints", ENV_RESUME_FROM, named)
+        return self.latest()
+
+    def load_latest(self, reader: Callable[[Path], Any] | None = None) -> Any:
+        """The resume checkpoint read by ``reader(path)`` (its bytes by default), or None."""
+        path = self.resume_path()
+        if path is None:
+            return None
+        return path.read_bytes() if reader is None else reader(path)
+
+    # -- torch, imported only when used ----------------------------------------------------------
+
+    def save_torch(
+        self, state_dict: Any, *, epoch: int | None = None, step: int | None = None, background: bool = False
+    ) -> Path | None:
+        import torch
+
+        def writer(handle: IO[bytes]) -> None:
+            torch.save(state_dict, handle)
+
+        if background:
+            return self.save_async(writer, epoch=epoch, step=step)
+        return self.save(writer, epoch=epoch, step=step)
+
+    def load_torch_latest(self, **load_kwargs: Any) -> Any:
+        import torch
+
+        return self.load_latest(lambda path: torch.load(path, **load_kwargs))

@@ -1,0 +1,101 @@
+"""The sink for Kubeflow Trainer v2's status server (``trainerStatus`` of a TrainJob).
+
+The controller injects ``KUBEFLOW_TRAINER_SERVER_URL`` (an HTTPS endpoint),
+``KUBEFLOW_TRAINER_SERVER_TOKEN`` (the path of a projected service-account token) and
+``KUBEFLOW_TRAINER_SERVER_CA_CERT`` (the path of the CA that signed the server). The body is what
+the official SDK's ``update_trainjob_status`` posts: ``{"trainerStatus": {"lastUpdatedTime",
+"progressPercentage", "estimatedRemainingSeconds", "metrics": [{"name", "value"}]}}``, metric
+values as strings, at most 256 metrics. Upstream's status has no checkpoint field, so the last
+checkpoint is not sent here. Stdlib only (``urllib``), so training images need no ``requests``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import ssl
+import time
+import urllib.request
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from trainyard.runtime.snapshots import Snapshot
+
+_logger = logging.getLogger(__name__)
+
+ENV_SERVER_URL = "KUBEFLOW_TRAINER_SERVER_URL"
+ENV_TOKEN_PATH = "KUBEFLOW_TRAINER_SERVER_TOKEN"
+ENV_CA_CERT = "KUBEFLOW_TRAINER_SERVER_CA_CERT"
+MAX_METRICS = 256  # the SDK's _MAX_METRICS_COUNT
+TOKEN_TTL_SECONDS = 300.0  # the SDK's token cache: projected tokens rotate
+
+
+def build_trainer_status(snapshot: Snapshot) -> dict[str, Any]:
+    """The request body for one snapshot, field for field as the official SDK builds it."""
+    status: dict[str, Any] = {"lastUpdatedTime": datetime.fromtimestamp(snapshot.time, UTC).isoformat()}
+    if snapshot.progress_percentage is not None:
+        status["progressPercentage"] = max(0, min(100, int(snapshot.progress_percentage)))
+    if snapshot.estimated_remaining_seconds is not None:
+        status["estimatedRemainingSeconds"] = max(0, int(snapshot.estimated_remaining_seconds))
+    if snapshot.metrics:
+        items = list(snapshot.metrics.items())[:MAX_METRICS]
+        status["metrics"] = [{"name": str(name), "value": str(value)} for name, value in items]
+    return {"trainerStatus": status}
+
+
+class TrainerStatusSink:
+    """POSTs :func:`build_trainer_status` to the status server with the pod's token.
+
+    ``ssl_context`` overrides the one built from the CA file (``None`` with an ``https`` URL uses
+    the system's trust store, as the SDK's ``verify=True`` does); plain ``http`` URLs are allowed
+    for local servers.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        token_path: str | None = None,
+        ca_cert: str | None = None,
+        ssl_context: ssl.SSLContext | None = None,
+    ) -> None:
+        self.url = url
+        self.token_path = token_path
+        if ssl_context is None and url.startswith("https:"):
+            cafile = ca_cert if ca_cert and Path(ca_cert).exists() else None
+            ssl_context = ssl.create_default_context(cafile=cafile)
+        self.ssl_context = ssl_context
+        self._token: str | None = None
+        self._token_read = 0.0
+
+    @classmethod
+    def from_environ(cls, environ: Mapping[str, str] | None = None) -> TrainerStatusSink | None:
+        env = os.environ if environ is None else environ
+        url = env.get(ENV_SERVER_URL)
+        if not url:
+            return None
+        return cls(url, token_path=env.get(ENV_TOKEN_PATH), ca_cert=env.get(ENV_CA_CERT))
+
+    def _bearer(self) -> str | None:
+        if not self.token_path:
+            return None
+        now = time.monotonic()
+        if self._token is None or now - self._token_read >= TOKEN_TTL_SECONDS:
+            with open(self.token_path, encoding="utf-8") as handle:
+                self._token = handle.read().strip()
+            self._token_read = now
+        return self._token
+
+    def send(self, snapshot: Snapshot, timeout: float) -> None:
+        body = json.dumps(build_trainer_status(snapshot)).encode()
+        headers = {"Content-Type": "application/json"}
+        token = self._bearer()
+        if token:
+            headers["Authorization"] = f"Bearer {token}"
+        request = urllib.request.Request(self.url, data=body, headers=headers, method="POST")
+        with urllib.request.urlopen(request, timeout=timeout, context=self.ssl_context) as response:
+            if response.status != 200:
+                raise RuntimeError(f"status server answered HTTP {response.status}")

@@ -1,0 +1,128 @@
+from __future__ import annotations
+
+from pathlib import Path
+from typing import IO
+
+import pytest
+
+from trainyard.runtime import reporting
+from trainyard.runtime.checkpoints import ENV_RESUME_FROM, CheckpointManager, write_atomic
+
+
+@pytest.fixture(autouse=True)
+def no_reporting(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(reporting, "_default", reporting.Reporter(None))
+
+
+def test_save_rotates_and_latest(tmp_path: Path) -> None:
+    manager = CheckpointManager(tmp_path / "ckpt", keep=2, rank=0, environ={})
+    assert manager.latest() is None
+    assert manager.load_latest() is None
+    for epoch in range(1, 5):
+        manager.save(f"epoch {epoch}".encode(), epoch=epoch)
+    assert [p.name for p in manager.checkpoints()] == ["checkpoint-00000003.ckpt", "checkpoint-00000004.ckpt"]
+    assert manager.latest() == tmp_path / "ckpt" / "checkpoint-00000004.ckpt"
+    assert manager.load_latest() == b"epoch 4"
+    on_disk = sorted(p.name for p in (tmp_path / "ckpt").iterdir())
+    assert on_disk == ["checkpoint-00000003.ckpt", "checkpoint-00000004.ckpt"]
+
+
+def test_numbers_continue_without_epoch_or_step(tmp_path: Path) -> None:
+    manager = CheckpointManager(tmp_path, rank=0, environ={})
+    assert manager.save(b"a") == tmp_path / "checkpoint-00000000.ckpt"
+    assert manager.save(b"b") == tmp_path / "checkpoint-00000001.ckpt"
+    assert manager.save(b"c", step=500) == tmp_path / "checkpoint-00000500.ckpt"
+    assert manager.latest() == tmp_path / "checkpoint-00000500.ckpt"
+
+
+def test_other_ranks_do_not_write(tmp_path: Path) -> None:
+    manager = CheckpointManager(tmp_path / "c", environ={"RANK": "1"})
+    assert not manager.is_writer
+    assert manager.save(b"x", epoch=1) is None
+    assert manager.save_async(b"x", epoch=1) is None
+    assert not (tmp_path / "c").exists()
+
+
+def test_a_failing_writer_leaves_the_previous_checkpoint_and_no_temp_file(tmp_path: Path) -> None:
+    manager = CheckpointManager(tmp_path, rank=0, environ={})
+    manager.save(b"good", epoch=1)
+
+    def broken(handle: IO[bytes]) -> None:
+        handle.write(b"half")
+        raise OSError("disk full")
+
+    with pytest.raises(OSError, match="disk full"):
+        manager.save(broken, epoch=2)
+    assert [p.name for p in tmp_path.iterdir()] == ["checkpoint-00000001.ckpt"]
+    assert manager.load_latest() == b"good"
+
+
+def test_write_atomic_replaces_in_place(tmp_path: Path) -> None:
+    target = tmp_path / "f"
+    write_atomic(target, b"one")
+    write_atomic(target, lambda handle: handle.write(b"two"))
+    assert target.read_bytes() == b"two"
+    assert [p.name for p in tmp_path.iterdir()] == ["f"]
+
+
+def test_resume_from_env_file_or_directory(tmp_path: Path) -> None:
+    old = CheckpointManager(tmp_path / "old", rank=0, environ={})
+    old.save(b"old 7", epoch=7)
+    old.save(b"old 8", epoch=8)
+    own = CheckpointManager(tmp_path / "own", rank=0, environ={ENV_RESUME_FROM: str(tmp_path / "old")})
+    assert own.load_latest() == b"old 8"
+    pinned = CheckpointManager(
+        tmp_path / "own", rank=0, environ={ENV_RESUME_FROM: str(tmp_path / "old" / "checkpoint-00000007.ckpt")}
+    )
+    assert pinned.load_latest(lambda p: p.name) == "checkpoint-00000007.ckpt"
+    missing = CheckpointManager(tmp_path / "old", rank=0, environ={ENV_RESUME_FROM: str(tmp_path / "nowhere")})
+    assert missing.load_latest() == b"old 8"
+
+
+def test_async_save_one_in_flight_and_errors_surface(tmp_path: Path) -> None:
+    manager = CheckpointManager(tmp_path, keep=5, rank=0, environ={})
+    path = manager.save_async(b"bg", epoch=1)
+    manager.save_async(b"bg2", epoch=2)  # waits for the first
+    manager.wait()
+    assert path is not None
+    assert path.read_bytes() == b"bg"
+    assert manager.load_latest() == b"bg2"
+
+    def broken(handle: IO[bytes]) -> None:
+        raise ValueError("cannot serialize")
+
+    manager.save_async(broken, epoch=3)
+    with pytest.raises(ValueError, match="cannot serialize"):
+        manager.wait()
+    manager.wait()  # raised once
+
+
+def test_save_reports_the_checkpoint(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[reporting.Snapshot] = []
+
+    class Sink:
+        def send(self, snapshot: reporting.Snapshot, timeout: float) -> None:
+            seen.append(snapshot)
+
+    monkeypatch.setattr(reporting, "_default", reporting.Reporter(Sink(), start=False))
+    manager = CheckpointManager(tmp_path, rank=0, environ={})
+    path = manager.save(b"x", epoch=4)
+    reporting.flush()
+    assert seen[-1].checkpoint is not None
+    assert seen[-1].checkpoint.path == str(path)
+    assert seen[-1].epoch == 4
+
+
+def test_torch_helpers(tmp_path: Path) -> None:
+    torch = pytest.importorskip("torch")
+    manager = CheckpointManager(tmp_path, rank=0, suffix=".pt", environ={})
+    manager.save_torch({"w": torch.ones(3)}, epoch=1)
+    manager.save_torch({"w": torch.zeros(3)}, epoch=2, background=True)
+    manager.wait()
+    state = manager.load_torch_latest(weights_only=True)
+    assert torch.equal(state["w"], torch.zeros(3))
+
+
+def test_keep_must_be_positive(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="keep"):
+        CheckpointManager(tmp_path, keep=0)
