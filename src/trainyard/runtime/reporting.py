@@ -28,7 +28,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 
-from trainyard.runtime import trainer_status
+from trainyard.runtime import progress, trainer_status
 from trainyard.runtime.env import global_rank
 from trainyard.runtime.snapshots import CheckpointInfo, MetricValue, Sink, Snapshot
 
@@ -266,8 +266,8 @@ _default_lock = threading.Lock()
 
 
 def default_sink() -> Sink | None:
-    """The sink the environment names: Kubeflow Trainer's status server when its URL is set."""
-    return trainer_status.TrainerStatusSink.from_environ()
+    """The sink the environment names: trainyard's progress route, else Kubeflow Trainer's status server."""
+    return progress.ProgressSink.from_environ() or trainer_status.TrainerStatusSink.from_environ()
 
 
 def configure(
