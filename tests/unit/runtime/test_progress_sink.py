@@ -113,7 +113,7 @@ def test_a_refusal_is_a_dropped_update_naming_the_servers_reason(tmp_path: Path)
     refusing = Server(tmp_path, status=422)
     try:
         sink = ProgressSink(refusing.url, ca_pem=refusing.ca_pem)
-        with pytest.raises(RuntimeError, match="HTTP 422: report.epoch: must be an integer"):
+        with pytest.raises(RuntimeError, match=r"HTTP 422: report\.epoch: must be an integer"):
             sink.send(Snapshot(time=T0), timeout=5)
         reporter = Reporter(sink, start=False)
         reporter.report(epoch=1)
