@@ -238,6 +238,7 @@ SLOW_FIRST = (
     "tests/conformance/test_kubeflow_training_sdk.py",
     "tests/conformance/test_kubeflow_trainer_sdk.py",
     "tests/e2e/test_trainjobs.py",
+    "tests/e2e/test_trainingjob.py",
     "tests/e2e/test_node_and_scheduler.py",
     "tests/unit/cli/test_yard_parsing.py",
     "tests/e2e/test_sdk_training_client.py",

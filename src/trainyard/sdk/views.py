@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from trainyard.api import jobset, labels, trainer
+from trainyard.api import jobset, labels, trainer, trainingjob
 from trainyard.api.meta import parse_time
 from trainyard.sdk import training
 from trainyard.sdk.training import Training
@@ -348,6 +348,59 @@ TRAINJOBS = JobView(
     handled=lambda job: bool(_status(job)),  # Pending has no condition: the state is what tells
     training=training.from_trainer_status,
 )
+
+
+def trainingjob_view() -> JobView:
+    """The seed's TrainingJob (``ml.example.com/v1``): its own ``status.state``; its pods are its owned
+    v1 job's, found by the ``training-job`` label every worker carries."""
+
+    def status_of(job: Obj) -> Obj:
+        return _status(job)
+
+    def workers_cell(job: Obj) -> str:
+        counts = status_of(job).get("workers") or {}
+        bits = [f"{counts[k]} {k}" for k in ("active", "succeeded", "failed") if counts.get(k)]
+        return ", ".join(bits) or f"{_spec(job).get('numWorkers', '?')} wanted"
+
+    def fields(job: Obj) -> list[tuple[str, str]]:
+        spec, status = _spec(job), status_of(job)
+        out = [
+            ("Model", str(spec.get("model", "-"))),
+            ("Dataset", str(spec.get("dataset", "-"))),
+            ("Framework", f"{spec.get('framework', 'pytorch')} ({(status.get('job') or {}).get('kind', '-')})"),
+            ("Workers", f"{spec.get('numWorkers', '-')} x {spec.get('gpusPerWorker', 1)} GPU"),
+        ]
+        for key in ("progress", "currentEpoch", "totalEpochs", "duration", "failureReason"):
+            if status.get(key) is not None:
+                out.append((key, str(status[key])))
+        if status.get("metrics"):
+            out.append(("Metrics", ", ".join(f"{k}={v}" for k, v in status["metrics"].items())))
+        return out
+
+    return JobView(
+        family="TrainingJob (ml.example.com)",
+        state=lambda job: str(status_of(job).get("state") or "Pending"),
+        succeeded=trainingjob.SUCCEEDED,
+        pod_labels=lambda name: {trainingjob.JOB_LABEL: name},
+        summary=workers_cell,
+        wanted=lambda job: [],
+        columns=(
+            ("PROGRESS", lambda job: str(status_of(job).get("progress") or "-")),
+            ("EPOCH", lambda job: str(status_of(job).get("currentEpoch", "-"))),
+            ("AGE", job_age),
+        ),
+        wide_columns=(("WORKERS", workers_cell),),
+        owned_pods_only=False,  # the pods are the owned job's
+        fields=fields,
+        suspend_field="spec.suspend",
+        deadline=lambda job: (_spec(job).get("failurePolicy") or {}).get("activeDeadlineSeconds"),
+        deadline_field="spec.failurePolicy.activeDeadlineSeconds",
+        backoff_field="spec.failurePolicy.backoffLimit",
+        handled=lambda job: bool(status_of(job)),
+    )
+
+
+TRAININGJOBS = trainingjob_view()
 
 
 # -- pods of either family -----------------------------------------------------------------------

@@ -55,7 +55,8 @@ def node_pod(index: int, phase: str = "Running", rjob: str = "node", owner: str 
 
 def test_trainjob_is_a_job_like_kind_with_its_own_view() -> None:
     assert [(k.kind, k.plural, k.api_version, k.default_container) for k in JOB_LIKE_KINDS] == [
-        ("TrainJob", "trainjobs", "trainer.kubeflow.org/v1alpha1", "node")
+        ("TrainJob", "trainjobs", "trainer.kubeflow.org/v1alpha1", "node"),
+        ("TrainingJob", "trainingjobs", "ml.example.com/v1", None),
     ]
     assert TRAINJOB.view is TRAINJOBS and PYTORCHJOB.view is REPLICA_JOBS
     assert TRAINJOB in resolve("jobs", builtin_kinds())
