@@ -362,6 +362,9 @@ def trainingjob_view() -> JobView:
         bits = [f"{counts[k]} {k}" for k in ("active", "succeeded", "failed") if counts.get(k)]
         return ", ".join(bits) or f"{_spec(job).get('numWorkers', '?')} wanted"
 
+    def finished(job: Obj) -> bool:
+        return status_of(job).get("state") in (trainingjob.COMPLETED, trainingjob.FAILED)
+
     def fields(job: Obj) -> list[tuple[str, str]]:
         spec, status = _spec(job), status_of(job)
         out = [
@@ -384,12 +387,8 @@ def trainingjob_view() -> JobView:
         pod_labels=lambda name: {trainingjob.JOB_LABEL: name},
         summary=workers_cell,
         wanted=lambda job: [],
-        columns=(
-            ("PROGRESS", lambda job: str(status_of(job).get("progress") or "-")),
-            ("EPOCH", lambda job: str(status_of(job).get("currentEpoch", "-"))),
-            ("AGE", job_age),
-        ),
-        wide_columns=(("WORKERS", workers_cell),),
+        columns=(*training_columns(training.from_flat_status, finished), ("AGE", job_age)),
+        wide_columns=(*training_columns(training.from_flat_status, finished, wide=True), ("WORKERS", workers_cell)),
         owned_pods_only=False,  # the pods are the owned job's
         fields=fields,
         suspend_field="spec.suspend",
@@ -397,6 +396,7 @@ def trainingjob_view() -> JobView:
         deadline_field="spec.failurePolicy.activeDeadlineSeconds",
         backoff_field="spec.failurePolicy.backoffLimit",
         handled=lambda job: bool(status_of(job)),
+        training=training.from_flat_status,
     )
 
 
