@@ -54,7 +54,8 @@ def test_the_operator_exports_per_job_training_series(kubectl: Kubectl, ns: str)
     }
     for body in (job, trainjob):
         kubectl("apply", "-n", ns, "-f", "-", input=json.dumps(body))
-    reported = {"progressPercentage": 40, "metrics": [{"name": "loss", "value": "0.5"}, {"name": "epoch", "value": "2"}]}
+    metrics = [{"name": "loss", "value": "0.5"}, {"name": "epoch", "value": "2"}]
+    reported = {"progressPercentage": 40, "metrics": metrics}
     patch = json.dumps({"status": {"trainerStatus": reported}})
     kubectl("patch", "trainjob", "paused", "-n", ns, "--subresource=status", "--type=merge", "-p", patch)
 
