@@ -6,7 +6,8 @@ namespace, ServiceAccount and RBAC, the
 Deployment running ``python -m trainyard.operator`` with its flags, the Service (metrics and
 webhook), the ``ValidatingWebhookConfiguration`` from ``webhook.webhook_configuration``, a
 cert-manager overlay, one all-in-one file for ``kubectl apply -f``, the image's Dockerfile, the
-ClusterTrainingRuntimes trainyard ships (``runtimes/``, applied once the CRDs exist) and a README.
+ClusterTrainingRuntimes trainyard ships (``runtimes/``, applied once the CRDs exist), the monitoring
+manifests (``monitoring/``: dashboard, alert rules, ServiceMonitor) and a README.
 
 Everything is derived from what the operator is: the kinds from ``api.kinds.KINDS``, the PodGroup
 groups from ``api.podgroup.flavour``, ports and paths from the webhook and process defaults, and
@@ -35,7 +36,7 @@ from trainyard.controller.children import REPLICA_KINDS
 from trainyard.frameworks.base import OwnedKind
 from trainyard.frameworks.registry import kinds, plugin_for
 from trainyard.frameworks.trainer.status import DEFAULT_PORT as STATUS_PORT
-from trainyard.operator import trainingjobs, trainjobs
+from trainyard.operator import monitoring, trainingjobs, trainjobs
 from trainyard.operator.controller import OWNED_VERBS, REPLICA_VERBS
 from trainyard.operator.main import DEFAULT_LEASE_ID
 from trainyard.operator.webhook import DEFAULT_CERT_DIR, DEFAULT_PORT, webhook_configuration
@@ -419,6 +420,9 @@ README = f"""<!-- {HEADER.strip("# ").strip()} -->
   `cert-manager/` adds a certificate for the webhook; `trainyard.yaml` is `crds/` and `base/` in one file.
 * `runtimes/`: the ClusterTrainingRuntimes trainyard ships (`torch-distributed` is the one the
   `kubeflow` SDK uses by default).
+* `monitoring/`: a Grafana dashboard (`grafana-dashboard.json`, also as a ConfigMap for Grafana's
+  dashboard sidecar), seed 004's alert rules as a PrometheusRule and a ServiceMonitor
+  (`kubectl apply -k deploy/monitoring` where the Prometheus Operator runs).
 
 **TrainJobs need JobSet.** A TrainJob runs as a JobSet (`jobset.x-k8s.io/v1alpha2`). The
 embedded plane runs JobSets itself; on a real cluster install the JobSet controller
@@ -461,6 +465,7 @@ def render() -> dict[str, str]:
     runtime_files = {f"runtimes/{r['metadata']['name']}.yaml": r for r in trainer.runtimes()}
     files |= {path: _yaml(doc) for path, doc in runtime_files.items()}
     files["runtimes/kustomization.yaml"] = _yaml({"resources": [Path(p).name for p in runtime_files]})
+    files |= monitoring.files(HEADER, namespace=NAMESPACE, labels=LABELS, selector=SELECTOR, port="monitoring-port")
     files["README.md"] = README
     return files
 

@@ -66,7 +66,7 @@ class TrainingJobController:
         self.metrics = metrics or OperatorMetrics()
         self.may_write = may_write
         self.queue: WorkQueue[Key] = WorkQueue()
-        self.metrics.watch_queue(tj.CONTROLLER_NAME, lambda: len(self.queue))
+        self.metrics.watch_queue(tj.CONTROLLER_NAME, lambda: len(self.queue), kind=tj.KIND)
         self.res = create_namespaced_resource(tj.GROUP, tj.VERSION, tj.KIND, tj.PLURAL)
         self.jobs = {
             k.kind: create_namespaced_resource(k.group, k.api_version.rpartition("/")[2], k.kind, k.plural)
@@ -114,6 +114,7 @@ class TrainingJobController:
             tjob = to_dict(await self.client.get(self.res, name, namespace=namespace))
         except ApiError as exc:
             if is_status(exc, 404):
+                self.metrics.forget_job(tj.KIND, namespace, name)
                 return None
             raise
         kind = owned_kind(tjob)
@@ -146,6 +147,8 @@ class TrainingJobController:
                 namespace=m["namespace"],
                 patch_type=PatchType.MERGE,
             )
+            tjob = {**tjob, "status": {**(tjob.get("status") or {}), **plan.status}}
+        self.metrics.observe_job(tjob, self.clock())
         events += [(e.type.value, e.reason, e.message) for e in plan.events]
         await self._emit(tjob, events)
 
