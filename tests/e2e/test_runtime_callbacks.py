@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 import textwrap
 from pathlib import Path
 from typing import Any
@@ -120,3 +121,79 @@ def test_keras_callback_reports_epochs_steps_logs_and_checkpoints(tmp_path: Path
     assert records[-1]["checkpoint"]["path"] == str(tmp_path / "ckpt-03.weights.h5")
     assert records[-1]["checkpoint"]["epoch"] == 3
     assert records[-1]["progress_percentage"] == 100
+
+
+HF_SCRIPT = """
+import os
+import torch
+from transformers import Trainer, TrainerCallback, TrainingArguments
+from trainyard.runtime.hf import ProgressCallback, resume_checkpoint
+
+class Model(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.linear = torch.nn.Linear(4, 2)
+    def forward(self, x, labels=None):
+        logits = self.linear(x)
+        return {"loss": torch.nn.functional.cross_entropy(logits, labels), "logits": logits}
+
+class Data(torch.utils.data.Dataset):
+    def __len__(self):
+        return 32
+    def __getitem__(self, i):
+        x = torch.randn(4, generator=torch.Generator().manual_seed(i))
+        return {"x": x, "labels": int(x.sum() > 0)}
+
+def accuracy(prediction):
+    return {"accuracy": float((prediction.predictions.argmax(-1) == prediction.label_ids).mean())}
+
+class Pump(TrainerCallback):
+    def on_step_end(self, args, state, control, **kwargs):
+        if state.global_step % 4 == 1:  # the first step of each epoch
+            pump(f"step{state.global_step}")
+    def on_save(self, args, state, control, **kwargs):
+        pump(f"saved{state.global_step}")
+
+def train(epochs, resume):
+    args = TrainingArguments(
+        output_dir=sys.argv[2], num_train_epochs=epochs, per_device_train_batch_size=8, logging_steps=2,
+        eval_strategy="epoch", save_strategy="epoch", report_to=[], use_cpu=True, disable_tqdm=True)
+    trainer = Trainer(model=Model(), args=args, train_dataset=Data(), eval_dataset=Data(),
+                      compute_metrics=accuracy, callbacks=[ProgressCallback(), Pump()])
+    trainer.train(resume_from_checkpoint=resume)
+
+torch.manual_seed(0)
+assert resume_checkpoint() is None
+train(2, None)
+# What the operator does after a restart: the last reported checkpoint becomes TRAINYARD_RESUME_FROM.
+os.environ["TRAINYARD_RESUME_FROM"] = reporter.snapshot().checkpoint.path
+train(3, resume_checkpoint())
+"""
+
+
+def test_hf_trainer_callback_reports_steps_metrics_checkpoints_and_resumes(tmp_path: Path) -> None:
+    records = run_script(Path(sys.executable), HF_SCRIPT, tmp_path, str(tmp_path))
+    got = by_label(records)
+    # 32 samples in batches of 8: 4 steps an epoch, 8 in the first run, 12 in the resumed one.
+    assert (got["step1"]["step"], got["step1"]["total_steps"]) == (1, 8)
+    assert (got["step1"]["epoch"], got["step1"]["total_epochs"]) == (0, 2)
+    for epoch in (1, 2):
+        record = got[f"saved{4 * epoch}"]
+        assert (record["epoch"], record["total_epochs"], record["step"]) == (epoch, 2, 4 * epoch)
+        assert record["progress_percentage"] == 50 * epoch
+        assert record["checkpoint"] == {
+            "path": str(tmp_path / f"checkpoint-{4 * epoch}"),
+            "epoch": epoch,
+            "time": record["checkpoint"]["time"],
+        }
+        metrics = record["metrics"]
+        assert {"loss", "learning_rate", "eval_loss", "eval_accuracy", "accuracy"} <= set(metrics)
+        assert "epoch" not in metrics
+        assert metrics["accuracy"] == metrics["eval_accuracy"]
+    # Resumed from checkpoint-8: the third epoch's steps, not a fresh start.
+    assert "step1" in got and "step5" in got and "step9" in got
+    assert (got["step9"]["step"], got["step9"]["total_steps"]) == (9, 12)
+    assert (got["step9"]["epoch"], got["step9"]["total_epochs"]) == (2, 3)
+    assert got["saved12"]["checkpoint"]["path"] == str(tmp_path / "checkpoint-12")
+    assert (got["saved12"]["epoch"], got["saved12"]["progress_percentage"]) == (3, 100)
+    assert [r["label"] for r in records].count("step1") == 1
