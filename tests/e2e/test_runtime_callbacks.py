@@ -37,6 +37,7 @@ class Recorder:
     def send(self, snapshot, timeout):
         with open(self.path, "a") as out:
             out.write(json.dumps({"label": self.label, **dataclasses.asdict(snapshot)}) + "\\n")
+        self.last = snapshot
 
 recorder = Recorder(sys.argv[1])
 reporter = reporting.configure(sink=recorder, start=False)
@@ -166,7 +167,7 @@ torch.manual_seed(0)
 assert resume_checkpoint() is None
 train(2, None)
 # What the operator does after a restart: the last reported checkpoint becomes TRAINYARD_RESUME_FROM.
-os.environ["TRAINYARD_RESUME_FROM"] = reporter.snapshot().checkpoint.path
+os.environ["TRAINYARD_RESUME_FROM"] = recorder.last.checkpoint.path
 train(3, resume_checkpoint())
 """
 

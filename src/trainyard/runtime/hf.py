@@ -30,6 +30,7 @@ from typing import Any
 
 from trainyard.runtime import reporting
 from trainyard.runtime.keras import numeric_metrics
+from trainyard.runtime.snapshots import MetricValue
 
 __all__ = ["DEFAULT_ALIASES", "ProgressCallback", "callback_class", "resume_checkpoint"]
 
@@ -67,12 +68,13 @@ def callback_class(base: type) -> type:
             super().__init__()
             self.aliases = dict(aliases)
 
-        def _progress(self, args: Any, state: Any) -> None:
+        def _progress(self, args: Any, state: Any, metrics: Mapping[str, MetricValue] | None = None) -> None:
             reporting.report(
                 epoch=completed_epochs(state),
                 total_epochs=total_epochs(args, state),
                 step=state.global_step,
                 total_steps=state.max_steps or None,
+                metrics=metrics,
             )
 
         def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
@@ -93,7 +95,8 @@ def callback_class(base: type) -> type:
                 if name in metrics:
                     metrics[alias] = metrics[name]
             if metrics:
-                reporting.report(metrics=metrics)
+                # With the progress they belong to: an epoch's evaluation is logged after on_epoch_end.
+                self._progress(args, state, metrics)
 
         def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
             if not state.is_world_process_zero:

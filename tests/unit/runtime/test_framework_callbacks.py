@@ -31,16 +31,20 @@ class ListSink:
 
 
 @pytest.fixture
-def reporter(monkeypatch: pytest.MonkeyPatch) -> Reporter:
+def sink() -> ListSink:
+    return ListSink()
+
+
+@pytest.fixture
+def reporter(monkeypatch: pytest.MonkeyPatch, sink: ListSink) -> Reporter:
     monkeypatch.setattr(reporting, "_default", None)  # restored after the test
     monkeypatch.setenv("RANK", "0")
-    return reporting.configure(ListSink(), start=False)
+    return reporting.configure(sink, start=False)
 
 
-def latest(reporter: Reporter) -> Snapshot:
+def latest(reporter: Reporter, sink: ListSink) -> Snapshot:
     reporter.pump(force=True)
-    assert isinstance(reporter.sink, ListSink)
-    return reporter.sink.sent[-1]
+    return sink.sent[-1]
 
 
 def test_importing_the_callback_modules_imports_no_framework() -> None:
@@ -82,29 +86,29 @@ def keras_callback(checkpoint: Any = None, epochs: int = 3, steps: int | None = 
     return callback
 
 
-def test_keras_steps_and_epochs(reporter: Reporter) -> None:
+def test_keras_steps_and_epochs(reporter: Reporter, sink: ListSink) -> None:
     callback = keras_callback()
     callback.on_train_begin()
     callback.on_epoch_begin(1)
     callback.on_train_batch_end(2, {"loss": 0.7})
-    snapshot = latest(reporter)
+    snapshot = latest(reporter, sink)
     assert (snapshot.step, snapshot.total_steps, snapshot.total_epochs) == (7, 12, 3)
     callback.on_epoch_end(1, {"loss": 0.6, "val_loss": 0.8})
-    snapshot = latest(reporter)
+    snapshot = latest(reporter, sink)
     assert (snapshot.epoch, snapshot.step, snapshot.progress_percentage) == (2, 8, 66)
     assert snapshot.metrics == {"loss": 0.6, "val_loss": 0.8}
 
 
-def test_keras_unknown_steps_per_epoch_reports_epochs(reporter: Reporter) -> None:
+def test_keras_unknown_steps_per_epoch_reports_epochs(reporter: Reporter, sink: ListSink) -> None:
     callback = keras_callback(epochs=4, steps=None)
     callback.on_epoch_begin(0)
     callback.on_train_batch_end(0, {"loss": 1.0})
     callback.on_epoch_end(0, {"loss": 1.0})
-    snapshot = latest(reporter)
+    snapshot = latest(reporter, sink)
     assert (snapshot.epoch, snapshot.total_epochs, snapshot.step, snapshot.progress_percentage) == (1, 4, None, 25)
 
 
-def test_keras_checkpoint_files_new_to_this_fit(reporter: Reporter, tmp_path: Path) -> None:
+def test_keras_checkpoint_files_new_to_this_fit(reporter: Reporter, sink: ListSink, tmp_path: Path) -> None:
     stale = tmp_path / "best.keras"
     stale.write_bytes(b"a previous run's")
     os.utime(stale, (1_000_000, 1_000_000))
@@ -112,30 +116,29 @@ def test_keras_checkpoint_files_new_to_this_fit(reporter: Reporter, tmp_path: Pa
     callback.on_train_begin()
     callback.on_epoch_begin(0)
     callback.on_epoch_end(0, {"loss": 1.0})
-    assert latest(reporter).checkpoint is None  # the stale file is not this run's
+    assert latest(reporter, sink).checkpoint is None  # the stale file is not this run's
     stale.write_bytes(b"epoch 1")  # ModelCheckpoint after us in the list
     callback.on_epoch_begin(1)
-    first = latest(reporter).checkpoint
+    first = latest(reporter, sink).checkpoint
     assert first is not None and (first.path, first.epoch) == (str(stale), 1)
     callback.on_epoch_end(1, {"loss": 1.1})  # save_best_only: not better, not rewritten
     callback.on_train_end()
-    last = latest(reporter).checkpoint
+    last = latest(reporter, sink).checkpoint
     assert last is not None and last.epoch == 1
-    assert isinstance(reporter.sink, ListSink)
-    assert all(sent.checkpoint is first for sent in reporter.sink.sent[1:])  # reported once, kept since
+    assert all(sent.checkpoint is first for sent in sink.sent[1:])  # reported once, kept since
 
 
-def test_keras_checkpoint_pattern_with_logs(reporter: Reporter, tmp_path: Path) -> None:
+def test_keras_checkpoint_pattern_with_logs(reporter: Reporter, sink: ListSink, tmp_path: Path) -> None:
     callback = keras_callback(checkpoint=tmp_path / "w-{epoch:02d}-{val_loss:.2f}.weights.h5")
     callback.on_train_begin()
     callback.on_epoch_begin(0)
     (tmp_path / "w-01-0.50.weights.h5").write_bytes(b"w")
     callback.on_epoch_end(0, {"val_loss": 0.5})
-    checkpoint = latest(reporter).checkpoint
+    checkpoint = latest(reporter, sink).checkpoint
     assert checkpoint is not None and checkpoint.path == str(tmp_path / "w-01-0.50.weights.h5")
     callback.on_epoch_begin(1)
     callback.on_epoch_end(1, {"loss": 0.5})  # no val_loss to name the file with: nothing, no error
-    checkpoint = latest(reporter).checkpoint
+    checkpoint = latest(reporter, sink).checkpoint
     assert checkpoint is not None and checkpoint.epoch == 1
 
 
@@ -160,29 +163,29 @@ def test_hf_epochs_from_fractional_state() -> None:
     assert hf.total_epochs(SimpleNamespace(num_train_epochs=0), hf_state(num_train_epochs=0)) is None
 
 
-def test_hf_logs_aliases_and_other_ranks(reporter: Reporter, tmp_path: Path) -> None:
+def test_hf_logs_aliases_and_other_ranks(reporter: Reporter, sink: ListSink, tmp_path: Path) -> None:
     callback = hf.callback_class(object)()
     args = SimpleNamespace(output_dir=str(tmp_path), num_train_epochs=3)
     state = hf_state(epoch=1.0, global_step=4)
     callback.on_log(args, state, None, logs={"eval_loss": 0.4, "eval_accuracy": 0.9, "epoch": 1.0})
     callback.on_epoch_end(args, state, None)
-    snapshot = latest(reporter)
+    snapshot = latest(reporter, sink)
     assert snapshot.metrics == {"eval_loss": 0.4, "eval_accuracy": 0.9, "accuracy": 0.9}
     assert (snapshot.epoch, snapshot.total_epochs, snapshot.step, snapshot.total_steps) == (1, 3, 4, 12)
     callback.on_save(args, state, None)  # no checkpoint-4 directory: nothing to report
-    assert latest(reporter).checkpoint is None
+    assert latest(reporter, sink).checkpoint is None
     (tmp_path / "checkpoint-4").mkdir()
     other = hf_state(epoch=1.0, global_step=4, is_world_process_zero=False)
     callback.on_save(args, other, None)
     callback.on_log(args, other, None, logs={"loss": 99.0})
-    assert latest(reporter).checkpoint is None
+    assert latest(reporter, sink).checkpoint is None
     callback.on_save(args, state, None)
-    checkpoint = latest(reporter).checkpoint
+    checkpoint = latest(reporter, sink).checkpoint
     assert checkpoint is not None and (checkpoint.path, checkpoint.epoch) == (str(tmp_path / "checkpoint-4"), 1)
-    assert "loss" not in latest(reporter).metrics
+    assert "loss" not in latest(reporter, sink).metrics
     no_alias = hf.callback_class(object)(aliases={})
     no_alias.on_log(args, state, None, logs={"eval_accuracy": 0.1})
-    assert latest(reporter).metrics["accuracy"] == 0.9
+    assert latest(reporter, sink).metrics["accuracy"] == 0.9
 
 
 def test_hf_resume_checkpoint(tmp_path: Path) -> None:
