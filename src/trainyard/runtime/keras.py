@@ -73,6 +73,7 @@ def callback_class(base: type) -> type:
 
         def on_train_begin(self, logs: Mapping[str, Any] | None = None) -> None:
             self._train_began_ns = time.time_ns()
+            self._epoch_logs = None  # a callback used for a second fit() starts over
 
         def on_train_batch_end(self, batch: int, logs: Mapping[str, Any] | None = None) -> None:
             epochs, steps = self._sizes()
