@@ -1,9 +1,18 @@
 """Progress and metric reporting from inside training code: cheap to call every step, never in the way.
 
-``report()`` and ``checkpoint_saved()`` only store the latest values in memory under a tiny lock;
-a daemon thread sends at most one update per interval to a :class:`Sink`. A sink that fails is
-logged once and its update dropped; a sink that hangs only holds the sender thread, never the
-training loop. Only global rank 0 reports unless asked otherwise (``env.global_rank``).
+``report()``, ``checkpoint_saved()`` and ``log_params()`` only store values in memory under a tiny
+lock; a daemon thread sends at most one update per interval to each :class:`Sink`. A sink that
+fails is logged once and its update dropped; a sink that hangs only holds the sender thread, never
+the training loop. Only global rank 0 reports unless asked otherwise (``env.global_rank``).
+
+Several sinks can be fed at once (:func:`default_sinks`): a status sink, which needs only the
+latest values, and a history sink (MLflow), which must see every epoch. For history sinks the
+reporter also keeps, at each epoch boundary, a copy of the metrics as they stood (a bounded queue:
+the oldest go first if the sender cannot keep up with :data:`HISTORY_LIMIT` epochs) and hands each
+one over once. An epoch boundary is a ``report()`` naming an ``epoch`` different from the last one
+recorded, so pass an epoch's metrics in the call that names it: ``report(epoch=3,
+total_epochs=10, metrics={"loss": ..., "accuracy": ...})`` after the third epoch. Step-level
+reports in between may carry ``epoch`` too; they cost nothing extra.
 
 Meaning of the arguments, which progress and the ETA are computed from:
 
@@ -17,38 +26,50 @@ Meaning of the arguments, which progress and the ETA are computed from:
   resumed at 60 % does not count the first 60 % as done in no time.
 
 Module-level functions use one reporter per process, built on first use from the environment
-(:func:`default_sink`); :func:`configure` replaces it (tests, custom sinks).
+(:func:`default_sinks`); :func:`configure` replaces it (tests, custom sinks). At exit it sends
+what is pending and closes its sinks (MLflow marks its run finished), waiting at most
+:data:`ATEXIT_FLUSH_TIMEOUT_SECONDS`.
 """
 
 from __future__ import annotations
 
 import atexit
+import importlib
 import logging
+import os
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections import deque
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
+from trainyard.runtime import mlflow as mlflow_sink
 from trainyard.runtime import trainer_status
 from trainyard.runtime.env import global_rank
-from trainyard.runtime.snapshots import CheckpointInfo, MetricValue, Sink, Snapshot
+from trainyard.runtime.snapshots import CheckpointInfo, EpochMetrics, MetricValue, ParamValue, Sink, Snapshot
 
 _logger = logging.getLogger(__name__)
 
 DEFAULT_INTERVAL_SECONDS = 1.0
 DEFAULT_SEND_TIMEOUT_SECONDS = 5.0
 ATEXIT_FLUSH_TIMEOUT_SECONDS = 2.0
+HISTORY_LIMIT = 10_000  # epoch boundaries kept for history sinks while the sender catches up
+ENV_PROGRESS_URL = "TRAINYARD_PROGRESS_URL"
 
 __all__ = [
     "CheckpointInfo",
+    "EpochMetrics",
     "Reporter",
     "Sink",
     "Snapshot",
     "checkpoint_saved",
     "configure",
     "default_sink",
+    "default_sinks",
     "estimate_remaining",
     "flush",
     "fraction_done",
+    "log_params",
     "report",
 ]
 
@@ -85,7 +106,7 @@ class Reporter:
 
     def __init__(
         self,
-        sink: Sink | None,
+        sink: Sink | Sequence[Sink] | None,
         *,
         interval: float = DEFAULT_INTERVAL_SECONDS,
         send_timeout: float = DEFAULT_SEND_TIMEOUT_SECONDS,
@@ -93,11 +114,12 @@ class Reporter:
         clock: Callable[[], float] = time.monotonic,
         wall: Callable[[], float] = time.time,
         start: bool = True,
+        history_limit: int = HISTORY_LIMIT,
     ) -> None:
-        self.sink = sink
+        self.sinks: tuple[Sink, ...] = _as_sinks(sink)
         self.interval = interval
         self.send_timeout = send_timeout
-        self.enabled = enabled and sink is not None
+        self.enabled = enabled and bool(self.sinks)
         self._clock = clock
         self._wall = wall
         self._lock = threading.Lock()
@@ -108,12 +130,21 @@ class Reporter:
         self._step: int | None = None
         self._total_steps: int | None = None
         self._metrics: dict[str, MetricValue] = {}
+        self._params: dict[str, ParamValue] = {}
         self._checkpoint: CheckpointInfo | None = None
+        # Epoch boundaries not yet handed to the sinks; None when no sink wants history.
+        self._history: deque[EpochMetrics] | None = None
+        if any(getattr(s, "wants_history", False) for s in self.sinks):
+            self._history = deque(maxlen=history_limit)
+        self._history_epoch: int | None = None  # the epoch of the last boundary recorded
+        self.history_dropped = 0
         self._version = 0  # bumped by every report; the sender compares it with what it sent
-        self._sent_version = 0  # the version last handed to the sink (sent or dropped)
+        self._sent_version = 0  # the version last handed to the sinks (sent or dropped)
         self._last_send: float | None = None
         self._baseline: tuple[float, float] | None = None  # (fraction, clock) at the first known progress
-        self._failed_once = False
+        self._warned: set[object] = set()  # what has been logged at warning level once
+        self._close_requested = False
+        self._sinks_closed = threading.Event()
         self._closed = False
         self.sent = 0
         self.dropped = 0
@@ -146,9 +177,31 @@ class Reporter:
                     self._total_steps = total_steps
                 if metrics:
                     self._metrics.update(metrics)
+                if epoch is not None and epoch != self._history_epoch and self._history is not None:
+                    self._record_epoch(epoch)
                 self._version += 1
         except Exception:  # never let reporting break training (e.g. a non-mapping metrics)
-            self._log_failure("report() ignored bad arguments", exc_info=True)
+            self._log_failure("arguments", "report() ignored bad arguments", exc_info=True)
+
+    def _record_epoch(self, epoch: int) -> None:
+        # Under self._lock, at most once per epoch: the copy is what makes history cost nothing
+        # on the step-level calls in between.
+        assert self._history is not None
+        self._history_epoch = epoch
+        if len(self._history) == self._history.maxlen:
+            self.history_dropped += 1
+        self._history.append(EpochMetrics(epoch=epoch, metrics=dict(self._metrics), time=self._wall()))
+
+    def log_params(self, params: Mapping[str, ParamValue]) -> None:
+        """Record run parameters (hyperparameters); merged by name, sent with the next update."""
+        if not self.enabled:
+            return
+        try:
+            with self._lock:
+                self._params.update(params)
+                self._version += 1
+        except Exception:
+            self._log_failure("arguments", "log_params() ignored bad arguments", exc_info=True)
 
     def checkpoint_saved(self, path: str, epoch: int | None = None) -> None:
         if not self.enabled:
@@ -163,7 +216,7 @@ class Reporter:
     def flush(self, timeout: float = DEFAULT_SEND_TIMEOUT_SECONDS) -> bool:
         """Send what is pending now, ignoring the interval; wait at most ``timeout`` seconds.
 
-        True when everything reported before the call has been handed to the sink (sent or
+        True when everything reported before the call has been handed to the sinks (sent or
         dropped). The send happens on the sender thread, so a hung sink costs only the timeout.
         """
         if not self.enabled:
@@ -179,7 +232,20 @@ class Reporter:
             return self._sent_cond.wait_for(lambda: self._sent_version >= target, timeout=timeout)
 
     def close(self, timeout: float = ATEXIT_FLUSH_TIMEOUT_SECONDS) -> None:
+        """Flush, then close the sinks that have a ``close`` (on the sender thread); all within
+        ``timeout`` seconds. Once only: later calls and reports do nothing."""
+        if self._closed:
+            return
+        deadline = time.monotonic() + timeout
         self.flush(timeout)
+        if self.enabled:
+            if self._thread is None:
+                self._close_sinks()
+            else:
+                self._close_requested = True
+                self._wake.set()
+                self._sinks_closed.wait(max(0.0, deadline - time.monotonic()))
+        self.enabled = False
         self._closed = True
         self._wake.set()
 
@@ -188,12 +254,19 @@ class Reporter:
     _flush_requested = False
 
     def snapshot(self) -> Snapshot:
+        """The latest values, and the epoch boundaries recorded since the previous snapshot (taken
+        out of the queue: each is handed over once)."""
         now = self._clock()
         with self._lock:
             epoch, total_epochs = self._epoch, self._total_epochs
             step, total_steps = self._step, self._total_steps
             metrics = dict(self._metrics)
+            params = dict(self._params)
             checkpoint = self._checkpoint
+            epochs: tuple[EpochMetrics, ...] = ()
+            if self._history:
+                epochs = tuple(self._history)
+                self._history.clear()
         fraction = fraction_done(epoch, total_epochs, step, total_steps)
         eta = None
         if fraction is not None:
@@ -211,6 +284,8 @@ class Reporter:
             progress_percentage=None if fraction is None else int(fraction * 100),
             estimated_remaining_seconds=eta,
             time=self._wall(),
+            params=params,
+            epochs=epochs,
         )
 
     def pump(self, force: bool = False) -> bool:
@@ -223,13 +298,13 @@ class Reporter:
             return False
         self._last_send = now
         snapshot = self.snapshot()
-        try:
-            assert self.sink is not None
-            self.sink.send(snapshot, self.send_timeout)
-            self.sent += 1
-        except Exception as error:
-            self.dropped += 1
-            self._log_failure(f"progress update dropped: {error!r}")
+        for index, sink in enumerate(self.sinks):
+            try:
+                sink.send(snapshot, self.send_timeout)
+                self.sent += 1
+            except Exception as error:
+                self.dropped += 1
+                self._log_failure(index, f"{type(sink).__name__}: update dropped: {error!r}")
         with self._sent_cond:
             self._sent_version = version
             self._sent_cond.notify_all()
@@ -245,18 +320,46 @@ class Reporter:
         while not self._closed:
             self._wake.wait(self.next_due() if self._version != self._sent_version else self.interval)
             self._wake.clear()
+            if self._close_requested:
+                self._close_sinks()
+                return
             force, self._flush_requested = self._flush_requested, False
             try:
                 self.pump(force=force)
             except Exception:  # the sender thread must survive anything
-                self._log_failure("progress sender failed", exc_info=True)
+                self._log_failure("sender", "progress sender failed", exc_info=True)
 
-    def _log_failure(self, message: str, exc_info: bool = False) -> None:
-        if self._failed_once:
+    def _close_sinks(self) -> None:
+        try:
+            self.pump(force=True)
+        except Exception:
+            self._log_failure("sender", "progress sender failed", exc_info=True)
+        for index, sink in enumerate(self.sinks):
+            close = getattr(sink, "close", None)
+            if close is None:
+                continue
+            try:
+                close(self.send_timeout)
+            except Exception as error:
+                self._log_failure(index, f"{type(sink).__name__}: close failed: {error!r}")
+        self._sinks_closed.set()
+
+    def _log_failure(self, key: object, message: str, exc_info: bool = False) -> None:
+        # Once per sink (or per kind of failure) at warning level: a sink that is down for the
+        # whole run must not flood the training log, nor hide another sink's first failure.
+        if key in self._warned:
             _logger.debug(message, exc_info=exc_info)
             return
-        self._failed_once = True
+        self._warned.add(key)
         _logger.warning("%s (further failures are logged at debug level)", message, exc_info=exc_info)
+
+
+def _as_sinks(sink: Sink | Sequence[Sink] | None) -> tuple[Sink, ...]:
+    if sink is None:
+        return ()
+    if isinstance(sink, list | tuple):
+        return tuple(s for s in sink if s is not None)
+    return (sink,)  # type: ignore[return-value]
 
 
 # -- the process-wide reporter ----------------------------------------------------------------
@@ -266,22 +369,52 @@ _default_lock = threading.Lock()
 
 
 def default_sink() -> Sink | None:
-    """The sink the environment names: Kubeflow Trainer's status server when its URL is set."""
+    """The status sink the environment names, or None.
+
+    trainyard's progress route (``status.trainingProgress`` of a ``kubeflow.org/v1`` job) when
+    ``TRAINYARD_PROGRESS_URL`` is set, else Kubeflow Trainer v2's status server when
+    ``KUBEFLOW_TRAINER_SERVER_URL`` is set. Never both: an operator injects one of them.
+    """
+    if os.environ.get(ENV_PROGRESS_URL):
+        try:
+            # Imported by name, not statically: the progress sink is a separate module that this
+            # one must not depend on to import.
+            progress: Any = importlib.import_module("trainyard.runtime.progress")
+        except ImportError:
+            _logger.warning("%s is set but trainyard.runtime.progress is missing", ENV_PROGRESS_URL)
+        else:
+            sink: Sink | None = progress.ProgressSink.from_environ()
+            if sink is not None:
+                return sink
     return trainer_status.TrainerStatusSink.from_environ()
 
 
+def default_sinks() -> list[Sink]:
+    """Every sink the environment names: :func:`default_sink`, plus the MLflow sink when
+    ``MLFLOW_TRACKING_URI`` is set (``trainyard.runtime.mlflow``)."""
+    sinks: list[Sink] = []
+    status = default_sink()
+    if status is not None:
+        sinks.append(status)
+    tracking = mlflow_sink.MlflowSink.from_environ()
+    if tracking is not None:
+        sinks.append(tracking)
+    return sinks
+
+
 def configure(
-    sink: Sink | None = None,
+    sink: Sink | Sequence[Sink] | None = None,
     *,
     interval: float = DEFAULT_INTERVAL_SECONDS,
     all_ranks: bool = False,
     start: bool = True,
 ) -> Reporter:
-    """Replace the process-wide reporter. ``sink=None`` picks :func:`default_sink`."""
+    """Replace the process-wide reporter (closing the old one). ``sink`` is one sink or a list;
+    ``None`` picks :func:`default_sinks`."""
     global _default
     with _default_lock:
         old = _default
-        chosen = sink if sink is not None else default_sink()
+        chosen = sink if sink is not None else default_sinks()
         enabled = all_ranks or global_rank() == 0
         _default = Reporter(chosen, interval=interval, enabled=enabled, start=start)
     if old is not None:
@@ -294,11 +427,11 @@ def _reporter() -> Reporter:
     with _default_lock:
         if _default is None:
             try:
-                sink = default_sink() if global_rank() == 0 else None
+                sinks = default_sinks() if global_rank() == 0 else []
             except Exception:
                 _logger.warning("progress reporting disabled", exc_info=True)
-                sink = None
-            _default = Reporter(sink)
+                sinks = []
+            _default = Reporter(sinks)
         return _default
 
 
@@ -324,6 +457,19 @@ def checkpoint_saved(path: str, epoch: int | None = None) -> None:
         _logger.debug("checkpoint_saved() failed", exc_info=True)
 
 
+def log_params(params: Mapping[str, ParamValue]) -> None:
+    """Record run parameters, merged by name; sent to the sinks that keep them (MLflow). Never raises.
+
+    Values are shown with ``str()``, nested mappings flattened to dotted names (``{"optimizer":
+    {"lr": 0.1}}`` is ``optimizer.lr = 0.1``). A tracking server keeps a parameter's first value:
+    log each name once.
+    """
+    try:
+        (_default or _reporter()).log_params(params)
+    except Exception:
+        _logger.debug("log_params() failed", exc_info=True)
+
+
 def flush(timeout: float = DEFAULT_SEND_TIMEOUT_SECONDS) -> bool:
     """Send what is pending now; wait at most ``timeout`` seconds. Never raises."""
     try:
@@ -334,5 +480,11 @@ def flush(timeout: float = DEFAULT_SEND_TIMEOUT_SECONDS) -> bool:
 
 
 @atexit.register
-def _flush_at_exit() -> None:
-    flush(ATEXIT_FLUSH_TIMEOUT_SECONDS)
+def _close_at_exit() -> None:
+    # Send what is pending and close the sinks (an MLflow run ends), bounded so that a server
+    # that is down delays the exit of a finished training by at most this long.
+    try:
+        if _default is not None:
+            _default.close(ATEXIT_FLUSH_TIMEOUT_SECONDS)
+    except Exception:
+        _logger.debug("closing the reporter failed", exc_info=True)
