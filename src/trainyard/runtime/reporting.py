@@ -1,9 +1,9 @@
 """Progress and metric reporting from inside training code: cheap to call every step, never in the way.
 
 ``report()``, ``checkpoint_saved()`` and ``log_params()`` only store values in memory under a tiny
-lock; a daemon thread sends at most one update per interval to each :class:`Sink`. A sink that
-fails is logged once and its update dropped; a sink that hangs only holds the sender thread, never
-the training loop. Only global rank 0 reports unless asked otherwise (``env.global_rank``).
+lock; a daemon thread per :class:`Sink` sends it at most one update per interval. A sink that
+fails is logged once and its update dropped; a sink that hangs only holds its own sender thread,
+never the training loop nor the other sinks. Only global rank 0 reports unless asked otherwise (``env.global_rank``).
 
 Several sinks can be fed at once (:func:`default_sinks`): a status sink, which needs only the
 latest values, and a history sink (MLflow), which must see every epoch. For history sinks the
@@ -52,7 +52,7 @@ _logger = logging.getLogger(__name__)
 
 DEFAULT_INTERVAL_SECONDS = 1.0
 DEFAULT_SEND_TIMEOUT_SECONDS = 5.0
-ATEXIT_FLUSH_TIMEOUT_SECONDS = 2.0
+ATEXIT_FLUSH_TIMEOUT_SECONDS = 5.0
 HISTORY_LIMIT = 10_000  # epoch boundaries kept for history sinks while the sender catches up
 ENV_PROGRESS_URL = "TRAINYARD_PROGRESS_URL"
 
@@ -97,8 +97,23 @@ def estimate_remaining(fraction: float | None, baseline: float | None, elapsed_s
     return max(0, round((1.0 - fraction) * elapsed_seconds / gained))
 
 
+class _Lane:
+    """One sink and the thread that feeds it, so that a slow or hung sink delays only itself."""
+
+    def __init__(self, sink: Sink, history: deque[EpochMetrics] | None) -> None:
+        self.sink = sink
+        self.history = history  # epoch boundaries not yet handed to this sink; None: it wants none
+        self.wake = threading.Event()
+        self.sent_version = 0  # the reporter's version last handed to this sink (sent or dropped)
+        self.last_send: float | None = None
+        self.flush_requested = False
+        self.close_requested = False
+        self.closed = threading.Event()
+        self.thread: threading.Thread | None = None
+
+
 class Reporter:
-    """Holds the latest values and a sender thread; see the module docstring.
+    """Holds the latest values and one sender thread per sink; see the module docstring.
 
     ``clock`` (monotonic) and ``wall`` are injectable so tests drive rate limiting without sleeping;
     with ``start=False`` no thread runs and tests call :meth:`pump` themselves.
@@ -123,7 +138,6 @@ class Reporter:
         self._clock = clock
         self._wall = wall
         self._lock = threading.Lock()
-        self._wake = threading.Event()
         self._sent_cond = threading.Condition()
         self._epoch: int | None = None
         self._total_epochs: int | None = None
@@ -132,26 +146,24 @@ class Reporter:
         self._metrics: dict[str, MetricValue] = {}
         self._params: dict[str, ParamValue] = {}
         self._checkpoint: CheckpointInfo | None = None
-        # Epoch boundaries not yet handed to the sinks; None when no sink wants history.
-        self._history: deque[EpochMetrics] | None = None
-        if any(getattr(s, "wants_history", False) for s in self.sinks):
-            self._history = deque(maxlen=history_limit)
+        self._lanes = tuple(
+            _Lane(s, deque(maxlen=history_limit) if getattr(s, "wants_history", False) else None) for s in self.sinks
+        )
+        # The history sinks' queues, which report() appends to at an epoch boundary.
+        self._histories = tuple(lane.history for lane in self._lanes if lane.history is not None)
         self._history_epoch: int | None = None  # the epoch of the last boundary recorded
         self.history_dropped = 0
-        self._version = 0  # bumped by every report; the sender compares it with what it sent
-        self._sent_version = 0  # the version last handed to the sinks (sent or dropped)
-        self._last_send: float | None = None
+        self._version = 0  # bumped by every report; each lane compares it with what it sent
         self._baseline: tuple[float, float] | None = None  # (fraction, clock) at the first known progress
         self._warned: set[object] = set()  # what has been logged at warning level once
-        self._close_requested = False
-        self._sinks_closed = threading.Event()
         self._closed = False
         self.sent = 0
         self.dropped = 0
-        self._thread: threading.Thread | None = None
         if start and self.enabled:
-            self._thread = threading.Thread(target=self._run, name="trainyard-report", daemon=True)
-            self._thread.start()
+            for lane in self._lanes:
+                name = f"trainyard-report-{type(lane.sink).__name__}"
+                lane.thread = threading.Thread(target=self._run, args=(lane,), name=name, daemon=True)
+                lane.thread.start()
 
     # -- called by training code: store and return --------------------------------------------
 
@@ -177,7 +189,7 @@ class Reporter:
                     self._total_steps = total_steps
                 if metrics:
                     self._metrics.update(metrics)
-                if epoch is not None and epoch != self._history_epoch and self._history is not None:
+                if epoch is not None and epoch != self._history_epoch and self._histories:
                     self._record_epoch(epoch)
                 self._version += 1
         except Exception:  # never let reporting break training (e.g. a non-mapping metrics)
@@ -186,11 +198,12 @@ class Reporter:
     def _record_epoch(self, epoch: int) -> None:
         # Under self._lock, at most once per epoch: the copy is what makes history cost nothing
         # on the step-level calls in between.
-        assert self._history is not None
         self._history_epoch = epoch
-        if len(self._history) == self._history.maxlen:
-            self.history_dropped += 1
-        self._history.append(EpochMetrics(epoch=epoch, metrics=dict(self._metrics), time=self._wall()))
+        record = EpochMetrics(epoch=epoch, metrics=dict(self._metrics), time=self._wall())
+        for history in self._histories:
+            if len(history) == history.maxlen:
+                self.history_dropped += 1
+            history.append(record)
 
     def log_params(self, params: Mapping[str, ParamValue]) -> None:
         """Record run parameters (hyperparameters); merged by name, sent with the next update."""
@@ -216,46 +229,54 @@ class Reporter:
     def flush(self, timeout: float = DEFAULT_SEND_TIMEOUT_SECONDS) -> bool:
         """Send what is pending now, ignoring the interval; wait at most ``timeout`` seconds.
 
-        True when everything reported before the call has been handed to the sinks (sent or
-        dropped). The send happens on the sender thread, so a hung sink costs only the timeout.
+        True when everything reported before the call has been handed to every sink (sent or
+        dropped). Sends happen on the sender threads, so a hung sink costs only the timeout.
         """
         if not self.enabled:
             return True
         with self._lock:
             target = self._version
-        if self._thread is None:
+        if not self._threaded:
             self.pump(force=True)
-            return self._sent_version >= target
+            return all(lane.sent_version >= target for lane in self._lanes)
         with self._sent_cond:
-            self._flush_requested = True
-            self._wake.set()
-            return self._sent_cond.wait_for(lambda: self._sent_version >= target, timeout=timeout)
+            for lane in self._lanes:
+                lane.flush_requested = True
+                lane.wake.set()
+            return self._sent_cond.wait_for(
+                lambda: all(lane.sent_version >= target for lane in self._lanes), timeout=timeout
+            )
 
     def close(self, timeout: float = ATEXIT_FLUSH_TIMEOUT_SECONDS) -> None:
-        """Flush, then close the sinks that have a ``close`` (on the sender thread); all within
+        """Flush, then close the sinks that have a ``close`` (each on its sender thread); all within
         ``timeout`` seconds. Once only: later calls and reports do nothing."""
         if self._closed:
             return
         deadline = time.monotonic() + timeout
         self.flush(timeout)
         if self.enabled:
-            if self._thread is None:
-                self._close_sinks()
-            else:
-                self._close_requested = True
-                self._wake.set()
-                self._sinks_closed.wait(max(0.0, deadline - time.monotonic()))
+            for lane in self._lanes:
+                if lane.thread is None:
+                    self._close_lane(lane)
+                else:
+                    lane.close_requested = True
+                    lane.wake.set()
+            for lane in self._lanes:
+                lane.closed.wait(max(0.0, deadline - time.monotonic()))
         self.enabled = False
         self._closed = True
-        self._wake.set()
+        for lane in self._lanes:
+            lane.wake.set()
 
     # -- the sender side ------------------------------------------------------------------------
 
-    _flush_requested = False
+    @property
+    def _threaded(self) -> bool:
+        return any(lane.thread is not None for lane in self._lanes)
 
-    def snapshot(self) -> Snapshot:
-        """The latest values, and the epoch boundaries recorded since the previous snapshot (taken
-        out of the queue: each is handed over once)."""
+    def snapshot(self, history: deque[EpochMetrics] | None = None) -> Snapshot:
+        """The latest values, with the epoch boundaries queued in ``history`` (taken out of it:
+        each is handed over once)."""
         now = self._clock()
         with self._lock:
             epoch, total_epochs = self._epoch, self._total_epochs
@@ -264,16 +285,16 @@ class Reporter:
             params = dict(self._params)
             checkpoint = self._checkpoint
             epochs: tuple[EpochMetrics, ...] = ()
-            if self._history:
-                epochs = tuple(self._history)
-                self._history.clear()
-        fraction = fraction_done(epoch, total_epochs, step, total_steps)
-        eta = None
-        if fraction is not None:
-            if self._baseline is None:
+            if history:
+                epochs = tuple(history)
+                history.clear()
+            fraction = fraction_done(epoch, total_epochs, step, total_steps)
+            if fraction is not None and self._baseline is None:
                 self._baseline = (fraction, now)
-            base_fraction, base_time = self._baseline
-            eta = estimate_remaining(fraction, base_fraction, now - base_time)
+            baseline = self._baseline
+        eta = None
+        if fraction is not None and baseline is not None:
+            eta = estimate_remaining(fraction, baseline[0], now - baseline[1])
         return Snapshot(
             epoch=epoch,
             total_epochs=total_epochs,
@@ -289,60 +310,63 @@ class Reporter:
         )
 
     def pump(self, force: bool = False) -> bool:
-        """One sender step: send the latest values if they changed and the interval has passed."""
+        """One sender step for every sink: send the latest values to each whose values changed
+        and whose interval has passed. True when any was sent to."""
+        return any([self._pump(lane, force) for lane in self._lanes])
+
+    def _pump(self, lane: _Lane, force: bool) -> bool:
         version = self._version
-        if version == self._sent_version:
+        if version == lane.sent_version:
             return False
         now = self._clock()
-        if not force and self._last_send is not None and now - self._last_send < self.interval:
+        if not force and lane.last_send is not None and now - lane.last_send < self.interval:
             return False
-        self._last_send = now
-        snapshot = self.snapshot()
-        for index, sink in enumerate(self.sinks):
-            try:
-                sink.send(snapshot, self.send_timeout)
-                self.sent += 1
-            except Exception as error:
-                self.dropped += 1
-                self._log_failure(index, f"{type(sink).__name__}: update dropped: {error!r}")
+        lane.last_send = now
+        snapshot = self.snapshot(lane.history)
+        try:
+            lane.sink.send(snapshot, self.send_timeout)
+            sent = True
+        except Exception as error:
+            sent = False
+            self._log_failure(lane, f"{type(lane.sink).__name__}: update dropped: {error!r}")
         with self._sent_cond:
-            self._sent_version = version
+            if sent:
+                self.sent += 1
+            else:
+                self.dropped += 1
+            lane.sent_version = version
             self._sent_cond.notify_all()
         return True
 
-    def next_due(self) -> float:
-        """Seconds until the sender may send again (0 when it may now)."""
-        if self._last_send is None:
+    def _next_due(self, lane: _Lane) -> float:
+        """Seconds until the lane may send again (0 when it may now)."""
+        if lane.last_send is None:
             return 0.0
-        return max(0.0, self.interval - (self._clock() - self._last_send))
+        return max(0.0, self.interval - (self._clock() - lane.last_send))
 
-    def _run(self) -> None:
+    def _run(self, lane: _Lane) -> None:
         while not self._closed:
-            self._wake.wait(self.next_due() if self._version != self._sent_version else self.interval)
-            self._wake.clear()
-            if self._close_requested:
-                self._close_sinks()
+            lane.wake.wait(self._next_due(lane) if self._version != lane.sent_version else self.interval)
+            lane.wake.clear()
+            if lane.close_requested:
+                self._close_lane(lane)
                 return
-            force, self._flush_requested = self._flush_requested, False
+            force, lane.flush_requested = lane.flush_requested, False
             try:
-                self.pump(force=force)
+                self._pump(lane, force)
             except Exception:  # the sender thread must survive anything
                 self._log_failure("sender", "progress sender failed", exc_info=True)
 
-    def _close_sinks(self) -> None:
+    def _close_lane(self, lane: _Lane) -> None:
         try:
-            self.pump(force=True)
-        except Exception:
-            self._log_failure("sender", "progress sender failed", exc_info=True)
-        for index, sink in enumerate(self.sinks):
-            close = getattr(sink, "close", None)
-            if close is None:
-                continue
-            try:
+            self._pump(lane, force=True)
+            close = getattr(lane.sink, "close", None)
+            if close is not None:
                 close(self.send_timeout)
-            except Exception as error:
-                self._log_failure(index, f"{type(sink).__name__}: close failed: {error!r}")
-        self._sinks_closed.set()
+        except Exception as error:
+            self._log_failure(lane, f"{type(lane.sink).__name__}: close failed: {error!r}")
+        finally:
+            lane.closed.set()
 
     def _log_failure(self, key: object, message: str, exc_info: bool = False) -> None:
         # Once per sink (or per kind of failure) at warning level: a sink that is down for the

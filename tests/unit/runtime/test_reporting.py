@@ -259,7 +259,8 @@ def test_a_history_sink_gets_every_epoch_boundary_once_however_rate_limited() ->
     assert records[0].metrics == {"batch_loss": 0.0}  # as they stood when epoch 0 was first named
     assert records[3].metrics == {"batch_loss": 2.0, "loss": 1.0 / 3}
     assert records[3].time == 1_700_000_000.0
-    assert latest.sent[-1] is history.sent[-1]  # one snapshot for every sink
+    assert [s.epoch for s in latest.sent] == [s.epoch for s in history.sent] == [1, 5]
+    assert [s.epochs for s in latest.sent] == [(), ()]  # a status sink wants no history
     assert reporter.flush()
     assert len(history.sent) == 2  # nothing new
 
@@ -325,8 +326,31 @@ def test_close_runs_the_sinks_close_on_the_sender_thread() -> None:
     reporter = Reporter(history, interval=0.01)
     reporter.report(epoch=1, metrics={"loss": 1.0})
     reporter.close(timeout=5)
-    assert history.closed == ["trainyard-report"]
+    assert history.closed == ["trainyard-report-HistorySink"]
     assert history.sent[-1].epochs[-1].epoch == 1
+
+
+def test_a_hanging_sink_does_not_hold_the_others() -> None:
+    class Live(ListSink):
+        def __init__(self) -> None:
+            super().__init__()
+            self.got_step_5 = threading.Event()
+
+        def send(self, snapshot: Snapshot, timeout: float) -> None:
+            super().send(snapshot, timeout)
+            if snapshot.step == 5:
+                self.got_step_5.set()
+
+    hanging, live = HangingSink(), Live()
+    reporter = Reporter([hanging, live], interval=0.0)
+    reporter.report(step=0, total_steps=10)
+    assert hanging.entered.wait(5)
+    reporter.report(step=5)
+    assert live.got_step_5.wait(5)  # while the other sink hangs
+    assert not reporter.flush(timeout=0.05)  # which never took step 5
+    hanging.release.set()
+    assert reporter.flush(timeout=5)
+    reporter.close(timeout=1)
 
 
 def test_a_closing_sink_that_raises_is_logged(caplog: pytest.LogCaptureFixture) -> None:
