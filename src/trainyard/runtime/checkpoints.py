@@ -38,7 +38,10 @@ _logger = logging.getLogger(__name__)
 
 ENV_RESUME_FROM = "TRAINYARD_RESUME_FROM"
 ENV_CHECKPOINT_DIR = "TRAINYARD_CHECKPOINT_DIR"
+ENV_CHECKPOINT_KEEP = "TRAINYARD_CHECKPOINT_KEEP"
+"""How many checkpoints to retain when ``keep`` is not given (a TrainingJob's ``checkpoint.retention``)."""
 DEFAULT_DIRECTORY = "checkpoints"
+DEFAULT_KEEP = 3
 
 Writer = Callable[[IO[bytes]], object]
 
@@ -70,16 +73,19 @@ class CheckpointManager:
         self,
         directory: str | os.PathLike[str] | None = None,
         *,
-        keep: int = 3,
+        keep: int | None = None,
         prefix: str = "checkpoint",
         suffix: str = ".ckpt",
         rank: int | None = None,
         report: bool = True,
         environ: Mapping[str, str] | None = None,
     ) -> None:
+        self._environ = os.environ if environ is None else environ
+        if keep is None:
+            named = self._environ.get(ENV_CHECKPOINT_KEEP, "").strip()
+            keep = int(named) if named.isdigit() else DEFAULT_KEEP
         if keep < 1:
             raise ValueError(f"keep must be at least 1, got {keep}")
-        self._environ = os.environ if environ is None else environ
         if directory is None:
             directory = self._environ.get(ENV_CHECKPOINT_DIR, "").strip() or DEFAULT_DIRECTORY
         self.directory = Path(directory)

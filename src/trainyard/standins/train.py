@@ -183,7 +183,7 @@ def checkpoints() -> runtime.CheckpointManager | None:
         if os.environ.get("TRAINYARD_CHECKPOINT_URI"):
             print(f"checkpoints to {os.environ['TRAINYARD_CHECKPOINT_URI']}: the stand-in writes none there")
         return None
-    return runtime.CheckpointManager(directory, keep=int(os.environ.get("TRAINYARD_CHECKPOINT_KEEP", "3")))
+    return runtime.CheckpointManager(directory)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -158,3 +158,12 @@ def test_torch_helpers(tmp_path: Path) -> None:
 def test_keep_must_be_positive(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="keep"):
         CheckpointManager(tmp_path, keep=0)
+
+
+def test_retention_comes_from_the_environment_when_not_given(tmp_path: Path) -> None:
+    manager = CheckpointManager(tmp_path, rank=0, environ={"TRAINYARD_CHECKPOINT_KEEP": "2"})
+    for epoch in (1, 2, 3):
+        manager.save(b"x", epoch=epoch)
+    assert [p.name.endswith(("2.ckpt", "3.ckpt")) for p in manager.checkpoints()] == [True, True]
+    assert CheckpointManager(tmp_path, rank=0, environ={}).keep == 3
+    assert CheckpointManager(tmp_path, keep=5, rank=0, environ={"TRAINYARD_CHECKPOINT_KEEP": "2"}).keep == 5
