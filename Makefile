@@ -11,9 +11,10 @@ DEMO_JOB := examples/pytorch-ddp/pytorchjob.yaml
 # there are more workers than a 2-core CI machine has cores. XDIST= runs in one process.
 XDIST ?= -n 3 --dist loadfile --no-loadscope-reorder
 
-# Framework environments (TensorFlow, XGBoost, JAX, PaddlePaddle): one venv each under .venv/envs, never
-# in trainyard's own (they do not share a process, or a venv, well). Container images stand for them
-# on the local node (`yard env`); the tests run each kind's example in its real framework.
+# Framework environments (TensorFlow, XGBoost, JAX, PaddlePaddle, ...): one venv each under .venv/envs,
+# never in trainyard's own (they do not share a process, or a venv, well). Container images stand for
+# them on the local node (`yard env`); the tests run each kind's example in its real framework. MLflow
+# (envs/mlflow.txt) is built the same way for its test's tracking server, but no image stands for it.
 FRAMEWORK_ENVS := $(patsubst envs/%.txt,%,$(wildcard envs/*.txt))
 ENV_STAMPS := $(FRAMEWORK_ENVS:%=$(VENV)/envs/%/.installed-stamp)
 
@@ -52,14 +53,22 @@ $(VENV)/envs/%/.installed-stamp: envs/%.txt | $(STAMP)
 	$(VENV)/envs/$*/bin/python -m pip install --quiet --disable-pip-version-check -r envs/$*.txt
 	@touch $@
 
+# Training code in every environment imports trainyard.runtime (stdlib only) from this checkout's src,
+# through a .pth file: nothing of trainyard's dependencies lands there. Rewritten on every run, so the
+# environments follow the checkout that built them last.
 framework-envs: install
 	@$(MAKE) --no-print-directory -j4 $(ENV_STAMPS)
+	@for name in $(FRAMEWORK_ENVS); do \
+	  $(VENV)/envs/$$name/bin/python -c 'import sys, sysconfig, pathlib; pathlib.Path(sysconfig.get_path("purelib"), "trainyard-src.pth").write_text(sys.argv[1] + "\n")' '$(CURDIR)/src' || exit 1; \
+	done
 
 # Build the framework environments and record them in your $$TRAINYARD_HOME, with the images each
 # stands for (the `# images:` line of its file), so `yard run -f examples/<kind>/...` runs them.
+# An environment without that line (mlflow) stands for no image and is not recorded.
 envs: framework-envs
 	@set -f; for name in $(FRAMEWORK_ENVS); do \
 	  images=$$(sed -n 's/^# images: //p' envs/$$name.txt); \
+	  [ -n "$$images" ] || continue; \
 	  $(YARD) env add $$name $(VENV)/envs/$$name $$(for g in $$images; do printf -- '--image=%s ' "$$g"; done) || exit 1; \
 	done
 

@@ -162,7 +162,10 @@ def start_plane(home: Path, *, secure: bool = True) -> Plane:
 
 @pytest.fixture(scope="session")
 def plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Plane]:
-    p = start_plane(tmp_path_factory.mktemp("yard-home"))
+    # Declares 4 GPUs (a simulation, README "GPUs"), so manifests written for GPU nodes, as seed
+    # 004's TrainingJob examples, run here; pods that ask none still get none.
+    p = Plane(tmp_path_factory.mktemp("yard-home"), free_port())
+    p.up("--gpus", "4")
     yield p
     p.down()
 
@@ -238,6 +241,7 @@ SLOW_FIRST = (
     "tests/conformance/test_kubeflow_training_sdk.py",
     "tests/conformance/test_kubeflow_trainer_sdk.py",
     "tests/e2e/test_trainjobs.py",
+    "tests/e2e/test_trainingjob.py",
     "tests/e2e/test_node_and_scheduler.py",
     "tests/unit/cli/test_yard_parsing.py",
     "tests/e2e/test_sdk_training_client.py",

@@ -41,6 +41,7 @@ pytestmark = pytest.mark.e2e
 ADMISSION_ONLY = {
     ("kubeflow.org", "pytorchjobs/finalizers", "update"),
     ("trainer.kubeflow.org", "trainjobs/finalizers", "update"),
+    ("ml.example.com", "trainingjobs/finalizers", "update"),
 }
 # The TrainJob status server reviews tokens; it is served only with the webhook's certificates,
 # which this test's operator does not have (tests/e2e/test_trainjob_status.py drives it in a plane).
@@ -281,6 +282,34 @@ def mpijob_children(kubectl: Kubectl, ns: str) -> None:
     kubectl("delete", "mpijob", "mpi", "-n", ns, "--wait=false")
 
 
+def trainingjob_children(kubectl: Kubectl, ns: str) -> None:
+    """A TrainingJob's PyTorchJob: created suspended, then resumed (replaced); the TrainingJob's status patched."""
+    body = {
+        "apiVersion": "ml.example.com/v1",
+        "kind": "TrainingJob",
+        "metadata": {"name": "trj", "namespace": ns},
+        "spec": {
+            "model": "mlp",
+            "dataset": "digits",
+            "numWorkers": 1,
+            "gpusPerWorker": 0,
+            "suspend": True,
+            "image": "python:3.11",
+            "command": ["python", "-c", "pass"],
+        },
+    }
+    kubectl("create", "-f", "-", input=json.dumps(body))
+    eventually(lambda: get(kubectl, "pytorchjob", "trj", ns), timeout=60, what="the TrainingJob's PyTorchJob")
+    kubectl("patch", "trainingjob", "trj", "-n", ns, "--type=merge", "-p", json.dumps({"spec": {"suspend": False}}))
+    eventually(
+        lambda: (
+            not ((get(kubectl, "pytorchjob", "trj", ns) or {}).get("spec", {}).get("runPolicy") or {}).get("suspend")
+        ),
+        timeout=60,
+        what="the PyTorchJob resumed",
+    )
+
+
 def trainjob_children(kubectl: Kubectl, ns: str) -> None:
     """A TrainJob's: its JobSet created suspended, resumed (replaced), deleted at the deadline; an MPI
     runtime's hostfile ConfigMap and SSH Secret; runtimes read at both scopes."""
@@ -374,6 +403,7 @@ def test_the_roles_cover_exactly_what_the_operator_asks_for(
         eventually(lambda: get(kubectl, "pytorchjob", "ttl", ns) is None, timeout=180, what="the TTL job deleted")
         mpijob_children(kubectl, ns)
         trainjob_children(kubectl, ns)
+        trainingjob_children(kubectl, ns)
     finally:
         first.stop()
 

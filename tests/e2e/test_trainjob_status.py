@@ -9,13 +9,14 @@ official SDK is not installed in the plane's environment): POST ``{"trainerStatu
 from __future__ import annotations
 
 import json
+import re
 import uuid
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from conftest import Kubectl, eventually
+from conftest import Kubectl, Plane, eventually
 
 pytestmark = pytest.mark.e2e
 
@@ -53,7 +54,9 @@ def ns(kubectl: Kubectl) -> Iterator[str]:
     kubectl.run("delete", "namespace", name, "--wait=false")
 
 
-def test_a_trainer_reports_progress_and_metrics_into_the_trainjob_status(kubectl: Kubectl, ns: str) -> None:
+def test_a_trainer_reports_progress_and_metrics_into_the_trainjob_status(
+    plane: Plane, kubectl: Kubectl, ns: str
+) -> None:
     body = {
         "apiVersion": "trainer.kubeflow.org/v1alpha1",
         "kind": "TrainJob",
@@ -82,6 +85,11 @@ def test_a_trainer_reports_progress_and_metrics_into_the_trainjob_status(kubectl
     finished = eventually(done, timeout=120, what="TrainJob report Complete")
     # the controller's own status writes leave what the trainer reported alone
     assert finished["status"]["trainerStatus"]["progressPercentage"] == 42
+    # yard reads upstream's shape into its training columns (the "epoch" metric is EPOCH; no ETA once Complete)
+    header, line = plane.yard("get", "trainjobs", "report", "-n", ns, "-o", "wide").stdout.splitlines()
+    starts = [m.start() for m in re.finditer(r"\S+", header)]  # cells may be empty: cut at the headers
+    row = {header[a:b].strip(): line[a:b].strip() for a, b in zip(starts, [*starts[1:], None], strict=True)}
+    assert [row[h] for h in ("STATE", "PROGRESS", "EPOCH", "LOSS", "ETA")] == ["Complete", "42%", "3", "0.25", ""], row
     pods = kubectl.json("get", "pods", "-n", ns, "-l", "jobset.sigs.k8s.io/jobset-name=report")["items"]
     log = kubectl("logs", pods[0]["metadata"]["name"], "-n", ns, "-c", "node")
     assert "other trainjob 403" in log and "own trainjob 200" in log, log

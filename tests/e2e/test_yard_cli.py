@@ -115,7 +115,8 @@ def test_run_streams_every_replica_and_exits_0_then_get_logs_describe_delete(pla
     )
 
     table = ok(yard(plane, "get", "jobs")).splitlines()
-    assert table[0].split() == ["NAME", "STATE", "AGE", "REPLICAS", "KIND"]  # "jobs" spans every served kind
+    # "jobs" spans every served kind; PROGRESS and EPOCH stay empty for a job that reports no training.
+    assert table[0].split() == ["NAME", "STATE", "PROGRESS", "EPOCH", "AGE", "REPLICAS", "KIND"]
     assert any(line.split()[:2] == [name, "Succeeded"] for line in table), table
     wide = ok(yard(plane, "get", "ptj", name, "-o", "wide")).splitlines()
     assert wide[0].split()[-3:] == ["DURATION", "RESTARTS", "KIND"] and wide[1].split()[-1] == "PyTorchJob"
@@ -277,7 +278,7 @@ def test_follow_and_watch_end_with_the_job(plane: Plane, tmp_path: Path) -> None
             timeout=60,
             what="-w to show Succeeded",
         )
-        assert seen[0] == ["NAME", "STATE", "AGE", "REPLICAS", "KIND"]
+        assert seen[0] == ["NAME", "STATE", "PROGRESS", "EPOCH", "AGE", "REPLICAS", "KIND"]
         assert any(r[:2] == [name, "Running"] for r in seen), seen
     finally:
         watcher.send_signal(signal.SIGINT)

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from trainyard.api import jobset, trainer
+from trainyard.api import jobset, trainer, trainingjob
 from trainyard.api.field_errors import FieldError
 
 Obj = dict[str, Any]
@@ -37,6 +37,7 @@ WEBHOOKS: dict[tuple[str, str], Webhook] = {
     (trainer.GROUP, trainer.TRAINJOB): Webhook(lambda obj, old: trainer.default(obj, old), trainer.validate),
     (trainer.GROUP, trainer.TRAINING_RUNTIME): Webhook(_no_defaults, trainer.validate_runtime),
     (trainer.GROUP, trainer.CLUSTER_TRAINING_RUNTIME): Webhook(_no_defaults, trainer.validate_runtime),
+    (trainingjob.GROUP, trainingjob.KIND): Webhook(trainingjob.default, trainingjob.validate),
 }
 
 

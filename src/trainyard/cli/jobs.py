@@ -24,7 +24,7 @@ from trainyard.cli.common import age, api, err, fail, handled, kinds_of, out, st
 from trainyard.cli.lookup import NotFoundError, find_job, split_target
 from trainyard.cli.progress import pod_status_word, wait_for
 from trainyard.client import is_status, to_dict
-from trainyard.sdk import explain, jobstate, manifests, views
+from trainyard.sdk import explain, jobstate, manifests, training, views
 from trainyard.sdk.kinds import JobKind, builtin_kinds, default_kind, resolve
 from trainyard.sdk.views import COMMON_COLUMNS, REPLICA_JOBS
 
@@ -103,17 +103,29 @@ def _summary(job: Obj, kind: JobKind) -> str:
     return kind.view.summary(job)
 
 
+def _training(header: str) -> Cell:
+    """A training column of a table of several families: each job read by its own family's shape."""
+
+    def cell(job: Obj, kind: JobKind) -> str:
+        return training.cell(header, kind.view.training(job), over=kind.view.outcome(job) is not None)
+
+    return cell
+
+
 def job_columns(kinds: list[JobKind], *, wide: bool) -> list[tuple[str, Cell]]:
     """The columns after NAME and STATE: a family's own when every kind listed is of it, else the
-    common ones with each job's summary as REPLICAS (``sdk.views``)."""
+    common ones (training progress read per family, each job's summary as REPLICAS; ``sdk.views``)."""
     families = {id(k.view): k.view for k in kinds}
     if len(families) == 1:
         (view,) = families.values()
         return [(header, _of_job(read)) for header, read in (*view.columns, *(view.wide_columns if wide else ()))]
-    common = [(header, _of_job(read)) for header, read in COMMON_COLUMNS]
+    common = [(header, _training(header)) for header in training.COLUMNS]
+    common += [(header, _of_job(read)) for header, read in COMMON_COLUMNS]
     common.append(("REPLICAS", _summary))
     if wide:
-        common += [(header, _of_job(read)) for header, read in REPLICA_JOBS.wide_columns]
+        common += [(header, _training(header)) for header in training.WIDE_COLUMNS]
+        own = set(training.COLUMNS + training.WIDE_COLUMNS)
+        common += [(header, _of_job(read)) for header, read in REPLICA_JOBS.wide_columns if header not in own]
     return common
 
 
@@ -529,6 +541,7 @@ def describe_job(client: Client, kind: JobKind, job: Obj) -> None:
         out.print(Text("Why:", style="bold"))
         for line in reasons:
             out.print(Text(f"  {line}"))
+    print_training(view, job)
     out.print()
     out.print(Text("Conditions:", style="bold"))
     rows: list[list[str | Text]] = [
@@ -565,6 +578,18 @@ def describe_job(client: Client, kind: JobKind, job: Obj) -> None:
             for e in recent
         ],
     )
+
+
+def print_training(view: views.JobView, job: Obj) -> None:
+    """``describe``'s Training section: what the job's training code last reported, if anything."""
+    reported = view.training(job)
+    if reported is None:
+        return
+    out.print()
+    out.print(Text("Training:", style="bold"))
+    for label, value in training.fields(reported, over=view.outcome(job) is not None):
+        # A label "" continues the one above (a metric per line), aligned under its value.
+        out.print(Text(f"  {label + ':' if label else '':<14}{value}"))
 
 
 def _indented(headers: list[str], rows: list[list[str | Text]]) -> None:

@@ -1,5 +1,9 @@
 """A running job as the terminal shows it: the one-line progress, log lines with replica prefixes,
-and following a job to its end (``yard run`` and ``yard wait``)."""
+and following a job to its end (``yard run`` and ``yard wait``).
+
+The progress line is the job's state, what its training code reported (``sdk.training``: percent,
+epoch, loss, accuracy, ETA) once it has, and its replicas' states.
+"""
 
 from __future__ import annotations
 
@@ -11,7 +15,7 @@ from rich.text import Text
 
 from trainyard.cli.common import err, out
 from trainyard.client import to_dict
-from trainyard.sdk import explain, jobstate, logs
+from trainyard.sdk import explain, jobstate, logs, training
 from trainyard.sdk.kinds import JobKind
 
 Obj = dict[str, Any]
@@ -59,8 +63,16 @@ def pods_line(pods: list[Obj]) -> str:
     return ", ".join(f"{jobstate.replica_name(p)} {pod_status_word(p)}" for p in pods) or "no pods yet"
 
 
+def progress_line(kind: JobKind, name: str, job: Obj, pods: list[Obj]) -> str:
+    """``pytorchjob/ddp: Running  45%  epoch 2/10  loss 0.451  acc 0.892  ETA 3m10s  (master-0 Running)``."""
+    view = kind.view
+    reported = training.summary(view.training(job), over=view.outcome(job) is not None)
+    state = jobstate.state(job, view) + (f"  {reported}  " if reported else " ")
+    return f"{kind.singular}/{name}: {state}({pods_line(pods)})"
+
+
 class Progress:
-    """The job's state and its replicas' in one line: a live status on a terminal, else a line per change."""
+    """The job's state, training and replicas in one line: a live status on a terminal, else a line per change."""
 
     def __init__(self, kind: JobKind, name: str) -> None:
         self.kind, self.name = kind, name
@@ -71,7 +83,8 @@ class Progress:
             self.status.start()
 
     def update(self, job: Obj, pods: list[Obj]) -> None:
-        text = f"{self.kind.singular}/{self.name}: {jobstate.state(job, self.kind.view)} ({pods_line(pods)})"
+        # Off a terminal every change is a new line: a new report (loss, epoch) is one.
+        text = progress_line(self.kind, self.name, job, pods)
         if text == self.last:
             if self.status is not None:
                 self.status.update(f"{text} [{time.monotonic() - self.start:.0f}s]")

@@ -3,7 +3,8 @@
 On start it reloads every stored CRD into the registry, installs or upgrades trainyard's own
 CRDs (generated from the pydantic models), the PodGroup and Queue CRDs of the gang schedulers
 (``podgroups``), JobSet's CRD (``api.jobset``), Kubeflow Trainer v2's three CRDs
-(``api.trainer``), the system namespaces, the system PriorityClasses, Volcano's ``default`` queue,
+(``api.trainer``), the seed's TrainingJob CRD (``api.trainingjob``), the system
+namespaces, the system PriorityClasses, Volcano's ``default`` queue,
 and what Trainer v2's clients expect to find: the ``kubeflow-system`` namespace with the
 ``kubeflow-trainer-public`` ConfigMap and the shipped ClusterTrainingRuntimes; then listens.
 """
@@ -19,7 +20,7 @@ from typing import Any
 
 from aiohttp import web
 
-from trainyard.api import jobset, trainer
+from trainyard.api import jobset, trainer, trainingjob
 from trainyard.api.crd import crd_for
 from trainyard.api.kinds import KINDS
 from trainyard.api.trainer import catalog
@@ -78,7 +79,13 @@ class ApiPlane:
         stored, _ = self.store.list(crd_rt.key)
         for crd in stored:
             self.registry.add_crd(crd)
-        for wanted in [*(crd_for(info) for info in KINDS.values()), *podgroups.crds(), jobset.crd(), *trainer.crds()]:
+        for wanted in [
+            *(crd_for(info) for info in KINDS.values()),
+            *podgroups.crds(),
+            jobset.crd(),
+            *trainer.crds(),
+            trainingjob.crd(),
+        ]:
             name = wanted["metadata"]["name"]
             try:
                 current = self.objects.get(crd_rt, "", name)

@@ -106,7 +106,7 @@ async def work(
         except asyncio.CancelledError:
             raise
         except Exception as exc:
-            metrics.reconciled(name, time.monotonic() - started, "error")
+            metrics.reconciled(name, time.monotonic() - started, "error", key, exc)
             delay = queue.add_rate_limited(key)
             log.warning(
                 "%s: reconcile %s/%s failed (%s); retrying in %.2fs",
@@ -117,7 +117,8 @@ async def work(
                 exc_info=not isinstance(exc, (ApiError, NotLeading)),
             )
         else:
-            metrics.reconciled(name, time.monotonic() - started, "success" if requeue is None else "requeue_after")
+            result = "success" if requeue is None else "requeue_after"
+            metrics.reconciled(name, time.monotonic() - started, result, key)
             queue.forget(key)
             if requeue is not None:
                 queue.add_after(key, requeue)
@@ -149,7 +150,7 @@ class JobController:
         self.res = job_resource(plugin.info)
         self.queue: WorkQueue[Key] = WorkQueue()
         self.metrics = metrics or OperatorMetrics()
-        self.metrics.watch_queue(plugin.info.controller_name, lambda: len(self.queue))
+        self.metrics.watch_queue(plugin.info.controller_name, lambda: len(self.queue), kind=plugin.info.kind)
         # Leader election's fence: a replica that is no longer sure it leads writes nothing.
         self.may_write = may_write
         self.owned_kinds = owned_kinds(plugin, settings.controller)
@@ -251,6 +252,7 @@ class JobController:
         except ApiError as exc:
             if is_status(exc, 404):
                 self.ports.release(owner)
+                self.metrics.forget_job(self.plugin.info.kind, namespace, name)
                 return None
             raise
         try:
@@ -347,6 +349,8 @@ class JobController:
                 self.res.Status, name, {"status": status}, namespace=namespace, patch_type=PatchType.MERGE
             )
             self.metrics.status_written(self.plugin.info.kind, namespace, job.get("status"), status)
+            job = {**job, "status": {**(job.get("status") or {}), **status}}
+        self.metrics.observe_job(job, self.clock())
         events += [(e.type.value, e.reason, e.message) for e in plan.events]
         await self._emit(job, events)
 

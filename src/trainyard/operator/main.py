@@ -26,8 +26,8 @@ from typing import Any
 from lightkube import AsyncClient, KubeConfig
 from lightkube.config.kubeconfig import DEFAULT_KUBECONFIG, SERVICE_ACCOUNT
 
-from trainyard.api import trainer
-from trainyard.api.kinds import UPSTREAM_FRAMEWORKS
+from trainyard.api import trainer, trainingjob
+from trainyard.api.kinds import KINDS, UPSTREAM_FRAMEWORKS
 from trainyard.controller import ControllerSettings
 from trainyard.frameworks.network import NetworkMode
 from trainyard.frameworks.registry import kinds, operator_flags
@@ -101,7 +101,8 @@ def parser() -> argparse.ArgumentParser:
         action="append",
         default=[],
         metavar="KIND",
-        help=f"reconcile this kind (repeatable, case-insensitive; default: all of {', '.join(kinds())}, TrainJob)",
+        help="reconcile this kind (repeatable, case-insensitive; default: all of "
+        f"{', '.join(kinds())}, TrainJob, TrainingJob)",
     )
     p.add_argument("--controller-threads", type=int, default=1, help="reconcile workers per kind (default 1)")
     p.add_argument(
@@ -176,7 +177,7 @@ def parser() -> argparse.ArgumentParser:
 
 
 def settings_from(args: argparse.Namespace) -> OperatorSettings:
-    known = {k.lower(): k for k in (*kinds(), trainer.TRAINJOB)}
+    known = {k.lower(): k for k in (*kinds(), trainer.TRAINJOB, trainingjob.KIND)}
     enabled: list[str] = []
     for scheme in args.enable_scheme:
         name = scheme.strip().lower()
@@ -384,7 +385,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         election,
         metrics_address=metrics_address,
         probes_address=probes_address,
-        webhook=webhook_settings(args, settings.kinds or None),
+        # the webhook serves the v1 kinds only (the others' admission is the API server's)
+        webhook=webhook_settings(args, [k for k in settings.kinds if k in KINDS] if settings.kinds else None),
         status_server=(args.status_server_port, args.status_server_url),
     )
 

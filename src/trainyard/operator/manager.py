@@ -1,4 +1,5 @@
-"""The operator process: a controller per framework kind and one for TrainJobs, sharing client, ports, metrics."""
+"""The operator process: a controller per framework kind, one for TrainJobs and one for TrainingJobs, sharing client,
+ports, metrics."""
 
 from __future__ import annotations
 
@@ -10,13 +11,14 @@ from datetime import UTC, datetime
 
 from lightkube import AsyncClient
 
-from trainyard.api import trainer
+from trainyard.api import trainer, trainingjob
 from trainyard.controller.trainjob import TrainJobSettings
 from trainyard.frameworks.registry import kinds, plugin_for
 from trainyard.operator.controller import JobController
 from trainyard.operator.metrics import OperatorMetrics
 from trainyard.operator.ports import PortAllocator
 from trainyard.operator.settings import OperatorSettings
+from trainyard.operator.trainingjobs import TrainingJobController
 from trainyard.operator.trainjobs import TrainJobController
 
 log = logging.getLogger(__name__)
@@ -68,12 +70,26 @@ class Operator:
                 metrics=self.metrics,
                 may_write=may_write,
             )
+        self.trainingjobs: TrainingJobController | None = None
+        if not settings.kinds or trainingjob.KIND in settings.kinds:
+            self.trainingjobs = TrainingJobController(
+                client,
+                namespace=settings.namespace,
+                workers=settings.workers,
+                clock=clock,
+                metrics=self.metrics,
+                may_write=may_write,
+            )
 
     async def run(self) -> None:
         log.info(
             "operator running: kinds=%s network=%s namespace=%s",
             ",".join(
-                [*(c.plugin.info.kind for c in self.controllers), *([trainer.TRAINJOB] if self.trainjobs else [])]
+                [
+                    *(c.plugin.info.kind for c in self.controllers),
+                    *([trainer.TRAINJOB] if self.trainjobs else []),
+                    *([trainingjob.KIND] if self.trainingjobs else []),
+                ]
             ),
             self.settings.controller.network_mode.value,
             self.settings.namespace,
@@ -82,4 +98,9 @@ class Operator:
         # any controller's worker may allocate.
         trainjobs = [self.trainjobs] if self.trainjobs is not None else []
         await asyncio.gather(*(c.prime() for c in self.controllers), *(t.prime() for t in trainjobs))
-        await asyncio.gather(*(c.run() for c in self.controllers), *(t.start() for t in trainjobs))
+        trainingjobs = [self.trainingjobs] if self.trainingjobs is not None else []
+        await asyncio.gather(
+            *(c.run() for c in self.controllers),
+            *(t.start() for t in trainjobs),
+            *(t.start() for t in trainingjobs),
+        )

@@ -1,12 +1,13 @@
 """The manifests that run this operator on a real Kubernetes cluster, generated from the code.
 
 ``python -m trainyard.operator.manifests`` writes ``deploy/`` (``--check`` only compares): the
-CRDs of every kind ``trainyard.api`` defines (Kubeflow Trainer v2's three included), the
+CRDs of every kind ``trainyard.api`` defines (Kubeflow Trainer v2's three and the TrainingJob included), the
 namespace, ServiceAccount and RBAC, the
 Deployment running ``python -m trainyard.operator`` with its flags, the Service (metrics and
 webhook), the ``ValidatingWebhookConfiguration`` from ``webhook.webhook_configuration``, a
 cert-manager overlay, one all-in-one file for ``kubectl apply -f``, the image's Dockerfile, the
-ClusterTrainingRuntimes trainyard ships (``runtimes/``, applied once the CRDs exist) and a README.
+ClusterTrainingRuntimes trainyard ships (``runtimes/``, applied once the CRDs exist), the monitoring
+manifests (``monitoring/``: dashboard, alert rules, ServiceMonitor) and a README.
 
 Everything is derived from what the operator is: the kinds from ``api.kinds.KINDS``, the PodGroup
 groups from ``api.podgroup.flavour``, ports and paths from the webhook and process defaults, and
@@ -27,7 +28,7 @@ from typing import Any
 
 import yaml
 
-from trainyard.api import trainer
+from trainyard.api import trainer, trainingjob
 from trainyard.api.crd import crd_for
 from trainyard.api.kinds import KINDS
 from trainyard.api.podgroup import SCHEDULER_PLUGINS_SCHEDULER, VOLCANO_SCHEDULER, flavour
@@ -35,7 +36,7 @@ from trainyard.controller.children import REPLICA_KINDS
 from trainyard.frameworks.base import OwnedKind
 from trainyard.frameworks.registry import kinds, plugin_for
 from trainyard.frameworks.trainer.status import DEFAULT_PORT as STATUS_PORT
-from trainyard.operator import trainjobs
+from trainyard.operator import monitoring, trainingjobs, trainjobs
 from trainyard.operator.controller import OWNED_VERBS, REPLICA_VERBS
 from trainyard.operator.main import DEFAULT_LEASE_ID
 from trainyard.operator.webhook import DEFAULT_CERT_DIR, DEFAULT_PORT, webhook_configuration
@@ -122,6 +123,26 @@ def _trainjob_rules() -> list[Rule]:
     ]
 
 
+def _trainingjob_rules() -> list[Rule]:
+    group = trainingjob.GROUP
+    return [
+        Rule(
+            group,
+            (trainingjob.PLURAL,),
+            # list: the controller checks at start that TrainingJobs are served
+            ("get", "list", "watch"),
+            "watch and re-read TrainingJobs",
+        ),
+        Rule(group, (f"{trainingjob.PLURAL}/status",), ("patch",), "the one TrainingJob status merge-patch per pass"),
+        Rule(
+            group,
+            (f"{trainingjob.PLURAL}/finalizers",),
+            ("update",),
+            "a TrainingJob's owned job carries blockOwnerDeletion (OwnerReferencesPermissionEnforcement)",
+        ),
+    ]
+
+
 _VERB_ORDER = ("get", "list", "watch", "create", "update", "patch", "delete")
 
 
@@ -170,9 +191,11 @@ RULES: tuple[Rule, ...] = (
             *(kind for name in kinds() for kind in plugin_for(name).owned),
             # a TrainJob's PodGroup: the gang's rule above grants all it asks
             *(kind for kind in trainjobs.OWNED if kind.kind != "PodGroup"),
+            *trainingjobs.OWNED,
         ]
     ),
     *_trainjob_rules(),
+    *_trainingjob_rules(),
     Rule(
         "authentication.k8s.io",
         ("tokenreviews",),
@@ -204,7 +227,7 @@ def _meta(name: str, namespace: str | None = None, **extra: Any) -> dict[str, An
 
 
 def crds() -> list[dict[str, Any]]:
-    return [*(crd_for(info) for info in KINDS.values()), *trainer.crds()]
+    return [*(crd_for(info) for info in KINDS.values()), *trainer.crds(), trainingjob.crd()]
 
 
 def namespace() -> dict[str, Any]:
@@ -396,11 +419,15 @@ README = f"""<!-- {HEADER.strip("# ").strip()} -->
 
 * `crds/`: the CRDs of every kind trainyard serves: Kubeflow Training Operator v1's jobs
   (`kubeflow.org/v1`) and Kubeflow Trainer v2's TrainJob, TrainingRuntime and
-  ClusterTrainingRuntime (`trainer.kubeflow.org/v1alpha1`).
+  ClusterTrainingRuntime (`trainer.kubeflow.org/v1alpha1`), and the TrainingJob of `ml.example.com/v1`
+  (a high-level job compiled to one of the v1 kinds).
 * `base/`: namespace, RBAC, the operator's Deployment, Service and validating webhook;
   `cert-manager/` adds a certificate for the webhook; `trainyard.yaml` is `crds/` and `base/` in one file.
 * `runtimes/`: the ClusterTrainingRuntimes trainyard ships (`torch-distributed` is the one the
   `kubeflow` SDK uses by default).
+* `monitoring/`: a Grafana dashboard (`grafana-dashboard.json`, also as a ConfigMap for Grafana's
+  dashboard sidecar), seed 004's alert rules as a PrometheusRule and a ServiceMonitor
+  (`kubectl apply -k deploy/monitoring` where the Prometheus Operator runs).
 
 **TrainJobs need JobSet.** A TrainJob runs as a JobSet (`jobset.x-k8s.io/v1alpha2`). The
 embedded plane runs JobSets itself; on a real cluster install the JobSet controller
@@ -443,6 +470,7 @@ def render() -> dict[str, str]:
     runtime_files = {f"runtimes/{r['metadata']['name']}.yaml": r for r in trainer.runtimes()}
     files |= {path: _yaml(doc) for path, doc in runtime_files.items()}
     files["runtimes/kustomization.yaml"] = _yaml({"resources": [Path(p).name for p in runtime_files]})
+    files |= monitoring.files(HEADER, namespace=NAMESPACE, labels=LABELS, selector=SELECTOR, port="monitoring-port")
     files["README.md"] = README
     return files
 

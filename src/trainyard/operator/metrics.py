@@ -10,25 +10,59 @@ The rest use the names controller-runtime and client-go expose, so dashboards bu
 upstream operator keep working: ``controller_runtime_reconcile_total``/``_errors_total``/
 ``_time_seconds``, ``workqueue_depth``, ``leader_election_master_status``.
 
+Beside them, seed 004's per-job series (``trainingjob_*``), fed by ``observe_job`` (every job the
+controllers reconcile, after their status write) and ``forget_job`` (the job is gone). What they
+read of a job is ``jobshapes``' business; here is how they are kept:
+
+* Per-job series (labels ``namespace``, ``training_job``, ``kind``): progress, epoch, loss,
+  accuracy, duration (plus ``state``), allocated workers and GPUs, and the per-job reconcile count,
+  errors and time. They are made at scrape time from what was last observed, so a state change
+  leaves no stale series, and a finished job's vanish ``retention`` (10 minutes) after it ended:
+  label cardinality stays bounded by the live jobs. A deleted job's go at once.
+* ``trainingjob_total{namespace,state}`` counts the jobs that exist (finished ones too, until deleted).
+* Counters, each job once: ``created`` when first observed, ``completed{result}``/``failed{reason}``
+  when first observed finished. A restarted operator does not count again what its predecessor
+  saw: a job counts as created only if it was created, or first reconciled (its earliest
+  condition), after this process started; as finished only if it was seen running here or ended
+  after this process started (to the second). Upstream counts every existing job as created again
+  on a restart. The price: a job created and left unreconciled while no operator ran, whose kind
+  writes no condition, is not counted as created.
+* A job controlled by another job (seed 004's TrainingJob owns the v1 job it compiles to) counts
+  once in ``trainingjob_total`` and the counters, under the controlling job when both are observed;
+  both keep their per-job series, told apart by ``kind``.
+* ``trainingjob_gpu_utilization_percent`` is not exported: the operator sees pods, not GPUs (on a
+  cluster, NVIDIA's DCGM exporter's ``DCGM_FI_DEV_GPU_UTIL`` is the source of truth).
+
 Each ``OperatorMetrics`` has its own registry (no process globals), served by ``exposition``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import prometheus_client
+from lightkube.core.exceptions import ApiError
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 
 from trainyard.api.kinds import framework_label
+from trainyard.operator import jobshapes
+from trainyard.operator.jobshapes import JobSample
 
 # Counters are exposed as ``<name>_total`` only, as Go's client does; no ``_created`` series.
 prometheus_client.disable_created_metrics()  # type: ignore[no-untyped-call]
 
 CONTENT_TYPE = prometheus_client.CONTENT_TYPE_LATEST
+
+RECONCILE_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+RETENTION = timedelta(minutes=10)
+"""How long a finished job's per-job series stay after it ended."""
+JOB_LABELS = ("namespace", "training_job", "kind")
 
 # Condition that became True in a written status → the counter it moves.
 _TRANSITIONS = {"Created": "created", "Succeeded": "successful", "Failed": "failed", "Restarting": "restarted"}
@@ -53,9 +87,180 @@ class _QueueDepth(Collector):
         yield family
 
 
+def error_type(exc: BaseException) -> str:
+    """A reconcile error's ``error_type``: the API's reason (Conflict, NotFound, ...), else the exception's class."""
+    if isinstance(exc, ApiError):
+        reason = getattr(exc.status, "reason", None)
+        if reason:
+            return jobshapes.word(reason, type(exc).__name__)
+    return type(exc).__name__
+
+
+@dataclass
+class _Reconciles:
+    """One job's reconcile count by result, errors by type, and time histogram (cumulative buckets)."""
+
+    results: dict[str, int] = field(default_factory=dict)
+    errors: dict[str, int] = field(default_factory=dict)
+    buckets: list[int] = field(default_factory=lambda: [0] * (len(RECONCILE_BUCKETS) + 1))
+    seconds: float = 0.0
+
+    def add(self, seconds: float, result: str, error: str | None) -> None:
+        self.results[result] = self.results.get(result, 0) + 1
+        if error is not None:
+            self.errors[error] = self.errors.get(error, 0) + 1
+        self.seconds += seconds
+        for i, bound in enumerate((*RECONCILE_BUCKETS, float("inf"))):
+            if seconds <= bound:
+                self.buckets[i] += 1
+
+
+@dataclass
+class _Job:
+    """What was last observed of one job, and what its counters have seen of it."""
+
+    kind: str
+    namespace: str
+    name: str
+    uid: str
+    root: str  # the controlling job's uid, else its own: jobs of one root count once
+    created: datetime | None
+    first_reconciled: datetime | None
+    sample: JobSample
+    seen_unfinished: bool = False
+    ended: datetime | None = None  # when retention starts: it ended (or was first seen ended)
+    reconciles: _Reconciles = field(default_factory=_Reconciles)
+
+    @property
+    def labels(self) -> list[str]:
+        return [self.namespace, self.name, self.kind]
+
+
+def _earliest_transition(status: Mapping[str, Any]) -> datetime | None:
+    times = [jobshapes.time_of(c.get("lastTransitionTime")) for c in status.get("conditions") or []]
+    return min((t for t in times if t is not None), default=None)
+
+
+def _root(metadata: Mapping[str, Any]) -> str:
+    controller = next((r for r in metadata.get("ownerReferences") or [] if r.get("controller")), None)
+    return str((controller or metadata).get("uid") or "")
+
+
+class _JobSeries(Collector):
+    """Seed 004's per-job gauges, ``trainingjob_total`` and per-job reconcile series, made at scrape time."""
+
+    def __init__(self, clock: Callable[[], datetime], retention: timedelta) -> None:
+        self.clock = clock
+        self.retention = retention
+        self.jobs: dict[tuple[str, str, str], _Job] = {}
+
+    def shown(self, now: datetime) -> Iterator[_Job]:
+        for job in list(self.jobs.values()):
+            if job.ended is None or now < job.ended + self.retention:
+                yield job
+
+    def collect(self) -> Iterable[Metric]:
+        now = self.clock()
+        labels = list(JOB_LABELS)
+        gauges = {
+            attr: GaugeMetricFamily(f"trainingjob_{name}", doc, labels=labels)
+            for attr, name, doc in (
+                ("progress", "progress_percent", "Training progress of the job, 0 to 100"),
+                ("epoch", "current_epoch", "Epochs the job's training has completed"),
+                ("loss", "loss", "Latest loss the job's training reported"),
+                ("accuracy", "accuracy", "Latest accuracy the job's training reported"),
+                ("workers", "allocated_workers", "Replicas of the job while it runs (0 once finished or suspended)"),
+                ("gpus", "allocated_gpus", "nvidia.com/gpu limits of the job's replicas while it runs"),
+            )
+        }
+        duration = GaugeMetricFamily(
+            "trainingjob_duration_seconds", "Time since the job started, until it ended", labels=[*labels, "state"]
+        )
+        results = CounterMetricFamily(
+            "trainingjob_reconciliation", "Reconciles of the job by result", labels=[*labels, "result"]
+        )
+        errors = CounterMetricFamily(
+            "trainingjob_reconciliation_errors", "Failed reconciles of the job by error", labels=[*labels, "error_type"]
+        )
+        times = HistogramMetricFamily(
+            "trainingjob_reconciliation_duration_seconds", "Time per reconcile of the job", labels=labels
+        )
+        for job in self.shown(now):
+            sample = job.sample
+            idle = sample.state in jobshapes.IDLE
+            for attr, family in gauges.items():
+                value = getattr(sample, attr)
+                if attr in ("workers", "gpus") and value is not None and idle:
+                    value = 0
+                if value is not None:
+                    family.add_metric(job.labels, float(value))
+            started = sample.started or job.created
+            if started is not None:
+                seconds = ((sample.finished or now) - started).total_seconds()
+                duration.add_metric([*job.labels, sample.state], max(seconds, 0.0))
+            rec = job.reconciles
+            for result, count in sorted(rec.results.items()):
+                results.add_metric([*job.labels, result], count)
+            for kind, count in sorted(rec.errors.items()):
+                errors.add_metric([*job.labels, kind], count)
+            if rec.results:
+                bounds = [*(str(b) for b in RECONCILE_BUCKETS), "+Inf"]
+                times.add_metric(job.labels, list(zip(bounds, map(float, rec.buckets), strict=True)), rec.seconds)
+        yield from gauges.values()
+        yield duration
+        yield self.by_state()
+        yield results
+        yield errors
+        yield times
+
+    def by_state(self) -> GaugeMetricFamily:
+        """Jobs that exist by namespace and state; jobs of one root count once, as the controlling job."""
+        roots: dict[str, _Job] = {}
+        for key in sorted(self.jobs):
+            job = self.jobs[key]
+            if job.root not in roots or job.uid == job.root:
+                roots[job.root] = job
+        counts: dict[tuple[str, str], int] = {}
+        for job in roots.values():
+            counts[job.namespace, job.sample.state] = counts.get((job.namespace, job.sample.state), 0) + 1
+        family = GaugeMetricFamily("trainingjob_total", "Training jobs by state", labels=["namespace", "state"])
+        for (namespace, state), count in sorted(counts.items()):
+            family.add_metric([namespace, state], count)
+        return family
+
+
 class OperatorMetrics:
-    def __init__(self) -> None:
+    def __init__(
+        self,
+        *,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        retention: timedelta = RETENTION,
+        started: datetime | None = None,
+    ) -> None:
+        """``clock`` times the series at scrape; ``started`` (default: now) is when this operator
+        began, which decides what a predecessor already counted."""
         self.registry = CollectorRegistry(auto_describe=True)
+        # Second precision: object timestamps have no fraction.
+        self.started = (started or clock()).replace(microsecond=0)
+        self._kinds: dict[str, str] = {}
+        self._series = _JobSeries(clock, retention)
+        self.registry.register(self._series)
+        self._lifecycle = {
+            "created": Counter("trainingjob_created", "Training jobs created", ["namespace"], registry=self.registry),
+            "completed": Counter(
+                "trainingjob_completed",
+                "Training jobs that ended, by result (succeeded, failed)",
+                ["namespace", "result"],
+                registry=self.registry,
+            ),
+            "failed": Counter(
+                "trainingjob_failed",
+                "Training jobs that failed, by reason",
+                ["namespace", "reason"],
+                registry=self.registry,
+            ),
+        }
+        self._counted: dict[str, set[str]] = {"created": set(), "finished": set()}
         job_labels = ["job_namespace", "framework"]
         self._jobs = {
             event: Counter(
@@ -82,7 +287,7 @@ class OperatorMetrics:
             "controller_runtime_reconcile_time_seconds",
             "Length of time per reconciliation per controller",
             ["controller"],
-            buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0),
+            buckets=RECONCILE_BUCKETS,
             registry=self.registry,
         )
         self.leader = Gauge(
@@ -113,15 +318,89 @@ class OperatorMetrics:
 
     # -- the controllers -------------------------------------------------------------------------
 
-    def reconciled(self, controller: str, seconds: float, result: str) -> None:
-        """One reconcile: ``result`` is ``success``, ``error``, ``requeue_after``."""
+    def reconciled(
+        self,
+        controller: str,
+        seconds: float,
+        result: str,
+        key: tuple[str, str] | None = None,
+        error: BaseException | None = None,
+    ) -> None:
+        """One reconcile: ``result`` is ``success``, ``error``, ``requeue_after``; ``key`` the job's
+        (namespace, name), counted in its per-job series too once the job has been observed."""
         self.reconcile_time.labels(controller).observe(seconds)
         self.reconcile_total.labels(controller, result).inc()
         if result == "error":
             self.reconcile_errors.labels(controller).inc()
+        kind = self._kinds.get(controller)
+        job = self._series.jobs.get((kind, *key)) if kind is not None and key is not None else None
+        if job is not None:
+            job.reconciles.add(seconds, result, error_type(error) if error is not None else None)
 
-    def watch_queue(self, name: str, depth: Callable[[], int]) -> None:
+    # -- seed 004's per-job series ---------------------------------------------------------------
+
+    def observe_job(self, job: Mapping[str, Any], now: datetime) -> None:
+        """Take what a job (any shape ``jobshapes`` reads; others are ignored) shows now."""
+        sample = jobshapes.sample(job)
+        metadata = job.get("metadata") or {}
+        if sample is None or not metadata.get("name"):
+            return
+        key = (str(job.get("kind") or ""), str(metadata.get("namespace") or ""), str(metadata["name"]))
+        uid = str(metadata.get("uid") or "")
+        seen = self._series.jobs.get(key)
+        if seen is not None and seen.uid != uid:  # deleted and made again under the same name
+            self.forget_job(*key)
+            seen = None
+        if seen is None:
+            seen = _Job(
+                *key,
+                uid=uid,
+                root=_root(metadata) or uid,
+                created=jobshapes.time_of(metadata.get("creationTimestamp")),
+                first_reconciled=_earliest_transition(job.get("status") or {}),
+                sample=sample,
+            )
+            self._series.jobs[key] = seen
+            self._count_created(seen)
+        seen.sample = sample
+        if not sample.terminal:
+            seen.seen_unfinished, seen.ended = True, None
+        elif seen.ended is None:
+            seen.ended = min(sample.finished or now, now)
+            self._count_finished(seen)
+
+    def forget_job(self, kind: str, namespace: str, name: str) -> None:
+        """The job is gone: its per-job series go now."""
+        gone = self._series.jobs.pop((kind, namespace, name), None)
+        if gone is not None and all(j.root != gone.root for j in self._series.jobs.values()):
+            for roots in self._counted.values():
+                roots.discard(gone.root)
+
+    def _count_created(self, job: _Job) -> None:
+        if job.root in self._counted["created"]:
+            return
+        self._counted["created"].add(job.root)
+        made_here = job.created is not None and job.created >= self.started
+        if made_here or (job.first_reconciled is not None and job.first_reconciled >= self.started):
+            self._lifecycle["created"].labels(job.namespace).inc()
+
+    def _count_finished(self, job: _Job) -> None:
+        if job.root in self._counted["finished"]:
+            return
+        self._counted["finished"].add(job.root)
+        ended = job.sample.finished
+        if not (job.seen_unfinished or (ended is not None and ended >= self.started)):
+            return  # it ended before this operator started: a predecessor counted it
+        failed = job.sample.state == jobshapes.FAILED
+        self._lifecycle["completed"].labels(job.namespace, "failed" if failed else "succeeded").inc()
+        if failed:
+            self._lifecycle["failed"].labels(job.namespace, job.sample.failure_reason or "Unknown").inc()
+
+    def watch_queue(self, name: str, depth: Callable[[], int], *, kind: str | None = None) -> None:
+        """Report a controller's queue; ``kind``: the kind its keys name (for the per-job reconcile series)."""
         self._depth.queues[name] = depth
+        if kind is not None:
+            self._kinds[name] = kind
 
     def leading(self, lease: str, value: bool) -> None:
         self.leader.labels(lease).set(1 if value else 0)

@@ -86,7 +86,7 @@ class TrainJobController:
         self.metrics = metrics or OperatorMetrics()
         self.may_write = may_write
         self.queue: WorkQueue[Key] = WorkQueue()
-        self.metrics.watch_queue(trainer.CONTROLLER_NAME, lambda: len(self.queue))
+        self.metrics.watch_queue(trainer.CONTROLLER_NAME, lambda: len(self.queue), kind=trainer.TRAINJOB)
         self.res = create_namespaced_resource(trainer.GROUP, trainer.VERSION, trainer.TRAINJOB, trainer.TRAINJOBS)
         self.runtimes = create_namespaced_resource(
             trainer.GROUP, trainer.VERSION, trainer.TRAINING_RUNTIME, trainer.TRAINING_RUNTIMES
@@ -216,6 +216,7 @@ class TrainJobController:
         except ApiError as exc:
             if is_status(exc, 404):
                 self.ports.release(_port_owner(namespace, name))
+                self.metrics.forget_job(trainer.TRAINJOB, namespace, name)
                 return None
             raise
         host_ports = {
@@ -288,6 +289,8 @@ class TrainJobController:
             await self.client.patch(
                 self.res.Status, name, {"status": status}, namespace=namespace, patch_type=PatchType.MERGE
             )
+            tj = {**tj, "status": {**(tj.get("status") or {}), **status}}
+        self.metrics.observe_job(tj, self.clock())
         events += [(e.type.value, e.reason, e.message) for e in plan.events]
         await self._emit(tj, events)
 

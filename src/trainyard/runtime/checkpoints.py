@@ -6,9 +6,16 @@ the new one. Files are named ``<prefix>-<number><suffix>`` where the number is t
 step, else one more than the highest present; :meth:`CheckpointManager.latest` is the highest
 number, and only the last ``keep`` survive a save. Other ranks' saves do nothing and return None.
 
-Resume: ``TRAINYARD_RESUME_FROM`` (provisional name: the operator will inject it from a job's
-``resumeFrom`` or its own last checkpoint after a restart) names a checkpoint file, or a directory
-whose latest checkpoint to use; without it :meth:`load_latest` uses this manager's directory.
+Directory: the one given, else ``TRAINYARD_CHECKPOINT_DIR`` (a TrainingJob's ``checkpoint``
+settings compile to it), else ``checkpoints`` in the working directory.
+
+Resume: the operator injects ``TRAINYARD_RESUME_FROM``, a checkpoint file or a directory whose
+latest checkpoint to use: a job's ``resumeFrom``, or, once the job has reported a checkpoint,
+its last one (``status.trainingProgress.lastCheckpoint``), so that pods created after a restart
+continue. :meth:`CheckpointManager.resume_path` takes this directory's own latest checkpoint when
+it is at least as new (modification time) as the one the variable names, else that one: a pod
+restarted in place finds the checkpoints it wrote itself, even ones written after the variable
+was set; a new pod, with an empty directory, gets the variable's.
 
 The torch helpers import torch only when called.
 """
@@ -30,6 +37,11 @@ from trainyard.runtime.env import global_rank
 _logger = logging.getLogger(__name__)
 
 ENV_RESUME_FROM = "TRAINYARD_RESUME_FROM"
+ENV_CHECKPOINT_DIR = "TRAINYARD_CHECKPOINT_DIR"
+ENV_CHECKPOINT_KEEP = "TRAINYARD_CHECKPOINT_KEEP"
+"""How many checkpoints to retain when ``keep`` is not given (a TrainingJob's ``checkpoint.retention``)."""
+DEFAULT_DIRECTORY = "checkpoints"
+DEFAULT_KEEP = 3
 
 Writer = Callable[[IO[bytes]], object]
 
@@ -59,24 +71,29 @@ def write_atomic(path: Path, data: bytes | Writer) -> None:
 class CheckpointManager:
     def __init__(
         self,
-        directory: str | os.PathLike[str],
+        directory: str | os.PathLike[str] | None = None,
         *,
-        keep: int = 3,
+        keep: int | None = None,
         prefix: str = "checkpoint",
         suffix: str = ".ckpt",
         rank: int | None = None,
         report: bool = True,
         environ: Mapping[str, str] | None = None,
     ) -> None:
+        self._environ = os.environ if environ is None else environ
+        if keep is None:
+            named = self._environ.get(ENV_CHECKPOINT_KEEP, "").strip()
+            keep = int(named) if named.isdigit() else DEFAULT_KEEP
         if keep < 1:
             raise ValueError(f"keep must be at least 1, got {keep}")
+        if directory is None:
+            directory = self._environ.get(ENV_CHECKPOINT_DIR, "").strip() or DEFAULT_DIRECTORY
         self.directory = Path(directory)
         self.keep = keep
         self.prefix = prefix
         self.suffix = suffix
         self.rank = global_rank(environ) if rank is None else rank
         self.report = report
-        self._environ = os.environ if environ is None else environ
         self._pattern = re.compile(rf"^{re.escape(prefix)}-(\d+){re.escape(suffix)}$")
         self._pending: threading.Thread | None = None
         self._pending_error: BaseException | None = None
@@ -177,18 +194,28 @@ class CheckpointManager:
     # -- resuming --------------------------------------------------------------------------------
 
     def resume_path(self) -> Path | None:
-        """Where to resume from: ``TRAINYARD_RESUME_FROM`` (a file, or a directory's latest), else
-        this directory's latest, else None."""
+        """Where to resume from (see the module docstring): this directory's latest checkpoint
+        unless ``TRAINYARD_RESUME_FROM`` names a newer one; None when there is neither."""
+        own = self.latest()
+        named = self._named_resume()
+        if named is None or own is None:
+            return own or named
+        if own.resolve() == named.resolve():
+            return own
+        return own if _mtime(own) >= _mtime(named) else named
+
+    def _named_resume(self) -> Path | None:
         named = self._environ.get(ENV_RESUME_FROM, "").strip()
-        if named:
-            target = Path(named)
-            if target.is_dir():
-                found = self._numbered(target)
-                return found[-1][1] if found else None
-            if target.is_file():
-                return target
-            _logger.warning("%s=%s does not exist; starting from this directory's checkpoints", ENV_RESUME_FROM, named)
-        return self.latest()
+        if not named:
+            return None
+        target = Path(named)
+        if target.is_dir():
+            found = self._numbered(target)
+            return found[-1][1] if found else None
+        if target.is_file():
+            return target
+        _logger.warning("%s=%s does not exist; not resuming from it", ENV_RESUME_FROM, named)
+        return None
 
     def load_latest(self, reader: Callable[[Path], Any] | None = None) -> Any:
         """The resume checkpoint read by ``reader(path)`` (its bytes by default), or None."""
@@ -215,3 +242,10 @@ class CheckpointManager:
         import torch
 
         return self.load_latest(lambda path: torch.load(path, **load_kwargs))
+
+
+def _mtime(path: Path) -> float:
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return float("-inf")

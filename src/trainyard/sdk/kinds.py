@@ -1,7 +1,8 @@
 """Which training-job kinds a cluster serves, and how a user's word ("ptj", "jobs", "TFJob") names them.
 
 Two tables feed it: ``api.kinds.KINDS`` (Kubeflow v1's replica-spec kinds) and ``JOB_LIKE_KINDS``
-here, kinds that are jobs to a user but have no replica specs (Kubeflow Trainer v2's TrainJob).
+here, kinds that are jobs to a user but have no replica specs (Kubeflow Trainer v2's TrainJob, the
+seed's TrainingJob).
 Each kind carries the ``views.JobView`` of its family: how its STATE, outcome, pods, replicas and
 columns are read, so no verb of the CLI names a kind.
 
@@ -24,16 +25,17 @@ from typing import Any
 from lightkube import Client
 from lightkube.generic_resource import create_namespaced_resource
 
-from trainyard.api import trainer
+from trainyard.api import trainer, trainingjob
 from trainyard.api.defaults import apply_defaults
 from trainyard.api.kindinfo import KindInfo
 from trainyard.api.kinds import DEFAULT_KIND, KINDS
 from trainyard.frameworks.registry import plugin_for
-from trainyard.sdk.views import REPLICA_JOBS, TRAINJOBS, JobView
+from trainyard.sdk.views import REPLICA_JOBS, TRAININGJOBS, TRAINJOBS, JobView
 from trainyard.sdk.views import replica_specs as replica_specs  # where the CLI has always found it
 
 # Words that mean "every job kind", as `yard get jobs`.
-ALL_JOBS = ("job", "jobs", "trainingjob", "trainingjobs")
+# ("trainingjob(s)" name the seed's TrainingJob kind, not every job.)
+ALL_JOBS = ("job", "jobs")
 
 
 @dataclass(frozen=True)
@@ -98,6 +100,15 @@ JOB_LIKE_KINDS: tuple[JobKind, ...] = (
         version=trainer.VERSION,
         default_container=trainer.NODE,
         view=TRAINJOBS,
+    ),
+    JobKind(
+        kind=trainingjob.KIND,
+        plural=trainingjob.PLURAL,
+        singular=trainingjob.SINGULAR,
+        short_names=trainingjob.SHORT_NAMES,
+        group=trainingjob.GROUP,
+        version=trainingjob.VERSION,
+        view=TRAININGJOBS,
     ),
 )
 """Kinds that are jobs to a user but no ``TrainingJob`` (no replica specs), so not in ``api.kinds.KINDS``."""

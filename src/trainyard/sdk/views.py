@@ -13,6 +13,9 @@ Two families share every verb (``get``, ``describe``, ``logs``, ``wait``, ``run`
   (``jobset.sigs.k8s.io/jobset-name``), one step per node (``node-<completion index>``); its
   status holds ``jobsStatus`` and, when training code reports it, ``trainerStatus``.
 
+Each family reads its jobs' training progress (PROGRESS and EPOCH columns, describe's Training
+section, the progress line) with the ``sdk.training`` reader of its status shape.
+
 Functions of API objects as the server returns them (plain dicts); only the ages read the clock.
 """
 
@@ -23,8 +26,10 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from trainyard.api import jobset, labels, trainer
+from trainyard.api import jobset, labels, trainer, trainingjob
 from trainyard.api.meta import parse_time
+from trainyard.sdk import training
+from trainyard.sdk.training import Training
 
 Obj = dict[str, Any]
 Column = tuple[str, Callable[[Obj], str]]
@@ -212,24 +217,12 @@ def trainjob_fields(job: Obj) -> list[tuple[str, str]]:
 
 
 def trainjob_sections(job: Obj) -> list[tuple[str, list[str], list[list[str]]]]:
-    """``yard describe``'s status tables of a TrainJob: its replicated Jobs, and the trainer's own report."""
+    """``yard describe``'s status tables of a TrainJob: its replicated Jobs."""
     status = _status(job)
     keys = ("active", "ready", "succeeded", "failed", "suspended")
     jobs = [[str(row.get("name", "")), *(str(row.get(k, 0)) for k in keys)] for row in status.get("jobsStatus") or []]
     out = [("Jobs", ["NAME", *(k.upper() for k in keys)], jobs)]
-    reported = status.get("trainerStatus")
-    if reported:
-        rows = [
-            [label, f"{reported[key]}{unit}"]
-            for label, key, unit in (
-                ("progress", "progressPercentage", "%"),
-                ("remaining", "estimatedRemainingSeconds", "s"),
-                ("updated", "lastUpdatedTime", ""),
-            )
-            if reported.get(key) is not None
-        ]
-        rows += [[str(m.get("name", "")), str(m.get("value", ""))] for m in reported.get("metrics") or []]
-        out.append(("Trainer status", ["FIELD", "VALUE"], rows))
+    # The trainer's own report (``trainerStatus``) is describe's Training section (``JobView.training``).
     return out
 
 
@@ -272,6 +265,8 @@ class JobView:
     handled: Callable[[Obj], bool] = field(default=lambda job: bool(conditions(job)))
     """Whether a controller has written the job's status yet (else: is an operator running?)."""
     failed: str = "Failed"
+    training: Callable[[Obj], Training | None] = field(default=lambda job: None)
+    """The job's reported training progress, by its status shape (``sdk.training``); None if none."""
 
     def outcome(self, job: Obj) -> str | None:
         """``succeeded`` or ``failed`` (the kind's own words) once the job is over, else None."""
@@ -280,6 +275,22 @@ class JobView:
 
     def is_running(self, job: Obj) -> bool:
         return self.state(job) == "Running" or "Running" in true_conditions(job)
+
+
+def training_columns(
+    read: Callable[[Obj], Training | None], over: Callable[[Obj], bool], *, wide: bool = False
+) -> tuple[Column, ...]:
+    """PROGRESS and EPOCH (``wide``: LOSS, ACCURACY and ETA) of a family whose status shape ``read``
+    reads; ``over`` says a job has finished (it has no ETA then)."""
+
+    def column(header: str) -> Column:
+        return header, lambda job: training.cell(header, read(job), over=over(job))
+
+    return tuple(column(h) for h in (training.WIDE_COLUMNS if wide else training.COLUMNS))
+
+
+def _ended(*words: str) -> Callable[[Obj], bool]:
+    return lambda job: bool(true_conditions(job) & set(words))
 
 
 COMMON_COLUMNS: tuple[Column, ...] = (("AGE", job_age),)
@@ -293,10 +304,19 @@ REPLICA_JOBS = JobView(
     pod_labels=lambda name: {labels.JOB_NAME: name},
     summary=replicas_summary,
     wanted=wanted_replicas,
-    columns=(("AGE", job_age), ("REPLICAS", replicas_summary)),
-    wide_columns=(("DURATION", duration), ("RESTARTS", restarts)),
+    columns=(
+        *training_columns(training.from_training_progress, _ended("Succeeded", "Failed")),
+        ("AGE", job_age),
+        ("REPLICAS", replicas_summary),
+    ),
+    wide_columns=(
+        *training_columns(training.from_training_progress, _ended("Succeeded", "Failed"), wide=True),
+        ("DURATION", duration),
+        ("RESTARTS", restarts),
+    ),
     fields=replica_job_fields,
     deadline=lambda job: _run_policy(job).get("activeDeadlineSeconds"),
+    training=training.from_training_progress,
 )
 
 TRAINJOBS = JobView(
@@ -306,8 +326,16 @@ TRAINJOBS = JobView(
     pod_labels=lambda name: {jobset.JOBSET_NAME: name},
     summary=jobs_summary,
     wanted=wanted_nodes,
-    columns=(("RUNTIME", runtime_of), ("NODES", nodes_column), ("AGE", job_age)),
-    wide_columns=(("JOBS", jobs_summary),),
+    columns=(
+        ("RUNTIME", runtime_of),
+        ("NODES", nodes_column),
+        *training_columns(training.from_trainer_status, _ended(trainer.COMPLETE, trainer.FAILED)),
+        ("AGE", job_age),
+    ),
+    wide_columns=(
+        *training_columns(training.from_trainer_status, _ended(trainer.COMPLETE, trainer.FAILED), wide=True),
+        ("JOBS", jobs_summary),
+    ),
     owned_pods_only=False,  # the JobSet is named after the TrainJob; its pods belong to its Jobs
     event_owners=("Job",),
     fields=trainjob_fields,
@@ -318,7 +346,61 @@ TRAINJOBS = JobView(
     deadline_field="spec.activeDeadlineSeconds",
     backoff_field="the runtime's replicated Jobs' backoffLimit",
     handled=lambda job: bool(_status(job)),  # Pending has no condition: the state is what tells
+    training=training.from_trainer_status,
 )
+
+
+def trainingjob_view() -> JobView:
+    """The seed's TrainingJob (``ml.example.com/v1``): its own ``status.state``; its pods are its owned
+    v1 job's, found by the ``training-job`` label every worker carries."""
+
+    def status_of(job: Obj) -> Obj:
+        return _status(job)
+
+    def workers_cell(job: Obj) -> str:
+        counts = status_of(job).get("workers") or {}
+        bits = [f"{counts[k]} {k}" for k in ("active", "succeeded", "failed") if counts.get(k)]
+        return ", ".join(bits) or f"{_spec(job).get('numWorkers', '?')} wanted"
+
+    def finished(job: Obj) -> bool:
+        return status_of(job).get("state") in (trainingjob.COMPLETED, trainingjob.FAILED)
+
+    def fields(job: Obj) -> list[tuple[str, str]]:
+        spec, status = _spec(job), status_of(job)
+        out = [
+            ("Model", str(spec.get("model", "-"))),
+            ("Dataset", str(spec.get("dataset", "-"))),
+            ("Framework", f"{spec.get('framework', 'pytorch')} ({(status.get('job') or {}).get('kind', '-')})"),
+            ("Workers", f"{spec.get('numWorkers', '-')} x {spec.get('gpusPerWorker', 1)} GPU"),
+        ]
+        for key in ("progress", "currentEpoch", "totalEpochs", "duration", "failureReason"):
+            if status.get(key) is not None:
+                out.append((key, str(status[key])))
+        if status.get("metrics"):
+            out.append(("Metrics", ", ".join(f"{k}={v}" for k, v in status["metrics"].items())))
+        return out
+
+    return JobView(
+        family="TrainingJob (ml.example.com)",
+        state=lambda job: str(status_of(job).get("state") or "Pending"),
+        succeeded=trainingjob.SUCCEEDED,
+        pod_labels=lambda name: {trainingjob.JOB_LABEL: name},
+        summary=workers_cell,
+        wanted=lambda job: [],
+        columns=(*training_columns(training.from_flat_status, finished), ("AGE", job_age)),
+        wide_columns=(*training_columns(training.from_flat_status, finished, wide=True), ("WORKERS", workers_cell)),
+        owned_pods_only=False,  # the pods are the owned job's
+        fields=fields,
+        suspend_field="spec.suspend",
+        deadline=lambda job: (_spec(job).get("failurePolicy") or {}).get("activeDeadlineSeconds"),
+        deadline_field="spec.failurePolicy.activeDeadlineSeconds",
+        backoff_field="spec.failurePolicy.backoffLimit",
+        handled=lambda job: bool(status_of(job)),
+        training=training.from_flat_status,
+    )
+
+
+TRAININGJOBS = trainingjob_view()
 
 
 # -- pods of either family -----------------------------------------------------------------------

@@ -1,12 +1,13 @@
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import IO
 
 import pytest
 
 from trainyard.runtime import reporting
-from trainyard.runtime.checkpoints import ENV_RESUME_FROM, CheckpointManager, write_atomic
+from trainyard.runtime.checkpoints import ENV_CHECKPOINT_DIR, ENV_RESUME_FROM, CheckpointManager, write_atomic
 
 
 @pytest.fixture(autouse=True)
@@ -65,18 +66,49 @@ def test_write_atomic_replaces_in_place(tmp_path: Path) -> None:
     assert [p.name for p in tmp_path.iterdir()] == ["f"]
 
 
-def test_resume_from_env_file_or_directory(tmp_path: Path) -> None:
+def test_resume_from_env_file_or_directory(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     old = CheckpointManager(tmp_path / "old", rank=0, environ={})
     old.save(b"old 7", epoch=7)
     old.save(b"old 8", epoch=8)
     own = CheckpointManager(tmp_path / "own", rank=0, environ={ENV_RESUME_FROM: str(tmp_path / "old")})
-    assert own.load_latest() == b"old 8"
+    assert own.load_latest() == b"old 8"  # a new pod: its directory is empty
     pinned = CheckpointManager(
         tmp_path / "own", rank=0, environ={ENV_RESUME_FROM: str(tmp_path / "old" / "checkpoint-00000007.ckpt")}
     )
     assert pinned.load_latest(lambda p: p.name) == "checkpoint-00000007.ckpt"
     missing = CheckpointManager(tmp_path / "old", rank=0, environ={ENV_RESUME_FROM: str(tmp_path / "nowhere")})
     assert missing.load_latest() == b"old 8"
+    assert "TRAINYARD_RESUME_FROM=" in caplog.text
+    empty = CheckpointManager(tmp_path / "own", rank=0, environ={ENV_RESUME_FROM: str(tmp_path / "none")})
+    assert empty.load_latest() is None
+
+
+def test_own_newer_checkpoint_wins_over_the_env(tmp_path: Path) -> None:
+    # The operator's TRAINYARD_RESUME_FROM is fixed when a pod is created; a pod restarted in place
+    # (restartPolicy OnFailure) has written newer checkpoints of its own since.
+    named = CheckpointManager(tmp_path / "named", rank=0, environ={}).save(b"named 3", epoch=3)
+    assert named is not None
+    manager = CheckpointManager(tmp_path / "own", rank=0, environ={ENV_RESUME_FROM: str(named)})
+    own = manager.save(b"own 5", epoch=5)
+    assert own is not None
+    os.utime(named, (1_000_000, 1_000_000))
+    os.utime(own, (2_000_000, 2_000_000))
+    assert manager.load_latest() == b"own 5"
+    os.utime(own, (500_000, 500_000))  # the directory holds stale files from an older run
+    assert manager.load_latest() == b"named 3"
+    same = CheckpointManager(tmp_path / "own", rank=0, environ={ENV_RESUME_FROM: str(own)})
+    assert same.resume_path() == own
+
+
+def test_directory_from_the_env_else_checkpoints(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    manager = CheckpointManager(rank=0, environ={ENV_CHECKPOINT_DIR: str(tmp_path / "ckpt")})
+    assert manager.directory == tmp_path / "ckpt"
+    assert manager.save(b"x", epoch=1) == tmp_path / "ckpt" / "checkpoint-00000001.ckpt"
+    monkeypatch.chdir(tmp_path)
+    assert CheckpointManager(rank=0, environ={}).directory == Path("checkpoints")
+    assert CheckpointManager(tmp_path / "given", environ={ENV_CHECKPOINT_DIR: "/elsewhere"}).directory == (
+        tmp_path / "given"
+    )
 
 
 def test_async_save_one_in_flight_and_errors_surface(tmp_path: Path) -> None:
@@ -126,3 +158,12 @@ def test_torch_helpers(tmp_path: Path) -> None:
 def test_keep_must_be_positive(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="keep"):
         CheckpointManager(tmp_path, keep=0)
+
+
+def test_retention_comes_from_the_environment_when_not_given(tmp_path: Path) -> None:
+    manager = CheckpointManager(tmp_path, rank=0, environ={"TRAINYARD_CHECKPOINT_KEEP": "2"})
+    for epoch in (1, 2, 3):
+        manager.save(b"x", epoch=epoch)
+    assert [p.name.endswith(("2.ckpt", "3.ckpt")) for p in manager.checkpoints()] == [True, True]
+    assert CheckpointManager(tmp_path, rank=0, environ={}).keep == 3
+    assert CheckpointManager(tmp_path, keep=5, rank=0, environ={"TRAINYARD_CHECKPOINT_KEEP": "2"}).keep == 5

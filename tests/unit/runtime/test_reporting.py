@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import sys
 import threading
 
 import pytest
@@ -229,3 +230,154 @@ def test_module_level_report_never_raises(monkeypatch: pytest.MonkeyPatch) -> No
     reporting.configure(ListSink(), start=False)
     reporting.report(metrics=42)  # type: ignore[arg-type]
     reporting.checkpoint_saved(object())  # type: ignore[arg-type]
+
+
+class HistorySink(ListSink):
+    wants_history = True
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.closed: list[str] = []
+
+    def close(self, timeout: float) -> None:
+        self.closed.append(threading.current_thread().name)
+
+
+def test_a_history_sink_gets_every_epoch_boundary_once_however_rate_limited() -> None:
+    clock, history, latest = Clock(), HistorySink(), ListSink()
+    reporter = make([latest, history], clock)
+    for epoch in range(1, 6):
+        for step in range(3):
+            # step-level reports naming the current epoch are no boundary
+            reporter.report(epoch=epoch - 1, step=step, metrics={"batch_loss": float(step)})
+        reporter.report(epoch=epoch, total_epochs=5, metrics={"loss": 1.0 / epoch})
+        reporter.pump()
+    assert reporter.flush()
+    assert [len(s.epochs) for s in history.sent] == [2, 4]  # epochs 0-1 at the first pump, 2-5 at flush
+    records = [record for snapshot in history.sent for record in snapshot.epochs]
+    assert [r.epoch for r in records] == [0, 1, 2, 3, 4, 5]
+    assert records[0].metrics == {"batch_loss": 0.0}  # as they stood when epoch 0 was first named
+    assert records[3].metrics == {"batch_loss": 2.0, "loss": 1.0 / 3}
+    assert records[3].time == 1_700_000_000.0
+    assert [s.epoch for s in latest.sent] == [s.epoch for s in history.sent] == [1, 5]
+    assert [s.epochs for s in latest.sent] == [(), ()]  # a status sink wants no history
+    assert reporter.flush()
+    assert len(history.sent) == 2  # nothing new
+
+
+def test_history_is_bounded_and_counts_what_it_dropped() -> None:
+    history = HistorySink()
+    reporter = make(history, Clock(), history_limit=3)
+    for epoch in range(5):
+        reporter.report(epoch=epoch, metrics={"loss": float(epoch)})
+    reporter.pump()
+    assert [r.epoch for r in history.sent[0].epochs] == [2, 3, 4]
+    assert reporter.history_dropped == 2
+
+
+def test_without_a_history_sink_no_history_is_kept() -> None:
+    sink = ListSink()
+    reporter = make(sink, Clock())
+    reporter.report(epoch=1, metrics={"loss": 1.0})
+    reporter.report(epoch=2, metrics={"loss": 0.5})
+    reporter.pump()
+    assert sink.sent[0].epochs == ()
+
+
+def test_params_merge_and_travel_in_every_snapshot() -> None:
+    sink = ListSink()
+    reporter = make(sink, Clock())
+    reporter.log_params({"lr": 0.1, "batch_size": 32})
+    reporter.log_params({"lr": 0.01})
+    reporter.log_params(None)  # type: ignore[arg-type]  # ignored, logged, never raised
+    assert reporter.pump()  # params alone are something to send
+    assert sink.sent[0].params == {"lr": 0.01, "batch_size": 32}
+
+
+def test_one_failing_sink_neither_stops_nor_silences_another(caplog: pytest.LogCaptureFixture) -> None:
+    clock, good, bad = Clock(), ListSink(), RaisingSink()
+    reporter = make([bad, good], clock)
+    for step in range(3):
+        reporter.report(step=step, total_steps=10)
+        clock.now += 2
+        reporter.pump()
+    assert [s.step for s in good.sent] == [0, 1, 2]
+    assert (reporter.sent, reporter.dropped) == (3, 3)
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert len(warnings) == 1
+    assert warnings[0].startswith("RaisingSink: update dropped")
+
+
+def test_close_sends_what_is_pending_then_closes_sinks_once() -> None:
+    history = HistorySink()
+    reporter = make(history, Clock())
+    reporter.report(epoch=1, metrics={"loss": 1.0})
+    reporter.pump()
+    reporter.report(epoch=2, metrics={"loss": 0.5})
+    reporter.close()
+    reporter.close()
+    reporter.report(epoch=3)  # after close: ignored
+    assert [s.epoch for s in history.sent] == [1, 2]
+    assert history.closed == [threading.current_thread().name]
+
+
+def test_close_runs_the_sinks_close_on_the_sender_thread() -> None:
+    history = HistorySink()
+    reporter = Reporter(history, interval=0.01)
+    reporter.report(epoch=1, metrics={"loss": 1.0})
+    reporter.close(timeout=5)
+    assert history.closed == ["trainyard-report-HistorySink"]
+    assert history.sent[-1].epochs[-1].epoch == 1
+
+
+def test_a_hanging_sink_does_not_hold_the_others() -> None:
+    class Live(ListSink):
+        def __init__(self) -> None:
+            super().__init__()
+            self.got_step_5 = threading.Event()
+
+        def send(self, snapshot: Snapshot, timeout: float) -> None:
+            super().send(snapshot, timeout)
+            if snapshot.step == 5:
+                self.got_step_5.set()
+
+    hanging, live = HangingSink(), Live()
+    reporter = Reporter([hanging, live], interval=0.0)
+    reporter.report(step=0, total_steps=10)
+    assert hanging.entered.wait(5)
+    reporter.report(step=5)
+    assert live.got_step_5.wait(5)  # while the other sink hangs
+    assert not reporter.flush(timeout=0.05)  # which never took step 5
+    hanging.release.set()
+    assert reporter.flush(timeout=5)
+    reporter.close(timeout=1)
+
+
+def test_a_closing_sink_that_raises_is_logged(caplog: pytest.LogCaptureFixture) -> None:
+    class BadClose(ListSink):
+        def close(self, timeout: float) -> None:
+            raise OSError("server gone")
+
+    reporter = make(BadClose(), Clock())
+    reporter.report(step=1)
+    reporter.close()
+    assert any("close failed: OSError('server gone')" in r.getMessage() for r in caplog.records)
+
+
+def test_module_level_log_params(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(reporting, "_default", None)
+    sink = ListSink()
+    reporting.configure(sink, start=False)
+    reporting.log_params({"optimizer": "adam"})
+    assert reporting.flush()
+    assert sink.sent[-1].params == {"optimizer": "adam"}
+
+
+def test_default_sink_prefers_trainyards_progress_route(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The progress sink's module may be absent (it is optional here): the Trainer sink is chosen then.
+    monkeypatch.setitem(sys.modules, "trainyard.runtime.progress", None)
+    monkeypatch.setenv("TRAINYARD_PROGRESS_URL", "http://127.0.0.1:1/progress")
+    monkeypatch.setenv("KUBEFLOW_TRAINER_SERVER_URL", "http://127.0.0.1:1/status")
+    assert type(reporting.default_sink()).__name__ == "TrainerStatusSink"
+    monkeypatch.delenv("KUBEFLOW_TRAINER_SERVER_URL")
+    assert reporting.default_sink() is None

@@ -55,7 +55,8 @@ def node_pod(index: int, phase: str = "Running", rjob: str = "node", owner: str 
 
 def test_trainjob_is_a_job_like_kind_with_its_own_view() -> None:
     assert [(k.kind, k.plural, k.api_version, k.default_container) for k in JOB_LIKE_KINDS] == [
-        ("TrainJob", "trainjobs", "trainer.kubeflow.org/v1alpha1", "node")
+        ("TrainJob", "trainjobs", "trainer.kubeflow.org/v1alpha1", "node"),
+        ("TrainingJob", "trainingjobs", "ml.example.com/v1", None),
     ]
     assert TRAINJOB.view is TRAINJOBS and PYTORCHJOB.view is REPLICA_JOBS
     assert TRAINJOB in resolve("jobs", builtin_kinds())
@@ -118,9 +119,9 @@ def test_columns_of_trainjobs_of_v1_jobs_and_of_both() -> None:
     tj = trainjob(state="Running", jobsStatus=[{"name": "node", "active": 2, "ready": 2, "succeeded": 0}])
     columns = job_columns([TRAINJOB], wide=False)
     headers = job_headers(columns, wide=False, all_ns=False, show_kind=False)
-    assert headers == ["NAME", "STATE", "RUNTIME", "NODES", "AGE"]
+    assert headers == ["NAME", "STATE", "RUNTIME", "NODES", "PROGRESS", "EPOCH", "AGE"]
     row = [str(c) for c in job_row(tj, TRAINJOB, columns, wide=False, all_ns=False, show_kind=False)]
-    assert row[:4] == ["tj", "Running", "torch-distributed", "2"] and row[4].endswith("d")
+    assert row[:6] == ["tj", "Running", "torch-distributed", "2", "", ""] and row[6].endswith("d")
     wide = job_columns([TRAINJOB], wide=True)
     assert job_headers(wide, wide=True, all_ns=False, show_kind=False)[-2:] == ["JOBS", "KIND"]
     assert str(job_row(tj, TRAINJOB, wide, wide=True, all_ns=False, show_kind=False)[-2]) == "node: 2 active"
@@ -128,13 +129,23 @@ def test_columns_of_trainjobs_of_v1_jobs_and_of_both() -> None:
     assert job_headers(job_columns([PYTORCHJOB], wide=False), wide=False, all_ns=False, show_kind=False) == [
         "NAME",
         "STATE",
+        "PROGRESS",
+        "EPOCH",
         "AGE",
         "REPLICAS",
     ]
     both = job_columns([PYTORCHJOB, TRAINJOB], wide=False)
-    assert job_headers(both, wide=False, all_ns=False, show_kind=True) == ["NAME", "STATE", "AGE", "REPLICAS", "KIND"]
+    assert job_headers(both, wide=False, all_ns=False, show_kind=True) == [
+        "NAME",
+        "STATE",
+        "PROGRESS",
+        "EPOCH",
+        "AGE",
+        "REPLICAS",
+        "KIND",
+    ]
     row = [str(c) for c in job_row(tj, TRAINJOB, both, wide=False, all_ns=False, show_kind=True)]
-    assert row[3:] == ["node: 2 active", "TrainJob"]
+    assert row[5:] == ["node: 2 active", "TrainJob"]
 
 
 def test_summary_before_any_status_and_a_namespaced_runtime() -> None:
@@ -160,8 +171,9 @@ def test_describe_fields_and_sections() -> None:
     sections = {title: (headers, rows) for title, headers, rows in TRAINJOBS.sections(tj)}
     assert sections["Jobs"][0] == ["NAME", "ACTIVE", "READY", "SUCCEEDED", "FAILED", "SUSPENDED"]
     assert sections["Jobs"][1] == [["node", "2", "1", "0", "0", "0"]]
-    assert sections["Trainer status"][1] == [["progress", "40%"], ["loss", "0.25"]]
-    assert "Trainer status" not in {t for t, _, _ in TRAINJOBS.sections(trainjob())}
+    # The trainer's report is describe's Training section (tests/unit/sdk/test_training_views.py), no table.
+    assert list(sections) == ["Jobs"]
+    assert TRAINJOBS.training(tj) is not None and TRAINJOBS.training(trainjob()) is None
 
 
 def test_why_reads_a_trainjob_by_its_own_words() -> None:
