@@ -32,7 +32,7 @@ def test_pytorchjob_runs_end_to_end_through_kubectl(kubectl: Kubectl) -> None:
     assert "pytorchjob.kubeflow.org/pytorch-ddp created" in kubectl("apply", "-f", EXAMPLE)
 
     listing = kubectl("get", "pytorchjobs")
-    assert re.search(r"^NAME\s+STATE\s+AGE", listing, re.M), listing
+    assert re.search(r"^NAME\s+STATE\s+PROGRESS\s+EPOCH\s+AGE", listing, re.M), listing
     assert "pytorch-ddp" in listing
 
     # One headless Service per replica while the job runs; all removed once it finished.
@@ -57,6 +57,10 @@ def test_pytorchjob_runs_end_to_end_through_kubectl(kubectl: Kubectl) -> None:
     assert {c["type"]: c["reason"] for c in status["conditions"]}["Created"] == "PyTorchJobCreated"
     assert status["startTime"] and status["completionTime"]
     assert status["replicaStatuses"]["Master"]["succeeded"] == 1
+    # train.py reports every epoch through trainyard.runtime: the last one is in the status
+    progress = status["trainingProgress"]
+    assert (progress["progress"], progress["currentEpoch"], progress["totalEpochs"]) == ("100%", 10, 10), progress
+    assert progress["metrics"]["accuracy"] >= 0.9 and progress["metrics"]["loss"] > 0, progress
 
     pods = kubectl.json("get", "pods", "-l", JOB_LABEL)["items"]
     assert sorted(p["metadata"]["name"] for p in pods) == ["pytorch-ddp-master-0", "pytorch-ddp-worker-0"]

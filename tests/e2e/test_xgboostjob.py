@@ -52,6 +52,10 @@ def test_the_example_trains_one_booster_on_every_ranks_shard(plane: Plane, sdk: 
     # As upstream, a succeeded XGBoostJob shows it ran, even if no pass saw its master running.
     assert ("Running", "False", "XGBoostJobRunning") in conditions(job)
     assert job["status"]["replicaStatuses"]["Worker"]["succeeded"] == 2
+    # train.py reports each boosting round through trainyard.runtime (status.trainingProgress)
+    progress = job["status"]["trainingProgress"]
+    assert (progress["progress"], progress["currentEpoch"], progress["totalEpochs"]) == ("100%", 10, 10), progress
+    assert progress["metrics"]["accuracy"] > 0.9, progress
     # The example's image ran in the xgboost environment, not trainyard's own.
     events = json.loads(plane.yard("get", "events", "-o", "json").stdout)["items"]
     assert any('runs in local environment "xgboost"' in e["message"] for e in events), events

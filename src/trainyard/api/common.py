@@ -66,6 +66,21 @@ class SchedulingPolicy(K8sModel):
     schedule_timeout_seconds: int | None = None
 
 
+class EarlyStopping(K8sModel):
+    """trainyard: end the job ``Succeeded`` early on a metric its training code reports
+    (``status.trainingProgress``, through ``trainyard.runtime``): when it reaches ``target``, or
+    after ``patience`` completed epochs without improving on its best by more than ``minDelta``.
+    Defaults (``controller.progress``): metric ``accuracy``; mode ``min`` for a metric whose name
+    says loss or error, else ``max``."""
+
+    metric: str | None = None
+    mode: str | None = None
+    """``max`` or ``min``: which way is better."""
+    target: float | None = None
+    patience: int | None = None
+    min_delta: float | None = None
+
+
 class RunPolicy(K8sModel):
     clean_pod_policy: CleanPodPolicy | None = None
     ttl_seconds_after_finished: int | None = None
@@ -75,6 +90,8 @@ class RunPolicy(K8sModel):
     suspend: bool | None = None
     managed_by: str | None = None
     restart_scope: RestartScope | None = None
+    early_stopping: EarlyStopping | None = None
+    """trainyard's addition (``kubeflow.org/v1`` kinds): a success policy on reported metrics."""
 
 
 class JobCondition(K8sModel):
@@ -107,6 +124,43 @@ class PodLedgerEntry(K8sModel):
     """Its failure is counted as a restart: the pod is to be deleted and recreated."""
 
 
+class CheckpointRef(K8sModel):
+    path: str
+    epoch: int | None = None
+    time: Time | None = None
+
+
+class BestMetric(K8sModel):
+    """The best value of ``runPolicy.earlyStopping``'s metric so far, and the epoch it was reported at."""
+
+    metric: str
+    value: float
+    epoch: int | None = None
+
+
+class TrainingProgress(K8sModel):
+    """trainyard: what the job's training code last reported (``status.trainingProgress``).
+
+    Written only by the operator's status server (``operator.statusserver``, merged by
+    ``controller.progress.merge``); the reconciler reads it and never writes it back.
+    """
+
+    progress_percentage: int | None = None
+    progress: str | None = None
+    """``progressPercentage`` for display (``"45%"``), the PROGRESS column."""
+    current_epoch: int | None = None
+    """Epochs completed."""
+    total_epochs: int | None = None
+    current_step: int | None = None
+    total_steps: int | None = None
+    metrics: dict[str, int | float | str] | None = None
+    """The latest value of each metric, by name."""
+    estimated_remaining_seconds: int | None = None
+    last_checkpoint: CheckpointRef | None = None
+    best: BestMetric | None = None
+    last_update_time: Time | None = None
+
+
 class JobStatus(K8sModel):
     conditions: list[JobCondition] = Field(default_factory=list)
     replica_statuses: dict[str, ReplicaStatus] = Field(default_factory=dict)
@@ -116,6 +170,7 @@ class JobStatus(K8sModel):
     restart_count: int | None = None
     """trainyard: every restart so far (in place, by re-creation, whole-job), bounded by backoffLimit."""
     pod_ledger: list[PodLedgerEntry] | None = None
+    training_progress: TrainingProgress | None = None
 
 
 class TrainingJob(TypedObject):

@@ -15,7 +15,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from trainyard.api import core, meta
-from trainyard.api.kindinfo import KindInfo
+from trainyard.api.kindinfo import KindInfo, PrinterColumn
 
 _DROP = {"title", "default", "description", "examples", "discriminator"}
 
@@ -97,6 +97,13 @@ def openapi_schema(info: KindInfo) -> dict[str, Any]:
     }
 
 
+def _column(column: PrinterColumn) -> dict[str, Any]:
+    out: dict[str, Any] = {"name": column.name, "type": column.type, "jsonPath": column.json_path}
+    if column.priority:
+        out["priority"] = column.priority
+    return out
+
+
 def crd_for(info: KindInfo) -> dict[str, Any]:
     """The ``apiextensions.k8s.io/v1`` CRD for one kind, as a manifest."""
     subresources: dict[str, Any] = {"status": {}}
@@ -128,9 +135,7 @@ def crd_for(info: KindInfo) -> dict[str, Any]:
                     "storage": True,
                     "schema": {"openAPIV3Schema": openapi_schema(info)},
                     "subresources": subresources,
-                    "additionalPrinterColumns": [
-                        {"name": c.name, "type": c.type, "jsonPath": c.json_path} for c in info.printer_columns
-                    ],
+                    "additionalPrinterColumns": [_column(c) for c in info.printer_columns],
                 }
             ],
         },

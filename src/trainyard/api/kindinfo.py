@@ -33,6 +33,8 @@ class PrinterColumn:
     name: str
     type: str
     json_path: str
+    priority: int = 0
+    """0: always shown; 1: only with ``-o wide``."""
 
 
 def no_defaults(job: TrainingJob) -> None:
@@ -89,6 +91,11 @@ class KindInfo:
     )
     """The ``runPolicy.managedBy`` values admission accepts; the first is the one this operator
     reconciles (as is no value at all), any other names a controller that does the work instead."""
+    training_progress: bool = True
+    """Whether jobs of the kind get ``status.trainingProgress`` from their training code (the
+    status server's route, the progress env of their pods) and may set
+    ``runPolicy.earlyStopping``: the ``kubeflow.org/v1`` kinds, whose pods the reconciler's
+    replica pass creates."""
     common_replica_rules: bool = True
     """Whether ``api.validation``'s replica rules (types, containers, images, the default
     container's name, replicas >= 1) apply; False for a kind whose own ``validate`` has its own."""

@@ -22,7 +22,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from trainyard.api.common import QUEUE_IMMUTABLE, SchedulingPolicy, TrainingJob
+from trainyard.api.common import QUEUE_IMMUTABLE, EarlyStopping, SchedulingPolicy, TrainingJob
 from trainyard.api.field_errors import ErrorType, FieldError, quote
 from trainyard.api.kindinfo import KindInfo
 
@@ -138,6 +138,7 @@ def validate_job(body: Mapping[str, Any], info: KindInfo) -> list[FieldError]:
         errors += _validate_name(job, info)
         errors += _validate_replicas(job, info)
     errors += _validate_run_policy(job, info)
+    errors += _validate_early_stopping(job, info)
     errors += info.validate(job)
     return errors
 
@@ -252,4 +253,37 @@ def _validate_run_policy(job: TrainingJob, info: KindInfo) -> list[FieldError]:
                 f'"{policy.managed_by}": supported values: {supported}',
             )
         )
+    return errors
+
+
+EARLY_STOPPING_MODES = ("max", "min")
+
+
+def _validate_early_stopping(job: TrainingJob, info: KindInfo) -> list[FieldError]:
+    """trainyard's ``runPolicy.earlyStopping``: only where the kind reports progress, and well formed."""
+    policy = job.run_policy.early_stopping
+    path = "spec.runPolicy.earlyStopping"
+    if policy is None:
+        return []
+    if not info.training_progress:
+        return [FieldError(ErrorType.FORBIDDEN, path, f"{info.kind} does not report status.trainingProgress")]
+    errors = _early_stopping_values(policy, path)
+    if policy.target is None and policy.patience is None:
+        errors.append(FieldError(ErrorType.REQUIRED, path, "must set target, patience or both"))
+    return errors
+
+
+def _early_stopping_values(policy: EarlyStopping, path: str) -> list[FieldError]:
+    errors: list[FieldError] = []
+    if policy.metric is not None and not policy.metric.strip():
+        errors.append(FieldError(ErrorType.INVALID, f"{path}.metric", f"{quote(policy.metric)}: must not be empty"))
+    if policy.mode is not None and policy.mode not in EARLY_STOPPING_MODES:
+        supported = ", ".join(f'"{m}"' for m in EARLY_STOPPING_MODES)
+        errors.append(
+            FieldError(ErrorType.NOT_SUPPORTED, f"{path}.mode", f"{quote(policy.mode)}: supported values: {supported}")
+        )
+    if policy.patience is not None and policy.patience < 1:
+        errors.append(FieldError(ErrorType.INVALID, f"{path}.patience", f"{policy.patience}: must be >= 1"))
+    if policy.min_delta is not None and not policy.min_delta >= 0:  # NaN too
+        errors.append(FieldError(ErrorType.INVALID, f"{path}.minDelta", f"{policy.min_delta}: must be >= 0"))
     return errors

@@ -1,6 +1,7 @@
 """Job lifecycle over ``runPolicy`` (kubeflow-v1 reference §5, §6.1-§6.5), decided purely.
 
-This module owns: who manages a job (``managedBy``), ``activeDeadlineSeconds``, what a finished
+This module owns: who manages a job (``managedBy``), ``activeDeadlineSeconds``, a success policy
+that fired (``succeed_early``; ``progress`` decides when), what a finished
 job cleans up (``cleanPodPolicy``; Services always), ``ttlSecondsAfterFinished``, the guarantees
 every pass ends with (``completionTime`` on every finish, ``lastReconcileTime`` on every status
 write) and the timed requeues that make deadlines and TTLs fire on time rather than on the next
@@ -68,6 +69,29 @@ def fail_past_deadline(
     )
     stopped = {rtype: rs.model_copy(update={"active": 0}) for rtype, rs in status.replica_statuses.items()}
     status = status.model_copy(update={"completion_time": status.completion_time or now, "replica_statuses": stopped})
+    return status, cleanup(job, pods, services, stop_active=True)
+
+
+def succeed_early(
+    job: TrainingJob,
+    status: JobStatus,
+    pods: Sequence[Pod],
+    services: Sequence[Service],
+    reason: str,
+    message: str,
+    now: datetime,
+) -> tuple[JobStatus, tuple[ChildRef, ...]]:
+    """A success policy fired (``runPolicy.earlyStopping``): the job succeeds with ``reason``.
+
+    Its replicas still running are stopped whatever ``cleanPodPolicy``: deleted with their grace
+    period, so training code gets SIGTERM and ``terminationGracePeriodSeconds`` to finish a
+    checkpoint before SIGKILL. Checkpoints are files of the job's volumes, never touched here.
+    Replicas still active count as succeeded, as after any success.
+    """
+    status = conditions.set_condition(status, ConditionType.SUCCEEDED, reason=reason, message=message, now=now)
+    status = status.model_copy(
+        update={"completion_time": status.completion_time or now, "replica_statuses": finished_replica_statuses(status)}
+    )
     return status, cleanup(job, pods, services, stop_active=True)
 
 

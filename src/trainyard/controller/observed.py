@@ -12,6 +12,7 @@ from trainyard.api.meta import TypedObject
 from trainyard.frameworks.base import OwnedKind
 from trainyard.frameworks.capabilities import KeyPairs
 from trainyard.frameworks.network import NetworkMode, WaitForMaster
+from trainyard.frameworks.trainer.status import StatusServer
 
 
 @dataclass(frozen=True)
@@ -28,6 +29,9 @@ class ControllerSettings:
     env ``CUSTOM_CLUSTER_DOMAIN``, read by ``operator.main``); empty: none."""
     pending_timeout: timedelta | None = timedelta(minutes=5)
     """A pod Pending longer than this gives its job a ``Pending`` condition naming why; None: never."""
+    progress_server: StatusServer | None = None
+    """The status server this operator serves (the TrainJob one, whose second route takes the
+    ``kubeflow.org/v1`` jobs' progress): replica pods are told where to report; None: not served."""
 
 
 def _no_key_pairs() -> tuple[str, str]:

@@ -16,13 +16,16 @@ One pass, in order (the order lives here and only here):
 4. a finished job only has its pods cleaned up by ``cleanPodPolicy`` (and its Services removed);
    a suspended one has every pod and Service deleted; a resumed one restarts its clock;
 4a. a job active past ``activeDeadlineSeconds`` fails and its running replicas are stopped;
+4b. a job whose reported progress fires ``runPolicy.earlyStopping`` (``progress.stop_decision``)
+    succeeds and its running replicas are stopped, with their grace period;
 5. in host network mode, missing per-job ports are requested before any pod exists;
 6. restarts are counted against ``backoffLimit`` and failed pods that may restart are marked,
    then deleted by a later pass and recreated after that (``restarts``); permanent ``ExitCode``
    failures fail the job;
 7. the plugin turns replica counts into conditions;
 8. a pod Pending too long gives the job a ``Pending`` condition (``restarts.pending``);
-   missing pods and Services are created, surplus ones (scale-down) deleted;
+   missing pods and Services are created, surplus ones (scale-down) deleted; pods created get the
+   training env (``trainingenv``: job names, resume path, progress endpoint);
 9. the status is returned only if it changed, with events for new conditions;
 10. with gang scheduling on, the plan is amended for the job's PodGroup (``gang.schedule``);
 10a. the children the plugin wants beside the replicas (a PyTorchJob's HorizontalPodAutoscaler)
@@ -37,13 +40,13 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from trainyard.api import conditions
 from trainyard.api.common import ConditionType, JobStatus, TrainingJob
 from trainyard.api.core import Pod, Service
 from trainyard.api.defaults import apply_defaults
-from trainyard.controller import children, gang, launched, lifecycle, owned, rendezvous, restarts
+from trainyard.controller import children, gang, launched, lifecycle, owned, progress, rendezvous, restarts, trainingenv
 from trainyard.controller.observed import ControllerSettings, Observed
 from trainyard.controller.plan import ChildRef, EventType, JobEvent, Plan
 from trainyard.controller.status import count_replicas, replica_statuses
@@ -116,7 +119,7 @@ def _replicas(p: _Pass, settings: ControllerSettings) -> Plan:
         missing = tuple(k for k in children.required_port_keys(p.job, p.plugin) if k not in network.host_ports)
         if missing:
             return _with_status(Plan(allocate_ports=missing), p.before, started, p.now)
-    return _run(p, started, network, settings.pending_timeout)
+    return _run(p, started, network, settings)
 
 
 def _start(p: _Pass) -> JobStatus | Plan:
@@ -143,12 +146,17 @@ def _start(p: _Pass) -> JobStatus | Plan:
     if lifecycle.past_deadline(job, status, now):
         status, stopped = lifecycle.fail_past_deadline(job, p.plugin, status, p.pods, p.services, now)
         return _with_status(Plan(delete=stopped), p.before, status, now)
+    reported = status.training_progress.to_dict() if status.training_progress else None
+    stop = progress.stop_decision(reported, job.run_policy.early_stopping)
+    if stop is not None:
+        status, stopped = lifecycle.succeed_early(job, status, p.pods, p.services, stop.reason, stop.message, now)
+        return _with_status(Plan(delete=stopped), p.before, status, now)
     return status
 
 
-def _run(p: _Pass, status: JobStatus, network: Network, pending_timeout: timedelta | None) -> Plan:
+def _run(p: _Pass, status: JobStatus, network: Network, settings: ControllerSettings) -> Plan:
     """Steps 6 to 9 for a running job: restarts, conditions, Pending, then the missing and surplus children."""
-    job, plugin, now = p.job, p.plugin, p.now
+    job, plugin, now, pending_timeout = p.job, p.plugin, p.now, settings.pending_timeout
     decision = restarts.decide(job, plugin, p.pods, status)
     if decision.exceeded:
         status, doomed = restarts.fail_on_backoff(job, plugin, p.pods, p.services, decision.status, now)
@@ -164,6 +172,8 @@ def _run(p: _Pass, status: JobStatus, network: Network, pending_timeout: timedel
     creates, surplus = _sync_children(job, plugin, network, p.pods, p.services, skip=set(decision.delete))
     if decision.hold_creates:
         creates = [c for c in creates if not isinstance(c, Pod)]
+    server = settings.progress_server
+    creates = [trainingenv.decorate(c, job, plugin.info, server) if isinstance(c, Pod) else c for c in creates]
     plan = Plan(
         delete=(*deletes, *surplus),
         create=tuple(restarts.decorate(job, plugin, creates)),

@@ -340,6 +340,9 @@ class JobController:
             events += await self._create_replica(job, child)
         if plan.status is not None:
             status = plan.status.to_dict()
+            # Written only by the status server: the copy read at the start of this pass may be
+            # older than what training code reported since, and a merge patch would put it back.
+            status.pop("trainingProgress", None)
             for rtype in (job.get("status") or {}).get("replicaStatuses") or {}:
                 status.setdefault("replicaStatuses", {}).setdefault(rtype, None)
             await self.client.patch(

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import UTC, datetime
 
 from lightkube import AsyncClient
@@ -39,11 +40,13 @@ class Operator:
         low, high = settings.host_ports
         shared_ports = ports or PortAllocator(low=low, high=high, host=settings.controller.node_address)
         enabled = [k for k in kinds() if not settings.kinds or k in settings.kinds]
+        # The v1 jobs' replicas report progress to the same status server, on its second route.
+        v1 = replace(settings, controller=replace(settings.controller, progress_server=settings.trainer_status))
         self.controllers = [
             JobController(
                 client,
                 plugin_for(kind),
-                settings,
+                v1,
                 ports=shared_ports,
                 clock=clock,
                 metrics=self.metrics,

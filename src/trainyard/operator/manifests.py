@@ -81,7 +81,12 @@ def _job_rules() -> list[Rule]:
                 ("get", "list", "watch", "patch", "delete"),
                 "watch and re-read jobs; record host ports (host network mode); delete at ttlSecondsAfterFinished",
             ),
-            Rule(group, tuple(f"{p}/status" for p in plurals), ("patch",), "the one status merge-patch per pass"),
+            Rule(
+                group,
+                tuple(f"{p}/status" for p in plurals),
+                ("patch",),
+                "the one status merge-patch per pass; the status server's status.trainingProgress writes",
+            ),
             Rule(
                 group,
                 tuple(f"{p}/finalizers" for p in plurals),
@@ -195,7 +200,7 @@ RULES: tuple[Rule, ...] = (
         "authentication.k8s.io",
         ("tokenreviews",),
         ("create",),
-        "the TrainJob status server checks a trainer pod's projected token (its audience names the TrainJob)",
+        "the status server checks a pod's projected token (its audience names the TrainJob or v1 job it reports for)",
     ),
     Rule(
         "scheduling.k8s.io",

@@ -299,6 +299,16 @@ def test_crd_subresources() -> None:
 def test_crd_printer_columns() -> None:
     assert VERSION["additionalPrinterColumns"] == [
         {"name": "State", "type": "string", "jsonPath": ".status.conditions[-1:].type"},
+        {"name": "Progress", "type": "string", "jsonPath": ".status.trainingProgress.progress"},
+        {"name": "Epoch", "type": "integer", "jsonPath": ".status.trainingProgress.currentEpoch"},
+        {"name": "Loss", "type": "number", "jsonPath": ".status.trainingProgress.metrics.loss", "priority": 1},
+        {"name": "Accuracy", "type": "number", "jsonPath": ".status.trainingProgress.metrics.accuracy", "priority": 1},
+        {
+            "name": "ETA",
+            "type": "integer",
+            "jsonPath": ".status.trainingProgress.estimatedRemainingSeconds",
+            "priority": 1,
+        },
         {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
     ]
 

@@ -19,6 +19,8 @@ from trainyard.api.kinds import KINDS, framework_label, kind_for_plural
 from trainyard.api.kubeflow.jax import JAXJOB, JAXJob
 from trainyard.api.validation import invalid_status, review_job, validate_job
 
+V1_COLUMNS = ["State", "Progress", "Epoch", "Loss", "Accuracy", "ETA", "Age"]
+
 E = ErrorType
 SPECS = "spec.jaxReplicaSpecs"
 
@@ -213,5 +215,5 @@ def test_crd_is_upstreams_shape_with_a_scale_subresource_on_workers() -> None:
         "statusReplicasPath": ".status.replicaStatuses.Worker.active",
         "labelSelectorPath": ".status.replicaStatuses.Worker.selector",
     }
-    assert [c["name"] for c in version["additionalPrinterColumns"]] == ["State", "Age"]
+    assert [c["name"] for c in version["additionalPrinterColumns"]] == V1_COLUMNS
     assert set(spec) == {"runPolicy", "jaxReplicaSpecs"}

@@ -17,6 +17,8 @@ from trainyard.api.kubeflow.mxnet import MXJOB, MXJob
 from trainyard.api.validation import validate_job
 from trainyard.cluster.apiserver.writes import schema
 
+V1_COLUMNS = ["State", "Progress", "Epoch", "Loss", "Accuracy", "ETA", "Age"]
+
 E = ErrorType
 SPECS = "spec.mxReplicaSpecs"
 TYPES = ("Scheduler", "Server", "Worker", "TunerTracker", "TunerServer", "Tuner")
@@ -145,7 +147,7 @@ def test_crd_is_v1_7s_shape() -> None:
     )
     assert not names.get("shortNames")
     assert version["subresources"] == {"status": {}}
-    assert [c["name"] for c in version["additionalPrinterColumns"]] == ["State", "Age"]
+    assert [c["name"] for c in version["additionalPrinterColumns"]] == V1_COLUMNS
     assert set(spec) == {"runPolicy", "jobMode", "mxReplicaSpecs"}
 
 

@@ -14,6 +14,7 @@ import pytest
 
 from trainyard.api import PYTORCHJOB
 from trainyard.api.field_errors import ErrorType, FieldError
+from trainyard.api.kinds import KINDS
 from trainyard.api.validation import invalid_status, review_job, validate_job
 
 E = ErrorType
@@ -518,3 +519,56 @@ def test_invalid_status_with_one_error_has_no_brackets() -> None:
     status = invalid_status(PYTORCHJOB, "j", found)
 
     assert status["message"] == f'PyTorchJob.kubeflow.org "j" is invalid: {MASTER}.replicas: Forbidden: must be 1'
+
+
+# -- runPolicy.earlyStopping (trainyard's success policy) ---------------------------------------------
+
+STOPPING = "spec.runPolicy.earlyStopping"
+EARLY_STOPPING_ERRORS = [
+    ("metric-empty", {"metric": "", "target": 1}, E.INVALID, f"{STOPPING}.metric", "must not be empty"),
+    ("mode-unknown", {"mode": "up", "target": 1}, E.NOT_SUPPORTED, f"{STOPPING}.mode", '"max", "min"'),
+    ("patience-0", {"patience": 0}, E.INVALID, f"{STOPPING}.patience", "must be >= 1"),
+    ("minDelta-negative", {"patience": 2, "minDelta": -0.1}, E.INVALID, f"{STOPPING}.minDelta", "must be >= 0"),
+    ("nothing-to-stop-on", {"metric": "accuracy"}, E.REQUIRED, STOPPING, "must set target, patience or both"),
+    ("target-a-string", {"target": "0.9"}, E.TYPE_INVALID, f"{STOPPING}.target", ""),
+]
+
+
+@pytest.mark.parametrize(
+    ("policy", "etype", "field", "words"),
+    [c[1:] for c in EARLY_STOPPING_ERRORS],
+    ids=[c[0] for c in EARLY_STOPPING_ERRORS],
+)
+def test_early_stopping_errors(policy: dict[str, Any], etype: ErrorType, field: str, words: str) -> None:
+    found = errors(edited(UPSTREAM_MANIFEST, (STOPPING, policy)))
+    assert [(e.type, e.field) for e in found] == [(etype, field)]
+    assert words in found[0].message
+
+
+@pytest.mark.parametrize(
+    "policy",
+    [
+        {"target": 0.95},
+        {"patience": 5},
+        {"metric": "val_loss", "mode": "min", "target": 0.1, "patience": 3, "minDelta": 0},
+    ],
+)
+def test_early_stopping_valid(policy: dict[str, Any]) -> None:
+    assert errors(edited(UPSTREAM_MANIFEST, (STOPPING, policy))) == []
+
+
+def test_early_stopping_is_refused_where_the_kind_reports_no_progress() -> None:
+    body = {
+        "apiVersion": "kubeflow.org/v2beta1",
+        "kind": "MPIJob",
+        "metadata": {"name": "pi"},
+        "spec": {
+            "runPolicy": {"earlyStopping": {"target": 0.9}},
+            "mpiReplicaSpecs": {
+                "Launcher": {"template": {"spec": {"containers": [{"name": "l", "image": "i"}]}}},
+                "Worker": {"replicas": 1, "template": {"spec": {"containers": [{"name": "w", "image": "i"}]}}},
+            },
+        },
+    }
+    found = validate_job(body, KINDS["MPIJob"])
+    assert [(e.type, e.field) for e in found] == [(E.FORBIDDEN, STOPPING)]

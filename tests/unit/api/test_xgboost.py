@@ -19,6 +19,8 @@ from trainyard.api.kinds import KINDS, framework_label, kind_for_plural
 from trainyard.api.kubeflow.xgboost import XGBOOSTJOB, XGBoostJob
 from trainyard.api.validation import invalid_status, validate_job
 
+V1_COLUMNS = ["State", "Progress", "Epoch", "Loss", "Accuracy", "ETA", "Age"]
+
 E = ErrorType
 SPECS = "spec.xgbReplicaSpecs"
 
@@ -207,5 +209,5 @@ def test_crd_is_upstreams_shape() -> None:
     )
     assert not names.get("shortNames")
     assert version["subresources"] == {"status": {}}  # no scale subresource, as upstream
-    assert [c["name"] for c in version["additionalPrinterColumns"]] == ["State", "Age"]
+    assert [c["name"] for c in version["additionalPrinterColumns"]] == V1_COLUMNS
     assert set(spec) == {"runPolicy", "xgbReplicaSpecs"}

@@ -149,6 +149,9 @@ def test_host_mode_pod(rtype: str, index: int, rank: str, port: int, is_master: 
         "PET_NODE_RANK": rank,
         "PET_NNODES": "3",
         "PET_NPROC_PER_NODE": "auto",
+        "TRAINYARD_JOB_NAME": "mnist",
+        "TRAINYARD_JOB_NAMESPACE": NAMESPACE,
+        "TRAINYARD_JOB_KIND": "PyTorchJob",
     }
     spec = built.to_dict()["spec"]
     assert spec["containers"][0]["ports"] == [{"name": "pytorchjob-port", "containerPort": port}]
@@ -278,6 +281,9 @@ OPERATOR_VARS = {
     "PET_NODE_RANK",
     "PET_NPROC_PER_NODE",
     "PET_NNODES",
+    "TRAINYARD_JOB_NAME",
+    "TRAINYARD_JOB_NAMESPACE",
+    "TRAINYARD_JOB_KIND",
 }
 
 

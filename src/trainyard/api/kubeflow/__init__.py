@@ -14,10 +14,23 @@ GROUP = "kubeflow.org"
 VERSION = "v1"
 API_VERSION = f"{GROUP}/{VERSION}"
 
+_STATE = PrinterColumn(name="State", type="string", json_path=".status.conditions[-1:].type")
+_AGE = PrinterColumn(name="Age", type="date", json_path=".metadata.creationTimestamp")
+_PROGRESS = ".status.trainingProgress"
 PRINTER_COLUMNS = (
-    PrinterColumn(name="State", type="string", json_path=".status.conditions[-1:].type"),
-    PrinterColumn(name="Age", type="date", json_path=".metadata.creationTimestamp"),
+    _STATE,
+    # trainyard's: what the training code reports (status.trainingProgress), seed 004's columns;
+    # `-o wide` adds the usual metrics and the ETA.
+    PrinterColumn(name="Progress", type="string", json_path=f"{_PROGRESS}.progress"),
+    PrinterColumn(name="Epoch", type="integer", json_path=f"{_PROGRESS}.currentEpoch"),
+    PrinterColumn(name="Loss", type="number", json_path=f"{_PROGRESS}.metrics.loss", priority=1),
+    PrinterColumn(name="Accuracy", type="number", json_path=f"{_PROGRESS}.metrics.accuracy", priority=1),
+    PrinterColumn(name="ETA", type="integer", json_path=f"{_PROGRESS}.estimatedRemainingSeconds", priority=1),
+    _AGE,
 )
+"""The ``kubeflow.org/v1`` kinds' columns: upstream's State and Age, and the training progress."""
+STATE_COLUMNS = (_STATE, _AGE)
+"""Upstream's columns only, for a kind without ``status.trainingProgress`` (MPIJob)."""
 CATEGORIES = ("kubeflow", "trainyard")
 
 UPSTREAM_FRAMEWORKS: dict[str, str] = {
