@@ -1,10 +1,12 @@
 """trainyard.runtime's MLflow reports reach a real ``mlflow server`` (issue #18 item 5).
 
 The server is MLflow from PyPI in its own environment (``envs/mlflow.txt``, ``make framework-envs``),
-on a sqlite store in the test's directory, offline. A training script in a subprocess reports three
-epochs and some params through ``trainyard.runtime`` alone; the test reads the run back through
-MLflow's REST API. Starting the server is most of the cost, so this is the one test against it; the
-sink's other cases are in tests/unit/runtime/test_mlflow.py.
+on a sqlite store in the test's directory, offline. A PyTorchJob on the session plane sets
+``MLFLOW_TRACKING_URI``: its master reports three epochs and some params through ``trainyard.runtime``
+alone, its worker runs seed 001's own ``mlflow`` snippet; neither names its run, the operator
+defaults ``MLFLOW_RUN_NAME`` to the job's name. The test reads both runs back through MLflow's REST
+API. Starting the server is most of the cost, so this is the one test against it; the sink's other
+cases are in tests/unit/runtime/test_mlflow.py.
 """
 
 from __future__ import annotations
@@ -14,18 +16,18 @@ import os
 import signal
 import socket
 import subprocess
-import sys
 import textwrap
 import urllib.error
 import urllib.parse
 import urllib.request
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from conftest import eventually
+from conftest import Kubectl, eventually
 from framework_envs import path as environment_path
 
 pytestmark = pytest.mark.e2e
@@ -118,47 +120,104 @@ def tracking(tmp_path: Path) -> Iterator[Tracking]:
         log.close()
 
 
-def test_params_and_every_epochs_metrics_reach_a_real_mlflow_server(tracking: Tracking, tmp_path: Path) -> None:
+SEED_SNIPPET = textwrap.dedent(
+    """
+    import mlflow
+    import os
+
+    # seed 001's "Training Script Integration", as written but for the model (no torch in this environment)
+    mlflow.set_tracking_uri(os.environ['MLFLOW_TRACKING_URI'])
+    mlflow.set_experiment(os.environ['MLFLOW_EXPERIMENT_NAME'])
+
+    with mlflow.start_run(run_name=os.environ.get('MLFLOW_RUN_NAME')):
+        mlflow.log_params({'learning_rate': 0.001, 'batch_size': 32, 'epochs': 2})
+        for epoch in range(2):
+            mlflow.log_metric('train_loss', 1.0 / (epoch + 1), step=epoch)
+    """
+)
+
+
+def test_a_jobs_params_and_every_epochs_metrics_reach_a_real_mlflow_server(
+    tracking: Tracking, kubectl: Kubectl
+) -> None:
+    """Rank 0 reports through trainyard.runtime, then runs seed 001's own ``mlflow`` code (in the
+    mlflow environment, its own experiment). Neither names its run: the operator names both after the job."""
+    ns = f"mlflow-{uuid.uuid4().hex[:6]}"
+    kubectl("create", "namespace", ns)
     env = {
-        **os.environ,
         "MLFLOW_TRACKING_URI": tracking.uri,
         "MLFLOW_EXPERIMENT_NAME": "trainyard-e2e",
-        "MLFLOW_RUN_NAME": "mnist-train",
-        "TRAINYARD_JOB_NAME": "mnist-train",
-        "TRAINYARD_JOB_NAMESPACE": "default",
-        "TRAINYARD_JOB_KIND": "PyTorchJob",
         "TRAINYARD_HYPERPARAMETERS": json.dumps({"learningRate": 0.01, "epochs": 3}),
+        "TRAINING": TRAINING,
+        "SEED_SNIPPET": SEED_SNIPPET,
+        "MLFLOW_PYTHON": str(environment_path("mlflow") / "bin" / "python"),
     }
-    for name in ("RANK", "KUBEFLOW_TRAINER_SERVER_URL", "TRAINYARD_PROGRESS_URL", "MLFLOW_RUN_ID", "TRAINYARD_MLFLOW"):
-        env.pop(name, None)
-    done = subprocess.run(
-        [sys.executable, "-c", TRAINING], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120
-    )
-    assert done.returncode == 0, done.stderr
-    assert not done.stderr.strip(), done.stderr  # a dropped update or a failed close is logged there
-
-    experiment = tracking.call("experiments/get-by-name", experiment_name="trainyard-e2e")["experiment"]
-    runs = tracking.call(
-        "runs/search",
-        {"experiment_ids": [experiment["experiment_id"]], "filter": "attributes.run_name = 'mnist-train'"},
-    )["runs"]
-    assert len(runs) == 1
-    info, data = runs[0]["info"], runs[0]["data"]
-    assert info["status"] == "FINISHED"
-    assert {p["key"]: p["value"] for p in data["params"]} == {
-        "batch_size": "16",
-        "optimizer.name": "sgd",
-        "optimizer.momentum": "0.9",
-        "learningRate": "0.01",
-        "epochs": "3",
+    both = 'python3 -c "$TRAINING" && MLFLOW_EXPERIMENT_NAME=seed-001 "$MLFLOW_PYTHON" -c "$SEED_SNIPPET"'
+    container = {
+        "name": "pytorch",
+        "image": "python:3.11",
+        "command": ["sh", "-c", both],
+        "env": [{"name": k, "value": v} for k, v in env.items()],
     }
-    tags = {t["key"]: t["value"] for t in data["tags"]}
-    assert tags["trainyard.job.name"] == "mnist-train"
-    assert tags["trainyard.job.kind"] == "PyTorchJob"
+    master = {"replicas": 1, "restartPolicy": "Never", "template": {"spec": {"containers": [container]}}}
+    job = {
+        "apiVersion": "kubeflow.org/v1",
+        "kind": "PyTorchJob",
+        "metadata": {"name": "mnist-train", "namespace": ns},
+        "spec": {
+            "pytorchReplicaSpecs": {
+                "Master": master,
+            }
+        },
+    }
+    kubectl("create", "-f", "-", input=json.dumps(job))
+    try:
 
-    def history(key: str) -> list[tuple[int, float]]:
-        metrics = tracking.call("metrics/get-history", run_id=info["run_id"], metric_key=key)["metrics"]
-        return sorted((m["step"], m["value"]) for m in metrics)
+        def outcome() -> str | None:
+            conditions = (kubectl.json("get", "pytorchjob", "mnist-train", "-n", ns).get("status") or {}).get(
+                "conditions"
+            ) or [{}]
+            last = conditions[-1]
+            return last["type"] if last.get("type") in ("Succeeded", "Failed") else None
 
-    assert history("loss") == [(1, 1.0), (2, 0.5), (3, pytest.approx(1 / 3))]
-    assert history("accuracy") == [(1, pytest.approx(0.3)), (2, pytest.approx(0.6)), (3, pytest.approx(0.9))]
+        assert eventually(outcome, timeout=240, what="the job to finish") == "Succeeded", kubectl(
+            "logs", "mnist-train-master-0", "-n", ns
+        )
+        master_log = kubectl("logs", "mnist-train-master-0", "-n", ns)
+        assert "Traceback" not in master_log and "dropped" not in master_log, master_log
+
+        experiment = tracking.call("experiments/get-by-name", experiment_name="trainyard-e2e")["experiment"]
+        runs = tracking.call(
+            "runs/search",
+            {"experiment_ids": [experiment["experiment_id"]], "filter": "attributes.run_name = 'mnist-train'"},
+        )["runs"]
+        assert len(runs) == 1
+        info, data = runs[0]["info"], runs[0]["data"]
+        assert info["status"] == "FINISHED"
+        assert {p["key"]: p["value"] for p in data["params"]} == {
+            "batch_size": "16",
+            "optimizer.name": "sgd",
+            "optimizer.momentum": "0.9",
+            "learningRate": "0.01",
+            "epochs": "3",
+        }
+        tags = {t["key"]: t["value"] for t in data["tags"]}
+        assert (tags["trainyard.job.name"], tags["trainyard.job.kind"]) == ("mnist-train", "PyTorchJob")
+        assert tags["trainyard.job.namespace"] == ns
+
+        def history(run_id: str, key: str) -> list[tuple[int, float]]:
+            metrics = tracking.call("metrics/get-history", run_id=run_id, metric_key=key)["metrics"]
+            return sorted((m["step"], m["value"]) for m in metrics)
+
+        assert history(info["run_id"], "loss") == [(1, 1.0), (2, 0.5), (3, pytest.approx(1 / 3))]
+        accuracy = history(info["run_id"], "accuracy")
+        assert accuracy == [(1, pytest.approx(0.3)), (2, pytest.approx(0.6)), (3, pytest.approx(0.9))]
+
+        # the seed's own mlflow calls, in their experiment, under the job's name
+        seeded = tracking.call("experiments/get-by-name", experiment_name="seed-001")["experiment"]
+        (run,) = tracking.call("runs/search", {"experiment_ids": [seeded["experiment_id"]]})["runs"]
+        assert run["info"]["run_name"] == "mnist-train" and run["info"]["status"] == "FINISHED"
+        assert {p["key"] for p in run["data"]["params"]} == {"learning_rate", "batch_size", "epochs"}
+        assert history(run["info"]["run_id"], "train_loss") == [(0, 1.0), (1, 0.5)]
+    finally:
+        kubectl.run("delete", "namespace", ns, "--wait=false")
