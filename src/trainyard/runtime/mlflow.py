@@ -21,8 +21,13 @@ What it does, all on the reporter's sender thread, never in ``report()``:
   ``reporting``'s epoch boundaries), through ``runs/log-batch``. A run that never names an epoch
   gets its metrics sampled at each send with ``step`` = the reported step. String metrics are
   not sent; names are made valid for MLflow (other characters become ``_``).
-* at process exit (the reporter's close): the run is marked ``FINISHED``, or ``FAILED`` when the
-  process ends on an uncaught exception.
+* at process exit (the reporter's close): the run is marked ``FINISHED``, ``FAILED`` when the
+  process ends on an uncaught exception, or ``KILLED`` when it ends on SIGTERM (how Kubernetes
+  stops a pod: a job's early stop, a deletion). For that last one, a process whose SIGTERM still
+  has the default action (die at once, skipping ``atexit``) gets a handler, installed from the main
+  thread when the process-wide reporter is built, that exits with ``SystemExit(143)`` instead: ``finally`` blocks
+  and ``atexit`` run, the run is ended and the last update sent. A handler the program set itself
+  is left alone.
 
 Unsent metrics and params stay queued in the sink (bounded) and go with the next send, so a
 server that is briefly down loses nothing. Authentication as the ``mlflow`` client reads it:
@@ -38,8 +43,10 @@ import logging
 import math
 import os
 import re
+import signal
 import ssl
 import sys
+import threading
 import time
 import urllib.error
 import urllib.parse
@@ -132,6 +139,25 @@ def run_failed() -> bool:
     return getattr(sys, "last_value", None) is not None
 
 
+_terminated = threading.Event()
+
+
+def exit_on_sigterm() -> None:
+    """SIGTERM's default action skips ``atexit``, where the run is ended; see the module docstring.
+    Called for the process-wide reporter (``reporting.default_sinks``), not for sinks built by hand."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+        return
+
+    def terminate(signum: int, _frame: object) -> None:
+        _terminated.set()
+        signal.signal(signum, signal.SIG_DFL)  # a second SIGTERM kills at once
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, terminate)
+
+
 class MlflowSink:
     """A :class:`trainyard.runtime.snapshots.Sink` that keeps an MLflow run; see the module docstring."""
 
@@ -206,7 +232,7 @@ class MlflowSink:
     def close(self, timeout: float) -> None:
         if self.run_id is None or not self.owns_run:
             return
-        status = "FAILED" if run_failed() else "FINISHED"
+        status = "KILLED" if _terminated.is_set() else "FAILED" if run_failed() else "FINISHED"
         self.call("runs/update", {"run_id": self.run_id, "status": status, "end_time": self._now_ms()}, timeout)
 
     # -- queueing --------------------------------------------------------------------------------

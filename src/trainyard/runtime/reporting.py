@@ -422,6 +422,7 @@ def default_sinks() -> list[Sink]:
         sinks.append(status)
     tracking = mlflow_sink.MlflowSink.from_environ()
     if tracking is not None:
+        mlflow_sink.exit_on_sigterm()  # so that a stopped pod's run ends KILLED, not RUNNING forever
         sinks.append(tracking)
     return sinks
 

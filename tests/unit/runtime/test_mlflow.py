@@ -6,11 +6,15 @@ from __future__ import annotations
 import base64
 import json
 import logging
+import os
+import signal
+import subprocess
 import sys
 import threading
 import urllib.parse
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, HTTPServer
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -357,6 +361,7 @@ def test_through_the_reporter_the_status_sink_gets_the_latest_and_mlflow_every_e
 
 
 def test_default_sinks_add_mlflow_to_the_status_sink(server: TrackingServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(mlflow, "exit_on_sigterm", lambda: None)  # not in the test process
     for name in ("TRAINYARD_PROGRESS_URL", "KUBEFLOW_TRAINER_SERVER_URL", "MLFLOW_TRACKING_URI", "TRAINYARD_MLFLOW"):
         monkeypatch.delenv(name, raising=False)
     assert reporting.default_sinks() == []
@@ -364,3 +369,31 @@ def test_default_sinks_add_mlflow_to_the_status_sink(server: TrackingServer, mon
     monkeypatch.setenv("KUBEFLOW_TRAINER_SERVER_URL", "http://127.0.0.1:1/status")
     names = [type(sink).__name__ for sink in reporting.default_sinks()]
     assert names == ["TrainerStatusSink", "MlflowSink"]
+
+
+STOPPED = """
+import sys
+from trainyard import runtime
+runtime.report(epoch=1, total_epochs=5, metrics={"loss": 0.5})
+runtime.flush()
+print("ready", flush=True)
+try:
+    sys.stdin.read()  # until the test's SIGTERM
+finally:
+    print("finally ran", flush=True)
+"""
+
+
+def test_a_process_stopped_with_sigterm_ends_its_run_killed(server: TrackingServer) -> None:
+    """Kubernetes stops a pod with SIGTERM: the default action would skip atexit and leave the run RUNNING."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("MLFLOW_", "TRAINYARD_", "KUBEFLOW_", "RANK"))}
+    env |= {"MLFLOW_TRACKING_URI": server.uri, "PYTHONPATH": str(Path(mlflow.__file__).parents[2])}
+    child = subprocess.Popen(
+        [sys.executable, "-c", STOPPED], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    assert child.stdout is not None and child.stdout.readline() == "ready\n"
+    child.send_signal(signal.SIGTERM)
+    out, _ = child.communicate(timeout=30)
+    assert child.returncode == 143 and "finally ran" in out
+    (run,) = server.runs.values()
+    assert run["status"] == "KILLED"
