@@ -60,6 +60,6 @@ def test_runtimes_public_configmap_and_a_rejected_trainjob(kubectl: Kubectl) -> 
         assert stored["spec"]["runtimeRef"]["apiGroup"] == "trainer.kubeflow.org"
         assert stored["spec"]["managedBy"] == "trainer.kubeflow.org/trainjob-controller"
         header = kubectl("get", "trainjobs", "-n", "default").splitlines()[0]
-        assert header.split() == ["NAME", "STATE", "RUNTIME", "AGE"]
+        assert header.split() == ["NAME", "STATE", "RUNTIME", "PROGRESS", "AGE"]
     finally:
         kubectl.run("delete", "trainjob", "good-trainjob", "-n", "default", "--wait=false")

@@ -47,11 +47,14 @@ def test_seed_basic_example_completes(kubectl: Kubectl) -> None:
     table = kubectl("get", "trainingjobs", "-n", NS)
     header, row = table.splitlines()[:2]
     assert header.split() == ["NAME", "STATE", "PROGRESS", "EPOCH", "AGE"]
-    assert row.split()[:2] == ["mnist-training", "Completed"]
+    assert row.split()[:4] == ["mnist-training", "Completed", "100%", "10"]
     status = kubectl.json("get", "trainingjob", "mnist-training", "-n", NS)["status"]
     assert status["job"]["kind"] == "PyTorchJob"
     assert status["resources"] == {"workers": 2, "gpusPerWorker": 1, "gpus": 2}
     assert status["duration"] and status["completionTime"]
+    # the stand-in's reports, through the owned PyTorchJob's status.trainingProgress
+    assert (status["progress"], status["currentEpoch"], status["totalEpochs"]) == ("100%", 10, 10)
+    assert set(status["metrics"]) >= {"loss", "accuracy"}
     assert {c["type"] for c in status["conditions"] if c["status"] == "True"} >= {"Created", "Succeeded"}
     logs = kubectl("logs", "-n", NS, "-l", "training-job=mnist-training", "--tail=-1")
     assert "model 'cnn' -> small CNN" in logs and "epoch 10/10" in logs

@@ -85,6 +85,8 @@ def test_a_trainer_reports_progress_and_metrics_into_the_trainjob_status(
     finished = eventually(done, timeout=120, what="TrainJob report Complete")
     # the controller's own status writes leave what the trainer reported alone
     assert finished["status"]["trainerStatus"]["progressPercentage"] == 42
+    header, line = kubectl("get", "trainjob", "report", "-n", ns, "-o", "wide").splitlines()
+    assert dict(zip(header.split(), line.split(), strict=False))["PROGRESS"] == "42", (header, line)
     # yard reads upstream's shape into its training columns (the "epoch" metric is EPOCH; no ETA once Complete)
     header, line = plane.yard("get", "trainjobs", "report", "-n", ns, "-o", "wide").stdout.splitlines()
     starts = [m.start() for m in re.finditer(r"\S+", header)]  # cells may be empty: cut at the headers

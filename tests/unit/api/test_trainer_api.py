@@ -47,6 +47,8 @@ def test_crds_kinds_scopes_columns_and_status() -> None:
     assert [c["jsonPath"] for c in job["additionalPrinterColumns"]] == [
         ".status.state",
         ".spec.runtimeRef.name",
+        ".status.trainerStatus.progressPercentage",
+        ".status.trainerStatus.estimatedRemainingSeconds",
         ".metadata.creationTimestamp",
     ]
     for crd in trainer.crds():

@@ -298,6 +298,14 @@ def trainjob_crd() -> Obj:
     columns = [
         {"name": "State", "type": "string", "jsonPath": ".status.state"},
         {"name": "Runtime", "type": "string", "jsonPath": ".spec.runtimeRef.name"},
+        # trainyard's: what the trainer reported (upstream prints no column of trainerStatus)
+        {"name": "Progress", "type": "integer", "jsonPath": ".status.trainerStatus.progressPercentage"},
+        {
+            "name": "ETA",
+            "type": "integer",
+            "jsonPath": ".status.trainerStatus.estimatedRemainingSeconds",
+            "priority": 1,
+        },
         _AGE,
     ]
     return _crd(TRAINJOB, TRAINJOBS, "Namespaced", trainjob_schema(), columns, status=True)
