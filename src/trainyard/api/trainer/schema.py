@@ -295,7 +295,7 @@ def _crd(kind: str, plural: str, scope: str, schema: Obj, columns: list[Obj], *,
 
 
 def trainjob_crd() -> Obj:
-    columns = [
+    columns: list[Obj] = [
         {"name": "State", "type": "string", "jsonPath": ".status.state"},
         {"name": "Runtime", "type": "string", "jsonPath": ".spec.runtimeRef.name"},
         # trainyard's: what the trainer reported (upstream prints no column of trainerStatus)
