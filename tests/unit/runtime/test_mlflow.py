@@ -376,8 +376,8 @@ import sys
 from trainyard import runtime
 runtime.report(epoch=1, total_epochs=5, metrics={"loss": 0.5})
 runtime.flush()
-print("ready", flush=True)
-try:
+try:  # the signal may land while "ready" is still being written
+    print("ready", flush=True)
     sys.stdin.read()  # until the test's SIGTERM
 finally:
     print("finally ran", flush=True)
