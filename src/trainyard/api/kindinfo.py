@@ -94,8 +94,8 @@ class KindInfo:
     training_progress: bool = True
     """Whether jobs of the kind get ``status.trainingProgress`` from their training code (the
     status server's route, the progress env of their pods) and may set
-    ``runPolicy.earlyStopping``: the ``kubeflow.org/v1`` kinds, whose pods the reconciler's
-    replica pass creates."""
+    ``runPolicy.earlyStopping``: every ``kubeflow.org`` kind (MPIJob's launcher Job template
+    and workers are decorated by ``controller.launched``, the others' pods by the replica pass)."""
     common_replica_rules: bool = True
     """Whether ``api.validation``'s replica rules (types, containers, images, the default
     container's name, replicas >= 1) apply; False for a kind whose own ``validate`` has its own."""

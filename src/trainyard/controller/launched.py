@@ -8,10 +8,14 @@ counting and replica verdicts do not apply. One pass:
 1. the first pass records Created, a running one ``startTime``;
 2. a finished job (``completionTime`` set) only cleans up its workers by ``cleanPodPolicy``
    (``Running`` keeps those that ended; the launcher Job follows its own TTL);
+2a. an unsuspended job whose launcher has not finished and whose reported progress fires
+   ``runPolicy.earlyStopping`` (``progress.stop_decision``) succeeds with the policy's reason:
+   its workers are deleted and its launcher Job suspended, both with their grace period;
 3. until the launcher finished: the plugin's companions (Service, hostfile ConfigMap, SSH
    Secret) are kept as wanted; unless suspended, missing worker pods are created and those past
    ``replicas`` deleted; a missing launcher Job is created at once, or, with
-   ``WaitForWorkersReady``, once every worker pod is Ready;
+   ``WaitForWorkersReady``, once every worker pod is Ready; the workers and the launcher's
+   template get the training env (``trainingenv``: progress endpoint, token, resume path);
 4. the launcher's ``suspend`` follows the job's. Resuming takes two passes, as the Job API
    demands: its ``status.startTime`` is cleared first (a started Job's template is immutable),
    then the template's labels, annotations, nodeSelector, tolerations and schedulingGates are
@@ -33,7 +37,7 @@ from trainyard.api import conditions
 from trainyard.api.common import CleanPodPolicy, ConditionType, JobCondition, JobStatus, ReplicaStatus, TrainingJob
 from trainyard.api.core import Pod, PodPhase
 from trainyard.api.meta import TypedObject, parse_time
-from trainyard.controller import children, gang, owned
+from trainyard.controller import children, gang, lifecycle, owned, progress, trainingenv
 from trainyard.controller.observed import ControllerSettings, Observed
 from trainyard.controller.plan import ChildRef, EventType, JobEvent, Plan, StatusPatch
 from trainyard.frameworks.base import Framework
@@ -97,8 +101,12 @@ class _Pass:
         if status.start_time is None and not self.suspended:
             status = status.model_copy(update={"start_time": self.now})
 
-        plan = Plan()
         done = self.launcher is not None and _finished(self.launcher)
+        reported = status.training_progress.to_dict() if status.training_progress else None
+        stop = progress.stop_decision(reported, self.job.run_policy.early_stopping)
+        if stop is not None and not self.suspended and not done:
+            return self._stop_early(status, stop)
+        plan = Plan()
         if not done:
             plan = self._companions(plan)
             if not self.suspended:
@@ -121,6 +129,35 @@ class _Pass:
         statuses[self.plugin.worker_type] = ReplicaStatus(active=0)
         status = status.model_copy(update={"replica_statuses": statuses})
         return self._with_status(Plan(delete=self._clean_workers()), status)
+
+    def _stop_early(self, status: JobStatus, stop: progress.Stop) -> Plan:
+        """``runPolicy.earlyStopping`` fired (``lifecycle.succeed_early`` for a launched kind).
+
+        The job succeeds with the policy's reason; its workers still there are deleted whatever
+        ``cleanPodPolicy``, and its launcher Job is suspended, so the Job controller deletes the
+        launcher's pod without replacing it or counting a failure. Both go with their grace
+        period (``mpirun`` gets SIGTERM; the ranks it started go with it and with their workers).
+        A job whose counts already finished it (an evicted worker) keeps that outcome.
+        """
+        counted = self._status(status, False)
+        if conditions.is_finished(counted):
+            return self._with_status(Plan(), counted)
+        status = conditions.set_condition(
+            counted, ConditionType.SUCCEEDED, reason=stop.reason, message=stop.message, now=self.now
+        )
+        status = status.model_copy(
+            update={
+                "completion_time": status.completion_time or self.now,
+                "replica_statuses": lifecycle.finished_replica_statuses(status),
+            }
+        )
+        workers = tuple(ChildRef("Pod", p.name) for p in self.workers if p.metadata.deletion_timestamp is None)
+        plan = Plan(delete=workers)
+        if self.launcher is not None:
+            body = self.launcher.to_dict()
+            body.setdefault("spec", {})["suspend"] = True
+            plan = dataclasses.replace(plan, apply=(TypedObject.model_validate(body),))
+        return self._with_status(plan, status)
 
     def _companions(self, plan: Plan) -> Plan:
         running = [p.name for p in self.workers if p.phase is PodPhase.RUNNING]
@@ -145,7 +182,8 @@ class _Pass:
         for index in range(replicas):
             pod = children.build_pod(self.job, self.plugin, self.plugin.worker_type, index, network)
             if pod.name not in have:
-                creates.append(Pod.model_validate(self.plugin.worker_pod(self.job, index, pod.to_dict())))
+                worker = Pod.model_validate(self.plugin.worker_pod(self.job, index, pod.to_dict()))
+                creates.append(trainingenv.decorate(worker, self.job, self.plugin.info, self.settings.progress_server))
         # By name: the index label counts from 1 when the launcher is worker 0.
         surplus = [ChildRef("Pod", p.name) for p in self.workers if _name_index(p.name) >= replicas]
         return dataclasses.replace(plan, create=(*plan.create, *creates), delete=(*plan.delete, *surplus))
@@ -153,7 +191,9 @@ class _Pass:
     def _launcher_job(self) -> dict[str, Any]:
         """The plugin's launcher Job, its pods joined to the job's gang (they count in its minMember)."""
         job = self.plugin.launcher_job(self.job)
-        job["spec"]["template"] = gang.decorate_template(job["spec"]["template"], self.job, self.settings)
+        template = gang.decorate_template(job["spec"]["template"], self.job, self.settings)
+        server = self.settings.progress_server
+        job["spec"]["template"] = trainingenv.decorate_template(template, self.job, self.plugin.info, server)
         return job
 
     def _may_launch(self) -> bool:

@@ -1,6 +1,7 @@
-"""What the training code in a ``kubeflow.org/v1`` job's replica pods is told, beside the framework's env.
+"""What the training code in a job's replica pods is told, beside the framework's env.
 
-Every container of every replica pod of a kind with ``KindInfo.training_progress`` gets:
+Every container of every replica pod of a kind with ``KindInfo.training_progress`` (the
+``kubeflow.org/v1`` kinds, and MPIJob's workers and launcher Job template: ``decorate_template``) gets:
 
 * ``TRAINYARD_JOB_NAME``, ``TRAINYARD_JOB_NAMESPACE``, ``TRAINYARD_JOB_KIND`` (runtime tags);
 * ``TRAINYARD_RESUME_FROM``: the job's ``status.trainingProgress.lastCheckpoint.path`` once it has
@@ -65,6 +66,16 @@ def decorate(pod: Pod, job: TrainingJob, info: KindInfo, server: StatusServer | 
     if server is not None:
         _upsert(spec.setdefault("volumes", []), [_token_volume(job, info)])
     return Pod.model_validate(body)
+
+
+def decorate_template(template: Obj, job: TrainingJob, info: KindInfo, server: StatusServer | None) -> Obj:
+    """A pod template (a launcher Job's, whose pods the job does not create itself) decorated as
+    :func:`decorate` does a pod; the template is written once, when its Job is created."""
+    if not info.training_progress:
+        return template
+    meta, spec = template.get("metadata") or {}, template.get("spec") or {}
+    pod = Pod.model_validate({"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec})
+    return {**template, "spec": decorate(pod, job, info, server).to_dict()["spec"]}
 
 
 def _owned_env(job: TrainingJob, info: KindInfo, server: StatusServer | None) -> list[Obj]:

@@ -10,8 +10,8 @@ as ``status.trainerStatus`` with one merge patch of the status subresource, repl
 are ``Status`` objects: 401 without a bearer token, 403 for a token refused, 404 for an unknown
 path or TrainJob, 413 over 64 KiB, 422 for an invalid body, 500 when the API cannot be asked.
 
-Its second route serves every kind with ``KindInfo.training_progress`` (the ``kubeflow.org/v1``
-kinds; the plural is looked up in ``api.kinds``, no kind is named here):
+Its second route serves every kind with ``KindInfo.training_progress`` (the ``kubeflow.org`` kinds,
+MPIJob's ``v2beta1`` too; the plural is looked up in ``api.kinds``, no kind is named here):
 ``POST /apis/<group>/<version>/namespaces/<ns>/<plural>/<name>/trainingprogress`` with
 ``{"report": {...}}`` (``trainyard.runtime.progress.ProgressSink``). The token is checked the same
 way, for the audience ``controller.progress.audience`` names; then the job is read, the report

@@ -8,6 +8,7 @@ rejected up front.
 from __future__ import annotations
 
 import copy
+import dataclasses
 from typing import Any
 
 import pytest
@@ -557,18 +558,28 @@ def test_early_stopping_valid(policy: dict[str, Any]) -> None:
     assert errors(edited(UPSTREAM_MANIFEST, (STOPPING, policy))) == []
 
 
-def test_early_stopping_is_refused_where_the_kind_reports_no_progress() -> None:
-    body = {
+def _mpijob(early_stopping: dict[str, Any]) -> dict[str, Any]:
+    return {
         "apiVersion": "kubeflow.org/v2beta1",
         "kind": "MPIJob",
         "metadata": {"name": "pi"},
         "spec": {
-            "runPolicy": {"earlyStopping": {"target": 0.9}},
+            "runPolicy": {"earlyStopping": early_stopping},
             "mpiReplicaSpecs": {
                 "Launcher": {"template": {"spec": {"containers": [{"name": "l", "image": "i"}]}}},
                 "Worker": {"replicas": 1, "template": {"spec": {"containers": [{"name": "w", "image": "i"}]}}},
             },
         },
     }
-    found = validate_job(body, KINDS["MPIJob"])
+
+
+def test_early_stopping_is_checked_for_an_mpijob_too() -> None:
+    assert validate_job(_mpijob({"target": 0.9}), KINDS["MPIJob"]) == []
+    found = validate_job(_mpijob({"patience": 0}), KINDS["MPIJob"])
+    assert [(e.type, e.field) for e in found] == [(E.INVALID, f"{STOPPING}.patience")]
+
+
+def test_early_stopping_is_refused_where_the_kind_reports_no_progress() -> None:
+    silent = dataclasses.replace(KINDS["MPIJob"], training_progress=False)
+    found = validate_job(_mpijob({"target": 0.9}), silent)
     assert [(e.type, e.field) for e in found] == [(E.FORBIDDEN, STOPPING)]

@@ -28,9 +28,7 @@ PRINTER_COLUMNS = (
     PrinterColumn(name="ETA", type="integer", json_path=f"{_PROGRESS}.estimatedRemainingSeconds", priority=1),
     _AGE,
 )
-"""The ``kubeflow.org/v1`` kinds' columns: upstream's State and Age, and the training progress."""
-STATE_COLUMNS = (_STATE, _AGE)
-"""Upstream's columns only, for a kind without ``status.trainingProgress`` (MPIJob)."""
+"""The group's columns (MPIJob's too): upstream's State and Age, and the training progress."""
 CATEGORIES = ("kubeflow", "trainyard")
 
 UPSTREAM_FRAMEWORKS: dict[str, str] = {

@@ -21,7 +21,7 @@ from trainyard.api.core import RestartPolicy
 from trainyard.api.defaults import apply_defaults
 from trainyard.api.field_errors import ErrorType, FieldError, quote
 from trainyard.api.kindinfo import KindInfo
-from trainyard.api.kubeflow import CATEGORIES, GROUP, STATE_COLUMNS, UPSTREAM_FRAMEWORKS
+from trainyard.api.kubeflow import CATEGORIES, GROUP, PRINTER_COLUMNS, UPSTREAM_FRAMEWORKS
 from trainyard.api.meta import K8sModel
 from trainyard.api.validation import dns1035_problems
 
@@ -182,13 +182,12 @@ MPIJOB = KindInfo(
     default_restart_policy=RestartPolicy.NEVER,
     controller_name=OPERATOR_NAME,
     framework=UPSTREAM_FRAMEWORKS["MPIJob"],
-    printer_columns=STATE_COLUMNS,
+    printer_columns=PRINTER_COLUMNS,  # upstream's State and Age, with trainyard's progress between
     categories=CATEGORIES,
     default_replicas={WORKER: 0},
     restart_policies={LAUNCHER: RestartPolicy.ON_FAILURE},
     managed_by=MANAGED_BY,
     common_replica_rules=False,
-    training_progress=False,  # its launcher Job's pods are built by another pass (controller.launched)
     set_defaults=set_defaults,
     validate=validate,
 )
