@@ -162,10 +162,7 @@ def start_plane(home: Path, *, secure: bool = True) -> Plane:
 
 @pytest.fixture(scope="session")
 def plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Plane]:
-    # Declares 4 GPUs (a simulation, README "GPUs"), so manifests written for GPU nodes, as seed
-    # 004's TrainingJob examples, run here; pods that ask none still get none.
-    p = Plane(tmp_path_factory.mktemp("yard-home"), free_port())
-    p.up("--gpus", "4")
+    p = start_plane(tmp_path_factory.mktemp("yard-home"))
     yield p
     p.down()
 

@@ -1,21 +1,42 @@
 """Seed 004's basic TrainingJob applied as written, on a node that declares its 2 GPUs.
 
-The seed's example asks one GPU per worker; the session plane declares four (a simulation, as
-tests/e2e/test_gpus.py: this machine has none). The TrainingJob compiles to a PyTorchJob (Master + Worker) that runs the
+The session plane declares no GPU (this machine has none) and the seed's example asks one per
+worker, so this module starts its own plane with ``TRAINYARD_GPUS=2`` (a simulation, as
+tests/e2e/test_gpus.py). The TrainingJob compiles to a PyTorchJob (Master + Worker) that runs the
 stand-in trainer for its 10 epochs; the test checks the seed's columns, the state it ends in, the
 owned job and the hyperparameter env of the worker pods.
 """
 
 from __future__ import annotations
 
+import os
+from collections.abc import Iterator
+
 import pytest
 
-from conftest import REPO, Kubectl, eventually
+from conftest import REPO, Kubectl, Plane, eventually, free_port
 
 pytestmark = pytest.mark.e2e
 
 EXAMPLE = REPO / "examples" / "trainingjob" / "mnist-training.yaml"
 NS = "ml-training"
+
+
+@pytest.fixture(scope="module")
+def plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Plane]:
+    p = Plane(tmp_path_factory.mktemp("yard-trainingjob"), free_port())
+    os.environ["TRAINYARD_GPUS"] = "2"
+    try:
+        p.up()
+    finally:
+        del os.environ["TRAINYARD_GPUS"]
+    yield p
+    p.down()
+
+
+@pytest.fixture(scope="module")
+def kubectl(plane: Plane, tmp_path_factory: pytest.TempPathFactory) -> Kubectl:
+    return Kubectl(plane, tmp_path_factory.mktemp("kube-cache"))
 
 
 def test_seed_basic_example_completes(kubectl: Kubectl) -> None:
