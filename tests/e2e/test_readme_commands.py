@@ -69,7 +69,7 @@ EXPECT = {
     "yard wait trainjob/trainjob-ddp": ["trainjob/trainjob-ddp succeeded"],
     "yard get trainjobs": ["RUNTIME", "NODES", "trainjob-ddp", "Complete", "torch-distributed"],
     "yard describe trainjob/trainjob-ddp": ["AllJobsCompleted", "node-1", "Jobs:"],
-    "yard logs trainjob/trainjob-ddp --tail 2": ["[node-0]", "[node-1] rank 1 of 2"],
+    "yard logs trainjob/trainjob-ddp | grep 'rank . of 2'": ["[node-0] rank 0 of 2", "[node-1] rank 1 of 2"],
     "kubectl get trainjobs,jobsets,jobs": ["trainjob-ddp-node-0"],
 }
 SHELL_FENCES = {"", "bash", "sh", "shell", "zsh", "console-session"}
