@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from functools import cache
 from typing import Any
 
@@ -89,6 +89,19 @@ def reference(obj: dict[str, Any], api_version: str, kind: str) -> dict[str, Any
         "uid": m["uid"],
         "resourceVersion": m.get("resourceVersion", ""),
     }
+
+
+async def record_events(
+    client: AsyncClient,
+    involved: dict[str, Any],
+    events: Sequence[tuple[str, str, str]],
+    *,
+    component: str,
+    now: str,
+) -> None:
+    """Post one Event per ``(type, reason, message)`` about ``involved`` (``reference``), in order."""
+    for type_, reason, message in events:
+        await record_event(client, involved, type_=type_, reason=reason, message=message, component=component, now=now)
 
 
 async def record_event(

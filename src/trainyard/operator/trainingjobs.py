@@ -23,7 +23,7 @@ from lightkube.types import PatchType
 from trainyard.api import trainingjob as tj
 from trainyard.api.kinds import KINDS
 from trainyard.api.meta import format_time
-from trainyard.client import build, is_status, record_event, to_dict, watch_forever
+from trainyard.client import build, is_status, record_events, reference, to_dict, watch_forever
 from trainyard.controller.trainingjob import TrainingJobObserved, TrainingJobPlan, reconcile
 from trainyard.frameworks.base import OwnedKind
 from trainyard.frameworks.trainingjob import owned_kind
@@ -180,22 +180,5 @@ class TrainingJobController:
         return [("Normal", f"SuccessfulCreate{kind}", f"Created {kind}: {m['name']}")]
 
     async def _emit(self, tjob: dict[str, Any], events: Sequence[tuple[str, str, str]]) -> None:
-        m = tjob["metadata"]
-        involved = {
-            "apiVersion": tj.API_VERSION,
-            "kind": tj.KIND,
-            "name": m["name"],
-            "namespace": m["namespace"],
-            "uid": m.get("uid"),
-        }
-        now = format_time(self.clock())
-        for type_, reason, message in events:
-            await record_event(
-                self.client,
-                involved,
-                type_=type_,
-                reason=reason,
-                message=message,
-                component=tj.CONTROLLER_NAME,
-                now=now,
-            )
+        involved = reference(tjob, tj.API_VERSION, tj.KIND)
+        await record_events(self.client, involved, events, component=tj.CONTROLLER_NAME, now=format_time(self.clock()))

@@ -24,7 +24,7 @@ from lightkube.types import PatchType
 
 from trainyard.api import jobset, labels, trainer
 from trainyard.api.meta import format_time
-from trainyard.client import build, is_status, record_event, to_dict, watch_forever
+from trainyard.client import build, is_status, record_events, reference, to_dict, watch_forever
 from trainyard.controller.trainjob import TrainJobObserved, TrainJobPlan, TrainJobSettings, reconcile, runtime_ref
 from trainyard.frameworks.base import OwnedKind
 from trainyard.operator import sshkeys
@@ -332,22 +332,7 @@ class TrainJobController:
         await self.client.patch(self.res, m["name"], patch, namespace=m["namespace"], patch_type=PatchType.MERGE)
 
     async def _emit(self, tj: dict[str, Any], events: Sequence[tuple[str, str, str]]) -> None:
-        m = tj["metadata"]
-        involved = {
-            "apiVersion": trainer.API_VERSION,
-            "kind": trainer.TRAINJOB,
-            "name": m["name"],
-            "namespace": m["namespace"],
-            "uid": m.get("uid"),
-        }
-        now = format_time(self.clock())
-        for type_, reason, message in events:
-            await record_event(
-                self.client,
-                involved,
-                type_=type_,
-                reason=reason,
-                message=message,
-                component=trainer.CONTROLLER_NAME,
-                now=now,
-            )
+        involved = reference(tj, trainer.API_VERSION, trainer.TRAINJOB)
+        await record_events(
+            self.client, involved, events, component=trainer.CONTROLLER_NAME, now=format_time(self.clock())
+        )
