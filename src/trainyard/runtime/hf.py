@@ -21,14 +21,13 @@ itself stays stdlib-only.
 
 from __future__ import annotations
 
-import importlib
 import math
 import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from trainyard.runtime import reporting
+from trainyard.runtime import lazy, reporting
 from trainyard.runtime.keras import numeric_metrics
 from trainyard.runtime.snapshots import MetricValue
 
@@ -115,14 +114,5 @@ def callback_class(base: type) -> type:
 
 
 ProgressCallback: Any  # built by __getattr__ below; declared for `from ... import` and type checkers
-_built: dict[str, type] = {}
-
-
-def __getattr__(name: str) -> Any:
-    # Built on first use so that importing this module (or trainyard.runtime) never imports transformers.
-    if name != "ProgressCallback":
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    if name not in _built:
-        transformers = importlib.import_module("transformers")
-        _built[name] = callback_class(transformers.TrainerCallback)
-    return _built[name]
+# Built on first use so that importing this module (or trainyard.runtime) never imports transformers.
+__getattr__ = lazy.class_getattr("transformers", "TrainerCallback", callback_class, __name__)

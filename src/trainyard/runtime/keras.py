@@ -21,7 +21,6 @@ e.g. ``tf_keras.callbacks.Callback`` for TensorFlow's legacy Keras.
 
 from __future__ import annotations
 
-import importlib
 import math
 import os
 import time
@@ -29,7 +28,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from trainyard.runtime import reporting
+from trainyard.runtime import lazy, reporting
 from trainyard.runtime.snapshots import MetricValue
 
 __all__ = ["ProgressCallback", "callback_class", "numeric_metrics"]
@@ -126,14 +125,5 @@ def callback_class(base: type) -> type:
 
 
 ProgressCallback: Any  # built by __getattr__ below; declared for `from ... import` and type checkers
-_built: dict[str, type] = {}
-
-
-def __getattr__(name: str) -> Any:
-    # Built on first use so that importing this module (or trainyard.runtime) never imports Keras.
-    if name != "ProgressCallback":
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    if name not in _built:
-        keras = importlib.import_module("keras")
-        _built[name] = callback_class(keras.callbacks.Callback)
-    return _built[name]
+# Built on first use so that importing this module (or trainyard.runtime) never imports Keras.
+__getattr__ = lazy.class_getattr("keras", "callbacks.Callback", callback_class, __name__)
