@@ -40,6 +40,26 @@ def plain_resource(group: str, version: str, kind: str, plural: str) -> Any:
     return found if found is not None else create_namespaced_resource(group, version, kind, plural)
 
 
+class Client(AsyncClient):
+    """lightkube's AsyncClient whose watches have a connection pool of their own.
+
+    httpx's pool visits each of its connections twice per request; a process that keeps dozens of
+    watches open (every informer holds one) would pay for all of them on every GET or PATCH. Watches
+    start rarely, so they get the second pool and requests keep a pool of a few idle connections.
+    """
+
+    def __init__(self, config: Any, **kwargs: Any) -> None:
+        super().__init__(config, **kwargs)
+        self.watches = AsyncClient(config, **kwargs)
+
+    def watch(self, *args: Any, **kwargs: Any) -> Any:
+        return self.watches.watch(*args, **kwargs)
+
+    async def close(self) -> None:
+        await self.watches.close()
+        await super().close()
+
+
 def build(res: Any, body: dict[str, Any]) -> Any:
     """A lightkube object of resource ``res`` from a plain manifest."""
     return res.from_dict(body)

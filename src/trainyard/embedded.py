@@ -24,6 +24,7 @@ from aiohttp import web
 from lightkube import AsyncClient, KubeConfig
 
 from trainyard.api.podgroup import SCHEDULER_PLUGINS_SCHEDULER
+from trainyard.client import Client
 from trainyard.cluster.apiserver.auth import Credentials, write_private
 from trainyard.cluster.jobs.controller import JobController
 from trainyard.cluster.jobs.decisions import Backoff
@@ -115,7 +116,7 @@ class EmbeddedPlane:
         # the operator and node agent use exactly what kubectl gets: same CA, same token
         config = kubeconfig(self.api.url, self.api.credentials)
         write_private(self.layout.kubeconfig, yaml.safe_dump(config, sort_keys=False).encode())
-        self._client = AsyncClient(KubeConfig.from_dict(config), field_manager="trainyard")
+        self._client = Client(KubeConfig.from_dict(config), field_manager="trainyard")
         self.node = NodeAgent(
             self._client,
             self.layout,

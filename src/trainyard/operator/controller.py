@@ -1,13 +1,15 @@
 """The job controller: keys in, reconcile, plan applied. The I/O shell around ``reconcile``.
 
-Watches on jobs and on every kind of child they own only enqueue the job's key: pods and
-Services, and the kinds ``controller.owned_kinds`` names (the gang's PodGroups, the plugin's,
-e.g. HPAs). A worker then re-reads the job and its children, replicas by the job's labels and
-other owned children by name, as the watches last saw them controlled by a job of that name
-(``OwnedIndex``); asks the pure reconciler for a plan; and applies it through one path for every
-kind (lightkube's own classes for Kubernetes' groups, generic resources for CRDs), "already
-exists" on create and "not found" on delete counting as done. Nothing here decides anything
-about the job: it observes and it acts.
+Informers (``trainyard.informer``) cache the jobs, their pods and Services, and every other kind
+they own (``controller.owned_kinds``: the gang's PodGroups, the plugin's, e.g. HPAs); a change to
+any of them only enqueues the key of the job it belongs to. A worker then reads the job and its
+children from those caches, never from the API server: replicas by the job's label index, other
+children by their controller owner; asks the pure reconciler for a plan; and applies it through
+one path for every kind (lightkube's own classes for Kubernetes' groups, generic resources for
+CRDs), "already exists" on create and "not found" on delete counting as done. Every answer to a
+write goes back into its cache, and the status write carries the job's resourceVersion, so a cache
+that lags can neither make a pass create twice nor land a status computed from an older job.
+Nothing here decides anything about the job: it observes and it acts.
 """
 
 from __future__ import annotations
@@ -33,10 +35,11 @@ from trainyard.api.common import TrainingJob
 from trainyard.api.core import Pod, Service
 from trainyard.api.meta import TypedObject, format_time
 from trainyard.api.podgroup import flavour
-from trainyard.client import build, is_status, job_resource, record_event, selector, to_dict, watch_forever
+from trainyard.client import build, is_status, job_resource, record_event, selector, to_dict
 from trainyard.controller import ChildRef, Observed, Plan, children, gang, owned_kinds, reconcile
 from trainyard.controller.children import POD, REPLICA_KINDS, SERVICE
 from trainyard.frameworks.base import Framework, OwnedKind
+from trainyard.informer import Informer, controller_of, label_index
 from trainyard.operator import sshkeys
 from trainyard.operator.metrics import OperatorMetrics
 from trainyard.operator.ports import PortAllocator
@@ -47,12 +50,16 @@ log = logging.getLogger(__name__)
 
 Key = tuple[str, str]
 Event = tuple[str, str, str]
+JOB_INDEX = "job"
+"""Replicas filed by ``namespace/job-name`` (their job-name label)."""
+OWNER_INDEX = "controller"
+"""Other owned children filed by ``Kind/namespace/name`` of their controller owner."""
 
 REPLICA_VERBS: tuple[str, ...] = ("list", "watch", "create", "delete")
 """What this controller asks of pods and Services (``deploy/``'s RBAC grants exactly that)."""
-OWNED_VERBS: tuple[str, ...] = ("get", "watch", "create", "update", "delete")
-"""What it asks of every other owned kind: a watch (which starts with the objects that exist,
-so no list), get by name, create, replace and delete (``deploy/``'s RBAC grants exactly that)."""
+OWNED_VERBS: tuple[str, ...] = ("get", "list", "watch", "create", "update", "delete")
+"""What it asks of every other owned kind: list and watch (its informer), create, replace and delete
+(``deploy/``'s RBAC grants exactly that; get is kept for ``kubectl``-like reads by name)."""
 
 
 def resource(kind: OwnedKind) -> Any:
@@ -108,7 +115,9 @@ async def work(
         except Exception as exc:
             metrics.reconciled(name, time.monotonic() - started, "error", key, exc)
             delay = queue.add_rate_limited(key)
-            log.warning(
+            stale = isinstance(exc, ApiError) and is_status(exc, 409)
+            log.log(
+                logging.DEBUG if stale else logging.WARNING,  # a cache behind a write: routine, soon retried
                 "%s: reconcile %s/%s failed (%s); retrying in %.2fs",
                 name,
                 *key,
@@ -155,38 +164,69 @@ class JobController:
         self.may_write = may_write
         self.owned_kinds = owned_kinds(plugin, settings.controller)
         self.resources = {(k.api_version, k.kind): resource(k) for k in (*REPLICA_KINDS, *self.owned_kinds)}
-        self.index = OwnedIndex()
+        # What the operator reads between events, it reads from these caches, never the API server.
+        namespace = settings.namespace
+        self.jobs = Informer(client, self.res, self._on_job, namespace=namespace)
+        ours = selector({labels.OPERATOR_NAME: plugin.info.controller_name})
+        self.replicas = {
+            k.kind: Informer(
+                client,
+                self._resource(k.api_version, k.kind),
+                self._on_child,
+                namespace=namespace,
+                labels=ours,
+                indexers={JOB_INDEX: label_index(labels.JOB_NAME)},
+            )
+            for k in REPLICA_KINDS
+        }
+        self.owned = {
+            k: Informer(
+                client,
+                self._resource(k.api_version, k.kind),
+                self._on_child,
+                namespace=namespace,
+                indexers={OWNER_INDEX: controller_of},
+            )
+            for k in self.owned_kinds
+        }
+        self._informing: list[asyncio.Task[None]] | None = None
 
     async def prime(self) -> None:
-        """Hold the ports of every existing job before any worker allocates, so that after a
-        restart a new job cannot be given ports an unreconciled job already has."""
-        delay = 0.5
-        while True:
-            try:
-                jobs = [to_dict(obj) async for obj in self.client.list(self.res, namespace=self.settings.namespace)]
-            except Exception as exc:  # the API server may not answer yet: wait for it, as informers do
-                log.warning("cannot list %s yet (%s); retrying in %.1fs", self.res.__name__, exc, delay)
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 10.0)
-                continue
-            break
-        for raw in jobs:
+        """Start the informers and wait for their first lists; then hold the ports of every existing
+        job before any worker allocates, so that after a restart a new job cannot be given ports an
+        unreconciled job already has. Idempotent."""
+        if self._informing is None:
+            self._informing = [asyncio.create_task(i.run(), name=f"informer {n}") for n, i in self._informers()]
+        for name, informer in self._informers():
+            synced = asyncio.create_task(informer.synced.wait())
+            waiting = [synced, *self._informing]
+            while not synced.done():
+                done, _ = await asyncio.wait(waiting, timeout=30, return_when=asyncio.FIRST_COMPLETED)
+                for task in done & set(self._informing):
+                    synced.cancel()
+                    task.result()  # an informer never ends: surface why it did
+                if not done:
+                    log.info("%s: waiting for the %s cache to sync", self.plugin.info.controller_name, name)
+        for raw in self.jobs.items():
             try:
                 job = self.plugin.info.model.model_validate(raw)
             except ValidationError:
                 continue
             self.ports.hold(f"{job.namespace}/{job.name}", children.allocated_ports(job).values())
 
+    def _informers(self) -> list[tuple[str, Informer]]:
+        return [
+            (self.plugin.info.plural, self.jobs),
+            *((k.plural, self.replicas[k.kind]) for k in REPLICA_KINDS),
+            *((k.plural, self.owned[k]) for k in self.owned_kinds),
+        ]
+
     async def run(self) -> None:
         # Checked before any watch exists: a refusal then leaves no coroutine behind unawaited.
         await self._check_gang_crd()
-        replicas = {labels.OPERATOR_NAME: self.plugin.info.controller_name}
-        await asyncio.gather(
-            self._watch_jobs(),
-            *(self._watch(kind, selecting=replicas) for kind in REPLICA_KINDS),
-            *(self._watch(kind, index=True) for kind in self.owned_kinds),
-            *(self._worker() for _ in range(self.settings.workers)),
-        )
+        await self.prime()
+        assert self._informing is not None
+        await asyncio.gather(*self._informing, *(self._worker() for _ in range(self.settings.workers)))
 
     async def _check_gang_crd(self) -> None:
         """Gang scheduling needs the PodGroup CRD; without it, stop at start as upstream does."""
@@ -206,6 +246,12 @@ class JobController:
                 ) from exc
             raise
 
+    def _cache(self, api_version: str, kind: str) -> Informer:
+        """The informer of a kind this controller writes (replicas by kind, other owned kinds)."""
+        if (api_version, kind) in {(k.api_version, k.kind) for k in REPLICA_KINDS}:
+            return self.replicas[kind]
+        return next(i for k, i in self.owned.items() if (k.api_version, k.kind) == (api_version, kind))
+
     def _resource(self, api_version: str, kind: str) -> Any:
         try:
             return self.resources[api_version, kind]
@@ -214,30 +260,16 @@ class JobController:
 
     # -- event sources: every one only enqueues a key ------------------------------------------------
 
-    async def _watch_jobs(self) -> None:
-        async for _, obj in watch_forever(self.client, self.res, namespace=self.settings.namespace):
-            m = obj["metadata"]
-            self.queue.add((m["namespace"], m["name"]))
+    def _on_job(self, _: str, obj: dict[str, Any]) -> None:
+        m = obj["metadata"]
+        self.queue.add((m["namespace"], m["name"]))
 
-    async def _watch(self, kind: OwnedKind, *, selecting: dict[str, str] | None = None, index: bool = False) -> None:
-        """Enqueue the job controlling each child that changes; with ``index``, remember which it is."""
-        res = self._resource(kind.api_version, kind.kind)
-        namespace = self.settings.namespace
-        watching = selector(selecting) if selecting is not None else None
-        async for event, obj in watch_forever(self.client, res, namespace=namespace, labels=watching):
-            m = obj["metadata"]
-            owner = next(
-                (
-                    (m["namespace"], ref["name"])
-                    for ref in m.get("ownerReferences") or []
-                    if ref.get("controller") and ref.get("kind") == self.plugin.info.kind
-                ),
-                None,
-            )
-            if index:
-                self.index.saw(kind, m["namespace"], m["name"], None if event == "DELETED" else owner)
-            if owner is not None:
-                self.queue.add(owner)
+    def _on_child(self, _: str, obj: dict[str, Any]) -> None:
+        """Enqueue the job controlling a child that changed."""
+        m = obj["metadata"]
+        for ref in m.get("ownerReferences") or []:
+            if ref.get("controller") and ref.get("kind") == self.plugin.info.kind:
+                self.queue.add((m["namespace"], ref["name"]))
 
     # -- the worker loop -----------------------------------------------------------------------------
 
@@ -247,14 +279,11 @@ class JobController:
     async def reconcile(self, key: Key) -> float | None:
         namespace, name = key
         owner = f"{namespace}/{name}"
-        try:
-            raw = to_dict(await self.client.get(self.res, name, namespace=namespace))
-        except ApiError as exc:
-            if is_status(exc, 404):
-                self.ports.release(owner)
-                self.metrics.forget_job(self.plugin.info.kind, namespace, name)
-                return None
-            raise
+        raw = self.jobs.get(namespace, name)
+        if raw is None:
+            self.ports.release(owner)
+            self.metrics.forget_job(self.plugin.info.kind, namespace, name)
+            return None
         try:
             job = self.plugin.info.model.model_validate(raw)
         except ValidationError as exc:
@@ -273,36 +302,27 @@ class JobController:
         await self.apply(raw, plan)
         return plan.requeue_after.total_seconds() if plan.requeue_after is not None else None
 
-    # -- reading a job's children ----------------------------------------------------------------------
+    # -- reading a job's children, from the caches -----------------------------------------------------
 
     async def _observe(self, job: TrainingJob, key: Key) -> Observed:
-        """The job's replicas by its labels, its other owned children by name, PriorityClasses if needed."""
-        replica = selector({labels.OPERATOR_NAME: self.plugin.info.controller_name, labels.JOB_NAME: job.name})
-        pods = tuple(Pod.model_validate(p) for p in await self._list(POD, key[0], replica))
-        services = tuple(Service.model_validate(s) for s in await self._list(SERVICE, key[0], replica))
-        owned = await self._read_owned(key)
+        """The job's replicas by its labels, its other owned children by controller, PriorityClasses if needed."""
+        filed = f"{key[0]}/{job.name}"
+        pods = tuple(Pod.model_validate(p) for p in self.replicas[POD.kind].by_index(JOB_INDEX, filed))
+        services = tuple(Service.model_validate(s) for s in self.replicas[SERVICE.kind].by_index(JOB_INDEX, filed))
+        owned = self._read_owned(key)
         classes = await self._priority_classes(job)
         return Observed(
             job, pods, services, self.clock(), owned=owned, priority_classes=classes, key_pairs=sshkeys.key_pair
         )
 
-    async def _list(self, kind: OwnedKind, namespace: str, selected: dict[str, Any]) -> list[dict[str, Any]]:
-        res = self._resource(kind.api_version, kind.kind)
-        return [to_dict(o) async for o in self.client.list(res, namespace=namespace, labels=selected)]
-
-    async def _read_owned(self, key: Key) -> tuple[TypedObject, ...]:
-        """Each owned child the watches saw controlled by a job of this name, read again (gone: skipped)."""
-        found = []
-        for kind, name in self.index.of(key):
-            res = self._resource(kind.api_version, kind.kind)
-            try:
-                body = to_dict(await self.client.get(res, name, namespace=key[0]))
-            except ApiError as exc:
-                if not is_status(exc, 404):
-                    raise
-                continue
-            found.append(TypedObject.model_validate({"apiVersion": kind.api_version, "kind": kind.kind, **body}))
-        return tuple(found)
+    def _read_owned(self, key: Key) -> tuple[TypedObject, ...]:
+        """Each owned child the caches hold controlled by a job of this name."""
+        controller = f"{self.plugin.info.kind}/{key[0]}/{key[1]}"
+        return tuple(
+            TypedObject.model_validate({"apiVersion": kind.api_version, "kind": kind.kind, **body})
+            for kind in sorted(self.owned_kinds, key=lambda k: (k.api_version, k.kind))
+            for body in self.owned[kind].by_index(OWNER_INDEX, controller)
+        )
 
     async def _priority_classes(self, job: TrainingJob) -> dict[str, int]:
         """PriorityClass values by name, only when the job's PodGroup minResources needs them."""
@@ -325,61 +345,80 @@ class JobController:
             await self._delete_job(job, plan)
             return
         if plan.allocate_ports:
-            await self._record_ports(job, plan.allocate_ports)
+            job = await self._record_ports(job, plan.allocate_ports)
         for obj in plan.apply:
             await self._write(obj)
         for patch in plan.patch_status:
             res = self._resource(patch.child.api_version, patch.child.kind)
-            await self.client.patch(
+            patched = await self.client.patch(
                 res.Status, patch.child.name, {"status": patch.patch}, namespace=namespace, patch_type=PatchType.MERGE
             )
+            self._cache(patch.child.api_version, patch.child.kind).mutated(to_dict(patched))
         events: list[Event] = []
         for ref in plan.delete:
             events += await self._delete(job, ref, namespace)
         for child in plan.create:
             events += await self._create_replica(job, child)
         if plan.status is not None:
-            status = plan.status.to_dict()
-            # Written only by the status server: the copy read at the start of this pass may be
-            # older than what training code reported since, and a merge patch would put it back.
-            status.pop("trainingProgress", None)
-            for rtype in (job.get("status") or {}).get("replicaStatuses") or {}:
-                status.setdefault("replicaStatuses", {}).setdefault(rtype, None)
-            await self.client.patch(
-                self.res.Status, name, {"status": status}, namespace=namespace, patch_type=PatchType.MERGE
-            )
-            self.metrics.status_written(self.plugin.info.kind, namespace, job.get("status"), status)
-            job = {**job, "status": {**(job.get("status") or {}), **status}}
+            try:
+                job = await self._write_status(job, plan.status.to_dict())
+            except ApiError as exc:
+                if is_status(exc, 409):
+                    await self._emit(job, events)  # what this pass did happened; its verdict is recomputed
+                raise
         self.metrics.observe_job(job, self.clock())
         events += [(e.type.value, e.reason, e.message) for e in plan.events]
         await self._emit(job, events)
 
+    async def _write_status(self, job: dict[str, Any], status: dict[str, Any]) -> dict[str, Any]:
+        """The pass's one status write, guarded by the resourceVersion it was computed from.
+
+        The job was read from the cache, which may lag: a status computed from an older copy (the
+        restart ledger in it, above all) must not land, so the server refuses it (409) and the
+        pass runs again on the newer job.
+        """
+        m = job["metadata"]
+        # Written only by the status server: the copy read at the start of this pass may be
+        # older than what training code reported since, and a merge patch would put it back.
+        status.pop("trainingProgress", None)
+        for rtype in (job.get("status") or {}).get("replicaStatuses") or {}:
+            status.setdefault("replicaStatuses", {}).setdefault(rtype, None)
+        body = {"metadata": {"resourceVersion": m["resourceVersion"]}, "status": status}
+        patched = to_dict(
+            await self.client.patch(
+                self.res.Status, m["name"], body, namespace=m["namespace"], patch_type=PatchType.MERGE
+            )
+        )
+        self.jobs.mutated(patched)
+        self.metrics.status_written(self.plugin.info.kind, m["namespace"], job.get("status"), status)
+        return patched
+
     async def _write(self, obj: TypedObject) -> None:
         """Create an owned child, or replace it as read (a newer version gets a conflict, and a retry)."""
         body = build(self._resource(obj.api_version or "", obj.kind or ""), obj.to_dict())
-        if obj.metadata.resource_version is None:
-            await self._create(body)
-        else:
-            await self.client.replace(body)
+        written = await self._create(body) if obj.metadata.resource_version is None else await self.client.replace(body)
+        if written is not None:
+            self._cache(obj.api_version or "", obj.kind or "").mutated(to_dict(written))
 
     async def _create_replica(self, job: dict[str, Any], child: Pod | Service) -> list[Event]:
         kind = child.kind or "Pod"
         try:
             created = await self._create(build(self._resource(child.api_version or "v1", kind), child.to_dict()))
+            if created is not None:
+                self.replicas[kind].mutated(to_dict(created))
         except ApiError as exc:
             await self._emit(job, [("Warning", f"FailedCreate{kind}", f"Error creating: {exc}")])
             raise
         return [("Normal", f"SuccessfulCreate{kind}", f"Created {kind.lower()}: {child.name}")] if created else []
 
-    async def _create(self, body: Any) -> bool:
-        """Create; False when it was already there (that is success too: the next pass sees it)."""
+    async def _create(self, body: Any) -> Any:
+        """Create; None when it was already there (that is success too: the next pass sees it)."""
         try:
-            await self.client.create(body)
+            return await self.client.create(body)
         except ApiError as exc:
             if is_status(exc, 409):
-                return False
+                return None
             raise
-        return True
 
     async def _delete(self, job: dict[str, Any], ref: ChildRef, namespace: str) -> list[Event]:
         """Delete a child; the events its deletion is told with, unless it was already gone."""
@@ -410,14 +449,18 @@ class JobController:
         self.metrics.job_deleted(self.plugin.info.kind, m["namespace"])
         await self._emit(job, [(e.type.value, e.reason, e.message) for e in plan.events])
 
-    async def _record_ports(self, job: dict[str, Any], keys: tuple[str, ...]) -> None:
+    async def _record_ports(self, job: dict[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
         m = job["metadata"]
         annotations = m.get("annotations") or {}
         current = json.loads(annotations.get(labels.HOST_PORTS) or "{}")
         fresh = self.ports.allocate(f"{m['namespace']}/{m['name']}", len(keys))
         current.update(dict(zip(keys, fresh, strict=True)))
         patch = {"metadata": {"annotations": {labels.HOST_PORTS: json.dumps(current, sort_keys=True)}}}
-        await self.client.patch(self.res, m["name"], patch, namespace=m["namespace"], patch_type=PatchType.MERGE)
+        patched = await self.client.patch(
+            self.res, m["name"], patch, namespace=m["namespace"], patch_type=PatchType.MERGE
+        )
+        self.jobs.mutated(to_dict(patched))
+        return to_dict(patched)
 
     async def _emit(self, job: dict[str, Any], events: Sequence[Event]) -> None:
         m = job["metadata"]

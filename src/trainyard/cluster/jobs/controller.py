@@ -1,7 +1,7 @@
 """The Job controller's I/O shell: watch Jobs and pods, sync one Job at a time, apply its plan.
 
 It reaches the API server only through the client, as kube-controller-manager does: informers
-(``scheduler.informer``'s reflector) keep caches of Jobs and pods, a Job is queued whenever it or
+(``trainyard.informer``'s reflector) keep caches of Jobs and pods, a Job is queued whenever it or
 one of its pods changes, and ``decisions.sync`` decides. Every write's answer goes back into the
 caches (newer resourceVersions only), so the next sync never works from an older view than its
 own writes; a Job's pods just created are awaited before it is synced again (upstream's
@@ -26,7 +26,7 @@ from lightkube.types import CascadeType, PatchType
 from trainyard.api.meta import format_time
 from trainyard.client import build, is_status, plain_resource, record_event, reference, to_dict
 from trainyard.cluster.jobs import decisions
-from trainyard.cluster.scheduler.informer import Informer
+from trainyard.informer import Informer
 
 log = logging.getLogger(__name__)
 

@@ -26,7 +26,7 @@ from trainyard.api import jobset as api
 from trainyard.api.meta import format_time
 from trainyard.client import build, is_status, plain_resource, record_event, reference, to_dict
 from trainyard.cluster.jobsets import decisions
-from trainyard.cluster.scheduler.informer import Informer
+from trainyard.informer import Informer
 
 log = logging.getLogger(__name__)
 

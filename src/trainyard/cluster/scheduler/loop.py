@@ -42,9 +42,9 @@ from lightkube.types import PatchType
 from trainyard.api.meta import format_time
 from trainyard.client import build, event_body, is_status, plain_resource
 from trainyard.cluster.scheduler import placement, podgroups
-from trainyard.cluster.scheduler.informer import Informer
 from trainyard.cluster.scheduler.placement import COSCHEDULING, VOLCANO_GROUP, GroupKey, NodeInfo, PodInfo, Usage
 from trainyard.cluster.scheduler.queueing import PodQueue
+from trainyard.informer import Informer
 
 log = logging.getLogger(__name__)
 

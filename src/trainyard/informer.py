@@ -1,0 +1,222 @@
+"""Informers, as client-go's: a reflector that lists then watches, a cache of what it saw, indexes.
+
+``Informer`` lists a resource (optionally one namespace, optionally label-selected), then watches
+from the list's resourceVersion, and relists when the watch's version expired (410), reporting the
+objects that vanished meanwhile as ``DELETED`` so the cache never keeps a ghost. Every change is
+applied to the cache and its indexes first, then handed to each handler as ``(type, object)``
+exactly as a watch delivers it. ``synced`` is set once the first list has been delivered.
+
+Readers between events read the cache: ``get`` by namespace and name, ``by_index`` through an
+indexer (a function from an object to the values it is filed under, e.g. its controller owner).
+A controller that has just written an object puts the server's answer back with ``mutated`` (as
+client-go's mutation cache does): the next pass then reads at least what it wrote, never the older
+copy the watch has not replaced yet. A watch event older than what the cache holds is ignored.
+
+The scheduler, the embedded Job and JobSet controllers and the operator all read through these.
+Objects are plain dicts and are shared: readers must not mutate them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import OrderedDict
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from lightkube import ALL_NS, AsyncClient
+from lightkube.core.exceptions import ApiError
+from lightkube.types import OnErrorAction, OnErrorResult
+
+from trainyard.client import to_dict
+
+log = logging.getLogger(__name__)
+
+Obj = dict[str, Any]
+Key = tuple[str, str]
+Handler = Callable[[str, Obj], None]
+Indexer = Callable[[Obj], Iterable[str]]
+RELIST_DELAY = 1.0
+MAX_RELIST_DELAY = 30.0  # a resource that cannot be listed (its CRD gone) is retried this often at most
+TOMBSTONES = 10_000  # deletions remembered, so that a late answer to our own write cannot revive a ghost
+
+
+def key_of(obj: Obj) -> Key:
+    m = obj.get("metadata") or {}
+    return m.get("namespace") or "", m.get("name") or ""
+
+
+def newer(candidate: Obj, than: Obj, *, strictly: bool = False) -> bool:
+    """Whether ``candidate`` is a later version than ``than`` (or cannot be ordered against it).
+
+    resourceVersions are opaque to clients in general; kube-apiserver's (etcd revisions) and the
+    embedded server's are integers, which is what client-go's mutation cache relies on too.
+    """
+    a = (candidate.get("metadata") or {}).get("resourceVersion") or ""
+    b = (than.get("metadata") or {}).get("resourceVersion") or ""
+    if a.isdigit() and b.isdigit():
+        return int(a) > int(b) if strictly else int(a) >= int(b)
+    return not strictly
+
+
+def controller_of(obj: Obj) -> Iterable[str]:
+    """Indexer: ``kind/namespace/name`` of the object's controller owner, if it has one."""
+    m = obj.get("metadata") or {}
+    for ref in m.get("ownerReferences") or []:
+        if ref.get("controller"):
+            yield f"{ref.get('kind')}/{m.get('namespace') or ''}/{ref.get('name')}"
+
+
+def label_index(*keys: str) -> Indexer:
+    """Indexer: the namespace and the values of ``keys`` (an object lacking any is not filed)."""
+
+    def index(obj: Obj) -> Iterable[str]:
+        m = obj.get("metadata") or {}
+        found = m.get("labels") or {}
+        if all(k in found for k in keys):
+            yield "/".join((m.get("namespace") or "", *(found[k] for k in keys)))
+
+    return index
+
+
+class Informer:
+    def __init__(
+        self,
+        client: AsyncClient,
+        res: Any,
+        handle: Handler | None = None,
+        *,
+        namespaced: bool = True,
+        namespace: str | None = None,
+        labels: dict[str, Any] | None = None,
+        indexers: dict[str, Indexer] | None = None,
+    ) -> None:
+        self.client = client
+        self.res = res
+        self.handlers: list[Handler] = [handle] if handle is not None else []
+        self.namespaced = namespaced
+        self.namespace = namespace
+        self.labels = labels
+        self.synced = asyncio.Event()
+        self._known: dict[Key, Obj] = {}
+        self._deleted: OrderedDict[Key, Obj] = OrderedDict()
+        self._indexers = dict(indexers or {})
+        self._index: dict[str, dict[str, set[Key]]] = {name: {} for name in self._indexers}
+
+    # -- reading the cache ---------------------------------------------------------------------------
+
+    def get(self, namespace: str, name: str) -> Obj | None:
+        return self._known.get((namespace, name))
+
+    def by_index(self, index: str, value: str) -> list[Obj]:
+        """The cached objects ``index`` files under ``value``, in (namespace, name) order."""
+        return [self._known[k] for k in sorted(self._index[index].get(value, ()))]
+
+    def items(self) -> list[Obj]:
+        return list(self._known.values())
+
+    def __len__(self) -> int:
+        return len(self._known)
+
+    # -- writing it ------------------------------------------------------------------------------------
+
+    def mutated(self, obj: Obj) -> None:
+        """Our own write's answer: cached unless the watch already brought a newer version."""
+        key = key_of(obj)
+        current = self._known.get(key)
+        if current is not None:
+            if newer(obj, current):
+                self._store(key, obj)
+            return
+        gone = self._deleted.get(key)
+        if gone is None or newer(obj, gone, strictly=True):
+            self._store(key, obj)
+
+    def _store(self, key: Key, obj: Obj | None) -> None:
+        old = self._known.pop(key, None) if obj is None else self._known.get(key)
+        if obj is not None:
+            self._known[key] = obj
+        for name, indexer in self._indexers.items():
+            values = self._index[name]
+            for value in indexer(old) if old is not None else ():
+                filed = values.get(value)
+                if filed is not None:
+                    filed.discard(key)
+                    if not filed:
+                        del values[value]
+            for value in indexer(obj) if obj is not None else ():
+                values.setdefault(value, set()).add(key)
+
+    def _deliver(self, kind: str, obj: Obj) -> None:
+        key = key_of(obj)
+        if kind == "DELETED":
+            self._store(key, None)
+            self._deleted[key] = obj
+            self._deleted.move_to_end(key)
+            if len(self._deleted) > TOMBSTONES:
+                self._deleted.popitem(last=False)
+        else:
+            current = self._known.get(key)
+            if current is not None and not newer(obj, current):
+                return  # an event older than what we wrote ourselves (``mutated``)
+            self._store(key, obj)
+        for handle in self.handlers:
+            try:
+                handle(kind, obj)
+            except Exception:
+                log.exception("handling %s %s/%s failed", kind, *key)
+
+    # -- the reflector ---------------------------------------------------------------------------------
+
+    def _scope(self) -> dict[str, Any]:
+        scope: dict[str, Any] = {}
+        if self.namespaced:
+            scope["namespace"] = self.namespace if self.namespace is not None else ALL_NS
+        if self.labels is not None:
+            scope["labels"] = self.labels
+        return scope
+
+    async def _list(self) -> str:
+        res: Any = self.res
+        listing = self.client.list(res, **self._scope())
+        seen: dict[Key, Obj] = {}
+        async for item in listing:
+            obj = to_dict(item)
+            seen[key_of(obj)] = obj
+        for key in set(self._known) - set(seen):
+            self._deliver("DELETED", self._known[key])
+        for key, obj in seen.items():
+            self._deliver("MODIFIED" if key in self._known else "ADDED", obj)
+        self.synced.set()
+        return str(listing.resourceVersion)
+
+    async def run(self) -> None:
+        expired = False
+
+        def on_error(exc: Exception, count: int) -> OnErrorResult:
+            nonlocal expired
+            if isinstance(exc, ApiError) and getattr(exc.status, "code", None) == 410:
+                expired = True
+                return OnErrorResult(OnErrorAction.STOP)
+            log.warning("watch on %s interrupted (%s); resuming", getattr(self.res, "__name__", self.res), exc)
+            return OnErrorResult(OnErrorAction.RETRY, sleep=min(0.2 * 2 ** min(count, 5), 5.0))
+
+        failures = 0
+        while True:
+            try:
+                version = await self._list()
+                failures = 0
+                expired = False
+                res: Any = self.res
+                watch = self.client.watch(res, resource_version=version, on_error=on_error, **self._scope())
+                async for kind, item in watch:
+                    if kind in ("ADDED", "MODIFIED", "DELETED"):
+                        self._deliver(kind, to_dict(item))
+                if not expired:
+                    continue
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                failures += 1
+                log.warning("list/watch of %s failed (%s); listing again", getattr(self.res, "__name__", self.res), exc)
+            await asyncio.sleep(min(RELIST_DELAY * 2 ** min(failures, 5), MAX_RELIST_DELAY))
