@@ -60,6 +60,27 @@ class Client(AsyncClient):
         await super().close()
 
 
+async def delete(
+    client: AsyncClient, res: Any, name: str, *, namespace: str, uid: str | None = None, grace_period: int | None = None
+) -> bool:
+    """Delete; with ``uid``, only that incarnation (``DeleteOptions.preconditions``), as a controller
+    acting on a cache must: a name read from a cache that lags may already belong to a newer object.
+    False when what was meant is already gone (404, or a 409 naming another uid): success too."""
+    # lightkube's delete sends no body; its own request pipeline does, given one.
+    adapter: Any = client._client
+    params = {"gracePeriodSeconds": grace_period}
+    request = adapter.prepare_request("delete", res=res, name=name, namespace=namespace, params=params)
+    if uid is not None:
+        request.data = {"kind": "DeleteOptions", "apiVersion": "v1", "preconditions": {"uid": uid}}
+    try:
+        adapter.handle_response("delete", await adapter.send(adapter.build_adapter_request(request)), request)
+    except ApiError as exc:
+        if is_status(exc, 404) or (uid is not None and is_status(exc, 409)):
+            return False
+        raise
+    return True
+
+
 def build(res: Any, body: dict[str, Any]) -> Any:
     """A lightkube object of resource ``res`` from a plain manifest."""
     return res.from_dict(body)

@@ -150,6 +150,9 @@ class Informer:
     def _deliver(self, kind: str, obj: Obj) -> None:
         key = key_of(obj)
         if kind == "DELETED":
+            current = self._known.get(key)
+            if current is not None and newer(current, obj, strictly=True):
+                return  # an older incarnation went; the one we hold was created since (``mutated``)
             self._store(key, None)
             self._deleted[key] = obj
             self._deleted.move_to_end(key)

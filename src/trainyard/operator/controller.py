@@ -35,7 +35,7 @@ from trainyard.api.common import TrainingJob
 from trainyard.api.core import Pod, Service
 from trainyard.api.meta import TypedObject, format_time
 from trainyard.api.podgroup import flavour
-from trainyard.client import build, is_status, job_resource, record_event, selector, to_dict
+from trainyard.client import build, delete, is_status, job_resource, record_event, selector, to_dict
 from trainyard.controller import ChildRef, Observed, Plan, children, gang, owned_kinds, reconcile
 from trainyard.controller.children import POD, REPLICA_KINDS, SERVICE
 from trainyard.frameworks.base import Framework, OwnedKind
@@ -299,7 +299,8 @@ class JobController:
         self.ports.hold(owner, children.allocated_ports(job).values())
         observed = await self._observe(job, key)
         plan = reconcile(observed, self.plugin, self.settings.controller)
-        await self.apply(raw, plan)
+        seen = [*observed.pods, *observed.services, *observed.owned]
+        await self.apply(raw, plan, uids={(c.kind or "", c.name): c.metadata.uid or "" for c in seen})
         return plan.requeue_after.total_seconds() if plan.requeue_after is not None else None
 
     # -- reading a job's children, from the caches -----------------------------------------------------
@@ -335,8 +336,12 @@ class JobController:
 
     # -- applying a plan -------------------------------------------------------------------------------
 
-    async def apply(self, job: dict[str, Any], plan: Plan) -> None:
-        """Ports, owned children, deletes, creates, then the one status write, then events."""
+    async def apply(self, job: dict[str, Any], plan: Plan, uids: dict[tuple[str, str], str] | None = None) -> None:
+        """Ports, owned children, deletes, creates, then the one status write, then events.
+
+        ``uids``: the children the plan was computed from, so a delete removes exactly the object
+        the pass saw, never a newer one of the same name.
+        """
         m = job["metadata"]
         namespace, name = m["namespace"], m["name"]
         if not self.may_write():
@@ -356,7 +361,7 @@ class JobController:
             self._cache(patch.child.api_version, patch.child.kind).mutated(to_dict(patched))
         events: list[Event] = []
         for ref in plan.delete:
-            events += await self._delete(job, ref, namespace)
+            events += await self._delete(job, ref, namespace, (uids or {}).get((ref.kind, ref.name)))
         for child in plan.create:
             events += await self._create_replica(job, child)
         if plan.status is not None:
@@ -420,31 +425,22 @@ class JobController:
                 return None
             raise
 
-    async def _delete(self, job: dict[str, Any], ref: ChildRef, namespace: str) -> list[Event]:
+    async def _delete(self, job: dict[str, Any], ref: ChildRef, namespace: str, uid: str | None) -> list[Event]:
         """Delete a child; the events its deletion is told with, unless it was already gone."""
         told = ref.deletion()
         try:
-            deleted = await self._delete_named(self._resource(ref.api_version, ref.kind), ref.name, namespace)
+            res = self._resource(ref.api_version, ref.kind)
+            deleted = await delete(self.client, res, ref.name, namespace=namespace, uid=uid)
         except ApiError as exc:
             if told.failed:
                 await self._emit(job, [("Warning", told.failed, f"Error deleting: {exc}")])
             raise
         return [(e.type.value, e.reason, e.message) for e in told.done] if deleted else []
 
-    async def _delete_named(self, res: Any, name: str, namespace: str) -> bool:
-        """Delete; False when it was already gone (that is success too)."""
-        try:
-            await self.client.delete(res, name, namespace=namespace)
-        except ApiError as exc:
-            if is_status(exc, 404):
-                return False
-            raise
-        return True
-
     async def _delete_job(self, job: dict[str, Any], plan: Plan) -> None:
         """TTL: the job goes (its children follow through ownerReferences); the event only if we deleted it."""
         m = job["metadata"]
-        if not await self._delete_named(self.res, m["name"], m["namespace"]):
+        if not await delete(self.client, self.res, m["name"], namespace=m["namespace"], uid=m.get("uid")):
             return
         self.metrics.job_deleted(self.plugin.info.kind, m["namespace"])
         await self._emit(job, [(e.type.value, e.reason, e.message) for e in plan.events])

@@ -51,7 +51,7 @@ from lightkube.resources.core_v1 import ConfigMap, Node, Pod, Secret
 from lightkube.types import PatchType
 
 from trainyard.api.meta import format_time
-from trainyard.client import build, is_status, record_event, watch_forever
+from trainyard.client import build, delete, is_status, record_event, watch_forever
 from trainyard.cluster import qos
 from trainyard.cluster.environments import EnvironmentsError
 from trainyard.cluster.node import capacity as node_capacity
@@ -668,14 +668,12 @@ class NodeAgent:
 
     async def _stop_and_confirm(self, run: PodRun, grace: float) -> None:
         await self._kill(run, grace)
-        await self._confirm_deleted(run.namespace, run.name)
+        await self._confirm_deleted(run.namespace, run.name, run.uid)
 
-    async def _confirm_deleted(self, namespace: str, name: str) -> None:
-        try:
-            await self.client.delete(Pod, name, namespace=namespace, grace_period=0)
-        except ApiError as exc:
-            if not is_status(exc, 404):
-                raise
+    async def _confirm_deleted(self, namespace: str, name: str, uid: str) -> None:
+        # As the kubelet's final delete: only this pod's uid, for a controller may already have
+        # created its successor under the same name (a gang restart does, as soon as it sees this one go).
+        await delete(self.client, Pod, name, namespace=namespace, uid=uid, grace_period=0)
 
     async def _event(self, pod: Obj, type_: str, reason: str, message: str) -> None:
         m = pod["metadata"]
