@@ -3,6 +3,27 @@
 It runs beside the API server and acts only through ``Objects``, like kube-controller-manager's
 garbage collector acts only through the API. Work is queued from store changes and drained by a
 task, so a delete returns before its dependents are collected (Background propagation).
+
+Like kube-controller-manager's dependency graph, it keeps an index in memory, built by one pass
+over the store at start and then maintained from the store's changes (which carry the decoded
+object, so indexing decodes nothing): every live object's uid and where it is stored, each
+object's owner uids and each owner's dependents, the objects being deleted and the namespaces
+being torn down. A change queues only the objects it can affect, by uid:
+
+- an object whose ownerReferences all name uids that are not live (checked when it is written and
+  when one of its owners goes) is deleted, with Background propagation;
+- an owner being deleted with the ``orphan`` finalizer strips itself from its dependents'
+  ownerReferences and drops the finalizer; with ``foregroundDeletion`` it deletes its dependents
+  and drops the finalizer once none is left. It is processed again whenever one of its dependents
+  changes or goes;
+- a namespace being deleted deletes what it holds (read from the store's per-namespace maps) and
+  drops its ``kubernetes`` finalizer once nothing is left; it is processed again when its last
+  object goes, or when an object appears in it.
+
+Each queued uid is processed against the current state (one object read), never the state of the
+change that queued it, and only once the writes in progress have been committed (the queue is
+drained by the task, between requests). Work is level-triggered: an item that fails is logged and
+retried after ``RETRY_SECONDS``; an index that fails to follow a change is rebuilt from the store.
 """
 
 from __future__ import annotations
@@ -10,84 +31,286 @@ from __future__ import annotations
 import asyncio
 import copy
 import logging
+from collections.abc import Iterable
+from typing import Any
 
 from trainyard.cluster.apiserver import errors
 from trainyard.cluster.apiserver.objects import Objects
 from trainyard.cluster.apiserver.registry import ResourceType
+from trainyard.cluster.storage import codec
 from trainyard.cluster.storage.store import Change, Obj
 
 log = logging.getLogger(__name__)
+
+NAMESPACES = "core/namespaces"
+CRDS = "apiextensions.k8s.io/customresourcedefinitions"
+# The finalizers this collector is responsible for on an owner being deleted.
+OWNER_FINALIZERS = ("orphan", "foregroundDeletion")
+RETRY_SECONDS = 1.0
+"""How long an item whose processing failed waits before it is tried again."""
+BATCH = 200
+"""Items processed before the collector lets the API server's requests run."""
+
+Where = tuple[str, str, str]  # (resource, namespace, name): an object's key in the store
 
 
 class GarbageCollector:
     def __init__(self, objects: Objects) -> None:
         self.objects = objects
+        self.store = objects.store
         self._wake = asyncio.Event()
-        objects.store.subscribe(self._on_change)
+        self._queue: dict[str, None] = {}  # uids to process, in the order they were queued
+        self._retry: set[str] = set()
+        self._retry_at = 0.0
+        self._types_cache: dict[str, ResourceType] | None = None
+        self._build()
+        self.store.subscribe(self._on_change)
+
+    # -- the index -------------------------------------------------------------------------------
+
+    def _build(self) -> None:
+        """Index every stored object (the one full pass) and queue those that have work now."""
+        self._live: dict[str, Where] = {}
+        self._owners: dict[str, tuple[str, ...]] = {}  # uid -> the uids its ownerReferences name
+        self._dependents: dict[str, set[str]] = {}  # owner uid -> uids whose ownerReferences name it
+        self._deleting: set[str] = set()  # uids with a deletionTimestamp
+        self._terminating: dict[str, str] = {}  # namespace name -> its uid, while it is being deleted
+        # Uids that had work but whose resource is not served (a CRD removed): retried when CRDs change.
+        self._parked: set[str] = set()
+        self._stale = False
+        indexed = [(resource, obj["metadata"]) for resource, obj in self.store.all_objects()]
+        for resource, m in indexed:
+            self._index(resource, m.get("namespace", ""), m["name"], m)
+        # Only once every object is indexed can an owner be told gone.
+        for resource, m in indexed:
+            if self._needs_work(resource, m, _owner_uids(m)):
+                self._enqueue(m["uid"])
+
+    def _index(self, resource: str, namespace: str, name: str, m: dict[str, Any]) -> tuple[str, ...]:
+        """Record the object's current state; returns the owner uids it named before."""
+        uid = m["uid"]
+        self._live[uid] = (resource, namespace, name)
+        owners = _owner_uids(m)
+        before = self._owners.get(uid, ())
+        if owners != before:
+            for gone in set(before) - set(owners):
+                self._forget_dependent(gone, uid)
+            for new in set(owners) - set(before):
+                self._dependents.setdefault(new, set()).add(uid)
+            if owners:
+                self._owners[uid] = owners
+            else:
+                self._owners.pop(uid, None)
+        if m.get("deletionTimestamp"):
+            self._deleting.add(uid)
+            if resource == NAMESPACES:
+                self._terminating[name] = uid
+        else:
+            self._deleting.discard(uid)
+        return before
+
+    def _unindex(self, resource: str, name: str, uid: str) -> tuple[str, ...]:
+        """Forget a deleted object; returns the uids of its owners."""
+        owners = self._owners.pop(uid, ())
+        for owner in owners:
+            self._forget_dependent(owner, uid)
+        self._live.pop(uid, None)
+        self._deleting.discard(uid)
+        self._parked.discard(uid)
+        if resource == NAMESPACES and self._terminating.get(name) == uid:
+            del self._terminating[name]
+        return owners
+
+    def _forget_dependent(self, owner: str, uid: str) -> None:
+        deps = self._dependents.get(owner)
+        if deps is not None:
+            deps.discard(uid)
+            if not deps:
+                del self._dependents[owner]
+
+    def _dangling(self, owners: Iterable[str]) -> bool:
+        """Whether every owner named is gone (false for an object that names none)."""
+        listed = False
+        for owner in owners:
+            if owner in self._live:
+                return False
+            listed = True
+        return listed
+
+    def _needs_work(self, resource: str, m: dict[str, Any], owners: tuple[str, ...]) -> bool:
+        if self._dangling(owners):
+            return True
+        if not m.get("deletionTimestamp"):
+            return False
+        finalizers = m.get("finalizers") or ()
+        return resource == NAMESPACES or any(f in finalizers for f in OWNER_FINALIZERS)
 
     def _on_change(self, change: Change) -> None:
-        m = change.obj.get("metadata", {})
-        if change.type == "DELETED" or m.get("deletionTimestamp"):
+        try:
+            self._follow(change)
+        except Exception:
+            # The index no longer describes the store: rebuild it from the store, as at start.
+            log.exception("garbage collector index failed to follow change %s; rebuilding it", change.rv)
+            self._stale = True
             self._wake.set()
 
-    async def run(self) -> None:
+    def _follow(self, change: Change) -> None:
+        m = change.obj.get("metadata") or {}
+        uid = m.get("uid")
+        if uid:
+            self._follow_object(change, m, uid)
+        if change.resource == CRDS:
+            # The served types change (the registry follows once this write returns, before the
+            # queue is drained): what waited on a type is retried, with the types read afresh.
+            self._types_cache = None
+            for waiting in (*self._parked, *self._deleting):
+                self._enqueue(waiting)
+            self._parked.clear()
+
+    def _follow_object(self, change: Change, m: dict[str, Any], uid: str) -> None:
+        if change.type == "DELETED":
+            owners = self._unindex(change.resource, change.name, uid)
+            for dep in self._dependents.get(uid, ()):
+                self._enqueue(dep)  # it may have lost its last owner
+            ns_uid = self._terminating.get(change.namespace)
+            if ns_uid is not None and not self._holds(change.namespace):
+                self._enqueue(ns_uid)  # its last object went
+        else:
+            before = self._index(change.resource, change.namespace, change.name, m)
+            now = self._owners.get(uid, ())
+            if self._needs_work(change.resource, m, now):
+                self._enqueue(uid)
+            owners = (*before, *now)
+            ns_uid = self._terminating.get(change.namespace)
+            if ns_uid is not None and change.type == "ADDED":
+                self._enqueue(ns_uid)  # something appeared in a namespace being torn down
+        for owner in owners:
+            if owner in self._deleting:
+                self._enqueue(owner)  # an owner waiting on its dependents sees one change or go
+
+    def _holds(self, namespace: str) -> bool:
+        """Whether anything of a served namespaced resource is still stored in ``namespace``."""
+        types = self._types()
+        return any(
+            resource in types and types[resource].namespaced
+            for resource, _, _ in self.store.namespace_objects(namespace)
+        )
+
+    def _enqueue(self, uid: str) -> None:
+        self._queue[uid] = None
         self._wake.set()
-        while True:
-            await self._wake.wait()
-            self._wake.clear()
-            try:
-                self.sweep()
-            except Exception:
-                log.exception("garbage collection pass failed; retrying on the next change")
-            await asyncio.sleep(0)
 
     def _types(self) -> dict[str, ResourceType]:
-        return {rt.key: rt for rt in self.objects.registry}
+        if self._types_cache is None:
+            self._types_cache = {rt.key: rt for rt in self.objects.registry}
+        return self._types_cache
 
-    def sweep(self) -> None:
-        """One level-triggered pass over every object: collect what has lost all its owners."""
+    # -- the work --------------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        loop = asyncio.get_running_loop()
+        self._wake.set()
+        while True:
+            timeout = max(0.0, self._retry_at - loop.time()) if self._retry else None
+            try:
+                await asyncio.wait_for(self._wake.wait(), timeout)
+            except TimeoutError:
+                pass
+            self._wake.clear()
+            if self._retry and loop.time() >= self._retry_at:
+                for uid in sorted(self._retry):
+                    self._enqueue(uid)
+                self._retry.clear()
+            self.drain(limit=BATCH, retry_at=loop.time() + RETRY_SECONDS)
+            if self._queue:
+                self._wake.set()  # the rest after the API server had its turn
+            await asyncio.sleep(0)
+
+    def drain(self, *, limit: int | None = None, retry_at: float = 0.0) -> int:
+        """Process queued uids (and what processing queues), up to ``limit``; returns how many.
+
+        An item that fails is logged and kept for a retry after ``retry_at`` (``run``'s clock).
+        """
+        if self._stale:
+            self._build()
+        done = 0
+        while self._queue and (limit is None or done < limit):
+            uid = next(iter(self._queue))
+            del self._queue[uid]
+            done += 1
+            try:
+                self._process(uid)
+            except Exception:
+                log.exception(
+                    "garbage collection of %s failed; retrying in %.0f s", self._live.get(uid, uid), RETRY_SECONDS
+                )
+                if not self._retry:
+                    self._retry_at = retry_at
+                self._retry.add(uid)
+        return done
+
+    @property
+    def pending(self) -> int:
+        """Uids queued or waiting for a retry."""
+        return len(self._queue) + len(self._retry)
+
+    def _process(self, uid: str) -> None:
+        where = self._live.get(uid)
+        if where is None:
+            return  # gone meanwhile: nothing left to do for it
+        resource, namespace, name = where
         types = self._types()
-        objects = list(self.objects.store.all_objects())
-        live = {o["metadata"]["uid"]: o for _, o in objects}
-        dependents: dict[str, list[tuple[ResourceType, Obj]]] = {}
-        for key, obj in objects:
-            for ref in obj["metadata"].get("ownerReferences") or []:
-                if key in types:
-                    dependents.setdefault(ref["uid"], []).append((types[key], obj))
-        for key, obj in objects:
-            rt = types.get(key)
-            if rt is None:
-                continue
-            refs = obj["metadata"].get("ownerReferences") or []
-            if refs and all(r["uid"] not in live for r in refs):
-                self._delete(rt, obj)
-            self._finalize_owner(rt, obj, dependents.get(obj["metadata"]["uid"], []))
-            if rt.key == "core/namespaces" and obj["metadata"].get("deletionTimestamp"):
-                self._teardown_namespace(obj, objects, types)
+        rt = types.get(resource)
+        if rt is None:
+            self._parked.add(uid)
+            return
+        obj = self.store.get(resource, namespace, name)
+        if obj is None or obj["metadata"].get("uid") != uid:
+            return
+        m = obj["metadata"]
+        if self._dangling(_owner_uids(m)):
+            self._delete(rt, obj)
+        if m.get("deletionTimestamp"):
+            self._finalize_owner(rt, obj, types)
+            if rt.key == NAMESPACES:
+                self._teardown_namespace(obj, types)
+
+    def _dependents_of(self, uid: str, types: dict[str, ResourceType]) -> list[tuple[ResourceType, str, str, str]]:
+        """``(type, namespace, name, uid)`` of the live dependents of a served type, in key order."""
+        found = []
+        for dep in self._dependents.get(uid, ()):
+            where = self._live.get(dep)
+            if where is not None and where[0] in types:
+                found.append((types[where[0]], where[1], where[2], dep))
+        return sorted(found, key=lambda d: (d[0].key, d[1], d[2]))
 
     def _delete(self, rt: ResourceType, obj: Obj) -> None:
         m = obj["metadata"]
         if m.get("deletionTimestamp"):
             return
+        self._delete_at(rt, m.get("namespace", ""), m["name"])
+
+    def _delete_at(self, rt: ResourceType, namespace: str, name: str) -> None:
         try:
-            self.objects.delete(rt, m.get("namespace", ""), m["name"], propagation="Background")
+            self.objects.delete(rt, namespace, name, propagation="Background")
         except errors.ApiError as exc:
             if exc.code != 404:
                 raise
 
-    def _finalize_owner(self, rt: ResourceType, owner: Obj, deps: list[tuple[ResourceType, Obj]]) -> None:
+    def _finalize_owner(self, rt: ResourceType, owner: Obj, types: dict[str, ResourceType]) -> None:
         m = owner["metadata"]
-        if not m.get("deletionTimestamp"):
-            return
         finalizers = list(m.get("finalizers") or [])
         if "orphan" in finalizers:
-            for dep_rt, dep in deps:
-                self._strip_owner(dep_rt, dep, m["uid"])
+            for dep_rt, namespace, name, _ in self._dependents_of(m["uid"], types):
+                self._strip_owner(dep_rt, namespace, name, m["uid"])
             finalizers.remove("orphan")
         elif "foregroundDeletion" in finalizers:
-            blocking = [(d_rt, d) for d_rt, d in deps if self._blocks(d, m["uid"])]
-            for dep_rt, dep in blocking:
-                self._delete(dep_rt, dep)
+            # Every dependent blocks its owner until it is gone; one already being deleted is
+            # waited for, not deleted again.
+            blocking = self._dependents_of(m["uid"], types)
+            for dep_rt, namespace, name, dep in blocking:
+                if dep not in self._deleting:
+                    self._delete_at(dep_rt, namespace, name)
             if blocking:
                 return
             finalizers.remove("foregroundDeletion")
@@ -95,18 +318,16 @@ class GarbageCollector:
             return
         self._set_finalizers(rt, owner, finalizers)
 
-    @staticmethod
-    def _blocks(dep: Obj, owner_uid: str) -> bool:
-        return any(r["uid"] == owner_uid for r in dep["metadata"].get("ownerReferences") or [])
-
-    def _strip_owner(self, rt: ResourceType, dep: Obj, owner_uid: str) -> None:
+    def _strip_owner(self, rt: ResourceType, namespace: str, name: str, owner_uid: str) -> None:
+        dep = self.store.get(rt.key, namespace, name)
+        if dep is None:
+            return
         new = copy.deepcopy(dep)
         refs = [r for r in new["metadata"].get("ownerReferences") or [] if r["uid"] != owner_uid]
         new["metadata"]["ownerReferences"] = refs or None
         if not refs:
             del new["metadata"]["ownerReferences"]
-        m = dep["metadata"]
-        self.objects.update(rt, m.get("namespace", ""), m["name"], new)
+        self.objects.update(rt, namespace, name, new)
 
     def _set_finalizers(self, rt: ResourceType, obj: Obj, finalizers: list[str]) -> None:
         new = copy.deepcopy(obj)
@@ -116,15 +337,20 @@ class GarbageCollector:
         m = obj["metadata"]
         self.objects.update(rt, m.get("namespace", ""), m["name"], new)
 
-    def _teardown_namespace(self, ns: Obj, objects: list[tuple[str, Obj]], types: dict[str, ResourceType]) -> None:
+    def _teardown_namespace(self, ns: Obj, types: dict[str, ResourceType]) -> None:
         name = ns["metadata"]["name"]
         remaining = [
-            (types[k], o)
-            for k, o in objects
-            if k in types and types[k].namespaced and o["metadata"].get("namespace") == name
+            (types[resource], obj_name, body)
+            for resource, obj_name, body in self.store.namespace_objects(name)
+            if resource in types and types[resource].namespaced
         ]
-        for rt, obj in remaining:
-            self._delete(rt, obj)
+        for rt, obj_name, body in remaining:
+            if not codec.loads(body)["metadata"].get("deletionTimestamp"):
+                self._delete_at(rt, name, obj_name)
         if not remaining:
             finalizers = [f for f in ns["metadata"].get("finalizers") or [] if f != "kubernetes"]
-            self._set_finalizers(types["core/namespaces"], ns, finalizers)
+            self._set_finalizers(types[NAMESPACES], ns, finalizers)
+
+
+def _owner_uids(m: dict[str, Any]) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(r.get("uid", "") for r in m.get("ownerReferences") or []))

@@ -237,6 +237,18 @@ class Store:
         snapshot = [(r, b) for r, spaces in self._objects.items() for names in spaces.values() for b in names.values()]
         yield from zip((r for r, _ in snapshot), codec.loads_many(b for _, b in snapshot), strict=True)
 
+    def namespace_objects(self, namespace: str) -> Iterator[tuple[str, str, bytes]]:
+        """``(resource, name, body JSON)`` of what is stored in ``namespace``, undecoded, by resource.
+
+        Lazy, so asking whether anything is left stops at the first object; each resource's names
+        are copied when it is reached, so a caller may write between the items it takes.
+        """
+        for resource, spaces in builtins.list(self._objects.items()):
+            names = spaces.get(namespace)
+            if names:
+                for name, body in builtins.list(names.items()):
+                    yield resource, name, body
+
     def put(self, resource: str, namespace: str, name: str, obj: Obj, *, created: bool) -> Obj:
         """Write ``obj`` under the next revision; the caller has decided it is a real change."""
         old = None if created else self._raw(resource, namespace, name)

@@ -1,0 +1,248 @@
+"""The garbage collector driven by its index, on the real store, registry and ``Objects`` (no HTTP).
+
+Cascades through two levels, the ``orphan`` and ``foregroundDeletion`` finalizers, namespace
+teardown, owners that never existed, a collector started over a store that already holds
+orphans, and a failed item retried; and that one deletion among many unrelated objects reads only
+the objects it affects (the store counts what it is asked), never the whole store again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from trainyard.cluster import gc as gc_module
+from trainyard.cluster.apiserver import errors
+from trainyard.cluster.apiserver.objects import Objects
+from trainyard.cluster.apiserver.registry import Registry, ResourceType
+from trainyard.cluster.gc import GarbageCollector
+from trainyard.cluster.storage.store import Obj, Store
+
+CM = "core/configmaps"
+
+
+class CountingStore(Store):
+    """The real store, recording what is read from it: whole-store passes and single objects."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path)
+        self.passes = 0
+        self.reads: list[tuple[str, str, str]] = []
+
+    def all_objects(self) -> Iterator[tuple[str, Obj]]:
+        self.passes += 1
+        return super().all_objects()
+
+    def get(self, resource: str, namespace: str, name: str) -> Obj | None:
+        self.reads.append((resource, namespace, name))
+        return super().get(resource, namespace, name)
+
+
+@dataclass
+class World:
+    store: CountingStore
+    objects: Objects
+    gc: GarbageCollector
+
+    def rt(self, plural: str) -> ResourceType:
+        found = self.objects.registry.lookup("", "v1", plural)
+        assert found is not None
+        return found
+
+    def cm(self, name: str, *owners: Obj, ns: str = "ns", finalizers: tuple[str, ...] = ()) -> Obj:
+        meta: dict[str, Any] = {"name": name, "namespace": ns}
+        if owners:
+            meta["ownerReferences"] = [ref(o) for o in owners]
+        if finalizers:
+            meta["finalizers"] = list(finalizers)
+        return self.objects.create(self.rt("configmaps"), ns, {"metadata": meta})
+
+    def names(self, ns: str = "ns") -> set[str]:
+        return {o["metadata"]["name"] for o in self.store.list(CM, ns)[0]}
+
+    def meta(self, name: str, ns: str = "ns") -> dict[str, Any]:
+        obj = self.store.get(CM, ns, name)
+        assert obj is not None, name
+        return obj["metadata"]
+
+    def delete(self, name: str, ns: str = "ns", propagation: str | None = None) -> None:
+        self.objects.delete(self.rt("configmaps"), ns, name, propagation=propagation)
+
+    def release(self, name: str, ns: str = "ns") -> None:
+        """Drop an object's finalizers, as the controller holding them would."""
+        obj = self.store.get(CM, ns, name)
+        assert obj is not None
+        obj["metadata"].pop("finalizers")
+        self.objects.update(self.rt("configmaps"), ns, name, obj)
+
+    def settle(self) -> int:
+        """Drain the collector's queue; how many items it processed."""
+        done = self.gc.drain()
+        assert self.gc.pending == 0
+        return done
+
+
+def ref(owner: Obj) -> dict[str, Any]:
+    m = owner["metadata"]
+    return {"apiVersion": "v1", "kind": "ConfigMap", "name": m["name"], "uid": m["uid"]}
+
+
+def open_world(path: Path) -> World:
+    store = CountingStore(path)
+    objects = Objects(store, Registry())
+    return World(store, objects, GarbageCollector(objects))
+
+
+@pytest.fixture
+def world(tmp_path: Path) -> Iterator[World]:
+    w = open_world(tmp_path / "store.db")
+    w.objects.create(w.rt("namespaces"), "", {"metadata": {"name": "ns"}})
+    yield w
+    w.store.close()
+
+
+def test_background_cascade_goes_through_two_levels(world: World) -> None:
+    root = world.cm("root")
+    mid = world.cm("mid", root)
+    world.cm("leaf", mid)
+    other = world.cm("other")
+    world.cm("shared", root, other)  # keeps living while one of its owners does
+    world.settle()
+    world.delete("root")
+    world.settle()
+    assert world.names() == {"other", "shared"}
+    assert [r["name"] for r in world.meta("shared")["ownerReferences"]] == ["root", "other"]
+
+
+def test_orphan_strips_the_owner_from_its_dependents_and_lets_it_go(world: World) -> None:
+    root = world.cm("root")
+    mid = world.cm("mid", root)
+    world.cm("leaf", mid)
+    world.delete("root", propagation="Orphan")
+    assert world.meta("root")["finalizers"] == ["orphan"]
+    world.settle()
+    assert world.names() == {"mid", "leaf"}
+    assert "ownerReferences" not in world.meta("mid")
+    assert world.meta("leaf")["ownerReferences"][0]["uid"] == mid["metadata"]["uid"]
+
+
+def test_foreground_waits_for_every_dependent_to_go(world: World) -> None:
+    root = world.cm("root")
+    world.cm("quick", root)
+    world.cm("held", root, finalizers=("example.com/hold",))
+    world.delete("root", propagation="Foreground")
+    world.settle()
+    assert world.names() == {"root", "held"}
+    assert world.meta("root")["finalizers"] == ["foregroundDeletion"]
+    assert world.meta("held")["deletionTimestamp"]
+    world.release("held")  # the dependent's going re-processes its owner
+    world.settle()
+    assert world.names() == set()
+
+
+def test_namespace_teardown_deletes_its_objects_and_ends_when_the_last_goes(world: World) -> None:
+    ns_rt = world.rt("namespaces")
+    world.objects.create(ns_rt, "", {"metadata": {"name": "doomed"}})
+    for name in ("a", "b"):
+        world.cm(name, ns="doomed")
+    world.cm("held", ns="doomed", finalizers=("example.com/hold",))
+    world.cm("elsewhere")
+    world.objects.delete(ns_rt, "", "doomed")
+    world.settle()
+    assert world.names("doomed") == {"held"} and world.names() == {"elsewhere"}
+    assert world.store.get("core/namespaces", "", "doomed") is not None
+    world.release("held", ns="doomed")
+    world.settle()
+    assert world.store.get("core/namespaces", "", "doomed") is None
+
+
+def test_an_owner_uid_that_never_existed_is_collected(world: World) -> None:
+    ghost = {"metadata": {"name": "ghost", "uid": "no-such-uid"}}
+    world.cm("haunted", ghost)
+    world.settle()
+    assert world.names() == set()
+
+
+def test_a_collector_started_over_a_store_collects_what_lost_its_owners_meanwhile(tmp_path: Path) -> None:
+    path = tmp_path / "store.db"
+    store = Store(path)
+    objects = Objects(store, Registry())  # no collector: the plane was down
+    ns_rt, cm_rt = objects.registry.lookup("", "v1", "namespaces"), objects.registry.lookup("", "v1", "configmaps")
+    assert ns_rt is not None and cm_rt is not None
+    objects.create(ns_rt, "", {"metadata": {"name": "ns"}})
+    root = objects.create(cm_rt, "ns", {"metadata": {"name": "root"}})
+    objects.create(cm_rt, "ns", {"metadata": {"name": "dep", "ownerReferences": [ref(root)]}})
+    objects.delete(cm_rt, "ns", "root")
+    store.close()
+    world = open_world(path)
+    assert world.store.passes == 1  # the one pass at start
+    world.settle()
+    assert world.names() == set()
+    world.store.close()
+
+
+def test_one_deletion_among_many_reads_only_what_it_affects(world: World) -> None:
+    for i in range(300):
+        world.cm(f"unrelated-{i}")
+    owner = world.cm("owner")
+    world.cm("dep", owner)
+    world.settle()
+    world.store.reads.clear()
+    world.store.passes = 0
+    world.delete("owner")
+    done = world.settle()
+    assert world.names() == {f"unrelated-{i}" for i in range(300)}
+    assert done == 1  # the dependent, and nothing else
+    assert world.store.passes == 0  # no pass over the whole store
+    assert set(world.store.reads) <= {(CM, "ns", "owner"), (CM, "ns", "dep")}
+
+
+def test_a_failed_item_is_kept_and_retried_until_it_succeeds(
+    world: World, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setattr(gc_module, "RETRY_SECONDS", 0.01)
+    root = world.cm("root")
+    world.cm("dep", root)
+    # A stored dependent that no longer passes validation: stripping its owner reference is refused.
+    bad = world.store.get(CM, "ns", "dep")
+    assert bad is not None
+    bad["metadata"]["labels"] = {"not a label": "x"}
+    world.store.put(CM, "ns", "dep", bad, created=False)
+    with pytest.raises(errors.ApiError):
+        world.objects.update(world.rt("configmaps"), "ns", "dep", bad)
+    world.delete("root", propagation="Orphan")
+    world.gc.drain()
+    assert world.gc.pending == 1 and world.names() == {"root", "dep"}  # failed, kept
+
+    def failures() -> int:
+        return sum(r.getMessage().startswith("garbage collection of") for r in caplog.records)
+
+    async def collect() -> None:
+        task = asyncio.create_task(world.gc.run())
+        try:
+            # Nothing changes in the store, yet the item is tried again...
+            await until(lambda: failures() >= 3)
+            fixed = world.store.get(CM, "ns", "dep")
+            assert fixed is not None
+            fixed["metadata"]["labels"] = {"fixed": "yes"}
+            world.objects.update(world.rt("configmaps"), "ns", "dep", fixed)
+            # ...and once it can succeed, it does.
+            await until(lambda: world.names() == {"dep"})
+        finally:
+            task.cancel()
+
+    asyncio.run(collect())
+    assert "ownerReferences" not in world.meta("dep") and world.gc.pending == 0
+
+
+async def until(probe: Callable[[], bool], timeout: float = 10.0) -> None:
+    """Poll ``probe`` while the collector's task runs (``eventually`` for the event loop)."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not probe():
+        assert asyncio.get_running_loop().time() < deadline, "timed out"
+        await asyncio.sleep(0.01)
