@@ -23,6 +23,7 @@ attribute of lightkube's (``AsyncClient._client._client``) and two of httpx's (`
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -160,6 +161,8 @@ def api_client(config: KubeConfig, metrics: OperatorMetrics, limit: RateLimit, *
 
 def rate_limit_from(qps: float, burst: int) -> RateLimit:
     """The flags' values, checked as client-go would refuse them: a positive qps needs a burst of at least 1."""
+    if not math.isfinite(qps):
+        raise ValueError(f"--kube-api-qps must be a number (got {qps}); 0 or less turns the limit off")
     if qps > 0 and burst < 1:
         raise ValueError(f"--kube-api-burst must be at least 1 when --kube-api-qps is above 0 (got {burst})")
     return RateLimit(qps=qps, burst=burst) if qps > 0 else UNLIMITED

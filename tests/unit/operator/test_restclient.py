@@ -98,9 +98,11 @@ def test_qps_zero_or_less_turns_the_limit_off(qps: float) -> None:
     assert limit == UNLIMITED and not limit.limited
 
 
-def test_a_positive_qps_needs_a_burst() -> None:
+def test_a_positive_qps_needs_a_burst_and_a_number() -> None:
     with pytest.raises(ValueError, match="--kube-api-burst must be at least 1"):
         rate_limit_from(5, 0)
+    with pytest.raises(ValueError, match="--kube-api-qps must be a number"):
+        rate_limit_from(float("inf"), 5)
 
 
 # -- a real lightkube client against a loopback server ------------------------------------------
