@@ -39,6 +39,7 @@ from trainyard.frameworks.registry import kinds
 from trainyard.frameworks.trainer.status import StatusServer
 from trainyard.operator.manager import Operator
 from trainyard.operator.metrics import CONTENT_TYPE, OperatorMetrics
+from trainyard.operator.restclient import UNLIMITED, api_client
 from trainyard.operator.serving import Endpoint
 from trainyard.operator.settings import (
     DEFAULT_HOST_PORTS,
@@ -108,6 +109,7 @@ class EmbeddedPlane:
         self.jobs: JobController | None = None
         self.jobsets: JobSetController | None = None
         self._client: AsyncClient | None = None
+        self._operator_client: AsyncClient | None = None
         self.status_server: Endpoint | None = None
 
     async def start(self) -> None:
@@ -146,6 +148,14 @@ class EmbeddedPlane:
             asyncio.create_task(self.node.storage.run(), name="volumes"),
         ]
         if self.options.operator:
+            # The operator gets a client of its own, metered as client-go meters upstream's, so
+            # `<server>/metrics` counts its requests alone (rest_client_requests_total). It is not rate
+            # limited (upstream's --kube-api-qps 20 protects a shared kube-apiserver): here it is the
+            # only controller client of a server in this process, and a sweep of 1,000 jobs must not
+            # be throttled to 20 requests a second.
+            self._operator_client = api_client(
+                KubeConfig.from_dict(config), self.metrics, UNLIMITED, field_manager="trainyard"
+            )
             settings = OperatorSettings.host(self.options.host, self.options.gang_scheduler_name)
             settings = with_pending_timeout(settings, self.options.pending_timeout)
             # As `yard operator --host-ports`, from the environment: each plane on a host may need its own range.
@@ -156,10 +166,10 @@ class EmbeddedPlane:
                 # it on the plane's address, over TLS with the plane's certificate and CA.
                 credentials = self.api.credentials
                 address = (self.options.host, 0)
-                self.status_server = await serve_status(self._client, address, credentials.server_context())
+                self.status_server = await serve_status(self._operator_client, address, credentials.server_context())
                 url = f"https://{self.options.host}:{self.status_server.port}"
                 settings = replace(settings, trainer_status=StatusServer(url, credentials.ca_pem.decode()))
-            self.operator = Operator(self._client, settings, metrics=self.metrics)
+            self.operator = Operator(self._operator_client, settings, metrics=self.metrics)
             self._tasks.append(asyncio.create_task(self.operator.run(), name="operator"))
         self.layout.state_file.write_text(
             json.dumps(
@@ -197,8 +207,9 @@ class EmbeddedPlane:
             await self.exec_server.close()
         if self.status_server is not None:
             await self.status_server.close()
-        if self._client is not None:
-            await self._client.close()
+        for client in (self._operator_client, self._client):
+            if client is not None:
+                await client.close()
         await self.api.stop()
         with contextlib.suppress(FileNotFoundError):
             self.layout.state_file.unlink()

@@ -107,6 +107,9 @@ class OperatorProcess:
             f"127.0.0.1:{self.metrics_port}" if self.metrics_port else "0",
             "--health-probe-bind-address",
             f"127.0.0.1:{self.probes_port}" if self.probes_port else "0",
+            # as `yard operator` runs it against a local plane: its client is not rate-limited
+            "--kube-api-qps",
+            "0",
             *self.flags,
         ]
         with self.log.open("ab") as out:

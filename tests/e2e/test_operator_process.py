@@ -102,6 +102,7 @@ def test_yard_operator_serves_metrics_counted_once_per_job(bare: Plane, tmp_path
     log = tmp_path / "yard-operator.log"
     argv = [sys.executable, "-m", "trainyard.cli.main", "--home", str(bare.home), "operator"]
     flags = ["--metrics-bind-address", f"127.0.0.1:{metrics}", "--health-probe-bind-address", f"127.0.0.1:{probes}"]
+    flags += ["--kube-api-qps", "50", "--kube-api-burst", "100"]  # client-go's flags, through `yard operator`
     with log.open("ab") as out:
         yard = subprocess.Popen([*argv, *flags], stdout=out, stderr=subprocess.STDOUT, cwd=REPO)
     # The same scraping helpers, pointed at the ports `yard operator` was given.
@@ -116,6 +117,9 @@ def test_yard_operator_serves_metrics_counted_once_per_job(bare: Plane, tmp_path
         assert sample(text, "workqueue_depth", name="pytorchjob-controller") is not None
         assert "controller_runtime_reconcile_time_seconds_bucket" in text
         assert reconciles(first) >= 2
+        # Its API client is metered (requests by code) and rate-limited (each request's wait for a token).
+        assert 'rest_client_requests_total{code="200"' in text
+        assert "rest_client_rate_limiter_duration_seconds_count" in text
     finally:
         yard.send_signal(signal.SIGTERM)
         assert yard.wait(timeout=60) == 0, log.read_text()
@@ -125,6 +129,8 @@ def test_yard_operator_serves_metrics_counted_once_per_job(bare: Plane, tmp_path
     again = OperatorProcess(bare, tmp_path / "again.log").start()
     try:
         eventually(lambda: reconciles(again) >= 1, what="the restarted operator to reconcile the finished job")
+        # OperatorProcess passes --kube-api-qps 0, as `yard operator` does for a local plane: no limiter, no waits
+        assert "rest_client_rate_limiter_duration_seconds_count" not in again.scrape()
         assert counted(again, CREATED, ns) is None
         assert counted(again, SUCCESSFUL, ns) is None
         run_job(api, ns, "second")
@@ -235,9 +241,16 @@ def test_clean_stop_releases_the_lease(bare: Plane, bare_kubectl: Kubectl, tmp_p
         first.kill()
 
 
+def api_requests(text: str) -> float:
+    """``rest_client_requests_total`` summed over its codes, hosts and methods."""
+    lines = (line for line in text.splitlines() if line.startswith("rest_client_requests_total{"))
+    return sum(float(line.rpartition(" ")[2]) for line in lines)
+
+
 def test_embedded_plane_serves_the_operator_metrics(plane: Plane, kubectl: Kubectl) -> None:
     api = Api(plane)
     ns = new_namespace(api)
+    before = api_requests(kubectl("get", "--raw", "/metrics"))
     run_job(api, ns, "metered")
 
     def scraped() -> str | None:
@@ -246,3 +259,8 @@ def test_embedded_plane_serves_the_operator_metrics(plane: Plane, kubectl: Kubec
 
     text = eventually(scraped, what="successful_total 1 on the plane's /metrics")
     assert sample(text, CREATED, framework="pytorch", job_namespace=ns) == 1.0
+    # The in-process operator's own client, metered as client-go's (its startup lists and watches
+    # counted before the job) and not rate-limited (no waits recorded).
+    assert before > 0 and api_requests(text) > before
+    assert 'rest_client_requests_total{code="201",host="127.0.0.1:' in text
+    assert "rest_client_rate_limiter_duration_seconds_count" not in text

@@ -1,9 +1,9 @@
 """``yard operator [FLAGS]``: run the operator as its own process, against the local plane or a cluster.
 
 It becomes ``python -m trainyard.operator`` (same process), with defaults that fit where it
-points: the local plane's kubeconfig, ``host`` network mode, the plane's gang scheduler and
-endpoints on loopback, or
-``yard --kubeconfig``'s cluster with upstream's defaults. FLAGS are the operator's own and win.
+points: the local plane's kubeconfig, ``host`` network mode, the plane's gang scheduler,
+endpoints on loopback and no client-side rate limit, or ``yard --kubeconfig``'s cluster with
+upstream's defaults. FLAGS are the operator's own and win.
 """
 
 from __future__ import annotations
@@ -69,6 +69,11 @@ def cmd_operator(args: argparse.Namespace) -> int:
             # The plane's own operator would gang-schedule as `yard up --gang-scheduler-name` said.
             "--gang-scheduler-name",
             str(state.get("gangScheduler") or ""),
+            # Not rate-limited, as the plane's own operator is not: it is the only controller client of a
+            # local API server (upstream's --kube-api-qps 20 protects a shared kube-apiserver), and a
+            # sweep of hundreds of jobs must not be throttled to 20 requests a second.
+            "--kube-api-qps",
+            "0",
         ]
     if args.namespace:
         defaults += ["--namespace", args.namespace]

@@ -2,7 +2,8 @@
 
 It takes upstream's flags (reference §4.2) so that a Deployment written for the Kubeflow Training
 Operator can run it: where to find the cluster, what to watch, how many workers, leader election
-through a Lease, and where to serve metrics and probes. trainyard's own additions are the
+through a Lease, where to serve metrics and probes, and the client-side rate limit of its API client
+(``--kube-api-qps``/``--kube-api-burst``, upstream's 20/30). trainyard's own additions are the
 network mode (``host`` for a single-machine plane) and the leader election timings.
 """
 
@@ -35,6 +36,7 @@ from trainyard.frameworks.trainer import status
 from trainyard.operator.leader import LeaderElectionConfig, LeaderElector
 from trainyard.operator.manager import Operator
 from trainyard.operator.metrics import OperatorMetrics
+from trainyard.operator.restclient import DEFAULT_RATE_LIMIT, RateLimit, api_client, rate_limit_from
 from trainyard.operator.serving import Endpoint, metrics_app, parse_bind_address, probes_app, serve
 from trainyard.operator.settings import (
     DEFAULT_HOST_PORTS,
@@ -105,6 +107,22 @@ def parser() -> argparse.ArgumentParser:
         f"{', '.join(kinds())}, TrainJob, TrainingJob)",
     )
     p.add_argument("--controller-threads", type=int, default=1, help="reconcile workers per kind (default 1)")
+    # client-go's flowcontrol.NewTokenBucketRateLimiter(qps, burst), as upstream's main.go builds it
+    p.add_argument(
+        "--kube-api-qps",
+        type=float,
+        default=DEFAULT_RATE_LIMIT.qps,
+        metavar="QPS",
+        help="requests per second the operator's API client may send, sustained (0 or less: no limit; "
+        f"default {DEFAULT_RATE_LIMIT.qps:g})",
+    )
+    p.add_argument(
+        "--kube-api-burst",
+        type=int,
+        default=DEFAULT_RATE_LIMIT.burst,
+        metavar="N",
+        help=f"requests the API client may send at once above that rate (default {DEFAULT_RATE_LIMIT.burst})",
+    )
     p.add_argument(
         "--gang-scheduler-name",
         default="",
@@ -254,7 +272,10 @@ class OperatorProcess:
         probes_address: tuple[str, int] | None,
         webhook: WebhookSettings | None = None,
         status_server: tuple[int, str] = (0, ""),
+        rate_limit: RateLimit = DEFAULT_RATE_LIMIT,
     ) -> None:
+        self.rate_limit = rate_limit
+        """``--kube-api-qps``/``--kube-api-burst``: one token bucket for every request of this process."""
         self.status_server = status_server
         """(port, URL) of the TrainJob status server; port 0: not served."""
         self.config = config
@@ -268,7 +289,7 @@ class OperatorProcess:
         self.endpoints: list[Endpoint] = []
 
     async def run(self, stop: asyncio.Event) -> None:
-        client = AsyncClient(self.config, field_manager="trainyard-operator")
+        client = api_client(self.config, self.metrics, self.rate_limit, field_manager="trainyard-operator")
         try:
             if self.metrics_address is not None:
                 self.endpoints.append(await serve(metrics_app(self.metrics), self.metrics_address, "metrics"))
@@ -375,6 +396,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         election = election_from(args)
         metrics_address = parse_bind_address(args.metrics_bind_address)
         probes_address = parse_bind_address(args.health_probe_bind_address)
+        rate_limit = rate_limit_from(args.kube_api_qps, args.kube_api_burst)
         config = load_kubeconfig(args.kubeconfig)
     except Exception as exc:  # flags or kubeconfig: say which, exit as a usage error
         print(f"error: {exc}", file=sys.stderr)
@@ -388,6 +410,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         # the webhook serves the v1 kinds only (the others' admission is the API server's)
         webhook=webhook_settings(args, [k for k in settings.kinds if k in KINDS] if settings.kinds else None),
         status_server=(args.status_server_port, args.status_server_url),
+        rate_limit=rate_limit,
     )
 
     async def run() -> None:

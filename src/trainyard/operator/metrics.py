@@ -8,7 +8,9 @@ write does not count twice, and every path to Failed counts (upstream counts onl
 
 The rest use the names controller-runtime and client-go expose, so dashboards built for the
 upstream operator keep working: ``controller_runtime_reconcile_total``/``_errors_total``/
-``_time_seconds``, ``workqueue_depth``, ``leader_election_master_status``.
+``_time_seconds``, ``workqueue_depth``, ``leader_election_master_status``, and the API client's
+``rest_client_requests_total``, ``rest_client_request_duration_seconds`` and
+``rest_client_rate_limiter_duration_seconds`` (fed by ``restclient``'s transport).
 
 Beside them, seed 004's per-job series (``trainingjob_*``), fed by ``observe_job`` (every job the
 controllers reconcile, after their status write) and ``forget_job`` (the job is gone). What they
@@ -60,6 +62,8 @@ prometheus_client.disable_created_metrics()  # type: ignore[no-untyped-call]
 CONTENT_TYPE = prometheus_client.CONTENT_TYPE_LATEST
 
 RECONCILE_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+# client-go's buckets for its request and rate-limiter latencies (component-base's restclient metrics).
+REST_CLIENT_BUCKETS = (0.005, 0.025, 0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 15.0, 30.0, 60.0)
 RETENTION = timedelta(minutes=10)
 """How long a finished job's per-job series stay after it ended."""
 JOB_LABELS = ("namespace", "training_job", "kind")
@@ -299,6 +303,26 @@ class OperatorMetrics:
         )
         self._depth = _QueueDepth()
         self.registry.register(self._depth)
+        self.rest_requests = Counter(
+            "rest_client_requests",
+            "Number of HTTP requests, partitioned by status code, method, and host.",
+            ["code", "host", "method"],
+            registry=self.registry,
+        )
+        self.rest_request_duration = Histogram(
+            "rest_client_request_duration_seconds",
+            "Request latency in seconds. Broken down by verb, and host.",
+            ["verb", "host"],
+            buckets=REST_CLIENT_BUCKETS,
+            registry=self.registry,
+        )
+        self.rest_rate_limiter_duration = Histogram(
+            "rest_client_rate_limiter_duration_seconds",
+            "Client side rate limiter latency in seconds. Broken down by verb, and host.",
+            ["verb", "host"],
+            buckets=REST_CLIENT_BUCKETS,
+            registry=self.registry,
+        )
 
     # -- job events ------------------------------------------------------------------------------
 
@@ -401,6 +425,17 @@ class OperatorMetrics:
         self._depth.queues[name] = depth
         if kind is not None:
             self._kinds[name] = kind
+
+    # -- the API client --------------------------------------------------------------------------
+
+    def api_request(self, verb: str, host: str, code: str, seconds: float) -> None:
+        """One HTTP round trip of the API client: ``code`` is the status, or ``<error>`` when none came."""
+        self.rest_requests.labels(code, host, verb).inc()
+        self.rest_request_duration.labels(verb, host).observe(seconds)
+
+    def api_throttled(self, verb: str, host: str, seconds: float) -> None:
+        """A request waited ``seconds`` for the client's rate limiter."""
+        self.rest_rate_limiter_duration.labels(verb, host).observe(seconds)
 
     def leading(self, lease: str, value: bool) -> None:
         self.leader.labels(lease).set(1 if value else 0)

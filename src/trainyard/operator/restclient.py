@@ -1,0 +1,168 @@
+"""The operator's API client: client-go's client-side rate limit and request metrics, on lightkube's AsyncClient.
+
+What upstream's operator gets from client-go (``--kube-api-qps``/``--kube-api-burst``, which its
+``main.go`` turns into ``flowcontrol.NewTokenBucketRateLimiter``):
+
+* A token bucket per client: ``qps`` tokens a second, at most ``burst`` saved up, full at start.
+  Every HTTP request waits for a token before it is sent; a watch is one request, so it takes one
+  token to start and none per event. ``qps <= 0`` means no limiter at all (client-go's ``QPS < 0``).
+* ``rest_client_requests_total{code,host,method}`` for every response, ``code="<error>"`` when no
+  response came (refused, reset, timed out); ``rest_client_request_duration_seconds{verb,host}``
+  until the response's headers; ``rest_client_rate_limiter_duration_seconds{verb,host}``, the time
+  each request waited for its token (only while a limiter is on, as client-go).
+
+Both sit in an httpx transport that wraps the one lightkube's client built, so they see each HTTP
+round trip exactly once (an auth retry or a redirect is a request of its own, as in client-go).
+lightkube builds its httpx client itself (TLS and client certificates from the kubeconfig, token
+auth, proxies from the environment), and a ``transport=`` given to it would replace the one that
+carries that TLS set-up; so the built transports are wrapped in place. That reaches one private
+attribute of lightkube's (``AsyncClient._client._client``) and two of httpx's (``_transport``,
+``_mounts``): ``instrument`` checks them and fails at start, never silently, if either library changes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+import httpx2
+from lightkube import AsyncClient, KubeConfig
+
+from trainyard.operator.metrics import OperatorMetrics
+
+ERROR_CODE = "<error>"
+"""client-go's ``code`` for a request that got no response."""
+
+
+@dataclass(frozen=True)
+class RateLimit:
+    """``--kube-api-qps`` / ``--kube-api-burst``; ``qps <= 0``: not limited."""
+
+    qps: float
+    burst: int
+
+    @property
+    def limited(self) -> bool:
+        return self.qps > 0
+
+
+# Upstream's defaults (kubeflow/trainer release-1.9, cmd/training-operator.v1/main.go).
+DEFAULT_RATE_LIMIT = RateLimit(qps=20, burst=30)
+UNLIMITED = RateLimit(qps=0, burst=0)
+
+
+class TokenBucket:
+    """client-go's token bucket (golang.org/x/time/rate's reservations): waiters are served in order.
+
+    Each ``wait`` takes a token at once, leaving the bucket in debt when it is empty, and sleeps
+    until the refill has paid its share of that debt; so the n-th request beyond the burst is sent
+    n/qps seconds after the bucket ran dry, however many wait together. ``clock`` and ``sleep`` are
+    injectable so a test can run the bucket without real time. A wait that is cancelled keeps its
+    token (cancellations come from shutdown or a lost lease; the debt is paid back within burst/qps).
+    """
+
+    def __init__(
+        self,
+        qps: float,
+        burst: int,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    ) -> None:
+        if qps <= 0 or burst < 1:
+            raise ValueError(f"a token bucket needs qps > 0 and burst >= 1 (got qps {qps}, burst {burst})")
+        self.qps = qps
+        self.burst = burst
+        self._clock = clock
+        self._sleep = sleep
+        self._tokens = float(burst)
+        self._last = clock()
+
+    def reserve(self) -> float:
+        """Take a token now; the seconds until it may be used (0: at once)."""
+        now = self._clock()
+        # A clock that went backwards (it should not: monotonic) refills nothing.
+        elapsed = max(now - self._last, 0.0)
+        self._last = max(now, self._last)
+        self._tokens = min(float(self.burst), self._tokens + elapsed * self.qps) - 1.0
+        return -self._tokens / self.qps if self._tokens < 0 else 0.0
+
+    async def wait(self) -> float:
+        """Wait for a token; the seconds this waited for it."""
+        delay = self.reserve()
+        if delay > 0:
+            await self._sleep(delay)
+        return delay
+
+
+class MeteredTransport(httpx2.AsyncBaseTransport):
+    """Wraps an httpx transport: a token before each request (when limited), client-go's metrics after it."""
+
+    def __init__(
+        self,
+        inner: httpx2.AsyncBaseTransport,
+        metrics: OperatorMetrics,
+        limiter: TokenBucket | None,
+        *,
+        clock: Callable[[], float] = time.perf_counter,
+    ) -> None:
+        self.inner = inner
+        self.metrics = metrics
+        self.limiter = limiter
+        self._clock = clock
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        verb, host = request.method, request.url.netloc.decode("ascii")
+        if self.limiter is not None:
+            waiting = self._clock()
+            await self.limiter.wait()
+            self.metrics.api_throttled(verb, host, self._clock() - waiting)
+        start = self._clock()
+        try:
+            response = await self.inner.handle_async_request(request)
+        except Exception:
+            self.metrics.api_request(verb, host, ERROR_CODE, self._clock() - start)
+            raise
+        self.metrics.api_request(verb, host, str(response.status_code), self._clock() - start)
+        return response
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+def instrument(client: AsyncClient, metrics: OperatorMetrics, limit: RateLimit) -> AsyncClient:
+    """Meter (and, when ``limit.limited``, rate-limit) every request ``client`` sends; one bucket for all."""
+    http = getattr(getattr(client, "_client", None), "_client", None)
+    if not isinstance(http, httpx2.AsyncClient) or not isinstance(getattr(http, "_mounts", None), dict):
+        raise TypeError(
+            "cannot meter the API client: lightkube.AsyncClient no longer keeps an httpx2.AsyncClient at "
+            "._client._client with _transport and _mounts (check the pinned lightkube and httpx2)"
+        )
+    limiter = TokenBucket(limit.qps, limit.burst) if limit.limited else None
+
+    def wrap(transport: httpx2.AsyncBaseTransport) -> httpx2.AsyncBaseTransport:
+        if isinstance(transport, MeteredTransport):
+            raise ValueError("this client is metered already")
+        return MeteredTransport(transport, metrics, limiter)
+
+    http._transport = wrap(http._transport)
+    # Proxy transports (from $HTTPS_PROXY and friends); None routes a pattern to _transport, wrapped above.
+    http._mounts = {pattern: None if t is None else wrap(t) for pattern, t in http._mounts.items()}
+    return client
+
+
+def api_client(config: KubeConfig, metrics: OperatorMetrics, limit: RateLimit, *, field_manager: str) -> AsyncClient:
+    """The operator's lightkube client for ``config``, metered into ``metrics`` and limited by ``limit``."""
+    return instrument(AsyncClient(config, field_manager=field_manager), metrics, limit)
+
+
+def rate_limit_from(qps: float, burst: int) -> RateLimit:
+    """The flags' values, checked as client-go would refuse them: a positive qps needs a burst of at least 1."""
+    if not math.isfinite(qps):
+        raise ValueError(f"--kube-api-qps must be a number (got {qps}); 0 or less turns the limit off")
+    if qps > 0 and burst < 1:
+        raise ValueError(f"--kube-api-burst must be at least 1 when --kube-api-qps is above 0 (got {burst})")
+    return RateLimit(qps=qps, burst=burst) if qps > 0 else UNLIMITED
