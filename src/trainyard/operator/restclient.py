@@ -31,6 +31,7 @@ from dataclasses import dataclass
 import httpx2
 from lightkube import AsyncClient, KubeConfig
 
+from trainyard.client import Client
 from trainyard.operator.metrics import OperatorMetrics
 
 ERROR_CODE = "<error>"
@@ -134,13 +135,8 @@ class MeteredTransport(httpx2.AsyncBaseTransport):
 
 
 def instrument(client: AsyncClient, metrics: OperatorMetrics, limit: RateLimit) -> AsyncClient:
-    """Meter (and, when ``limit.limited``, rate-limit) every request ``client`` sends; one bucket for all."""
-    http = getattr(getattr(client, "_client", None), "_client", None)
-    if not isinstance(http, httpx2.AsyncClient) or not isinstance(getattr(http, "_mounts", None), dict):
-        raise TypeError(
-            "cannot meter the API client: lightkube.AsyncClient no longer keeps an httpx2.AsyncClient at "
-            "._client._client with _transport and _mounts (check the pinned lightkube and httpx2)"
-        )
+    """Meter (and, when ``limit.limited``, rate-limit) every request ``client`` sends; one bucket for all,
+    watches included where they have a pool of their own (``trainyard.client.Client``)."""
     limiter = TokenBucket(limit.qps, limit.burst) if limit.limited else None
 
     def wrap(transport: httpx2.AsyncBaseTransport) -> httpx2.AsyncBaseTransport:
@@ -148,15 +144,22 @@ def instrument(client: AsyncClient, metrics: OperatorMetrics, limit: RateLimit) 
             raise ValueError("this client is metered already")
         return MeteredTransport(transport, metrics, limiter)
 
-    http._transport = wrap(http._transport)
-    # Proxy transports (from $HTTPS_PROXY and friends); None routes a pattern to _transport, wrapped above.
-    http._mounts = {pattern: None if t is None else wrap(t) for pattern, t in http._mounts.items()}
+    for each in (client, *([client.watches] if isinstance(client, Client) else [])):
+        http = getattr(getattr(each, "_client", None), "_client", None)
+        if not isinstance(http, httpx2.AsyncClient) or not isinstance(getattr(http, "_mounts", None), dict):
+            raise TypeError(
+                "cannot meter the API client: lightkube.AsyncClient no longer keeps an httpx2.AsyncClient at "
+                "._client._client with _transport and _mounts (check the pinned lightkube and httpx2)"
+            )
+        http._transport = wrap(http._transport)
+        # Proxy transports (from $HTTPS_PROXY and friends); None routes a pattern to _transport, wrapped above.
+        http._mounts = {pattern: None if t is None else wrap(t) for pattern, t in http._mounts.items()}
     return client
 
 
 def api_client(config: KubeConfig, metrics: OperatorMetrics, limit: RateLimit, *, field_manager: str) -> AsyncClient:
     """The operator's lightkube client for ``config``, metered into ``metrics`` and limited by ``limit``."""
-    return instrument(AsyncClient(config, field_manager=field_manager), metrics, limit)
+    return instrument(Client(config, field_manager=field_manager), metrics, limit)
 
 
 def rate_limit_from(qps: float, burst: int) -> RateLimit:
