@@ -627,12 +627,14 @@ class NodeAgent:
     async def _patch_status(self, namespace: str, name: str, status: Obj) -> None:
         try:
             # A plain-dict resource: the answer (the whole pod) is not decoded into typed models.
-            await self.client.patch(
+            answer = await self.client.patch(
                 POD.Status, name, {"status": status}, namespace=namespace, patch_type=PatchType.MERGE
             )
         except ApiError as exc:
             if not is_status(exc, 404):
                 raise
+        else:
+            self.bound.mutated(to_dict(answer))  # GPU admission reads phases from the cache
 
     # -- stopping ----------------------------------------------------------------------------------
 
