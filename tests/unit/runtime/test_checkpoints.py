@@ -147,6 +147,7 @@ def test_save_reports_the_checkpoint(tmp_path: Path, monkeypatch: pytest.MonkeyP
 
 def test_torch_helpers(tmp_path: Path) -> None:
     import torch  # pinned in the examples extra that `make install` installs
+
     manager = CheckpointManager(tmp_path, rank=0, suffix=".pt", environ={})
     manager.save_torch({"w": torch.ones(3)}, epoch=1)
     manager.save_torch({"w": torch.zeros(3)}, epoch=2, background=True)

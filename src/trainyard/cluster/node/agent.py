@@ -47,17 +47,17 @@ from typing import Any
 
 from lightkube import AsyncClient
 from lightkube.core.exceptions import ApiError
-from lightkube.resources.core_v1 import ConfigMap, Node, Pod, Secret
+from lightkube.resources.core_v1 import Node
 from lightkube.types import PatchType
 
 from trainyard.api.meta import format_time
-from trainyard.client import build, delete, is_status, record_event, watch_forever
+from trainyard.client import build, delete, event_body, is_status, to_dict
 from trainyard.cluster import qos
 from trainyard.cluster.environments import EnvironmentsError
 from trainyard.cluster.node import capacity as node_capacity
 from trainyard.cluster.node import gpus, nodestatus, podexec, podstatus, tokens
 from trainyard.cluster.node.backoff import KUBELET_BASE, BackOff, go_duration
-from trainyard.cluster.node.conditions import pod_conditions
+from trainyard.cluster.node.caches import CONFIG_MAP, EVENT, POD, SECRET, BoundPods, ConfigSources
 from trainyard.cluster.node.containerconfig import ContainerConfig
 from trainyard.cluster.node.persistentvolumes import Storage, claim_names
 from trainyard.cluster.node.podenv import ConfigError, Sources, expand, referenced
@@ -76,6 +76,9 @@ CONFIG_RETRY_SECONDS = 2.0
 # in the client's connection pool (they would time out there), and events must not delay statuses.
 STATUS_WRITES = 16
 EVENT_WRITES = 4
+# How long a pod's first Running status waits for a newer one (the kubelet notices a start on its
+# next relist, up to a second later): a container done at once costs one status write, not two.
+RUNNING_HOLD_SECONDS = 0.1
 # How often the Node's conditions are re-measured and its heartbeat written (the kubelet's
 # nodeStatusUpdateFrequency).
 HEARTBEAT_SECONDS = 10.0
@@ -113,6 +116,9 @@ class NodeAgent:
         self._statuses = podstatus.StatusWriter(self._patch_status, STATUS_WRITES)
         self._event_slots = asyncio.Semaphore(EVENT_WRITES)
         self.pods: dict[str, PodRun] = {}
+        self._changes: asyncio.Queue[tuple[str, Obj]] = asyncio.Queue()
+        self.bound = BoundPods(client, self.node_name, lambda kind, pod: self._changes.put_nowait((kind, pod)))
+        self.config_sources = ConfigSources(client)
         self.storage = Storage(client, layout.storage, self.node_name, self.now)
         self.container_config = ContainerConfig(
             layout, self.workspace, node_name=self.node_name, address=address, capacity=self.capacity
@@ -135,11 +141,17 @@ class NodeAgent:
         self.runtime.cgroup_root = shims.prepare_cgroups()
         await self._register()
         self._spawn(self._heartbeat())
-        async for kind, pod in watch_forever(self.client, Pod):
-            try:
-                await self._sync(kind, pod)
-            except Exception:
-                log.exception("node agent failed handling pod %s", pod.get("metadata", {}).get("name"))
+        watching = asyncio.create_task(self.bound.run(), name="node-pods")
+        try:
+            while True:
+                kind, pod = await self._changes.get()
+                try:
+                    await self._sync(kind, pod)
+                except Exception:
+                    log.exception("node agent failed handling pod %s", pod.get("metadata", {}).get("name"))
+        finally:
+            watching.cancel()
+            await self.config_sources.close()
 
     async def shutdown(self, grace: float = 5.0) -> None:
         """Stop every process this node runs (``yard down``): SIGTERM, then SIGKILL."""
@@ -265,8 +277,9 @@ class NodeAgent:
                     # Adopted from an earlier agent: probed afresh, unready until readiness passes (as a
                     # restarted kubelet does).
                     self._start_probes(run, pod, container, cr)
-            # Not waited for: a container that ends first makes this write its final status instead.
-            await self._report(run, pod, "Running", wait=False)
+            # Not waited for, and held a moment: a container that ends first makes this write its
+            # final status instead.
+            await self._report(run, pod, "Running", wait=False, hold=RUNNING_HOLD_SECONDS)
             pending = [
                 asyncio.create_task(self._supervise(run, pod, container, cr, policy, "Running"))
                 for container, cr in zip(spec.get("containers") or [], run.containers, strict=True)
@@ -330,8 +343,9 @@ class NodeAgent:
             mine = gpus.recorded(pod)
             try:
                 if mine is None:
-                    bound = self.client.list(Pod, namespace="*", fields={"spec.nodeName": self.node_name})
-                    held = gpus.in_use([p.to_dict() async for p in bound], except_uid=run.uid)
+                    # The node's pods from the cache: each allocation made here is put back in it
+                    # below, so the next one (this lock serialises them) sees it without a LIST.
+                    held = gpus.in_use(self.bound.items(), except_uid=run.uid)
                     allocation = gpus.allocate(self.capacity.gpus, pod, held)
                     if isinstance(allocation, gpus.Rejected):
                         await self._event(pod, "Warning", allocation.reason, allocation.event)
@@ -339,7 +353,10 @@ class NodeAgent:
                         return False
                     mine = allocation
                     patch = {"metadata": {"annotations": {gpus.ANNOTATION: json.dumps(mine, sort_keys=True)}}}
-                    await self.client.patch(Pod, m["name"], patch, namespace=m["namespace"], patch_type=PatchType.MERGE)
+                    answer = await self.client.patch(
+                        POD, m["name"], patch, namespace=m["namespace"], patch_type=PatchType.MERGE
+                    )
+                    self.bound.mutated(to_dict(answer))
             except ApiError as exc:
                 if not is_status(exc, 404):
                     raise
@@ -350,16 +367,9 @@ class NodeAgent:
     async def _read_sources(self, run: PodRun, pod: Obj) -> None:
         config_maps, secrets = referenced(pod)
         sources = Sources(tokens=await tokens.for_pod(self.client, pod))
-        for names, kind, table in ((config_maps, ConfigMap, sources.config_maps), (secrets, Secret, sources.secrets)):
+        for names, res, table in ((config_maps, CONFIG_MAP, sources.config_maps), (secrets, SECRET, sources.secrets)):
             for name in names:
-                try:
-                    obj: Any = await self.client.get(kind, name, namespace=run.namespace)
-                except ApiError as exc:
-                    if not is_status(exc, 404):
-                        raise
-                    table[name] = None
-                else:
-                    table[name] = obj.to_dict()
+                table[name] = await self.config_sources.read(res, run.namespace, name)
         if claims := claim_names(pod):
             sources.claims, sources.persistent_volumes = await self.storage.read(run.namespace, claims)
         run.sources = sources
@@ -595,6 +605,7 @@ class NodeAgent:
         reason: str | None = None,
         message: str | None = None,
         wait: bool = True,
+        hold: float = 0.0,
     ) -> None:
         """Write the pod's status (through ``podstatus``, newest wins); with ``wait``, return once it is written.
 
@@ -604,43 +615,26 @@ class NodeAgent:
             if run.final:
                 return
             run.final = phase in TERMINAL
-            written = self._send_status(run, pod, phase, reason=reason, message=message)
+            status = podstatus.pod_status(
+                run, pod, phase, address=self.address, now=self.now(), reason=reason, message=message
+            )
+            written = self._statuses.put(run.namespace, run.name, status, hold=hold)
         if wait:
             await written
         else:
             written.add_done_callback(podstatus.log_failure)
 
-    def _send_status(
-        self, run: PodRun, pod: Obj, phase: str, *, reason: str | None = None, message: str | None = None
-    ) -> asyncio.Future[None]:
-        statuses = [cr.status() for cr in run.containers]
-        init_statuses = [cr.status() for cr in run.init_containers]
-        status: Obj = {
-            "phase": phase,
-            "hostIP": self.address,
-            "podIP": self.address,
-            "podIPs": [{"ip": self.address}],
-            "startTime": (pod.get("status") or {}).get("startTime") or self.now(),
-            "conditions": pod_conditions(phase, init_statuses, statuses),
-            "containerStatuses": statuses,
-            "qosClass": qos.qos_class(pod.get("spec") or {}),
-        }
-        if run.init_containers:
-            status["initContainerStatuses"] = init_statuses
-        if reason:
-            status["reason"] = reason
-        if message:
-            status["message"] = message
-        return self._statuses.put(run.namespace, run.name, status)
-
     async def _patch_status(self, namespace: str, name: str, status: Obj) -> None:
         try:
-            await self.client.patch(
-                Pod.Status, name, {"status": status}, namespace=namespace, patch_type=PatchType.MERGE
+            # A plain-dict resource: the answer (the whole pod) is not decoded into typed models.
+            answer = await self.client.patch(
+                POD.Status, name, {"status": status}, namespace=namespace, patch_type=PatchType.MERGE
             )
         except ApiError as exc:
             if not is_status(exc, 404):
                 raise
+        else:
+            self.bound.mutated(to_dict(answer))  # GPU admission reads phases from the cache
 
     # -- stopping ----------------------------------------------------------------------------------
 
@@ -673,23 +667,23 @@ class NodeAgent:
     async def _confirm_deleted(self, namespace: str, name: str, uid: str) -> None:
         # As the kubelet's final delete: only this pod's uid, for a controller may already have
         # created its successor under the same name (a gang restart does, as soon as it sees this one go).
-        await delete(self.client, Pod, name, namespace=namespace, uid=uid, grace_period=0)
+        await delete(self.client, POD, name, namespace=namespace, uid=uid, grace_period=0)
 
     async def _event(self, pod: Obj, type_: str, reason: str, message: str) -> None:
         m = pod["metadata"]
         involved = {"apiVersion": "v1", "kind": "Pod", "name": m["name"], "namespace": m["namespace"], "uid": m["uid"]}
+        body = event_body(
+            involved,
+            type_=type_,
+            reason=reason,
+            message=message,
+            component="kubelet",
+            now=self.now(),
+            host=self.node_name,
+        )
         try:
             async with self._event_slots:
-                await record_event(
-                    self.client,
-                    involved,
-                    type_=type_,
-                    reason=reason,
-                    message=message,
-                    component="kubelet",
-                    now=self.now(),
-                    host=self.node_name,
-                )
+                await self.client.create(EVENT.from_dict(body))
         except Exception as exc:  # an event is best effort, as the kubelet's recorder
             log.warning("could not record event %s on %s/%s: %s", reason, m["namespace"], m["name"], exc)
 

@@ -1,18 +1,27 @@
-"""Writes pod statuses for the node agent the way the kubelet's status manager does: newest wins.
+"""Pod statuses as the node agent writes them, the way the kubelet's status manager does: newest wins.
 
-A status waiting to be written is replaced by a newer one for the same pod, so a container that
-exits before its ``Running`` status went out costs one write, not two; writes for one pod go out
-in order, and at most ``concurrency`` are in flight (a burst of pods must not pile hundreds of
-requests into the client's connection pool). Each ``put`` returns a future that resolves once
-that status, or a newer one, is written.
+``pod_status`` renders a run's status (phase, conditions, container statuses). ``StatusWriter``
+writes them: a status waiting to be written is replaced by a newer one for the same pod, so a
+container that exits before its ``Running`` status went out costs one write, not two; writes for
+one pod go out in order, and at most ``concurrency`` are in flight (a burst of pods must not pile
+hundreds of requests into the client's connection pool). A status put with ``hold`` waits that
+long for a newer one unless a status without ``hold`` comes first: the agent holds a pod's first
+``Running`` briefly, so a container that is done at once (``true``) goes from Pending to Succeeded
+in one write, as a kubelet, which notices starts on its next relist, reports it. Each ``put``
+returns a future that resolves once that status, or a newer one, is written.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
+
+from trainyard.cluster import qos
+from trainyard.cluster.node.conditions import pod_conditions
+from trainyard.cluster.node.runs import PodRun
 
 log = logging.getLogger(__name__)
 
@@ -21,28 +30,61 @@ Key = tuple[str, str]
 Write = Callable[[str, str, Obj], Awaitable[None]]
 
 
+def pod_status(
+    run: PodRun, pod: Obj, phase: str, *, address: str, now: str, reason: str | None, message: str | None
+) -> Obj:
+    statuses = [cr.status() for cr in run.containers]
+    init_statuses = [cr.status() for cr in run.init_containers]
+    status: Obj = {
+        "phase": phase,
+        "hostIP": address,
+        "podIP": address,
+        "podIPs": [{"ip": address}],
+        "startTime": (pod.get("status") or {}).get("startTime") or now,
+        "conditions": pod_conditions(phase, init_statuses, statuses),
+        "containerStatuses": statuses,
+        "qosClass": qos.qos_class(pod.get("spec") or {}),
+    }
+    if run.init_containers:
+        status["initContainerStatuses"] = init_statuses
+    if reason:
+        status["reason"] = reason
+    if message:
+        status["message"] = message
+    return status
+
+
 class StatusWriter:
     def __init__(self, write: Write, concurrency: int) -> None:
         self._write = write
         self._slots = asyncio.Semaphore(concurrency)
         self._pending: dict[Key, tuple[Obj, list[asyncio.Future[None]]]] = {}
         self._busy: set[Key] = set()
+        self._held: dict[Key, asyncio.Event] = {}
         self._tasks: set[asyncio.Task[None]] = set()
 
-    def put(self, namespace: str, name: str, status: Obj) -> asyncio.Future[None]:
+    def put(self, namespace: str, name: str, status: Obj, *, hold: float = 0.0) -> asyncio.Future[None]:
         key = (namespace, name)
         done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         _, waiting = self._pending.get(key, (status, []))
         self._pending[key] = (status, [*waiting, done])
+        if hold <= 0 and (held := self._held.pop(key, None)) is not None:
+            held.set()  # the held status goes out now, as this newer one
         if key not in self._busy:
             self._busy.add(key)
-            task = asyncio.create_task(self._drain(key))
+            if hold > 0:
+                self._held[key] = asyncio.Event()
+            task = asyncio.create_task(self._drain(key, hold))
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
         return done
 
-    async def _drain(self, key: Key) -> None:
+    async def _drain(self, key: Key, hold: float) -> None:
         try:
+            if (held := self._held.get(key)) is not None:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(held.wait(), hold)
+                self._held.pop(key, None)
             while key in self._pending:
                 async with self._slots:
                     # Taken only once a slot is free: whatever arrived meanwhile replaced older statuses.

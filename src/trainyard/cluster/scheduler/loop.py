@@ -35,22 +35,23 @@ from typing import Any
 from lightkube import AsyncClient
 from lightkube.core.exceptions import ApiError
 from lightkube.generic_resource import create_global_resource, create_namespaced_resource
-from lightkube.resources.core_v1 import Event, PodBinding
+from lightkube.resources.core_v1 import PodBinding
 from lightkube.resources.scheduling_v1 import PriorityClass
 from lightkube.types import PatchType
 
 from trainyard.api.meta import format_time
-from trainyard.client import build, event_body, is_status, plain_resource
+from trainyard.client import build, event_body, is_status, plain_resource, to_dict
 from trainyard.cluster.scheduler import placement, podgroups
 from trainyard.cluster.scheduler.placement import COSCHEDULING, VOLCANO_GROUP, GroupKey, NodeInfo, PodInfo, Usage
 from trainyard.cluster.scheduler.queueing import PodQueue
-from trainyard.informer import Informer
+from trainyard.informer import Informer, newer
 
 log = logging.getLogger(__name__)
 
 Obj = dict[str, Any]
 # Plain-dict resources: the scheduler reads a few fields of many objects.
 POD = plain_resource("", "v1", "Pod", "pods")
+EVENT = plain_resource("", "v1", "Event", "events")
 NODE = create_global_resource("", "v1", "Node", "nodes")
 X_K8S_GROUP = create_namespaced_resource(podgroups.X_K8S, "v1alpha1", "PodGroup", "podgroups")
 VOLCANO_POD_GROUP = create_namespaced_resource(podgroups.VOLCANO, "v1beta1", "PodGroup", "podgroups")
@@ -280,6 +281,8 @@ class Scheduler:
                 timer.cancel()
         else:
             old = self.groups.get(key)
+            if old is not None and not newer(obj, old):
+                return  # the echo of a status write whose answer is already here, or an older one
             self.groups[key] = obj
             if old is not None and old.get("spec") == obj.get("spec"):
                 # A status change: this scheduler writes the status itself. Only a group that fell
@@ -528,7 +531,7 @@ class Scheduler:
             record.count += 1
             try:
                 await self.client.patch(
-                    Event,
+                    EVENT,
                     record.event,
                     {"count": record.count, "lastTimestamp": now},
                     namespace=pod.namespace,
@@ -570,7 +573,7 @@ class Scheduler:
 
     async def _post(self, body: Obj) -> bool:
         try:
-            await self.client.create(build(Event, body))
+            await self.client.create(EVENT.from_dict(body))
         except ApiError as exc:
             ref = body["involvedObject"]
             log.warning("could not record %s on %s/%s: %s", body["reason"], ref["namespace"], ref["name"], exc)
@@ -630,7 +633,7 @@ class Scheduler:
         try:
             async with self._writes:
                 try:
-                    await self.client.patch(
+                    answer = await self.client.patch(
                         res.Status, name, {"status": status}, namespace=namespace, patch_type=PatchType.MERGE
                     )
                 except Exception as exc:
@@ -638,6 +641,10 @@ class Scheduler:
                         log.warning("could not update the status of PodGroup %s/%s: %s", namespace, name, exc)
                         asyncio.get_running_loop().call_later(RETRY_SECONDS, self._touch, key)  # try again
                     return
+            # The next pass compares with what was written: the watch may not have brought it back yet.
+            written, current = to_dict(answer), self.groups.get(key)
+            if current is not None and newer(written, current, strictly=True):
+                self.groups[key] = written
             self._group_events(key, obj, old, status)
         finally:
             self._group_writing.discard(key)
