@@ -40,17 +40,28 @@ def plain_resource(group: str, version: str, kind: str, plural: str) -> Any:
     return found if found is not None else create_namespaced_resource(group, version, kind, plural)
 
 
+KEEPALIVE_SECONDS = 60.0
+
+
 class Client(AsyncClient):
     """lightkube's AsyncClient whose watches have a connection pool of their own.
 
     httpx's pool visits each of its connections twice per request; a process that keeps dozens of
     watches open (every informer holds one) would pay for all of them on every GET or PATCH. Watches
-    start rarely, so they get the second pool and requests keep a pool of a few idle connections.
+    start rarely, so they get the second pool and requests keep theirs to themselves.
     """
 
     def __init__(self, config: Any, **kwargs: Any) -> None:
         super().__init__(config, **kwargs)
         self.watches = AsyncClient(config, **kwargs)
+        # httpx keeps 20 idle connections for 5 s and closes the rest: after every burst of requests
+        # (a sweep's pods starting together) the next one would pay a TLS handshake per connection,
+        # on both ends. Keep as many idle as may be open, for a minute (servers keep them longer).
+        # (Private attributes of httpx's pool: where they moved, the defaults simply stay.)
+        pool: Any = getattr(getattr(getattr(self._client, "_client", None), "_transport", None), "_pool", None)
+        if hasattr(pool, "_max_keepalive_connections") and hasattr(pool, "_max_connections"):
+            pool._max_keepalive_connections = pool._max_connections
+            pool._keepalive_expiry = KEEPALIVE_SECONDS
 
     def watch(self, *args: Any, **kwargs: Any) -> Any:
         return self.watches.watch(*args, **kwargs)
