@@ -227,7 +227,7 @@ class TrainJobController:
     async def start(self) -> None:
         """Wait until served, then run (beside the v1 kinds' controllers)."""
         await self.wait_served()
-        await self.prime()  # again: TrainJobs created while their CRD was missing cannot be; cheap
+        await self.prime()  # again: the Operator's prime found no TrainJobs served if their CRD came later
         await self.run()
 
     async def prime(self) -> None:
@@ -245,7 +245,7 @@ class TrainJobController:
         await self.caches.sync(
             {
                 trainer.TRAINJOBS: self.trainjobs,
-                **{kind: informer for kind, informer in self.runtimes.items()},
+                **self.runtimes,
                 **{kind.plural: self.owned[kind.api_version, kind.kind] for kind in self.watched},
             }
         )
@@ -294,7 +294,7 @@ class TrainJobController:
             key_pairs=sshkeys.key_pair,
         )
         plan = reconcile(observed, self.settings)
-        await self.apply(tj, plan, uids={k: c["metadata"].get("uid") or "" for k, c in children.items()})
+        await self.apply(tj, plan, uids={k: c["metadata"].get("uid") for k, c in children.items()})
         return plan.requeue_after.total_seconds() if plan.requeue_after is not None else None
 
     # -- reading a TrainJob's world, from the caches ----------------------------------------------------
@@ -318,7 +318,9 @@ class TrainJobController:
 
     # -- applying a plan ------------------------------------------------------------------------------
 
-    async def apply(self, tj: Obj, plan: TrainJobPlan, uids: Mapping[tuple[str, str], str] | None = None) -> None:
+    async def apply(
+        self, tj: Obj, plan: TrainJobPlan, uids: Mapping[tuple[str, str], str | None] | None = None
+    ) -> None:
         """Ports (alone: the next pass builds with them), writes, deletes, the status write, then events.
 
         ``uids``: the children the plan was computed from, so a delete removes exactly the object
