@@ -78,28 +78,6 @@ def resource(kind: OwnedKind) -> Any:
     return create_namespaced_resource(group, version, kind.kind, kind.plural)
 
 
-class OwnedIndex:
-    """The owned children (other than replicas) of each job key, as the watches last saw them."""
-
-    def __init__(self) -> None:
-        self._owners: dict[tuple[OwnedKind, str, str], Key] = {}
-        self._children: dict[Key, set[tuple[OwnedKind, str]]] = {}
-
-    def saw(self, kind: OwnedKind, namespace: str, name: str, owner: Key | None) -> None:
-        """A child changed: now controlled by a job ``owner`` (None: by none of ours, or gone)."""
-        before = self._owners.pop((kind, namespace, name), None)
-        if before is not None:
-            self._children[before].discard((kind, name))
-            if not self._children[before]:
-                del self._children[before]
-        if owner is not None:
-            self._owners[kind, namespace, name] = owner
-            self._children.setdefault(owner, set()).add((kind, name))
-
-    def of(self, key: Key) -> list[tuple[OwnedKind, str]]:
-        return sorted(self._children.get(key, ()), key=lambda c: (c[0].api_version, c[0].kind, c[1]))
-
-
 async def work(
     queue: WorkQueue[Key], reconcile: Callable[[Key], Awaitable[float | None]], metrics: OperatorMetrics, name: str
 ) -> None:

@@ -79,7 +79,8 @@ def _job_rules() -> list[Rule]:
                 group,
                 plurals,
                 ("get", "list", "watch", "patch", "delete"),
-                "watch and re-read jobs; record host ports (host network mode); delete at ttlSecondsAfterFinished",
+                "the jobs' informers (list and watch); the status server reads one (get) to merge its training "
+                "progress; record host ports (host network mode); delete at ttlSecondsAfterFinished",
             ),
             Rule(
                 group,
@@ -103,9 +104,9 @@ def _trainjob_rules() -> list[Rule]:
         Rule(
             group,
             (trainer.TRAINJOBS,),
-            # list: the controller checks at start that TrainJobs are served, and holds their ports
-            ("get", "list", "watch", "patch"),
-            "watch and re-read TrainJobs; record host ports (host network mode)",
+            # list: also the check at start that TrainJobs are served
+            ("list", "watch", "patch"),
+            "the TrainJobs' informer; record host ports (host network mode)",
         ),
         Rule(group, (f"{trainer.TRAINJOBS}/status",), ("patch",), "the one TrainJob status merge-patch per pass"),
         Rule(
@@ -118,7 +119,7 @@ def _trainjob_rules() -> list[Rule]:
             group,
             (trainer.TRAINING_RUNTIMES, trainer.CLUSTER_TRAINING_RUNTIMES),
             trainjobs.RUNTIME_VERBS,
-            "the runtime a TrainJob names, read on every pass and watched to start TrainJobs created before it",
+            "the runtimes' informers: a TrainJob's runtime read from them, and a change starts the TrainJobs naming it",
         ),
     ]
 
@@ -129,9 +130,9 @@ def _trainingjob_rules() -> list[Rule]:
         Rule(
             group,
             (trainingjob.PLURAL,),
-            # list: the controller checks at start that TrainingJobs are served
-            ("get", "list", "watch"),
-            "watch and re-read TrainingJobs",
+            # list: also the check at start that TrainingJobs are served
+            ("list", "watch"),
+            "the TrainingJobs' informer",
         ),
         Rule(group, (f"{trainingjob.PLURAL}/status",), ("patch",), "the one TrainingJob status merge-patch per pass"),
         Rule(

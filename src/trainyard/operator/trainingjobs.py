@@ -1,10 +1,13 @@
 """The TrainingJob controller: keys in, ``controller.trainingjob.reconcile``, plan applied. The I/O shell.
 
-Watches only enqueue keys: TrainingJobs their own; the PyTorchJobs, TFJobs and JAXJobs a
-TrainingJob controls (``ownerReferences``) their owner's. A worker re-reads the TrainingJob and
-its owned job (named like it, of the kind its framework compiles to), asks the pure reconciler for
-a plan and applies it: the owned job created (or replaced as read, for ``suspend``), the one
-status merge-patch, then events. "AlreadyExists" on create counts as done.
+Informers (``trainyard.informer``) cache the TrainingJobs and the PyTorchJobs, TFJobs and JAXJobs
+they may own; their events only enqueue keys: a TrainingJob its own, an owned job its controlling
+TrainingJob's (``ownerReferences``). A worker reads the TrainingJob and its owned job (named like
+it, of the kind its framework compiles to) from those caches, never from the API server, asks the
+pure reconciler for a plan and applies it: the owned job created (or replaced as read, for
+``suspend``), the one status merge-patch, then events. "AlreadyExists" on create counts as done.
+Every write's answer goes back into its cache, and the status write carries the TrainingJob's
+resourceVersion, so a cache that lags cannot land a status computed from an older TrainingJob.
 """
 
 from __future__ import annotations
@@ -23,17 +26,20 @@ from lightkube.types import PatchType
 from trainyard.api import trainingjob as tj
 from trainyard.api.kinds import KINDS
 from trainyard.api.meta import format_time
-from trainyard.client import build, is_status, record_events, reference, to_dict, watch_forever
+from trainyard.client import build, is_status, record_events, reference, to_dict
 from trainyard.controller.trainingjob import TrainingJobObserved, TrainingJobPlan, reconcile
 from trainyard.frameworks.base import OwnedKind
 from trainyard.frameworks.trainingjob import owned_kind
+from trainyard.informer import Informer
 from trainyard.operator.controller import NotLeading, work
 from trainyard.operator.metrics import OperatorMetrics
+from trainyard.operator.trainjobs import Caches
 from trainyard.operator.workqueue import WorkQueue
 
 log = logging.getLogger(__name__)
 
 Key = tuple[str, str]
+Obj = dict[str, Any]
 
 OWNED: tuple[OwnedKind, ...] = tuple(
     OwnedKind(
@@ -41,7 +47,7 @@ OWNED: tuple[OwnedKind, ...] = tuple(
         kind,
         KINDS[kind].plural,
         purpose="the kubeflow.org/v1 job a TrainingJob compiles to",
-        verbs=("get", "watch", "create", "update"),
+        verbs=("list", "watch", "create", "update"),
     )
     for kind in dict.fromkeys(tj.FRAMEWORK_KINDS.values())
 )
@@ -72,6 +78,10 @@ class TrainingJobController:
             k.kind: create_namespaced_resource(k.group, k.api_version.rpartition("/")[2], k.kind, k.plural)
             for k in OWNED
         }
+        # What the controller reads between events, it reads from these caches, never the API server.
+        self.trainingjobs = Informer(client, self.res, self._on_trainingjob, namespace=namespace)
+        self.owned = {kind: Informer(client, res, self._on_job, namespace=namespace) for kind, res in self.jobs.items()}
+        self.caches = Caches(tj.CONTROLLER_NAME)
 
     async def _served(self) -> bool:
         try:
@@ -84,46 +94,42 @@ class TrainingJobController:
         return True
 
     async def start(self, recheck: float = 30.0) -> None:
-        """Wait until TrainingJobs are served (a real cluster needs the CRD installed), then run."""
+        """Wait until TrainingJobs are served (a real cluster needs the CRD installed), then run once
+        every cache has listed (a pass must not take an owned job not yet listed for a missing one)."""
         told = False
         while not await self._served():
             if not told:
                 log.warning("%s not served by this cluster: install its CRD (deploy/)", tj.KIND)
                 told = True
             await asyncio.sleep(recheck)
+        await self.caches.sync({tj.PLURAL: self.trainingjobs, **{k.plural: self.owned[k.kind] for k in OWNED}})
         await asyncio.gather(
-            self._watch_trainingjobs(),
-            *(self._watch_owned(kind) for kind in OWNED),
+            self.caches.run(),
             *(work(self.queue, self.reconcile, self.metrics, tj.CONTROLLER_NAME) for _ in range(self.workers)),
         )
 
-    async def _watch_trainingjobs(self) -> None:
-        async for _, obj in watch_forever(self.client, self.res, namespace=self.namespace):
-            self.queue.add((obj["metadata"]["namespace"], obj["metadata"]["name"]))
+    # -- event sources: every one only enqueues a key ------------------------------------------------
 
-    async def _watch_owned(self, kind: OwnedKind) -> None:
-        async for _, obj in watch_forever(self.client, self.jobs[kind.kind], namespace=self.namespace):
-            m = obj["metadata"]
-            for ref in m.get("ownerReferences") or []:
-                if ref.get("controller") and ref.get("kind") == tj.KIND and ref.get("apiVersion") == tj.API_VERSION:
-                    self.queue.add((m["namespace"], ref["name"]))
+    def _on_trainingjob(self, _: str, obj: Obj) -> None:
+        self.queue.add((obj["metadata"]["namespace"], obj["metadata"]["name"]))
+
+    def _on_job(self, _: str, obj: Obj) -> None:
+        """Enqueue the TrainingJob controlling an owned job that changed."""
+        m = obj["metadata"]
+        for ref in m.get("ownerReferences") or []:
+            if ref.get("controller") and ref.get("kind") == tj.KIND and ref.get("apiVersion") == tj.API_VERSION:
+                self.queue.add((m["namespace"], ref["name"]))
+
+    # -- the worker loop: reads from the caches ---------------------------------------------------------
 
     async def reconcile(self, key: Key) -> float | None:
         namespace, name = key
-        try:
-            tjob = to_dict(await self.client.get(self.res, name, namespace=namespace))
-        except ApiError as exc:
-            if is_status(exc, 404):
-                self.metrics.forget_job(tj.KIND, namespace, name)
-                return None
-            raise
+        tjob = self.trainingjobs.get(namespace, name)
+        if tjob is None:
+            self.metrics.forget_job(tj.KIND, namespace, name)
+            return None
         kind = owned_kind(tjob)
-        try:
-            job: dict[str, Any] | None = to_dict(await self.client.get(self.jobs[kind], name, namespace=namespace))
-        except ApiError as exc:
-            if not is_status(exc, 404):
-                raise
-            job = None
+        job = self.owned[kind].get(namespace, name)
         if job is not None:
             job = {"apiVersion": KINDS[kind].api_version, "kind": kind, **job}
             if not any(r.get("uid") == tjob["metadata"]["uid"] for r in job["metadata"].get("ownerReferences") or []):
@@ -132,7 +138,8 @@ class TrainingJobController:
         await self.apply(tjob, plan)
         return None
 
-    async def apply(self, tjob: dict[str, Any], plan: TrainingJobPlan) -> None:
+    async def apply(self, tjob: Obj, plan: TrainingJobPlan) -> None:
+        """The owned job written, then the one status write, then events."""
         m = tjob["metadata"]
         if not self.may_write():
             raise NotLeading(f"not applying the plan of TrainingJob {m['namespace']}/{m['name']}: not leading")
@@ -140,19 +147,30 @@ class TrainingJobController:
         for obj in plan.apply:
             events += await self._write(tjob, obj)
         if plan.status is not None:
-            await self.client.patch(
-                self.res.Status,
-                m["name"],
-                {"status": plan.status},
-                namespace=m["namespace"],
-                patch_type=PatchType.MERGE,
-            )
-            tjob = {**tjob, "status": {**(tjob.get("status") or {}), **plan.status}}
+            try:
+                tjob = await self._write_status(tjob, plan.status)
+            except ApiError as exc:
+                if is_status(exc, 409):
+                    await self._emit(tjob, events)  # what this pass did happened; its verdict is recomputed
+                raise
         self.metrics.observe_job(tjob, self.clock())
         events += [(e.type.value, e.reason, e.message) for e in plan.events]
         await self._emit(tjob, events)
 
-    async def _write(self, tjob: dict[str, Any], obj: dict[str, Any]) -> list[tuple[str, str, str]]:
+    async def _write_status(self, tjob: Obj, status: Obj) -> Obj:
+        """The status write, guarded by the resourceVersion it was computed from: the TrainingJob was
+        read from the cache, which may lag; the server refuses an older copy's (409), and the pass reruns."""
+        m = tjob["metadata"]
+        body = {"metadata": {"resourceVersion": m["resourceVersion"]}, "status": status}
+        patched = to_dict(
+            await self.client.patch(
+                self.res.Status, m["name"], body, namespace=m["namespace"], patch_type=PatchType.MERGE
+            )
+        )
+        self.trainingjobs.mutated(patched)
+        return patched
+
+    async def _write(self, tjob: Obj, obj: Obj) -> list[tuple[str, str, str]]:
         m = tjob["metadata"]
         kind = obj["kind"]
         body = {**obj, "metadata": {**obj["metadata"], "namespace": m["namespace"]}}
@@ -168,10 +186,11 @@ class TrainingJobController:
         ]
         res = self.jobs[kind]
         if obj["metadata"].get("resourceVersion"):
-            await self.client.replace(build(res, body))
+            # replaced as read: a newer version gets a conflict, and the pass runs again on it
+            self.owned[kind].mutated(to_dict(await self.client.replace(build(res, body))))
             return []
         try:
-            await self.client.create(build(res, body))
+            self.owned[kind].mutated(to_dict(await self.client.create(build(res, body))))
         except ApiError as exc:
             if is_status(exc, 409):
                 return []
@@ -179,6 +198,6 @@ class TrainingJobController:
             raise
         return [("Normal", f"SuccessfulCreate{kind}", f"Created {kind}: {m['name']}")]
 
-    async def _emit(self, tjob: dict[str, Any], events: Sequence[tuple[str, str, str]]) -> None:
+    async def _emit(self, tjob: Obj, events: Sequence[tuple[str, str, str]]) -> None:
         involved = reference(tjob, tj.API_VERSION, tj.KIND)
         await record_events(self.client, involved, events, component=tj.CONTROLLER_NAME, now=format_time(self.clock()))

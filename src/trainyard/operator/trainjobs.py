@@ -1,19 +1,25 @@
 """The TrainJob controller: keys in, ``controller.trainjob.reconcile``, plan applied. The I/O shell.
 
-Watches only enqueue keys: TrainJobs their own; the JobSets, ConfigMaps, Secrets and PodGroups a
-TrainJob controls their owner's (remembered by name in an ``OwnedIndex``); a runtime's every
-TrainJob that names it (a runtime created after its TrainJobs starts them). A worker re-reads the
-TrainJob, its runtime and its children, asks the pure reconciler for a plan and applies it:
-host ports, children (created, or replaced as read), deletes, the one status write, then events.
-"AlreadyExists" on create and "NotFound" on delete count as done.
+Informers (``trainyard.informer``) cache the TrainJobs, the TrainingRuntimes and
+ClusterTrainingRuntimes, and every kind a TrainJob owns (JobSets, ConfigMaps, Secrets, PodGroups;
+indexed by controller owner). Their events only enqueue keys: a TrainJob its own; a child its
+controlling TrainJob's; a runtime every TrainJob that names it (the TrainJobs' runtime index: a
+runtime created after its TrainJobs starts them). A worker reads the TrainJob, its runtime and its
+children from those caches, never from the API server, asks the pure reconciler for a plan and
+applies it: host ports, children (created, or replaced as read), deletes, the one status write,
+then events. "AlreadyExists" on create and "NotFound" on delete count as done. Every write's answer
+goes back into its cache; the status write carries the TrainJob's resourceVersion and a delete the
+uid the pass saw, so a cache that lags can neither land a status computed from an older TrainJob
+nor delete a newer child of the same name.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -24,11 +30,12 @@ from lightkube.types import PatchType
 
 from trainyard.api import jobset, labels, trainer
 from trainyard.api.meta import format_time
-from trainyard.client import build, is_status, record_events, reference, to_dict, watch_forever
+from trainyard.client import build, delete, is_status, record_events, reference, to_dict
 from trainyard.controller.trainjob import TrainJobObserved, TrainJobPlan, TrainJobSettings, reconcile, runtime_ref
 from trainyard.frameworks.base import OwnedKind
+from trainyard.informer import Indexer, Informer, controller_of
 from trainyard.operator import sshkeys
-from trainyard.operator.controller import NotLeading, OwnedIndex, resource, work
+from trainyard.operator.controller import OWNER_INDEX, NotLeading, resource, work
 from trainyard.operator.metrics import OperatorMetrics
 from trainyard.operator.ports import PortAllocator
 from trainyard.operator.workqueue import WorkQueue
@@ -36,6 +43,7 @@ from trainyard.operator.workqueue import WorkQueue
 log = logging.getLogger(__name__)
 
 Key = tuple[str, str]
+Obj = dict[str, Any]
 
 TRAINJOB = OwnedKind(trainer.API_VERSION, trainer.TRAINJOB, trainer.TRAINJOBS)
 OWNED: tuple[OwnedKind, ...] = (
@@ -43,25 +51,81 @@ OWNED: tuple[OwnedKind, ...] = (
         jobset.API_VERSION,
         jobset.KIND,
         jobset.PLURAL,
-        purpose="the JobSet that runs a TrainJob (list: checked at start that JobSets are served)",
-        verbs=("get", "list", "watch", "create", "update", "delete"),
+        purpose="the JobSet that runs a TrainJob (list: its informer, and checked at start that JobSets are served)",
+        verbs=("list", "watch", "create", "update", "delete"),
     ),
     OwnedKind(
-        "v1", "ConfigMap", "configmaps", purpose="an MPI runtime's hostfile", verbs=("get", "watch", "create", "update")
+        "v1",
+        "ConfigMap",
+        "configmaps",
+        purpose="an MPI runtime's hostfile",
+        verbs=("list", "watch", "create", "update"),
     ),
-    OwnedKind("v1", "Secret", "secrets", purpose="an MPI runtime's SSH keys", verbs=("get", "watch", "create")),
+    OwnedKind("v1", "Secret", "secrets", purpose="an MPI runtime's SSH keys", verbs=("list", "watch", "create")),
     OwnedKind(
         "scheduling.x-k8s.io/v1alpha1", "PodGroup", "podgroups", purpose="a runtime's podGroupPolicy.coscheduling gang"
     ),
 )
 """Every kind a TrainJob owns (``deploy/``'s RBAC grants what the controller asks of each)."""
-RUNTIME_VERBS = ("get", "watch")
-"""What the controller asks of (Cluster)TrainingRuntimes."""
+RUNTIME_VERBS = ("list", "watch")
+"""What the controller asks of (Cluster)TrainingRuntimes: their informers."""
+RUNTIME_INDEX = "runtime"
+"""TrainJobs filed by ``Kind/namespace/name`` of the runtime they name (namespace "" for a cluster one)."""
 
 
 def _port_owner(namespace: str, name: str) -> str:
     # Not "<ns>/<name>": a v1 job of the same name holds its ports under that key.
     return f"trainjob:{namespace}/{name}"
+
+
+def _runtime_key(kind: str, namespace: str, name: str) -> str:
+    return f"{kind}/{namespace if kind == trainer.TRAINING_RUNTIME else ''}/{name}"
+
+
+def runtime_of(obj: Obj) -> Iterable[str]:
+    """Indexer: the runtime a TrainJob names."""
+    _, kind, name = runtime_ref(obj)
+    yield _runtime_key(kind, obj["metadata"].get("namespace") or "", name)
+
+
+class Caches:
+    """The informers a controller runs: each started once, waited for until its first list."""
+
+    def __init__(self, who: str) -> None:
+        self.who = who
+        self.tasks: dict[str, asyncio.Task[None]] = {}
+
+    async def sync(self, informers: Mapping[str, Informer]) -> None:
+        """Start those not running yet; return once each has listed. An informer never ends: one that
+        does raises why; one that cannot list (its CRD not served) is named every 30 s meanwhile."""
+        for name, informer in informers.items():
+            if name not in self.tasks:
+                self.tasks[name] = asyncio.create_task(informer.run(), name=f"{self.who} informer {name}")
+        try:
+            for name, informer in informers.items():
+                await self._synced(name, informer)
+        except BaseException:
+            for task in self.tasks.values():
+                task.cancel()
+            raise
+
+    async def _synced(self, name: str, informer: Informer) -> None:
+        synced = asyncio.create_task(informer.synced.wait())
+        try:
+            while not synced.done():
+                done, _ = await asyncio.wait(
+                    [synced, *self.tasks.values()], timeout=30, return_when=asyncio.FIRST_COMPLETED
+                )
+                for task in done - {synced}:
+                    task.result()
+                    raise RuntimeError(f"{task.get_name()} ended")
+                if not done:
+                    log.info("%s: waiting for the %s cache to sync", self.who, name)
+        finally:
+            synced.cancel()
+
+    async def run(self) -> None:
+        await asyncio.gather(*self.tasks.values())
 
 
 class TrainJobController:
@@ -88,17 +152,39 @@ class TrainJobController:
         self.queue: WorkQueue[Key] = WorkQueue()
         self.metrics.watch_queue(trainer.CONTROLLER_NAME, lambda: len(self.queue), kind=trainer.TRAINJOB)
         self.res = create_namespaced_resource(trainer.GROUP, trainer.VERSION, trainer.TRAINJOB, trainer.TRAINJOBS)
-        self.runtimes = create_namespaced_resource(
-            trainer.GROUP, trainer.VERSION, trainer.TRAINING_RUNTIME, trainer.TRAINING_RUNTIMES
-        )
-        self.cluster_runtimes = create_global_resource(
-            trainer.GROUP, trainer.VERSION, trainer.CLUSTER_TRAINING_RUNTIME, trainer.CLUSTER_TRAINING_RUNTIMES
-        )
         self.resources = {(k.api_version, k.kind): resource(k) for k in OWNED}
-        self.index = OwnedIndex()
         self.watched: tuple[OwnedKind, ...] = OWNED
-        # TrainJob key -> the runtime it names (kind, namespace or "", name), as the TrainJob watch last saw
-        self.users: dict[Key, tuple[str, str, str]] = {}
+        # What the controller reads between events, it reads from these caches, never the API server.
+        ns = namespace
+        by_owner: dict[str, Indexer] = {OWNER_INDEX: controller_of}
+        self.trainjobs = Informer(
+            client, self.res, self._on_trainjob, namespace=ns, indexers={RUNTIME_INDEX: runtime_of}
+        )
+        self.runtimes = {
+            trainer.TRAINING_RUNTIME: Informer(
+                client,
+                create_namespaced_resource(
+                    trainer.GROUP, trainer.VERSION, trainer.TRAINING_RUNTIME, trainer.TRAINING_RUNTIMES
+                ),
+                functools.partial(self._on_runtime, trainer.TRAINING_RUNTIME),
+                namespace=ns,
+            ),
+            trainer.CLUSTER_TRAINING_RUNTIME: Informer(
+                client,
+                create_global_resource(
+                    trainer.GROUP, trainer.VERSION, trainer.CLUSTER_TRAINING_RUNTIME, trainer.CLUSTER_TRAINING_RUNTIMES
+                ),
+                functools.partial(self._on_runtime, trainer.CLUSTER_TRAINING_RUNTIME),
+                namespaced=False,
+            ),
+        }
+        self.owned = {
+            (k.api_version, k.kind): Informer(
+                client, self.resources[k.api_version, k.kind], self._on_child, namespace=ns, indexers=by_owner
+            )
+            for k in OWNED
+        }
+        self.caches = Caches(trainer.CONTROLLER_NAME)
 
     async def _serves(self, res: Any) -> bool:
         try:
@@ -141,68 +227,48 @@ class TrainJobController:
     async def start(self) -> None:
         """Wait until served, then run (beside the v1 kinds' controllers)."""
         await self.wait_served()
-        await self.prime()  # again: TrainJobs created while their CRD was missing cannot be; cheap
+        await self.prime()  # again: the Operator's prime found no TrainJobs served if their CRD came later
         await self.run()
 
     async def prime(self) -> None:
-        """Hold every existing TrainJob's port before anything allocates (after a restart); none if not served."""
-        try:
-            found = [to_dict(obj) async for obj in self.client.list(self.res, namespace=self.namespace)]
-        except ApiError as exc:
-            if is_status(exc, 404):
-                return
-            raise
-        for obj in found:
+        """Start the TrainJob cache and hold every existing TrainJob's port from it before anything
+        allocates (after a restart); nothing while TrainJobs are not served. Idempotent."""
+        if trainer.TRAINJOBS not in self.caches.tasks and not await self._serves(self.res):
+            return
+        await self.caches.sync({trainer.TRAINJOBS: self.trainjobs})
+        for obj in self.trainjobs.items():
             m = obj["metadata"]
-            held = json.loads((m.get("annotations") or {}).get(labels.HOST_PORTS) or "{}")
-            self.ports.hold(_port_owner(m["namespace"], m["name"]), [int(p) for p in held.values()])
+            self.ports.hold(_port_owner(m["namespace"], m["name"]), _host_ports(obj).values())
 
     async def run(self) -> None:
-        await asyncio.gather(
-            self._watch_trainjobs(),
-            self._watch_runtimes(self.runtimes, trainer.TRAINING_RUNTIME, self.namespace),
-            self._watch_runtimes(self.cluster_runtimes, trainer.CLUSTER_TRAINING_RUNTIME, None),
-            *(self._watch_owned(kind) for kind in self.watched),
-            *(self._worker() for _ in range(self.workers)),
+        """Every cache synced first (a pass must not take a child not yet listed for a missing one)."""
+        await self.caches.sync(
+            {
+                trainer.TRAINJOBS: self.trainjobs,
+                **self.runtimes,
+                **{kind.plural: self.owned[kind.api_version, kind.kind] for kind in self.watched},
+            }
         )
+        await asyncio.gather(self.caches.run(), *(self._worker() for _ in range(self.workers)))
 
     # -- event sources: every one only enqueues keys -------------------------------------------------
 
-    async def _watch_trainjobs(self) -> None:
-        async for event, obj in watch_forever(self.client, self.res, namespace=self.namespace):
-            m = obj["metadata"]
-            key = (m["namespace"], m["name"])
-            if event == "DELETED":
-                self.users.pop(key, None)
-            else:
-                _, kind, name = runtime_ref(obj)
-                scope = m["namespace"] if kind == trainer.TRAINING_RUNTIME else ""
-                self.users[key] = (kind, scope, name)
-            self.queue.add(key)
+    def _on_trainjob(self, _: str, obj: Obj) -> None:
+        m = obj["metadata"]
+        self.queue.add((m["namespace"], m["name"]))
 
-    async def _watch_runtimes(self, res: Any, kind: str, namespace: str | None) -> None:
-        async for _, obj in watch_forever(self.client, res, namespace=namespace):
-            m = obj["metadata"]
-            wanted = (kind, m.get("namespace") or "", m["name"])
-            for key, uses in list(self.users.items()):
-                if uses == wanted:
-                    self.queue.add(key)
+    def _on_runtime(self, kind: str, _: str, obj: Obj) -> None:
+        """Enqueue every TrainJob naming a runtime that changed (one created after them starts them)."""
+        m = obj["metadata"]
+        for tj in self.trainjobs.by_index(RUNTIME_INDEX, _runtime_key(kind, m.get("namespace") or "", m["name"])):
+            self.queue.add((tj["metadata"]["namespace"], tj["metadata"]["name"]))
 
-    async def _watch_owned(self, kind: OwnedKind) -> None:
-        res = self.resources[kind.api_version, kind.kind]
-        async for event, obj in watch_forever(self.client, res, namespace=self.namespace):
-            m = obj["metadata"]
-            owner = next(
-                (
-                    (m["namespace"], ref["name"])
-                    for ref in m.get("ownerReferences") or []
-                    if ref.get("controller") and ref.get("kind") == trainer.TRAINJOB
-                ),
-                None,
-            )
-            self.index.saw(kind, m["namespace"], m["name"], None if event == "DELETED" else owner)
-            if owner is not None:
-                self.queue.add(owner)
+    def _on_child(self, _: str, obj: Obj) -> None:
+        """Enqueue the TrainJob controlling a child that changed."""
+        m = obj["metadata"]
+        for ref in m.get("ownerReferences") or []:
+            if ref.get("controller") and ref.get("kind") == trainer.TRAINJOB:
+                self.queue.add((m["namespace"], ref["name"]))
 
     # -- the worker loop ----------------------------------------------------------------------------
 
@@ -211,61 +277,55 @@ class TrainJobController:
 
     async def reconcile(self, key: Key) -> float | None:
         namespace, name = key
-        try:
-            tj = to_dict(await self.client.get(self.res, name, namespace=namespace))
-        except ApiError as exc:
-            if is_status(exc, 404):
-                self.ports.release(_port_owner(namespace, name))
-                self.metrics.forget_job(trainer.TRAINJOB, namespace, name)
-                return None
-            raise
-        host_ports = {
-            k: int(v)
-            for k, v in json.loads((tj["metadata"].get("annotations") or {}).get(labels.HOST_PORTS) or "{}").items()
-        }
+        tj = self.trainjobs.get(namespace, name)
+        if tj is None:
+            self.ports.release(_port_owner(namespace, name))
+            self.metrics.forget_job(trainer.TRAINJOB, namespace, name)
+            return None
+        host_ports = _host_ports(tj)
         self.ports.hold(_port_owner(namespace, name), host_ports.values())
+        children = self._children(key)
         observed = TrainJobObserved(
             trainjob=tj,
-            runtime=await self._runtime(tj),
-            children=await self._children(key),
+            runtime=self._runtime(tj),
+            children=children,
             now=self.clock(),
             host_ports=host_ports,
             key_pairs=sshkeys.key_pair,
         )
         plan = reconcile(observed, self.settings)
-        await self.apply(tj, plan)
+        await self.apply(tj, plan, uids={k: c["metadata"].get("uid") for k, c in children.items()})
         return plan.requeue_after.total_seconds() if plan.requeue_after is not None else None
 
-    async def _runtime(self, tj: dict[str, Any]) -> dict[str, Any] | None:
-        _, kind, name = runtime_ref(tj)
-        if not name or kind not in (trainer.TRAINING_RUNTIME, trainer.CLUSTER_TRAINING_RUNTIME):
-            return None
-        try:
-            if kind == trainer.TRAINING_RUNTIME:
-                return to_dict(await self.client.get(self.runtimes, name, namespace=tj["metadata"]["namespace"]))
-            return to_dict(await self.client.get(self.cluster_runtimes, name))
-        except ApiError as exc:
-            if is_status(exc, 404):
-                return None
-            raise
+    # -- reading a TrainJob's world, from the caches ----------------------------------------------------
 
-    async def _children(self, key: Key) -> dict[tuple[str, str], dict[str, Any]]:
-        found: dict[tuple[str, str], dict[str, Any]] = {}
-        for kind, name in self.index.of(key):
-            try:
-                obj = to_dict(
-                    await self.client.get(self.resources[kind.api_version, kind.kind], name, namespace=key[0])
-                )
-            except ApiError as exc:
-                if not is_status(exc, 404):
-                    raise
-                continue
-            found[kind.kind, name] = {"apiVersion": kind.api_version, "kind": kind.kind, **obj}
-        return found
+    def _runtime(self, tj: Obj) -> Obj | None:
+        _, kind, name = runtime_ref(tj)
+        cache = self.runtimes.get(kind)
+        if not name or cache is None:
+            return None
+        found = cache.get(tj["metadata"]["namespace"] if kind == trainer.TRAINING_RUNTIME else "", name)
+        return None if found is None else {"apiVersion": trainer.API_VERSION, "kind": kind, **found}
+
+    def _children(self, key: Key) -> dict[tuple[str, str], Obj]:
+        """Each child the caches hold controlled by a TrainJob of this name, by (kind, name)."""
+        controller = f"{trainer.TRAINJOB}/{key[0]}/{key[1]}"
+        return {
+            (kind.kind, obj["metadata"]["name"]): {"apiVersion": kind.api_version, "kind": kind.kind, **obj}
+            for kind in self.watched
+            for obj in self.owned[kind.api_version, kind.kind].by_index(OWNER_INDEX, controller)
+        }
 
     # -- applying a plan ------------------------------------------------------------------------------
 
-    async def apply(self, tj: dict[str, Any], plan: TrainJobPlan) -> None:
+    async def apply(
+        self, tj: Obj, plan: TrainJobPlan, uids: Mapping[tuple[str, str], str | None] | None = None
+    ) -> None:
+        """Ports (alone: the next pass builds with them), writes, deletes, the status write, then events.
+
+        ``uids``: the children the plan was computed from, so a delete removes exactly the object
+        the pass saw, never a newer one of the same name.
+        """
         m = tj["metadata"]
         namespace, name = m["namespace"], m["name"]
         if not self.may_write():
@@ -277,24 +337,39 @@ class TrainJobController:
         for obj in plan.apply:
             events += await self._write(tj, obj)
         for ref in plan.delete:
-            try:
-                await self.client.delete(self.resources[ref.api_version, ref.kind], ref.name, namespace=namespace)
+            res = self.resources[ref.api_version, ref.kind]
+            uid = (uids or {}).get((ref.kind, ref.name))
+            if await delete(self.client, res, ref.name, namespace=namespace, uid=uid):
                 events.append(("Normal", f"SuccessfulDelete{ref.kind}", f"Deleted {ref.kind}: {ref.name}"))
-            except ApiError as exc:
-                if not is_status(exc, 404):
-                    raise
         if plan.status is not None:
-            # trainerStatus belongs to the status server: the copy read here may be older than its last write
-            status = {k: v for k, v in plan.status.items() if k != "trainerStatus"}
-            await self.client.patch(
-                self.res.Status, name, {"status": status}, namespace=namespace, patch_type=PatchType.MERGE
-            )
-            tj = {**tj, "status": {**(tj.get("status") or {}), **status}}
+            try:
+                tj = await self._write_status(tj, plan.status)
+            except ApiError as exc:
+                if is_status(exc, 409):
+                    await self._emit(tj, events)  # what this pass did happened; its verdict is recomputed
+                raise
         self.metrics.observe_job(tj, self.clock())
         events += [(e.type.value, e.reason, e.message) for e in plan.events]
         await self._emit(tj, events)
 
-    async def _write(self, tj: dict[str, Any], obj: dict[str, Any]) -> list[tuple[str, str, str]]:
+    async def _write_status(self, tj: Obj, status: Obj) -> Obj:
+        """The pass's one status write, guarded by the resourceVersion it was computed from: the
+        TrainJob was read from the cache, which may lag; the server refuses an older copy's (409)."""
+        m = tj["metadata"]
+        # trainerStatus belongs to the status server: the copy read here may be older than its last write
+        body = {
+            "metadata": {"resourceVersion": m["resourceVersion"]},
+            "status": {k: v for k, v in status.items() if k != "trainerStatus"},
+        }
+        patched = to_dict(
+            await self.client.patch(
+                self.res.Status, m["name"], body, namespace=m["namespace"], patch_type=PatchType.MERGE
+            )
+        )
+        self.trainjobs.mutated(patched)
+        return patched
+
+    async def _write(self, tj: Obj, obj: Obj) -> list[tuple[str, str, str]]:
         m = tj["metadata"]
         body = {**obj, "metadata": {**obj["metadata"], "namespace": m["namespace"]}}
         body["metadata"]["ownerReferences"] = [
@@ -307,32 +382,40 @@ class TrainJobController:
                 "blockOwnerDeletion": True,
             }
         ]
-        res = self.resources[obj["apiVersion"], obj["kind"]]
+        kind = obj["kind"]
+        res, cache = self.resources[obj["apiVersion"], kind], self.owned[obj["apiVersion"], kind]
         if obj["metadata"].get("resourceVersion"):
-            await self.client.replace(build(res, body))
+            # replaced as read: a newer version gets a conflict, and the pass runs again on it
+            cache.mutated(to_dict(await self.client.replace(build(res, body))))
             return []
         try:
-            await self.client.create(build(res, body))
+            cache.mutated(to_dict(await self.client.create(build(res, body))))
         except ApiError as exc:
             if is_status(exc, 409):
                 return []
-            kind = obj["kind"]
-            await self._emit(
-                tj, [("Warning", f"FailedCreate{kind}", f"Error creating {kind} {body['metadata']['name']}: {exc}")]
-            )
+            message = f"Error creating {kind} {body['metadata']['name']}: {exc}"
+            await self._emit(tj, [("Warning", f"FailedCreate{kind}", message)])
             raise
-        return [("Normal", f"SuccessfulCreate{obj['kind']}", f"Created {obj['kind']}: {obj['metadata']['name']}")]
+        return [("Normal", f"SuccessfulCreate{kind}", f"Created {kind}: {obj['metadata']['name']}")]
 
-    async def _record_ports(self, tj: dict[str, Any], keys: tuple[str, ...]) -> None:
+    async def _record_ports(self, tj: Obj, keys: tuple[str, ...]) -> None:
         m = tj["metadata"]
         current = json.loads((m.get("annotations") or {}).get(labels.HOST_PORTS) or "{}")
         fresh = self.ports.allocate(_port_owner(m["namespace"], m["name"]), len(keys))
         current.update(dict(zip(keys, fresh, strict=True)))
         patch = {"metadata": {"annotations": {labels.HOST_PORTS: json.dumps(current, sort_keys=True)}}}
-        await self.client.patch(self.res, m["name"], patch, namespace=m["namespace"], patch_type=PatchType.MERGE)
+        patched = await self.client.patch(
+            self.res, m["name"], patch, namespace=m["namespace"], patch_type=PatchType.MERGE
+        )
+        self.trainjobs.mutated(to_dict(patched))
 
-    async def _emit(self, tj: dict[str, Any], events: Sequence[tuple[str, str, str]]) -> None:
+    async def _emit(self, tj: Obj, events: Sequence[tuple[str, str, str]]) -> None:
         involved = reference(tj, trainer.API_VERSION, trainer.TRAINJOB)
         await record_events(
             self.client, involved, events, component=trainer.CONTROLLER_NAME, now=format_time(self.clock())
         )
+
+
+def _host_ports(tj: Obj) -> dict[str, int]:
+    raw = (tj["metadata"].get("annotations") or {}).get(labels.HOST_PORTS) or "{}"
+    return {k: int(v) for k, v in json.loads(raw).items()}

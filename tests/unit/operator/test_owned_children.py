@@ -1,5 +1,5 @@
 """The operator's one path for owned children of any kind: which lightkube resource a kind is written
-through, which children the watches saw each job own, and the RBAC that follows from declared kinds.
+through, the RBAC that follows from declared kinds.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from lightkube.resources.rbac_authorization_v1 import RoleBinding
 
 from trainyard.frameworks.base import OwnedKind
 from trainyard.operator import manifests
-from trainyard.operator.controller import OWNED_VERBS, OwnedIndex, resource
+from trainyard.operator.controller import OWNED_VERBS, resource
 
 CONFIG_MAP = OwnedKind("v1", "ConfigMap", "configmaps", purpose="an MPIJob's hostfile")
 HPA = OwnedKind("autoscaling/v2", "HorizontalPodAutoscaler", "horizontalpodautoscalers")
@@ -40,19 +40,6 @@ def test_a_crd_kind_is_a_generic_resource_at_its_plural() -> None:
     assert issubclass(group, GenericNamespacedResource)
     info = group._api_info
     assert (info.resource.group, info.resource.version, info.plural) == ("scheduling.x-k8s.io", "v1alpha1", "podgroups")
-
-
-def test_the_index_follows_each_child_to_its_controlling_job() -> None:
-    index = OwnedIndex()
-    index.saw(HPA, "team-a", "mnist", ("team-a", "mnist"))
-    index.saw(CONFIG_MAP, "team-a", "mnist-config", ("team-a", "mnist"))
-    index.saw(HPA, "team-a", "other", ("team-a", "other"))
-    assert index.of(("team-a", "mnist")) == [(HPA, "mnist"), (CONFIG_MAP, "mnist-config")]
-
-    index.saw(HPA, "team-a", "mnist", None)  # deleted, or no longer controlled by a job of ours
-    index.saw(HPA, "team-a", "other", ("team-a", "mnist"))  # adopted by another job
-    assert index.of(("team-a", "mnist")) == [(HPA, "other"), (CONFIG_MAP, "mnist-config")]
-    assert index.of(("team-a", "other")) == []
 
 
 def test_rbac_for_owned_kinds_follows_the_declared_kinds() -> None:

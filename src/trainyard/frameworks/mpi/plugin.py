@@ -90,22 +90,22 @@ class MPI(StaticWorld):
             "jobs",
             purpose="an MPIJob's launcher runs as a Job (its startTime is cleared before it resumes)",
             patches_status=True,
-            verbs=("get", "watch", "create", "update"),
+            verbs=("list", "watch", "create", "update"),
         ),
         OwnedKind(
             "v1",
             "ConfigMap",
             "configmaps",
             purpose="an MPIJob's hostfile and discover_hosts.sh",
-            verbs=("get", "watch", "create", "update"),
+            verbs=("list", "watch", "create", "update"),
         ),
-        OwnedKind("v1", "Secret", "secrets", purpose="an MPIJob's SSH key pair", verbs=("get", "watch", "create")),
+        OwnedKind("v1", "Secret", "secrets", purpose="an MPIJob's SSH key pair", verbs=("list", "watch", "create")),
         OwnedKind(
             "v1",
             "Service",
             "services",
             purpose="the headless Service an MPIJob's pods resolve each other by",
-            verbs=("get", "watch", "create", "update"),
+            verbs=("list", "watch", "create", "update"),
         ),
     )
     launcher_type: str = LAUNCHER
