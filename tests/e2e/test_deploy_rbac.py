@@ -31,7 +31,6 @@ from operator_process import OperatorProcess
 
 from conftest import Kubectl, Plane, eventually, own_plane
 from trainyard.api.kinds import KINDS
-from trainyard.operator.controller import OWNED_VERBS
 from trainyard.operator.manifests import LEASE_RULES, RULES
 
 pytestmark = pytest.mark.e2e
@@ -48,13 +47,6 @@ ADMISSION_ONLY = {
 # only with the webhook's certificates, which this test's operator does not have
 # (tests/e2e/test_trainjob_status.py drives it in a plane).
 NOT_DRIVEN = {("authentication.k8s.io", "tokenreviews", "create"), ("kubeflow.org", "pytorchjobs", "get")}
-# controller.OWNED_VERBS grants `get` on the kinds it declares although its informers never ask for it
-# (reads by name); exempt only while it does.
-BY_NAME = (
-    {(r.group, res, "get") for r in RULES if set(OWNED_VERBS) <= set(r.verbs) for res in r.resources}
-    if "get" in OWNED_VERBS
-    else set()
-)
 
 # Every kind's jobs get the rules of one template; the jobs driven here are PyTorchJobs, so another
 # kind's grants are checked as PyTorchJob's under its own plural.
@@ -435,7 +427,7 @@ def test_the_roles_cover_exactly_what_the_operator_asks_for(
     assert observed, log.read_text()
     missing = observed - granted
     assert not missing, f"the operator asked for what deploy/ does not grant: {sorted(missing)}"
-    unused = {as_pytorchjobs(t) for t in granted} - observed - ADMISSION_ONLY - NOT_DRIVEN - BY_NAME
+    unused = {as_pytorchjobs(t) for t in granted} - observed - ADMISSION_ONLY - NOT_DRIVEN
     assert not unused, f"deploy/ grants what the operator never asked for: {sorted(unused)}"
     lease_verbs = {t for t in observed if t[1] == "leases"}
     assert lease_verbs == {t for r in LEASE_RULES for t in r.triples()}

@@ -57,9 +57,9 @@ OWNER_INDEX = "controller"
 
 REPLICA_VERBS: tuple[str, ...] = ("list", "watch", "create", "delete")
 """What this controller asks of pods and Services (``deploy/``'s RBAC grants exactly that)."""
-OWNED_VERBS: tuple[str, ...] = ("get", "list", "watch", "create", "update", "delete")
+OWNED_VERBS: tuple[str, ...] = ("list", "watch", "create", "update", "delete")
 """What it asks of every other owned kind: list and watch (its informer), create, replace and delete
-(``deploy/``'s RBAC grants exactly that; get is kept for ``kubectl``-like reads by name)."""
+(``deploy/``'s RBAC grants exactly that)."""
 
 
 def resource(kind: OwnedKind) -> Any:
