@@ -379,15 +379,37 @@ class Write:
     status_separate: bool = True
 
 
-def _same(a: object, b: object) -> bool:
-    """Equal as JSON documents, types included (``==`` alone takes ``1``, ``1.0`` and ``true`` as one)."""
-    return a == b and codec.dumps(a) == codec.dumps(b)
+# The fields below one top-level field, by (shape, field, encoded value): a write mostly leaves
+# spec and metadata as they were, and the jobs of a sweep share one spec. The encoding is the
+# key because equal encodings are equal documents, types included (``==`` alone takes ``1``,
+# ``1.0`` and ``true`` as one). A custom resource's shape is keyed by its schema's identity,
+# which the entry keeps alive so the id cannot be reused while the entry lives.
+_WALKED: dict[tuple[object, str, bytes], tuple[object, frozenset[Path]]] = {}
+_WALKED_MAX = 1024
+_WALKED_BYTES = 16 * 1024  # larger values are walked every time rather than held
 
 
-def _top_level(value: object, shape: Shape, key: str) -> set[Path]:
+def _top_level(value: object, raw: bytes, shape: Shape, key: str) -> frozenset[Path]:
+    if isinstance(shape, BuiltinShape):
+        token: object = shape
+        anchor: object = None
+    elif isinstance(shape, SchemaShape):
+        token, anchor = ("schema", id(shape.schema), shape.root), shape.schema
+    else:
+        token = anchor = _MISSING
+    cache_key = (token, key, raw)
+    if token is not _MISSING and len(raw) <= _WALKED_BYTES:
+        known = _WALKED.get(cache_key)
+        if known is not None and known[0] is anchor:
+            return known[1]
     out: set[Path] = set()
     _walk(value, shape.child(key), (f"f:{key}",), out)
-    return out
+    paths = frozenset(out)
+    if token is not _MISSING and len(raw) <= _WALKED_BYTES:
+        if len(_WALKED) >= _WALKED_MAX:
+            _WALKED.clear()
+        _WALKED[cache_key] = (anchor, paths)
+    return paths
 
 
 def track_update(old: Obj | None, new: Obj, shape: Shape, write: Write) -> list[Obj]:
@@ -403,13 +425,19 @@ def track_update(old: Obj | None, new: Obj, shape: Shape, write: Write) -> list[
     old_scope = _scoped(old, write.subresource, write.status_separate) if old is not None else {}
     # The scoped parts of ``new`` are the same values as in the whole object (``_scoped``), so
     # one walk of each serves both what the write owns and what is present.
-    walked = {key: _top_level(value, shape, key) for key, value in _scoped(new, None, False).items()}
+    present_scope = _scoped(new, None, False)
+    encoded = {key: codec.dumps(value) for key, value in present_scope.items()}
+    walked = {key: _top_level(value, encoded[key], shape, key) for key, value in present_scope.items()}
     changed: set[Path] = set()
-    for key, value in scope.items():
+    for key in scope:
         before = old_scope.get(key, _MISSING)
-        if before is not _MISSING and _same(before, value):
-            continue
-        old_set = _top_level(before, shape, key) if before is not _MISSING else set()
+        if before is _MISSING:
+            old_set: frozenset[Path] = frozenset()
+        else:
+            raw_before = codec.dumps(before)
+            if raw_before == encoded[key]:
+                continue  # the same document: nothing below it changed
+            old_set = _top_level(before, raw_before, shape, key)
         changed.update(
             p
             for p in walked[key]
