@@ -10,7 +10,6 @@ a list selects, in ``requests.fields``.
 from __future__ import annotations
 
 import builtins
-import copy
 import secrets
 import string
 import uuid
@@ -284,7 +283,7 @@ class Objects:
             raise errors.bad_request("the request body must be a JSON object")
         current = self._current(rt, namespace, name)
         self._check_type(rt, body)
-        body = copy.deepcopy(body)
+        body = codec.clone(body)
         admission.decode_body(rt, body, field_validation, warnings)
         body = shapes.check(rt, body)
         wanted_rv = (body.get("metadata") or {}).get("resourceVersion")
@@ -314,11 +313,12 @@ class Objects:
         manager: str | None = None,
     ) -> Obj:
         current = self._current(rt, namespace, name)
-        base = {k: v for k, v in current.items() if k not in ("apiVersion", "kind")}
-        base = self.present(rt, base)
+        # ``current`` is compared with the result later, so the patch works on a private copy; a
+        # JSON round trip makes one several times faster than ``copy.deepcopy``.
+        base = self.present(rt, codec.clone(_unversioned(current)))
         try:
             if content_type == "application/merge-patch+json":
-                patched = patching.merge_patch(base, body)
+                patched = patching.merge_patch(base, body, owned=True)
             elif content_type == "application/json-patch+json":
                 patched = patching.json_patch(base, body)
             elif content_type == "application/strategic-merge-patch+json":
@@ -326,7 +326,7 @@ class Objects:
                     raise errors.unsupported_media(
                         "application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml"
                     )
-                patched = patching.strategic_merge_patch(base, body, kind=rt.kind)
+                patched = patching.strategic_merge_patch(base, body, kind=rt.kind, owned=True)
             else:
                 raise errors.unsupported_media(
                     "application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json"
@@ -422,7 +422,7 @@ class Objects:
             raise errors.invalid(rt, name, [("FieldValueRequired", "target.name", "Required value")])
         if current.get("spec", {}).get("nodeName"):
             raise errors.conflict(rt, name, f'pod {name} is already assigned to node "{current["spec"]["nodeName"]}"')
-        new = copy.deepcopy(current)
+        new = codec.clone(current)
         new["spec"]["nodeName"] = node
         # As the binding storage does: the pod is scheduled the moment it is bound.
         status = new.setdefault("status", {})
@@ -470,7 +470,7 @@ class Objects:
             return self.present(rt, self._remove(rt, current))
         if deleting and finalizers == (m.get("finalizers") or []):
             return self.present(rt, current)
-        new = copy.deepcopy(current)
+        new = codec.clone(current)
         nm = new["metadata"]
         nm.setdefault("deletionTimestamp", format_time(self.clock()))
         if graceful:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 ALL_VERBS = ("create", "delete", "deletecollection", "get", "list", "patch", "update", "watch")
@@ -33,12 +34,14 @@ class ResourceType:
     schema: dict[str, Any] | None = field(default=None, compare=False, repr=False)
     selectable_fields: tuple[str, ...] = ()
 
-    @property
+    # Read several times per request: computed once (``cached_property`` writes the instance's
+    # ``__dict__`` directly, which a frozen dataclass allows).
+    @cached_property
     def key(self) -> str:
         """Storage key: group and plural, independent of the version served."""
         return f"{self.group or 'core'}/{self.plural}"
 
-    @property
+    @cached_property
     def group_version(self) -> str:
         return f"{self.group}/{self.version}" if self.group else self.version
 

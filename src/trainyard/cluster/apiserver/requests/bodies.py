@@ -62,7 +62,7 @@ def decode(raw: bytes, content_type: str, *, what: str = "the request body") -> 
     try:
         if content_type in YAML_TYPES:
             return _jsonable(yaml.load(raw, Loader=_Loader), 0, [MAX_YAML_NODES])
-        return _jsonable(json.loads(raw, parse_constant=_reject_constant), 0, None)
+        return _checked(json.loads(raw, parse_constant=_reject_constant), 0)
     except (ValueError, yaml.YAMLError, RecursionError) as exc:
         # RecursionError: json and yaml both recurse per nesting level while parsing.
         reason = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
@@ -101,6 +101,26 @@ def _key(key: Any) -> str:
     if isinstance(key, bool):
         return "true" if key else "false"
     return "null" if key is None else str(key)
+
+
+def _checked(value: Any, depth: int) -> Any:
+    """``_jsonable`` for what ``json.loads`` made (already plain JSON types): the same checks, in
+    the same order, without building the document again."""
+    if isinstance(value, dict):
+        if depth >= MAX_DEPTH:
+            raise ValueError(f"objects and arrays may be nested at most {MAX_DEPTH} levels deep")
+        for v in value.values():
+            if isinstance(v, dict | list | float):
+                _checked(v, depth + 1)
+    elif isinstance(value, list):
+        if depth >= MAX_DEPTH:
+            raise ValueError(f"objects and arrays may be nested at most {MAX_DEPTH} levels deep")
+        for v in value:
+            if isinstance(v, dict | list | float):
+                _checked(v, depth + 1)
+    elif isinstance(value, float) and not math.isfinite(value):
+        raise ValueError(f"{value} is not a JSON number")
+    return value
 
 
 def _jsonable(value: Any, depth: int, budget: list[int] | None) -> Any:

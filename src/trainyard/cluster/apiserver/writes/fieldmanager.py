@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from trainyard.cluster.apiserver.writes import patching
+from trainyard.cluster.storage import codec
 
 Obj = dict[str, Any]
 Path = tuple[str, ...]
@@ -54,14 +55,25 @@ class Shape(Protocol):
         ...
 
 
+# A built-in's children depend only on (type, field name): memoised, as every write walks its
+# object. Names under free-form maps (labels, data) are unbounded, so the table starts over when full.
+_CHILDREN: dict[tuple[str | None, str], BuiltinShape] = {}
+_CHILDREN_MAX = 4096
+
+
 @dataclass(frozen=True)
 class BuiltinShape:
     type_name: str | None
     strategy: patching.ListStrategy | None = None
 
     def child(self, name: str) -> Shape:
-        s = patching.field_strategy(self.type_name, name)
-        return BuiltinShape(s.type, s)
+        known = _CHILDREN.get((self.type_name, name))
+        if known is None:
+            if len(_CHILDREN) >= _CHILDREN_MAX:
+                _CHILDREN.clear()
+            s = patching.field_strategy(self.type_name, name)
+            known = _CHILDREN[(self.type_name, name)] = BuiltinShape(s.type, s)
+        return known
 
     def items(self) -> Shape:
         return BuiltinShape(self.type_name)
@@ -264,6 +276,35 @@ def decode(tree: object, prefix: Path = ()) -> set[Path]:
     return out
 
 
+# Every write parses and renders each managedFields entry of its object, and most entries are
+# the same few field sets (every pod a controller makes has the same fields, whatever their
+# values): both directions are memoised, keyed by the encoded form. Bounded like ``_CHILDREN``.
+_DECODED: dict[bytes, frozenset[Path]] = {}
+_ENCODED: dict[frozenset[Path], bytes] = {}
+_FIELD_SETS_MAX = 2048
+
+
+def _decoded(tree: object) -> set[Path]:
+    raw = codec.dumps(tree)
+    known = _DECODED.get(raw)
+    if known is None:
+        if len(_DECODED) >= _FIELD_SETS_MAX:
+            _DECODED.clear()
+        known = _DECODED[raw] = frozenset(decode(tree))
+    return set(known)
+
+
+def _encoded(paths: set[Path]) -> Obj:
+    key = frozenset(paths)
+    raw = _ENCODED.get(key)
+    if raw is None:
+        if len(_ENCODED) >= _FIELD_SETS_MAX:
+            _ENCODED.clear()
+        raw = _ENCODED[key] = codec.dumps(encode(key))
+    value: Obj = codec.loads(raw)  # a fresh copy: the object it goes into is the caller's
+    return value
+
+
 @dataclass
 class Entry:
     manager: str
@@ -282,7 +323,7 @@ class Entry:
             api_version=str(raw.get("apiVersion", "")),
             time=str(raw.get("time", "")),
             subresource=raw.get("subresource") or None,
-            fields=decode(raw.get("fieldsV1")),
+            fields=_decoded(raw.get("fieldsV1")),
         )
 
     def render(self) -> Obj:
@@ -292,7 +333,7 @@ class Entry:
             "apiVersion": self.api_version,
             "time": self.time,
             "fieldsType": "FieldsV1",
-            "fieldsV1": encode(self.fields),
+            "fieldsV1": _encoded(self.fields),
         }
         if self.subresource:
             out["subresource"] = self.subresource
@@ -338,16 +379,70 @@ class Write:
     status_separate: bool = True
 
 
+# The fields below one top-level field, by (shape, field, encoded value): a write mostly leaves
+# spec and metadata as they were, and the jobs of a sweep share one spec. The encoding is the
+# key because equal encodings are equal documents, types included (``==`` alone takes ``1``,
+# ``1.0`` and ``true`` as one). A custom resource's shape is keyed by its schema's identity,
+# which the entry keeps alive so the id cannot be reused while the entry lives.
+_WALKED: dict[tuple[object, str, bytes], tuple[object, frozenset[Path]]] = {}
+_WALKED_MAX = 1024
+_WALKED_BYTES = 16 * 1024  # larger values are walked every time rather than held
+
+
+def _top_level(value: object, raw: bytes, shape: Shape, key: str) -> frozenset[Path]:
+    if isinstance(shape, BuiltinShape):
+        token: object = shape
+        anchor: object = None
+    elif isinstance(shape, SchemaShape):
+        token, anchor = ("schema", id(shape.schema), shape.root), shape.schema
+    else:
+        token = anchor = _MISSING
+    cache_key = (token, key, raw)
+    if token is not _MISSING and len(raw) <= _WALKED_BYTES:
+        known = _WALKED.get(cache_key)
+        if known is not None and known[0] is anchor:
+            return known[1]
+    out: set[Path] = set()
+    _walk(value, shape.child(key), (f"f:{key}",), out)
+    paths = frozenset(out)
+    if token is not _MISSING and len(raw) <= _WALKED_BYTES:
+        if len(_WALKED) >= _WALKED_MAX:
+            _WALKED.clear()
+        _WALKED[cache_key] = (anchor, paths)
+    return paths
+
+
 def track_update(old: Obj | None, new: Obj, shape: Shape, write: Write) -> list[Obj]:
-    """managedFields after a create, update or patch by ``write.manager``: it owns what it changed."""
+    """managedFields after a create, update or patch by ``write.manager``: it owns what it changed.
+
+    A field changed when the write adds it or gives it another value. Each top-level field
+    (metadata, spec, status) is walked once; one whose value the write left as it was (the
+    common case: a status write leaves spec and metadata alone) changes nothing below it, so
+    its old value is not walked nor its fields looked up one by one.
+    """
     entries = _entries(old)
-    old_set = _owned(old, shape, write) if old is not None else set()
-    new_set = _owned(new, shape, write)
-    changed = {
-        p
-        for p in new_set
-        if p not in old_set or (not _is_member(p) and old is not None and _get(old, p) != _get(new, p))
-    }
+    scope = _scoped(new, write.subresource, write.status_separate)
+    old_scope = _scoped(old, write.subresource, write.status_separate) if old is not None else {}
+    # The scoped parts of ``new`` are the same values as in the whole object (``_scoped``), so
+    # one walk of each serves both what the write owns and what is present.
+    present_scope = _scoped(new, None, False)
+    encoded = {key: codec.dumps(value) for key, value in present_scope.items()}
+    walked = {key: _top_level(value, encoded[key], shape, key) for key, value in present_scope.items()}
+    changed: set[Path] = set()
+    for key in scope:
+        before = old_scope.get(key, _MISSING)
+        if before is _MISSING:
+            old_set: frozenset[Path] = frozenset()
+        else:
+            raw_before = codec.dumps(before)
+            if raw_before == encoded[key]:
+                continue  # the same document: nothing below it changed
+            old_set = _top_level(before, raw_before, shape, key)
+        changed.update(
+            p
+            for p in walked[key]
+            if p not in old_set or (not _is_member(p) and old is not None and _get(old, p) != _get(new, p))
+        )
     if changed:
         for entry in entries:
             entry.fields -= changed
@@ -355,7 +450,7 @@ def track_update(old: Obj | None, new: Obj, shape: Shape, write: Write) -> list[
         before = set(mine.fields)
         mine.fields |= changed
         mine.touched = mine.fields != before
-    present = field_set(new, shape, subresource=None, status_separate=False)
+    present: set[Path] = set().union(*walked.values())
     return _render(entries, present, write.now, write.api_version)
 
 

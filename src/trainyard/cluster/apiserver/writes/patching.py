@@ -85,11 +85,15 @@ def _merge_into(target: JSONObject, patch: Mapping[str, Any]) -> JSONObject:
     return target
 
 
-def merge_patch(target: object, patch: object) -> object:
-    """Apply an RFC 7386 merge patch: maps merge, `null` deletes, anything else replaces."""
+def merge_patch(target: object, patch: object, *, owned: bool = False) -> object:
+    """Apply an RFC 7386 merge patch: maps merge, `null` deletes, anything else replaces.
+
+    ``owned``: the caller hands over ``target`` (a private copy nothing else reads), which is then
+    patched in place instead of deep-copied first.
+    """
     if not isinstance(patch, dict):
         return copy.deepcopy(patch)
-    base: JSONObject = copy.deepcopy(target) if isinstance(target, dict) else {}
+    base: JSONObject = (target if owned else copy.deepcopy(target)) if isinstance(target, dict) else {}
     return _merge_into(base, patch)
 
 
@@ -547,15 +551,15 @@ def _ordered(
     return result
 
 
-def strategic_merge_patch(target: object, patch: object, *, kind: str) -> object:
+def strategic_merge_patch(target: object, patch: object, *, kind: str, owned: bool = False) -> object:
     """Apply a Kubernetes strategic merge patch to an object of a built-in `kind`.
 
     A kind without a table is patched like a merge patch (maps merge, lists are replaced)
-    while the `$` directives are still honoured and stripped.
+    while the `$` directives are still honoured and stripped. ``owned`` as in ``merge_patch``.
     """
     if not isinstance(patch, dict):
         raise PatchError(f"strategic merge patch must be a JSON object, got {type(patch).__name__}")
-    base: JSONObject = copy.deepcopy(target) if isinstance(target, dict) else {}
+    base: JSONObject = (target if owned else copy.deepcopy(target)) if isinstance(target, dict) else {}
     merged = _merge_map(base, patch, _KIND_ROOTS.get(kind))
     return {} if isinstance(merged, _Deleted) else merged
 

@@ -143,3 +143,36 @@ def test_custom_resources_follow_the_schema_list_types() -> None:
     with pytest.raises(fm.ApplyConflict) as exc:
         fm.apply(both, {"spec": {"args": ["y"]}}, shape, write("two"), force=False)
     assert exc.value.conflicts[0].path == ("f:spec", "f:args")
+
+
+def test_the_same_fields_in_two_objects_are_tracked_apart() -> None:
+    # Field sets are remembered between writes; what one write gets must not leak into another.
+    first = fm.track_update(None, pod([{"name": "A", "value": "1"}]), POD, write("op"))
+    first[0]["fieldsV1"]["f:spec"]["f:extra"] = {}
+    second = fm.track_update(None, pod([{"name": "A", "value": "1"}]), POD, write("op"))
+    assert "f:extra" not in second[0]["fieldsV1"]["f:spec"]
+    changed = pod([{"name": "A", "value": "1"}, {"name": "B", "value": "2"}])
+    old = {**pod([{"name": "A", "value": "1"}])}
+    old["metadata"] = {**old["metadata"], "managedFields": second}
+    assert entries({"metadata": {"managedFields": fm.track_update(old, changed, POD, write("other"))}}) == {
+        ("op", "Update"): {".metadata.labels.app", '.spec.containers[name="c"]', '.spec.containers[name="c"].image'}
+        | {'.spec.containers[name="c"].name', '.spec.containers[name="c"].env[name="A"]'}
+        | {'.spec.containers[name="c"].env[name="A"].name', '.spec.containers[name="c"].env[name="A"].value'},
+        ("other", "Update"): {'.spec.containers[name="c"].env[name="B"]'}
+        | {'.spec.containers[name="c"].env[name="B"].name', '.spec.containers[name="c"].env[name="B"].value'},
+    }
+
+
+def test_a_custom_resource_is_walked_by_its_current_schema() -> None:
+    obj = {"metadata": {"name": "x"}, "spec": {"args": ["a", "b"]}}
+    atomic = {"type": "object", "properties": {"spec": {"type": "object", "properties": {"args": {"type": "array"}}}}}
+    as_set = {
+        "type": "object",
+        "properties": {
+            "spec": {"type": "object", "properties": {"args": {"type": "array", "x-kubernetes-list-type": "set"}}}
+        },
+    }
+    one = fm.track_update(None, obj, fm.SchemaShape(atomic, root=True), write("m"))
+    two = fm.track_update(None, obj, fm.SchemaShape(as_set, root=True), write("m"))
+    assert one[0]["fieldsV1"] == {"f:spec": {"f:args": {}}}
+    assert two[0]["fieldsV1"] == {"f:spec": {"f:args": {'v:"a"': {}, 'v:"b"': {}}}}
