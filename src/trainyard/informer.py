@@ -12,7 +12,9 @@ A controller that has just written an object puts the server's answer back with 
 client-go's mutation cache does): the next pass then reads at least what it wrote, never the older
 copy the watch has not replaced yet. A watch event older than what the cache holds is ignored.
 
-The scheduler, the embedded Job and JobSet controllers and the operator all read through these.
+The scheduler, the embedded Job and JobSet controllers and the operator all read through these;
+``Caches`` starts a controller's informers and waits for their first lists, ``patch_status`` is
+the status write of a pass that read from a cache.
 Objects are plain dicts and are shared: readers must not mutate them.
 """
 
@@ -21,12 +23,12 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import OrderedDict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from lightkube import ALL_NS, AsyncClient
 from lightkube.core.exceptions import ApiError
-from lightkube.types import OnErrorAction, OnErrorResult
+from lightkube.types import OnErrorAction, OnErrorResult, PatchType
 
 from trainyard.client import to_dict
 
@@ -223,3 +225,56 @@ class Informer:
                 failures += 1
                 log.warning("list/watch of %s failed (%s); listing again", getattr(self.res, "__name__", self.res), exc)
             await asyncio.sleep(min(RELIST_DELAY * 2 ** min(failures, 5), MAX_RELIST_DELAY))
+
+
+class Caches:
+    """The informers a controller runs: each started once, waited for until its first list."""
+
+    def __init__(self, who: str) -> None:
+        self.who = who
+        self.tasks: dict[str, asyncio.Task[None]] = {}
+
+    async def sync(self, informers: Mapping[str, Informer]) -> None:
+        """Start those not running yet; return once each has listed. An informer never ends: one that
+        does raises why; one that cannot list (its CRD not served) is named every 30 s meanwhile."""
+        for name, informer in informers.items():
+            if name not in self.tasks:
+                self.tasks[name] = asyncio.create_task(informer.run(), name=f"{self.who} informer {name}")
+        try:
+            for name, informer in informers.items():
+                await self._synced(name, informer)
+        except BaseException:
+            for task in self.tasks.values():
+                task.cancel()
+            raise
+
+    async def _synced(self, name: str, informer: Informer) -> None:
+        synced = asyncio.create_task(informer.synced.wait())
+        try:
+            while not synced.done():
+                done, _ = await asyncio.wait(
+                    [synced, *self.tasks.values()], timeout=30, return_when=asyncio.FIRST_COMPLETED
+                )
+                for task in done - {synced}:
+                    task.result()
+                    raise RuntimeError(f"{task.get_name()} ended")
+                if not done:
+                    log.info("%s: waiting for the %s cache to sync", self.who, name)
+        finally:
+            synced.cancel()
+
+    async def run(self) -> None:
+        await asyncio.gather(*self.tasks.values())
+
+
+async def patch_status(client: AsyncClient, cache: Informer, res: Any, obj: Obj, status: Obj) -> Obj:
+    """Merge-patch ``obj``'s status, guarded by the resourceVersion it was computed from; the answer
+    goes back into ``cache``. ``obj`` was read from the cache, which may lag: a status computed from
+    an older copy must not land, so the server refuses it (409) and the caller's pass runs again."""
+    m = obj["metadata"]
+    body = {"metadata": {"resourceVersion": m["resourceVersion"]}, "status": status}
+    patched = to_dict(
+        await client.patch(res.Status, m["name"], body, namespace=m["namespace"], patch_type=PatchType.MERGE)
+    )
+    cache.mutated(patched)
+    return patched

@@ -39,7 +39,7 @@ from trainyard.client import build, delete, is_status, job_resource, record_even
 from trainyard.controller import ChildRef, Observed, Plan, children, gang, owned_kinds, reconcile
 from trainyard.controller.children import POD, REPLICA_KINDS, SERVICE
 from trainyard.frameworks.base import Framework, OwnedKind
-from trainyard.informer import Informer, controller_of, label_index
+from trainyard.informer import Caches, Informer, controller_of, label_index, patch_status
 from trainyard.operator import sshkeys
 from trainyard.operator.metrics import OperatorMetrics
 from trainyard.operator.ports import PortAllocator
@@ -167,24 +167,13 @@ class JobController:
             )
             for k in self.owned_kinds
         }
-        self._informing: list[asyncio.Task[None]] | None = None
+        self.caches = Caches(plugin.info.controller_name)
 
     async def prime(self) -> None:
         """Start the informers and wait for their first lists; then hold the ports of every existing
         job before any worker allocates, so that after a restart a new job cannot be given ports an
         unreconciled job already has. Idempotent."""
-        if self._informing is None:
-            self._informing = [asyncio.create_task(i.run(), name=f"informer {n}") for n, i in self._informers()]
-        for name, informer in self._informers():
-            synced = asyncio.create_task(informer.synced.wait())
-            waiting = [synced, *self._informing]
-            while not synced.done():
-                done, _ = await asyncio.wait(waiting, timeout=30, return_when=asyncio.FIRST_COMPLETED)
-                for task in done & set(self._informing):
-                    synced.cancel()
-                    task.result()  # an informer never ends: surface why it did
-                if not done:
-                    log.info("%s: waiting for the %s cache to sync", self.plugin.info.controller_name, name)
+        await self.caches.sync(dict(self._informers()))
         for raw in self.jobs.items():
             try:
                 job = self.plugin.info.model.model_validate(raw)
@@ -203,8 +192,7 @@ class JobController:
         # Checked before any watch exists: a refusal then leaves no coroutine behind unawaited.
         await self._check_gang_crd()
         await self.prime()
-        assert self._informing is not None
-        await asyncio.gather(*self._informing, *(self._worker() for _ in range(self.settings.workers)))
+        await asyncio.gather(self.caches.run(), *(self._worker() for _ in range(self.settings.workers)))
 
     async def _check_gang_crd(self) -> None:
         """Gang scheduling needs the PodGroup CRD; without it, stop at start as upstream does."""
@@ -366,13 +354,7 @@ class JobController:
         status.pop("trainingProgress", None)
         for rtype in (job.get("status") or {}).get("replicaStatuses") or {}:
             status.setdefault("replicaStatuses", {}).setdefault(rtype, None)
-        body = {"metadata": {"resourceVersion": m["resourceVersion"]}, "status": status}
-        patched = to_dict(
-            await self.client.patch(
-                self.res.Status, m["name"], body, namespace=m["namespace"], patch_type=PatchType.MERGE
-            )
-        )
-        self.jobs.mutated(patched)
+        patched = await patch_status(self.client, self.jobs, self.res, job, status)
         self.metrics.status_written(self.plugin.info.kind, m["namespace"], job.get("status"), status)
         return patched
 

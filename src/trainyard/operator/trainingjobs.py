@@ -21,7 +21,6 @@ from typing import Any
 from lightkube import AsyncClient
 from lightkube.core.exceptions import ApiError
 from lightkube.generic_resource import create_namespaced_resource
-from lightkube.types import PatchType
 
 from trainyard.api import trainingjob as tj
 from trainyard.api.kinds import KINDS
@@ -30,10 +29,9 @@ from trainyard.client import build, is_status, record_events, reference, to_dict
 from trainyard.controller.trainingjob import TrainingJobObserved, TrainingJobPlan, reconcile
 from trainyard.frameworks.base import OwnedKind
 from trainyard.frameworks.trainingjob import owned_kind
-from trainyard.informer import Informer
+from trainyard.informer import Caches, Informer, patch_status
 from trainyard.operator.controller import NotLeading, work
 from trainyard.operator.metrics import OperatorMetrics
-from trainyard.operator.trainjobs import Caches
 from trainyard.operator.workqueue import WorkQueue
 
 log = logging.getLogger(__name__)
@@ -148,7 +146,7 @@ class TrainingJobController:
             events += await self._write(tjob, obj)
         if plan.status is not None:
             try:
-                tjob = await self._write_status(tjob, plan.status)
+                tjob = await patch_status(self.client, self.trainingjobs, self.res, tjob, plan.status)
             except ApiError as exc:
                 if is_status(exc, 409):
                     await self._emit(tjob, events)  # what this pass did happened; its verdict is recomputed
@@ -156,19 +154,6 @@ class TrainingJobController:
         self.metrics.observe_job(tjob, self.clock())
         events += [(e.type.value, e.reason, e.message) for e in plan.events]
         await self._emit(tjob, events)
-
-    async def _write_status(self, tjob: Obj, status: Obj) -> Obj:
-        """The status write, guarded by the resourceVersion it was computed from: the TrainingJob was
-        read from the cache, which may lag; the server refuses an older copy's (409), and the pass reruns."""
-        m = tjob["metadata"]
-        body = {"metadata": {"resourceVersion": m["resourceVersion"]}, "status": status}
-        patched = to_dict(
-            await self.client.patch(
-                self.res.Status, m["name"], body, namespace=m["namespace"], patch_type=PatchType.MERGE
-            )
-        )
-        self.trainingjobs.mutated(patched)
-        return patched
 
     async def _write(self, tjob: Obj, obj: Obj) -> list[tuple[str, str, str]]:
         m = tjob["metadata"]

@@ -33,7 +33,7 @@ from trainyard.api.meta import format_time
 from trainyard.client import build, delete, is_status, record_events, reference, to_dict
 from trainyard.controller.trainjob import TrainJobObserved, TrainJobPlan, TrainJobSettings, reconcile, runtime_ref
 from trainyard.frameworks.base import OwnedKind
-from trainyard.informer import Indexer, Informer, controller_of
+from trainyard.informer import Caches, Indexer, Informer, controller_of, patch_status
 from trainyard.operator import sshkeys
 from trainyard.operator.controller import OWNER_INDEX, NotLeading, resource, work
 from trainyard.operator.metrics import OperatorMetrics
@@ -86,46 +86,6 @@ def runtime_of(obj: Obj) -> Iterable[str]:
     """Indexer: the runtime a TrainJob names."""
     _, kind, name = runtime_ref(obj)
     yield _runtime_key(kind, obj["metadata"].get("namespace") or "", name)
-
-
-class Caches:
-    """The informers a controller runs: each started once, waited for until its first list."""
-
-    def __init__(self, who: str) -> None:
-        self.who = who
-        self.tasks: dict[str, asyncio.Task[None]] = {}
-
-    async def sync(self, informers: Mapping[str, Informer]) -> None:
-        """Start those not running yet; return once each has listed. An informer never ends: one that
-        does raises why; one that cannot list (its CRD not served) is named every 30 s meanwhile."""
-        for name, informer in informers.items():
-            if name not in self.tasks:
-                self.tasks[name] = asyncio.create_task(informer.run(), name=f"{self.who} informer {name}")
-        try:
-            for name, informer in informers.items():
-                await self._synced(name, informer)
-        except BaseException:
-            for task in self.tasks.values():
-                task.cancel()
-            raise
-
-    async def _synced(self, name: str, informer: Informer) -> None:
-        synced = asyncio.create_task(informer.synced.wait())
-        try:
-            while not synced.done():
-                done, _ = await asyncio.wait(
-                    [synced, *self.tasks.values()], timeout=30, return_when=asyncio.FIRST_COMPLETED
-                )
-                for task in done - {synced}:
-                    task.result()
-                    raise RuntimeError(f"{task.get_name()} ended")
-                if not done:
-                    log.info("%s: waiting for the %s cache to sync", self.who, name)
-        finally:
-            synced.cancel()
-
-    async def run(self) -> None:
-        await asyncio.gather(*self.tasks.values())
 
 
 class TrainJobController:
@@ -353,21 +313,9 @@ class TrainJobController:
         await self._emit(tj, events)
 
     async def _write_status(self, tj: Obj, status: Obj) -> Obj:
-        """The pass's one status write, guarded by the resourceVersion it was computed from: the
-        TrainJob was read from the cache, which may lag; the server refuses an older copy's (409)."""
-        m = tj["metadata"]
         # trainerStatus belongs to the status server: the copy read here may be older than its last write
-        body = {
-            "metadata": {"resourceVersion": m["resourceVersion"]},
-            "status": {k: v for k, v in status.items() if k != "trainerStatus"},
-        }
-        patched = to_dict(
-            await self.client.patch(
-                self.res.Status, m["name"], body, namespace=m["namespace"], patch_type=PatchType.MERGE
-            )
-        )
-        self.trainjobs.mutated(patched)
-        return patched
+        kept = {k: v for k, v in status.items() if k != "trainerStatus"}
+        return await patch_status(self.client, self.trainjobs, self.res, tj, kept)
 
     async def _write(self, tj: Obj, obj: Obj) -> list[tuple[str, str, str]]:
         m = tj["metadata"]
