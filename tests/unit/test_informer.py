@@ -1,0 +1,89 @@
+"""The informer's cache: indexes follow every change, our own writes' answers are never undone by an
+older watch event, and a deleted object is not revived by a late answer. No server: events are fed
+as the reflector would deliver them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from trainyard.informer import Informer, controller_of, label_index
+
+
+def pod(name: str, rv: int, *, uid: str = "u1", job: str = "mnist", owner: str | None = "mnist") -> dict[str, Any]:
+    meta: dict[str, Any] = {
+        "name": name,
+        "namespace": "team",
+        "uid": uid,
+        "resourceVersion": str(rv),
+        "labels": {"job-name": job},
+    }
+    if owner is not None:
+        meta["ownerReferences"] = [{"kind": "PyTorchJob", "name": owner, "uid": "j", "controller": True}]
+    return {"metadata": meta}
+
+
+def informer(seen: list[tuple[str, str]] | None = None) -> Informer:
+    def handle(kind: str, obj: dict[str, Any]) -> None:
+        if seen is not None:
+            seen.append((kind, obj["metadata"]["resourceVersion"]))
+
+    return Informer(
+        None,  # type: ignore[arg-type]  # never listed nor watched here
+        object,
+        handle,
+        indexers={"job": label_index("job-name"), "owner": controller_of},
+    )
+
+
+def names(objs: list[dict[str, Any]]) -> list[str]:
+    return [o["metadata"]["name"] for o in objs]
+
+
+def test_indexes_follow_adds_relabels_and_deletes() -> None:
+    cache = informer()
+    cache._deliver("ADDED", pod("a", 1))
+    cache._deliver("ADDED", pod("b", 2, job="other", owner="other"))
+    assert names(cache.by_index("job", "team/mnist")) == ["a"]
+    assert names(cache.by_index("owner", "PyTorchJob/team/other")) == ["b"]
+
+    cache._deliver("MODIFIED", pod("a", 3, job="other", owner=None))
+    assert cache.by_index("job", "team/mnist") == []
+    assert names(cache.by_index("job", "team/other")) == ["a", "b"]
+    assert cache.by_index("owner", "PyTorchJob/team/mnist") == []
+
+    cache._deliver("DELETED", pod("b", 4, job="other", owner="other"))
+    assert names(cache.by_index("job", "team/other")) == ["a"]
+    assert cache.get("team", "b") is None and len(cache) == 1
+
+
+def test_an_answer_to_our_write_is_not_undone_by_an_older_event() -> None:
+    seen: list[tuple[str, str]] = []
+    cache = informer(seen)
+    cache._deliver("ADDED", pod("a", 5))
+    cache.mutated(pod("a", 9))  # our status write's answer, before the watch brings it
+    cache._deliver("MODIFIED", pod("a", 7))  # someone's earlier write, delivered late
+    assert cache.get("team", "a")["metadata"]["resourceVersion"] == "9"
+    cache._deliver("MODIFIED", pod("a", 9))
+    cache._deliver("MODIFIED", pod("a", 11))
+    assert cache.get("team", "a")["metadata"]["resourceVersion"] == "11"
+    assert seen == [("ADDED", "5"), ("MODIFIED", "9"), ("MODIFIED", "11")]
+    cache.mutated(pod("a", 10))  # an answer older than what the watch brought is dropped
+    assert cache.get("team", "a")["metadata"]["resourceVersion"] == "11"
+
+
+def test_a_new_incarnation_survives_its_predecessors_late_deletion() -> None:
+    cache = informer()
+    cache._deliver("ADDED", pod("a", 5, uid="old"))
+    cache.mutated(pod("a", 12, uid="new"))  # created again under the same name (a gang restart)
+    cache._deliver("DELETED", pod("a", 10, uid="old"))
+    assert cache.get("team", "a")["metadata"]["uid"] == "new"
+
+
+def test_a_late_answer_does_not_revive_a_deleted_object() -> None:
+    cache = informer()
+    cache._deliver("ADDED", pod("a", 5))
+    cache._deliver("DELETED", pod("a", 8))
+    cache.mutated(pod("a", 6))  # the answer to a write made before the deletion
+    assert cache.get("team", "a") is None
+    cache.mutated(pod("a", 9, uid="u2"))  # a create after it is cached
+    assert cache.get("team", "a")["metadata"]["uid"] == "u2"
