@@ -252,7 +252,10 @@ def test_backoff_limit_exhaustion_fails_the_job_and_keeps_the_failed_pod(
     # As upstream since v1.9.4: cleanPodPolicy decides what stays. The replica that failed the job
     # keeps its pod and its logs (the attempt before, too, when it restarted in place).
     master = pod(kubectl, ns, "doomed-master-0")
-    assert "attempt failed" in kubectl("logs", "doomed-master-0", "-n", ns)
+    # Restarted in place, the current attempt may have just begun (its log still empty): every one prints it.
+    eventually(
+        lambda: "attempt failed" in kubectl("logs", "doomed-master-0", "-n", ns), timeout=60, what="the attempt's log"
+    )
     if scope is None:
         assert master["status"]["phase"] == "Failed"
     else:
