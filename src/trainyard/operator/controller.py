@@ -173,6 +173,8 @@ class JobController:
         """Start the informers and wait for their first lists; then hold the ports of every existing
         job before any worker allocates, so that after a restart a new job cannot be given ports an
         unreconciled job already has. Idempotent."""
+        # Checked before any watch exists: a missing PodGroup CRD is refused at once, not waited for.
+        await self._check_gang_crd()
         await self.caches.sync(dict(self._informers()))
         for raw in self.jobs.items():
             try:
@@ -189,8 +191,6 @@ class JobController:
         ]
 
     async def run(self) -> None:
-        # Checked before any watch exists: a refusal then leaves no coroutine behind unawaited.
-        await self._check_gang_crd()
         await self.prime()
         await asyncio.gather(self.caches.run(), *(self._worker() for _ in range(self.settings.workers)))
 
