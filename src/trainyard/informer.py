@@ -91,6 +91,7 @@ class Informer:
         namespaced: bool = True,
         namespace: str | None = None,
         labels: dict[str, Any] | None = None,
+        fields: dict[str, Any] | None = None,
         indexers: dict[str, Indexer] | None = None,
     ) -> None:
         self.client = client
@@ -99,6 +100,7 @@ class Informer:
         self.namespaced = namespaced
         self.namespace = namespace
         self.labels = labels
+        self.fields = fields
         self.synced = asyncio.Event()
         self._known: dict[Key, Obj] = {}
         self._deleted: OrderedDict[Key, Obj] = OrderedDict()
@@ -179,6 +181,8 @@ class Informer:
             scope["namespace"] = self.namespace if self.namespace is not None else ALL_NS
         if self.labels is not None:
             scope["labels"] = self.labels
+        if self.fields is not None:
+            scope["fields"] = self.fields
         return scope
 
     async def _list(self) -> str:

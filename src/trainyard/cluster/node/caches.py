@@ -37,12 +37,9 @@ class BoundPods(Informer):
     """The pods whose ``spec.nodeName`` is ``node``; ``handle`` gets each change, in order."""
 
     def __init__(self, client: AsyncClient, node: str, handle: Callable[[str, Obj], None]) -> None:
-        super().__init__(client, POD, handle)
+        # The field selector is the kubelet's own.
+        super().__init__(client, POD, handle, fields={"spec.nodeName": node})
         self.node = node
-
-    def _scope(self) -> dict[str, Any]:
-        # The informer lists and watches with this scope; the field selector is the kubelet's own.
-        return {**super()._scope(), "fields": {"spec.nodeName": self.node}}
 
 
 class ConfigSources:
