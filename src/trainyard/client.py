@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from functools import cache
 from typing import Any
 
+import httpx2
 from lightkube import ALL_NS, AsyncClient
 from lightkube.core.exceptions import ApiError
 from lightkube.generic_resource import create_namespaced_resource, get_generic_resource
@@ -69,6 +70,32 @@ class Client(AsyncClient):
     async def close(self) -> None:
         await self.watches.close()
         await super().close()
+
+
+Wrap = Callable[[httpx2.AsyncBaseTransport], httpx2.AsyncBaseTransport]
+
+
+def wrap_transports(client: AsyncClient, wrap: Wrap, *, watches: bool) -> AsyncClient:
+    """Put ``wrap`` around the transports lightkube's client built, in place; with ``watches``, also
+    around those of a ``Client``'s watch pool.
+
+    lightkube builds its httpx client itself (TLS and client certificates from the kubeconfig, token
+    auth, proxies from the environment), and a ``transport=`` given to it would replace the one that
+    carries that set-up. Wrapping in place reaches one private attribute of lightkube's
+    (``AsyncClient._client._client``) and two of httpx's (``_transport``, ``_mounts``): checked here,
+    so a change in either library fails at start, never silently.
+    """
+    for each in (client, *([client.watches] if watches and isinstance(client, Client) else [])):
+        http = getattr(getattr(each, "_client", None), "_client", None)
+        if not isinstance(http, httpx2.AsyncClient) or not isinstance(getattr(http, "_mounts", None), dict):
+            raise TypeError(
+                "cannot wrap the API client's transport: lightkube.AsyncClient no longer keeps an httpx2.AsyncClient "
+                "at ._client._client with _transport and _mounts (check the pinned lightkube and httpx2)"
+            )
+        http._transport = wrap(http._transport)
+        # Proxy transports (from $HTTPS_PROXY and friends); None routes a pattern to _transport, wrapped above.
+        http._mounts = {pattern: None if t is None else wrap(t) for pattern, t in http._mounts.items()}
+    return client
 
 
 async def delete(

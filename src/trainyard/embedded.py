@@ -1,8 +1,10 @@
 """The embedded control plane as one process: API server, scheduler, node agent and operator, wired here.
 
 This is the composition root: the only module that knows them all. The scheduler, the node
-agent and the operator reach the API server over HTTP through the same client they would use on
-a real cluster; the operator runs in ``host`` network mode because every replica shares this machine.
+agent and the operator reach the API server through the same client they would use on a real
+cluster; its requests are served in-process (``cluster.apiserver.loopback``: no socket, the same
+server handler), its watches over HTTP. The operator runs in ``host`` network mode because every
+replica shares this machine.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from aiohttp import web
 from lightkube import AsyncClient, KubeConfig
 
 from trainyard.api.podgroup import SCHEDULER_PLUGINS_SCHEDULER
-from trainyard.client import Client
+from trainyard.client import Client, wrap_transports
 from trainyard.cluster.apiserver.auth import Credentials, write_private
 from trainyard.cluster.jobs.controller import JobController
 from trainyard.cluster.jobs.decisions import Backoff
@@ -119,6 +121,8 @@ class EmbeddedPlane:
         config = kubeconfig(self.api.url, self.api.credentials)
         write_private(self.layout.kubeconfig, yaml.safe_dump(config, sort_keys=False).encode())
         self._client = Client(KubeConfig.from_dict(config), field_manager="trainyard")
+        # Their requests (not their watches) are served in-process: same client, same server handler, no socket.
+        wrap_transports(self._client, self.api.loopback.transport, watches=False)
         self.node = NodeAgent(
             self._client,
             self.layout,
@@ -154,7 +158,11 @@ class EmbeddedPlane:
             # only controller client of a server in this process, and a sweep of 1,000 jobs must not
             # be throttled to 20 requests a second.
             self._operator_client = api_client(
-                KubeConfig.from_dict(config), self.metrics, UNLIMITED, field_manager="trainyard"
+                KubeConfig.from_dict(config),
+                self.metrics,
+                UNLIMITED,
+                field_manager="trainyard",
+                route=self.api.loopback.transport,
             )
             settings = OperatorSettings.host(self.options.host, self.options.gang_scheduler_name)
             settings = with_pending_timeout(settings, self.options.pending_timeout)

@@ -26,6 +26,7 @@ from trainyard.api.kinds import KINDS
 from trainyard.api.trainer import catalog
 from trainyard.cluster.apiserver import auth, errors
 from trainyard.cluster.apiserver.builtin import priority
+from trainyard.cluster.apiserver.loopback import Loopback
 from trainyard.cluster.apiserver.objects import SYSTEM_NAMESPACES, Objects
 from trainyard.cluster.apiserver.registry import Registry
 from trainyard.cluster.apiserver.server import ApiServer
@@ -63,6 +64,7 @@ class ApiPlane:
         self.objects = Objects(self.store, self.registry, clock=clock)
         self.gc = GarbageCollector(self.objects)
         self.server = ApiServer(self.objects, self.hub, layout, address=lambda: f"{self.host}:{self.port}")
+        self._loopback: Loopback | None = None
         self._runner: web.AppRunner | None = None
         self._gc_task: asyncio.Task[None] | None = None
         # GET paths served beside the API by the process that embeds it (the operator's /metrics).
@@ -71,6 +73,13 @@ class ApiPlane:
     @property
     def url(self) -> str:
         return f"{'https' if self.secure else 'http'}://{self.host}:{self.port}"
+
+    @property
+    def loopback(self) -> Loopback:
+        """Serves this process's own clients without a socket (``loopback``); there once ``start`` returned."""
+        if self._loopback is None:
+            raise RuntimeError("the API server has not started")
+        return self._loopback
 
     def bootstrap(self) -> None:
         crd_rt = self.registry.lookup("apiextensions.k8s.io", "v1", "customresourcedefinitions")
@@ -167,6 +176,8 @@ class ApiPlane:
             server = site._server
             assert server is not None and hasattr(server, "sockets")
             self.port = server.sockets[0].getsockname()[1]
+        token = self.credentials.token if self.credentials is not None else None
+        self._loopback = Loopback(self.server.handle, self.host, lambda: self.port, token)
         self._gc_task = asyncio.create_task(self.gc.run())
         log.info("API server listening on %s", self.url)
 

@@ -13,11 +13,8 @@ What upstream's operator gets from client-go (``--kube-api-qps``/``--kube-api-bu
 
 Both sit in an httpx transport that wraps the one lightkube's client built, so they see each HTTP
 round trip exactly once (an auth retry or a redirect is a request of its own, as in client-go).
-lightkube builds its httpx client itself (TLS and client certificates from the kubeconfig, token
-auth, proxies from the environment), and a ``transport=`` given to it would replace the one that
-carries that TLS set-up; so the built transports are wrapped in place. That reaches one private
-attribute of lightkube's (``AsyncClient._client._client``) and two of httpx's (``_transport``,
-``_mounts``): ``instrument`` checks them and fails at start, never silently, if either library changes.
+The built transports are wrapped in place (``trainyard.client.wrap_transports``, which says why and
+what private attributes that reaches).
 """
 
 from __future__ import annotations
@@ -31,7 +28,7 @@ from dataclasses import dataclass
 import httpx2
 from lightkube import AsyncClient, KubeConfig
 
-from trainyard.client import Client
+from trainyard.client import Client, Wrap, wrap_transports
 from trainyard.operator.metrics import OperatorMetrics
 
 ERROR_CODE = "<error>"
@@ -144,22 +141,20 @@ def instrument(client: AsyncClient, metrics: OperatorMetrics, limit: RateLimit) 
             raise ValueError("this client is metered already")
         return MeteredTransport(transport, metrics, limiter)
 
-    for each in (client, *([client.watches] if isinstance(client, Client) else [])):
-        http = getattr(getattr(each, "_client", None), "_client", None)
-        if not isinstance(http, httpx2.AsyncClient) or not isinstance(getattr(http, "_mounts", None), dict):
-            raise TypeError(
-                "cannot meter the API client: lightkube.AsyncClient no longer keeps an httpx2.AsyncClient at "
-                "._client._client with _transport and _mounts (check the pinned lightkube and httpx2)"
-            )
-        http._transport = wrap(http._transport)
-        # Proxy transports (from $HTTPS_PROXY and friends); None routes a pattern to _transport, wrapped above.
-        http._mounts = {pattern: None if t is None else wrap(t) for pattern, t in http._mounts.items()}
+    wrap_transports(client, wrap, watches=True)
     return client
 
 
-def api_client(config: KubeConfig, metrics: OperatorMetrics, limit: RateLimit, *, field_manager: str) -> AsyncClient:
-    """The operator's lightkube client for ``config``, metered into ``metrics`` and limited by ``limit``."""
-    return instrument(Client(config, field_manager=field_manager), metrics, limit)
+def api_client(
+    config: KubeConfig, metrics: OperatorMetrics, limit: RateLimit, *, field_manager: str, route: Wrap | None = None
+) -> AsyncClient:
+    """The operator's lightkube client for ``config``, metered into ``metrics`` and limited by ``limit``;
+    ``route`` wraps its request transport first (the embedded plane's in-process route), so the meter
+    counts those requests too."""
+    client = Client(config, field_manager=field_manager)
+    if route is not None:
+        wrap_transports(client, route, watches=False)
+    return instrument(client, metrics, limit)
 
 
 def rate_limit_from(qps: float, burst: int) -> RateLimit:

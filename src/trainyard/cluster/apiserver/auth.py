@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import hmac
 import ipaddress
+import json
 import logging
 import os
 import secrets
@@ -221,7 +222,19 @@ def _issue(
 
 
 def unauthorized() -> web.Response:
-    return web.json_response(errors.ApiError(401, "Unauthorized", "Unauthorized").status(), status=401)
+    # ``application/json`` without a charset, as every other Status: lightkube, for one, only reads a
+    # Status from a response whose Content-Type is exactly that (else the caller gets a bare HTTP error).
+    status = errors.ApiError(401, "Unauthorized", "Unauthorized").status()
+    return web.Response(body=json.dumps(status).encode(), status=401, content_type="application/json")
+
+
+def admits(header: str | None, path: str, expected: bytes) -> bool:
+    """Whether a request with this ``Authorization`` header may reach ``path``, as kube-apiserver's
+    bearer-token authenticator decides: the scheme is case-insensitive, the token exact."""
+    if header is None:
+        return (path.rstrip("/") or "/") in ANONYMOUS_PATHS
+    scheme, _, given = header.strip().partition(" ")
+    return scheme.lower() == "bearer" and hmac.compare_digest(given.strip().encode(errors="replace"), expected)
 
 
 def bearer_middleware(token: str) -> Middleware:
@@ -230,14 +243,7 @@ def bearer_middleware(token: str) -> Middleware:
 
     @web.middleware
     async def authenticate(request: web.Request, handler: Handler) -> web.StreamResponse:
-        header = request.headers.get("Authorization")
-        if header is None:
-            if (request.path.rstrip("/") or "/") in ANONYMOUS_PATHS:
-                return await handler(request)
-            return unauthorized()
-        # as kube-apiserver's bearer-token authenticator: the scheme is case-insensitive, the token exact
-        scheme, _, given = header.strip().partition(" ")
-        if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip().encode(errors="replace"), expected):
+        if not admits(request.headers.get("Authorization"), request.path, expected):
             return unauthorized()
         return await handler(request)
 

@@ -23,6 +23,7 @@ from trainyard.cluster.apiserver.objects import Objects, patch_failure
 from trainyard.cluster.apiserver.registry import ResourceType
 from trainyard.cluster.apiserver.requests import bodies, paging
 from trainyard.cluster.apiserver.requests.fields import check_fields
+from trainyard.cluster.apiserver.requests.incoming import ApiRequest
 from trainyard.cluster.apiserver.requests.jsonpath import get_path, set_path
 from trainyard.cluster.apiserver.requests.query import JSON, flag, int64, wants_table
 from trainyard.cluster.apiserver.requests.selectors import (
@@ -90,7 +91,7 @@ class ApiServer:
 
     # -- dispatch ------------------------------------------------------------------------------
 
-    async def handle(self, request: web.Request) -> web.StreamResponse:
+    async def handle(self, request: ApiRequest) -> web.StreamResponse:
         try:
             return await self._dispatch(request)
         except errors.ApiError as exc:
@@ -103,7 +104,7 @@ class ApiServer:
             log.exception("internal error serving %s %s", request.method, request.path_qs)
             return _json(errors.ApiError(500, "InternalError", f"Internal error occurred: {exc}").status(), 500)
 
-    async def _dispatch(self, request: web.Request) -> web.StreamResponse:
+    async def _dispatch(self, request: ApiRequest) -> web.StreamResponse:
         path = request.path.rstrip("/") or "/"
         parts = [p for p in path.split("/") if p]
         if request.method not in ("GET", "HEAD") and _read_only(parts):
@@ -173,7 +174,7 @@ class ApiServer:
             return Target(rt, None, None, None)
         return Target(rt, None, _at(rest, 1), _at(rest, 2))
 
-    async def _resource(self, request: web.Request, target: Target) -> web.StreamResponse:
+    async def _resource(self, request: ApiRequest, target: Target) -> web.StreamResponse:
         rt, ns, name, sub = target.rt, target.namespace, target.name, target.subresource
         method, query = request.method, request.query
         dry_run = query.get("dryRun") == "All"
@@ -184,7 +185,7 @@ class ApiServer:
         if name is None:
             if method == "GET":
                 if flag(query.get("watch")):
-                    return await self.streams.watch(request, rt, ns, *self._selectors(request, rt))
+                    return await self.streams.watch(_connection(request), rt, ns, *self._selectors(request, rt))
                 return self._list(request, rt, ns)
             if method == "POST" and (ns is not None or not rt.namespaced):
                 body = await _body(request, rt)
@@ -207,7 +208,7 @@ class ApiServer:
         if sub == "log":
             if method != "GET":
                 raise errors.method_not_allowed()
-            return await self.streams.log(request, rt, namespace, name)
+            return await self.streams.log(_connection(request), rt, namespace, name)
         if sub == "binding":
             if method != "POST":
                 raise errors.method_not_allowed()
@@ -259,7 +260,7 @@ class ApiServer:
 
     # -- verbs ---------------------------------------------------------------------------------
 
-    def _selectors(self, request: web.Request, rt: ResourceType) -> tuple[LabelSelector | None, FieldSelector | None]:
+    def _selectors(self, request: ApiRequest, rt: ResourceType) -> tuple[LabelSelector | None, FieldSelector | None]:
         labels = parse_label_selector(request.query["labelSelector"]) if request.query.get("labelSelector") else None
         fields = None
         if request.query.get("fieldSelector"):
@@ -267,7 +268,7 @@ class ApiServer:
             check_fields(rt, fields)
         return labels, fields
 
-    def _list(self, request: web.Request, rt: ResourceType, namespace: str | None) -> web.Response:
+    def _list(self, request: ApiRequest, rt: ResourceType, namespace: str | None) -> web.Response:
         labels, fields = self._selectors(request, rt)
         page = self.objects.list_page_encoded(rt, namespace, labels, fields, paging.list_options(request.query))
         list_meta: dict[str, Any] = {"resourceVersion": str(page.revision)}
@@ -291,7 +292,7 @@ class ApiServer:
         table["metadata"] = list_meta
         return _json(table)
 
-    def _object(self, request: web.Request, rt: ResourceType, obj: Obj, code: int = 200) -> web.Response:
+    def _object(self, request: ApiRequest, rt: ResourceType, obj: Obj, code: int = 200) -> web.Response:
         if wants_table(request):
             rv = obj.get("metadata", {}).get("resourceVersion", "")
             return _json(
@@ -308,7 +309,7 @@ class ApiServer:
 
     async def _patch(
         self,
-        request: web.Request,
+        request: ApiRequest,
         rt: ResourceType,
         namespace: str,
         name: str,
@@ -338,7 +339,7 @@ class ApiServer:
 
     def _apply(
         self,
-        request: web.Request,
+        request: ApiRequest,
         rt: ResourceType,
         namespace: str,
         name: str,
@@ -372,7 +373,7 @@ class ApiServer:
         )
         return _warn(self._object(request, rt, obj, 201 if created else 200), warnings)
 
-    async def _delete_collection(self, request: web.Request, rt: ResourceType, namespace: str | None) -> web.Response:
+    async def _delete_collection(self, request: ApiRequest, rt: ResourceType, namespace: str | None) -> web.Response:
         labels, fields = self._selectors(request, rt)
         opts = await _delete_options(request)
         items, revision = self.objects.list(rt, namespace, labels, fields)
@@ -399,7 +400,7 @@ class ApiServer:
             }
         )
 
-    async def _scale(self, request: web.Request, rt: ResourceType, namespace: str, name: str) -> web.Response:
+    async def _scale(self, request: ApiRequest, rt: ResourceType, namespace: str, name: str) -> web.Response:
         paths = rt.scale or {}
         obj = self.objects.get(rt, namespace, name)
 
@@ -454,7 +455,7 @@ class ApiServer:
         result = self.objects.update(rt, namespace, name, updated, dry_run=request.query.get("dryRun") == "All")
         return _json(scale_of(result))
 
-    def _connect(self, request: web.Request, rt: ResourceType, namespace: str, name: str, sub: str) -> web.Response:
+    def _connect(self, request: ApiRequest, rt: ResourceType, namespace: str, name: str, sub: str) -> web.Response:
         """exec, attach, portforward and proxy: a 404 for a missing object, as a real server, else a refusal."""
         if sub in connect.STREAMING and request.method not in ("GET", "POST"):
             raise errors.method_not_allowed()
@@ -462,7 +463,7 @@ class ApiServer:
         raise connect.refusal(rt.key, rt.plural, sub, request.headers)
 
     async def _evict(
-        self, request: web.Request, rt: ResourceType, namespace: str, name: str, dry_run: bool
+        self, request: ApiRequest, rt: ResourceType, namespace: str, name: str, dry_run: bool
     ) -> web.Response:
         """``pods/eviction``: no PodDisruptionBudgets are served, so every eviction is allowed."""
         body = await _body(request, ("policy/v1", "Eviction"))
@@ -491,7 +492,7 @@ class ApiServer:
         return _json({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}, 201)
 
 
-def _manager(request: web.Request) -> str:
+def _manager(request: ApiRequest) -> str:
     """The field manager of a write: ``?fieldManager=``, else the client's User-Agent product, as upstream."""
     manager = request.query.get("fieldManager")
     if manager:
@@ -500,6 +501,13 @@ def _manager(request: web.Request) -> str:
         return manager
     agent = request.headers.get("User-Agent", "")
     return agent.split("/", 1)[0].strip() or "unknown"
+
+
+def _connection(request: ApiRequest) -> web.Request:
+    """The HTTP request a stream writes to as it goes; a request from this process (``loopback``) has none."""
+    if not isinstance(request, web.Request):
+        raise errors.ApiError(500, "InternalError", "watches and logs are served over HTTP only, not in-process")
+    return request
 
 
 def _read_only(parts: list[str]) -> bool:
@@ -524,7 +532,7 @@ def _warn(response: web.Response, warnings: list[str]) -> web.Response:
     return response
 
 
-def _openapi_v2(request: web.Request) -> web.Response:
+def _openapi_v2(request: ApiRequest) -> web.Response:
     """An OpenAPI v2 document with no definitions, in the encoding kubectl asks for.
 
     kubectl validates a ``kind: List`` against v2 schemas only; a document without definitions
@@ -547,14 +555,14 @@ def _encoded_list(rt: ResourceType, items: list[bytes], list_meta: dict[str, Any
     return web.Response(body=body, content_type=JSON)
 
 
-async def _body(request: web.Request, endpoint: ResourceType | tuple[str, str] | None) -> dict[str, Any]:
+async def _body(request: ApiRequest, endpoint: ResourceType | tuple[str, str] | None) -> dict[str, Any]:
     """The one object of a create or update body; ``endpoint`` says what a protobuf body may be."""
     if isinstance(endpoint, ResourceType):
         endpoint = (endpoint.group_version, endpoint.kind)
     return bodies.decode_object(await bodies.read(request), request.content_type, endpoint)
 
 
-async def _delete_options(request: web.Request) -> dict[str, Any]:
+async def _delete_options(request: ApiRequest) -> dict[str, Any]:
     opts: dict[str, Any] = {}
     raw = await bodies.read(request)
     if raw:

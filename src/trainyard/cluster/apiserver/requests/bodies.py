@@ -16,10 +16,10 @@ import math
 from typing import Any
 
 import yaml
-from aiohttp import web
 
 from trainyard.cluster.apiserver import errors
 from trainyard.cluster.apiserver.requests import protobuf
+from trainyard.cluster.apiserver.requests.incoming import ApiRequest
 
 # kube-apiserver's MaxRequestBodyBytes: etcd's request limit plus headroom.
 MAX_BYTES = 3 * 1024 * 1024
@@ -31,7 +31,7 @@ MAX_YAML_NODES = 1_000_000
 YAML_TYPES = ("application/yaml", "application/apply-patch+yaml")
 
 
-async def read(request: web.Request) -> bytes:
+async def read(request: ApiRequest) -> bytes:
     """The whole body, or 413 ``RequestEntityTooLarge`` once it passes ``MAX_BYTES``."""
     if request.content_length is not None and request.content_length > MAX_BYTES:
         raise errors.too_large(MAX_BYTES)

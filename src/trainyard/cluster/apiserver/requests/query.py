@@ -12,9 +12,8 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
-from aiohttp import web
-
 from trainyard.cluster.apiserver import errors
+from trainyard.cluster.apiserver.requests.incoming import ApiRequest
 
 JSON = "application/json"
 _TRUE = {"1", "t", "T", "true", "TRUE", "True"}
@@ -37,6 +36,6 @@ def int64(query: Mapping[str, str], name: str, *, minimum: int | None = None) ->
     return value
 
 
-def wants_table(request: web.Request) -> bool:
+def wants_table(request: ApiRequest) -> bool:
     accept = request.headers.get("Accept", "")
     return "as=Table" in accept.split(",")[0] or accept.startswith("application/json;as=Table")
