@@ -87,3 +87,31 @@ def test_a_late_answer_does_not_revive_a_deleted_object() -> None:
     assert cache.get("team", "a") is None
     cache.mutated(pod("a", 9, uid="u2"))  # a create after it is cached
     assert cache.get("team", "a")["metadata"]["uid"] == "u2"
+
+
+def test_objects_are_cached_and_handed_on_without_managed_fields() -> None:
+    seen: list[dict[str, Any]] = []
+    cache = Informer(None, object, lambda kind, obj: seen.append(obj))  # type: ignore[arg-type]
+    fields = [{"manager": "kubectl", "operation": "Update", "fieldsV1": {"f:metadata": {}}}]
+    event = pod("a", 1)
+    event["metadata"]["managedFields"] = fields
+    cache._deliver("ADDED", event)
+    answer = pod("b", 2)
+    answer["metadata"]["managedFields"] = fields
+    cache.mutated(answer)
+    for name in ("a", "b"):
+        cached = cache.get("team", name)
+        assert cached is not None and "managedFields" not in cached["metadata"]
+        assert cached["metadata"]["labels"] == {"job-name": "mnist"}
+    assert [o["metadata"]["name"] for o in seen] == ["a"] and "managedFields" not in seen[0]["metadata"]
+    # The caller's objects are left as they were: they may still use them.
+    assert event["metadata"]["managedFields"] == fields and answer["metadata"]["managedFields"] == fields
+
+
+def test_a_tombstone_keeps_only_the_version() -> None:
+    cache = informer()
+    cache._deliver("ADDED", pod("a", 1))
+    cache._deliver("DELETED", pod("a", 2))
+    assert cache._deleted[("team", "a")] == {"metadata": {"resourceVersion": "2"}}
+    cache.mutated(pod("a", 1))  # a late answer to an older write
+    assert cache.get("team", "a") is None
