@@ -100,10 +100,11 @@ def wrap_transports(client: AsyncClient, wrap: Wrap, *, watches: bool) -> AsyncC
 
 async def delete(
     client: AsyncClient, res: Any, name: str, *, namespace: str, uid: str | None = None, grace_period: int | None = None
-) -> bool:
+) -> dict[str, Any] | None:
     """Delete; with ``uid``, only that incarnation (``DeleteOptions.preconditions``), as a controller
     acting on a cache must: a name read from a cache that lags may already belong to a newer object.
-    False when what was meant is already gone (404, or a 409 naming another uid): success too."""
+    The server's answer (the object, terminating or as it went), for the caller's cache; None when
+    what was meant is already gone (404, or a 409 naming another uid): success too."""
     # lightkube's delete sends no body; its own request pipeline does, given one.
     adapter: Any = client._client
     params = {"gracePeriodSeconds": grace_period}
@@ -111,12 +112,14 @@ async def delete(
     if uid is not None:
         request.data = {"kind": "DeleteOptions", "apiVersion": "v1", "preconditions": {"uid": uid}}
     try:
-        adapter.handle_response("delete", await adapter.send(adapter.build_adapter_request(request)), request)
+        response = await adapter.send(adapter.build_adapter_request(request))
+        adapter.handle_response("delete", response, request)
     except ApiError as exc:
         if is_status(exc, 404) or (uid is not None and is_status(exc, 409)):
-            return False
+            return None
         raise
-    return True
+    answer = response.json()
+    return answer if isinstance(answer, dict) else {}
 
 
 def build(res: Any, body: dict[str, Any]) -> Any:

@@ -26,7 +26,7 @@ from aiohttp import web
 from lightkube import AsyncClient, KubeConfig
 
 from trainyard.api.podgroup import SCHEDULER_PLUGINS_SCHEDULER
-from trainyard.client import Client, wrap_transports
+from trainyard.client import Client, plain_resource, wrap_transports
 from trainyard.cluster.apiserver.auth import Credentials, write_private
 from trainyard.cluster.jobs.controller import JobController
 from trainyard.cluster.jobs.decisions import Backoff
@@ -39,6 +39,7 @@ from trainyard.cluster.plane import ApiPlane
 from trainyard.cluster.scheduler.loop import Scheduler
 from trainyard.frameworks.registry import kinds
 from trainyard.frameworks.trainer.status import StatusServer
+from trainyard.informer import Informer
 from trainyard.operator.manager import Operator
 from trainyard.operator.metrics import CONTENT_TYPE, OperatorMetrics
 from trainyard.operator.restclient import UNLIMITED, api_client
@@ -137,14 +138,18 @@ class EmbeddedPlane:
         target = functools.partial(self.node.container_config.exec_target, self.node.pods, self.node.runtime)
         self.exec_server = podexec.ExecServer(self.layout, target)
         await self.exec_server.start()
-        self.scheduler = Scheduler(self._client)
+        # One informer on every pod for the scheduler and the Job controller, as kube-controller-manager's
+        # controllers share its informer factory's: one watch, one decode per change, one copy of each pod.
+        pods = Informer(self._client, plain_resource("", "v1", "Pod", "pods"))
+        self.scheduler = Scheduler(self._client, pods=pods)
         # kube-controller-manager's Job controller; its pod-failure back-off keeps the kubelet's base
         # (both 10 s upstream), so `yard up --restart-backoff` shortens both.
         base = backoff.from_env().base
-        self.jobs = JobController(self._client, backoff=Backoff(base=base, cap=base * 60))
+        self.jobs = JobController(self._client, backoff=Backoff(base=base, cap=base * 60), pods=pods)
         # JobSet's controller manager (jobset.x-k8s.io), which Kubeflow Trainer v2 builds on.
         self.jobsets = JobSetController(self._client)
         self._tasks = [
+            asyncio.create_task(pods.run(), name="pod informer"),
             asyncio.create_task(self.node.run(), name="node"),
             asyncio.create_task(self.scheduler.run(), name="scheduler"),
             asyncio.create_task(self.jobs.run(), name="jobs"),

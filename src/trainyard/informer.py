@@ -147,6 +147,32 @@ class Informer:
         if gone is None or newer(obj, gone, strictly=True):
             self._store(key, obj)
 
+    def removed(self, obj: Obj) -> None:
+        """Our own delete's answer: the object as it went, or still there while it terminates.
+
+        Terminating, it is cached as ``mutated``; gone, it leaves the cache now (unless a newer
+        incarnation is cached), so that the next pass does not delete it again before the watch
+        tells; the watch's DELETED still reaches the handlers.
+        """
+        if (obj.get("metadata") or {}).get("deletionTimestamp"):
+            self.mutated(obj)
+            return
+        if obj.get("kind") == "Status" or not obj.get("metadata"):
+            return  # an answer without the object: the watch will tell
+        key = key_of(obj)
+        current = self._known.get(key)
+        if current is not None and newer(current, obj, strictly=True):
+            return
+        self._store(key, None)
+        self._tombstone(key, obj)
+
+    def _tombstone(self, key: Key, obj: Obj) -> None:
+        # Only its version is ever compared (``newer``): a tombstone need not hold the object.
+        self._deleted[key] = {"metadata": {"resourceVersion": (obj.get("metadata") or {}).get("resourceVersion")}}
+        self._deleted.move_to_end(key)
+        if len(self._deleted) > TOMBSTONES:
+            self._deleted.popitem(last=False)
+
     def _store(self, key: Key, obj: Obj | None) -> None:
         old = self._known.pop(key, None) if obj is None else self._known.get(key)
         if obj is not None:
@@ -170,11 +196,7 @@ class Informer:
             if current is not None and newer(current, obj, strictly=True):
                 return  # an older incarnation went; the one we hold was created since (``mutated``)
             self._store(key, None)
-            # Only its version is ever compared (``newer``): a tombstone need not hold the object.
-            self._deleted[key] = {"metadata": {"resourceVersion": (obj.get("metadata") or {}).get("resourceVersion")}}
-            self._deleted.move_to_end(key)
-            if len(self._deleted) > TOMBSTONES:
-                self._deleted.popitem(last=False)
+            self._tombstone(key, obj)
         else:
             current = self._known.get(key)
             if current is not None and not newer(obj, current):

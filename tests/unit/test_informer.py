@@ -115,3 +115,31 @@ def test_a_tombstone_keeps_only_the_version() -> None:
     assert cache._deleted[("team", "a")] == {"metadata": {"resourceVersion": "2"}}
     cache.mutated(pod("a", 1))  # a late answer to an older write
     assert cache.get("team", "a") is None
+
+
+def test_our_delete_takes_the_object_out_or_marks_it_terminating_at_once() -> None:
+    seen: list[tuple[str, str]] = []
+    cache = informer(seen)
+    cache._deliver("ADDED", pod("a", 1))
+    cache._deliver("ADDED", pod("b", 2))
+    terminating = pod("a", 3)
+    terminating["metadata"]["deletionTimestamp"] = "2026-11-26T00:00:00Z"
+    cache.removed(terminating)
+    held = cache.get("team", "a")
+    assert held is not None and held["metadata"]["deletionTimestamp"]
+    cache.removed(pod("b", 2))  # deleted at once: the answer is the object as it went
+    assert cache.get("team", "b") is None and names(cache.by_index("job", "team/mnist")) == ["a"]
+    cache.mutated(pod("b", 2))  # a late answer to an earlier write does not bring it back
+    assert cache.get("team", "b") is None
+    cache._deliver("DELETED", pod("b", 4))  # the watch still tells the handlers
+    assert seen[-1] == ("DELETED", "4")
+
+
+def test_our_delete_of_an_old_incarnation_leaves_its_successor() -> None:
+    cache = informer()
+    cache._deliver("ADDED", pod("a", 5, uid="new"))
+    cache.removed(pod("a", 3, uid="old"))
+    held = cache.get("team", "a")
+    assert held is not None and held["metadata"]["uid"] == "new"
+    cache.removed({"kind": "Status", "apiVersion": "v1", "status": "Success"})  # no object in the answer
+    assert cache.get("team", "a") is not None

@@ -395,13 +395,19 @@ class JobController:
             if told.failed:
                 await self._emit(job, [("Warning", told.failed, f"Error deleting: {exc}")])
             raise
-        return [(e.type.value, e.reason, e.message) for e in told.done] if deleted else []
+        if deleted is None:
+            return []
+        # The next pass must see it terminating or gone, not delete (and tell) it again before the watch says so.
+        self._cache(ref.api_version, ref.kind).removed(deleted)
+        return [(e.type.value, e.reason, e.message) for e in told.done]
 
     async def _delete_job(self, job: dict[str, Any], plan: Plan) -> None:
         """TTL: the job goes (its children follow through ownerReferences); the event only if we deleted it."""
         m = job["metadata"]
-        if not await delete(self.client, self.res, m["name"], namespace=m["namespace"], uid=m.get("uid")):
+        deleted = await delete(self.client, self.res, m["name"], namespace=m["namespace"], uid=m.get("uid"))
+        if deleted is None:
             return
+        self.jobs.removed(deleted)
         self.metrics.job_deleted(self.plugin.info.kind, m["namespace"])
         await self._emit(job, [(e.type.value, e.reason, e.message) for e in plan.events])
 

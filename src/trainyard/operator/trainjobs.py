@@ -299,7 +299,9 @@ class TrainJobController:
         for ref in plan.delete:
             res = self.resources[ref.api_version, ref.kind]
             uid = (uids or {}).get((ref.kind, ref.name))
-            if await delete(self.client, res, ref.name, namespace=namespace, uid=uid):
+            deleted = await delete(self.client, res, ref.name, namespace=namespace, uid=uid)
+            if deleted is not None:
+                self.owned[ref.api_version, ref.kind].removed(deleted)
                 events.append(("Normal", f"SuccessfulDelete{ref.kind}", f"Deleted {ref.kind}: {ref.name}"))
         if plan.status is not None:
             try:

@@ -92,9 +92,14 @@ class Scheduler:
         *,
         names: tuple[str, ...] = placement.SCHEDULERS,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        pods: Informer | None = None,
     ) -> None:
         self.client = client
         self.names = names
+        # A pod informer the process shares (its owner runs it), or None: the scheduler runs its own.
+        self._shared_pods = pods
+        if pods is not None:
+            pods.handlers.append(self._on_pod)
         self.clock = clock
         self.pods: dict[str, PodInfo] = {}
         self.versions: dict[str, str] = {}  # uid -> resourceVersion, the precondition of status writes
@@ -135,11 +140,13 @@ class Scheduler:
             Informer(self.client, PriorityClass, self._on_class, namespaced=False),
             Informer(self.client, X_K8S_GROUP, lambda k, o: self._on_group(COSCHEDULING, k, o)),
             Informer(self.client, VOLCANO_POD_GROUP, lambda k, o: self._on_group(VOLCANO_GROUP, k, o)),
-            Informer(self.client, POD, self._on_pod),
         ]
+        if self._shared_pods is None:
+            informers.append(Informer(self.client, POD, self._on_pod))
         tasks = [asyncio.create_task(i.run(), name=f"informer-{i.res.__name__}") for i in informers]
         try:
-            await asyncio.gather(*(i.synced.wait() for i in informers))
+            shared = [self._shared_pods] if self._shared_pods is not None else []
+            await asyncio.gather(*(i.synced.wait() for i in (*informers, *shared)))
             log.info("scheduler caches synced: %d nodes, %d pods", len(self.nodes), len(self.pods))
             # A plane that just started has pods but not yet its node: give the node agent a moment
             # rather than tell every pending pod there is no node.
