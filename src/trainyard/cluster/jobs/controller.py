@@ -113,10 +113,10 @@ class JobController:
         pods: Informer | None = None,
     ) -> None:
         self.client = client
-        # A pod informer the process shares (its owner runs it), or None: the controller runs its own.
-        self._shared_pods = pods
-        if pods is not None:
-            pods.handlers.append(self._on_pod)
+        # The process's shared pod informer (its owner runs it), or one the controller runs itself.
+        self._pods = pods if pods is not None else Informer(client, POD)
+        self._own_pods = pods is None
+        self._pods.handlers.append(self._on_pod)
         self.backoff = backoff or decisions.Backoff()
         self.clock = clock
         self.jobs: dict[Key, Obj] = {}
@@ -206,12 +206,10 @@ class JobController:
         self.enqueue(key)
 
     async def run(self) -> None:
-        informers = [Informer(self.client, JOB, self._on_job)]
-        if self._shared_pods is None:
-            informers.append(Informer(self.client, POD, self._on_pod))
+        informers = [Informer(self.client, JOB, self._on_job), *([self._pods] if self._own_pods else [])]
         tasks = [asyncio.create_task(i.run(), name=f"job-informer-{i.res.__name__}") for i in informers]
         try:
-            for informer in (*informers, *([self._shared_pods] if self._shared_pods is not None else [])):
+            for informer in (*informers, self._pods):
                 await informer.synced.wait()
             self._jobs_synced.set()
             while True:

@@ -1,23 +1,22 @@
 """The scheduler: kube-scheduler, scheduler-plugins' coscheduling and Volcano's gang scheduler for the local plane.
 
-The I/O shell around ``placement.schedule``. It keeps informer caches of pods, nodes, priority
-classes and both projects' PodGroups (``informer``), with what every node's bound pods request
-kept incrementally (no re-listing per pod). Pods it serves are those whose ``schedulerName`` is
-``default-scheduler``, ``scheduler-plugins-scheduler`` (both with coscheduling, as
-scheduler-plugins installed in place of the default scheduler) or ``volcano``; pods naming any
-other scheduler stay Pending, untouched, as on a cluster without that scheduler.
+The I/O shell around ``placement.schedule``. It keeps informer caches of pods, nodes, priority classes and
+both projects' PodGroups (``informer``), with what every node's bound pods request kept incrementally (no
+re-listing per pod); the pod informer may be one the process shares (``pods=``). Pods it serves are those
+whose ``schedulerName`` is ``default-scheduler``, ``scheduler-plugins-scheduler`` (both with coscheduling,
+as scheduler-plugins installed in place of the default scheduler) or ``volcano``; pods naming any other
+scheduler stay Pending, untouched, as on a cluster without that scheduler.
 
-Work is level-triggered and batched: changes make pods active in the queue (``queueing``); one
-pass decides for every active pod at once (with every pending member of their gangs), binds
-through ``pods/binding`` (``Scheduled`` event), and reports
-the pods it could not place with ``PodScheduled=False``/``Unschedulable`` and a
-``FailedScheduling`` Warning (the condition written when the message changes, the event
-repeated, counted, at most every ``EVENT_REPEAT_SECONDS`` for the same message; verdicts are
-written oldest first, at most ``REPORT_RATE`` a second after a burst, so a flood of pending pods
-costs the plane little and a pod placed before its turn is never reported). A pod that did not
-fit waits, backing off, until something that could make room happens (a pod finishes or goes, a
-node or PodGroup changes), as in kube-scheduler's queue. After each pass the PodGroups of
-touched gangs get their status written.
+Work is level-triggered and batched: changes make pods active in the queue (``queueing``); one pass
+decides for every active pod at once (with every pending member of their gangs), binds through
+``pods/binding`` (``Scheduled`` event), and reports the pods it could not place with
+``PodScheduled=False``/``Unschedulable`` and a ``FailedScheduling`` Warning (the condition written when
+the message changes, the event repeated, counted, at most every ``EVENT_REPEAT_SECONDS`` for the same
+message; verdicts are written oldest first, at most ``REPORT_RATE`` a second after a burst, so a flood of
+pending pods costs the plane little and a pod placed before its turn is never reported). A pod that did
+not fit waits, backing off, until something that could make room happens (a pod finishes or goes, a node
+or PodGroup changes), as in kube-scheduler's queue. After each pass the PodGroups of touched gangs get
+their status written.
 """
 
 from __future__ import annotations
@@ -96,10 +95,9 @@ class Scheduler:
     ) -> None:
         self.client = client
         self.names = names
-        # A pod informer the process shares (its owner runs it), or None: the scheduler runs its own.
-        self._shared_pods = pods
-        if pods is not None:
-            pods.handlers.append(self._on_pod)
+        self._pods = pods if pods is not None else Informer(client, POD)
+        self._own_pods = pods is None  # else the process shares it, and whoever made it runs it
+        self._pods.handlers.append(self._on_pod)
         self.clock = clock
         self.pods: dict[str, PodInfo] = {}
         self.versions: dict[str, str] = {}  # uid -> resourceVersion, the precondition of status writes
@@ -140,22 +138,18 @@ class Scheduler:
             Informer(self.client, PriorityClass, self._on_class, namespaced=False),
             Informer(self.client, X_K8S_GROUP, lambda k, o: self._on_group(COSCHEDULING, k, o)),
             Informer(self.client, VOLCANO_POD_GROUP, lambda k, o: self._on_group(VOLCANO_GROUP, k, o)),
+            *([self._pods] if self._own_pods else []),
         ]
-        if self._shared_pods is None:
-            informers.append(Informer(self.client, POD, self._on_pod))
         tasks = [asyncio.create_task(i.run(), name=f"informer-{i.res.__name__}") for i in informers]
         try:
-            shared = [self._shared_pods] if self._shared_pods is not None else []
-            await asyncio.gather(*(i.synced.wait() for i in (*informers, *shared)))
+            await asyncio.gather(*(i.synced.wait() for i in (*informers, self._pods)))
             log.info("scheduler caches synced: %d nodes, %d pods", len(self.nodes), len(self.pods))
-            # A plane that just started has pods but not yet its node: give the node agent a moment
-            # rather than tell every pending pod there is no node.
+            # A plane just started has pods but not yet its node: wait a moment, not report "no node" to all.
             if not self.nodes:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._node_seen.wait(), NODE_WAIT_SECONDS)
             helpers = [
-                asyncio.create_task(self._reporter()),
-                *(asyncio.create_task(self._send_events()) for _ in range(EVENT_WRITERS)),
+                asyncio.create_task(c) for c in (self._reporter(), *(self._send_events() for _ in range(EVENT_WRITERS)))
             ]
             try:
                 await self._loop()
