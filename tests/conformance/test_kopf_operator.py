@@ -43,6 +43,9 @@ def configure(settings, **_):
     kubernetes.config.load_kube_config()
     # Surface a missed resourceVersion echo as a visible stall instead of kopf's silent wait.
     settings.persistence.consistency_timeout = 5.0
+    # A tick in flight when the pet is deleted keeps its finalizer until kopf sees the timer exit;
+    # kopf looks again only every cancellation_polling seconds (60 by default, kubectl's whole wait).
+    settings.background.cancellation_polling = 1.0
 
 
 @kopf.on.create(GROUP, VERSION, PLURAL)
@@ -62,9 +65,15 @@ def update_fn(new, patch, **_):
 
 @kopf.on.delete(GROUP, VERSION, PLURAL)
 def delete_fn(name, namespace, **_):
-    kubernetes.client.CoreV1Api().create_namespaced_config_map(
-        namespace, {{"metadata": {{"name": f"{{name}}-farewell"}}}}
-    )
+    # Idempotent, as kopf asks of handlers: one that succeeded while a timer was still exiting is
+    # invoked again (its success is recorded only with the finalizer's removal).
+    try:
+        kubernetes.client.CoreV1Api().create_namespaced_config_map(
+            namespace, {{"metadata": {{"name": f"{{name}}-farewell"}}}}
+        )
+    except kubernetes.client.ApiException as exc:
+        if exc.status != 409:
+            raise
 
 
 @kopf.timer(GROUP, VERSION, PLURAL, interval=1.0)
