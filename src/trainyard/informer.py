@@ -159,19 +159,21 @@ class Informer:
             return
         if obj.get("kind") == "Status" or not obj.get("metadata"):
             return  # an answer without the object: the watch will tell
-        key = key_of(obj)
+        self._forget(key_of(obj), obj)
+
+    def _forget(self, key: Key, obj: Obj) -> bool:
+        """Take ``obj``, which went, out of the cache and remember it went; False (nothing done) when
+        the cache holds a newer incarnation, created since."""
         current = self._known.get(key)
         if current is not None and newer(current, obj, strictly=True):
-            return
+            return False
         self._store(key, None)
-        self._tombstone(key, obj)
-
-    def _tombstone(self, key: Key, obj: Obj) -> None:
         # Only its version is ever compared (``newer``): a tombstone need not hold the object.
         self._deleted[key] = {"metadata": {"resourceVersion": (obj.get("metadata") or {}).get("resourceVersion")}}
         self._deleted.move_to_end(key)
         if len(self._deleted) > TOMBSTONES:
             self._deleted.popitem(last=False)
+        return True
 
     def _store(self, key: Key, obj: Obj | None) -> None:
         old = self._known.pop(key, None) if obj is None else self._known.get(key)
@@ -192,11 +194,8 @@ class Informer:
         obj = stripped(obj)
         key = key_of(obj)
         if kind == "DELETED":
-            current = self._known.get(key)
-            if current is not None and newer(current, obj, strictly=True):
+            if not self._forget(key, obj):
                 return  # an older incarnation went; the one we hold was created since (``mutated``)
-            self._store(key, None)
-            self._tombstone(key, obj)
         else:
             current = self._known.get(key)
             if current is not None and not newer(obj, current):

@@ -95,7 +95,7 @@ class Loopback:
         else:
             response = await self._handle(incoming)
         if not isinstance(response, web.Response) or not isinstance(response.body, bytes | bytearray | None):
-            raise RuntimeError(f"{request.method} {incoming.path_qs} answered with a stream, which needs HTTP")
+            raise RuntimeError(f"{request.method} {incoming.path_qs} answered with a body only HTTP can carry")
         return httpx2.Response(
             response.status,
             headers=list(response.headers.items()),
