@@ -122,8 +122,8 @@ class EmbeddedPlane:
         config = kubeconfig(self.api.url, self.api.credentials)
         write_private(self.layout.kubeconfig, yaml.safe_dump(config, sort_keys=False).encode())
         self._client = Client(KubeConfig.from_dict(config), field_manager="trainyard")
-        # Their requests (not their watches) are served in-process: same client, same server handler, no socket.
-        wrap_transports(self._client, self.api.loopback.transport, watches=False)
+        # Their requests and watches are served in-process: same client, same server handler, no socket.
+        wrap_transports(self._client, self.api.loopback.transport, watches=True)
         self.node = NodeAgent(
             self._client,
             self.layout,

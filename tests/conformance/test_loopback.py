@@ -1,13 +1,14 @@
 """The in-process route of the plane's own clients (``cluster.apiserver.loopback``) against a real ApiPlane.
 
-A lightkube client whose requests are served in-process must see exactly what it sees over HTTPS:
-the same objects, the same errors as ``Status``, the same bearer-token check; its watches and any
-request that streams still go over the network.
+A lightkube client whose requests and watches are served in-process must see exactly what it sees
+over HTTPS: the same objects, the same events, the same errors as ``Status``, the same bearer-token
+check; logs, exec and the other streams still go over the network.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -19,18 +20,18 @@ from lightkube import ApiError, AsyncClient, KubeConfig
 from lightkube.resources.core_v1 import ConfigMap
 
 from trainyard.client import Client, delete, to_dict, wrap_transports
-from trainyard.cluster.apiserver.loopback import Loopback
+from trainyard.cluster.apiserver.loopback import Loopback, Pipe
 from trainyard.cluster.paths import Layout
 from trainyard.cluster.plane import ApiPlane
 from trainyard.embedded import kubeconfig
 
 
 class Counted(httpx2.AsyncBaseTransport):
-    """The network transport, counting what reaches it."""
+    """A network transport, counting what reaches it in ``requests`` (shared by all of a client's)."""
 
-    def __init__(self, inner: httpx2.AsyncBaseTransport) -> None:
+    def __init__(self, inner: httpx2.AsyncBaseTransport, requests: list[str]) -> None:
         self.inner = inner
-        self.requests: list[str] = []
+        self.requests = requests
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
         self.requests.append(f"{request.method} {request.url.path}?{request.url.query.decode()}")
@@ -55,12 +56,13 @@ def run(tmp_path: Path, scenario: Scenario, *, token: str | None = None) -> None
         network = AsyncClient(kube)
         local = Client(kube, field_manager="test")
         counted: list[Counted] = []
+        reached: list[str] = []
 
         def route(transport: httpx2.AsyncBaseTransport) -> httpx2.AsyncBaseTransport:
-            counted.append(Counted(transport))
+            counted.append(Counted(transport, reached))
             return plane.loopback.transport(counted[-1])
 
-        wrap_transports(local, route, watches=False)
+        wrap_transports(local, route, watches=True)
         try:
             await scenario(plane, local, network, counted[0])
         finally:
@@ -128,23 +130,98 @@ def test_a_wrong_token_is_refused_in_process_too(tmp_path: Path) -> None:
     run(tmp_path, scenario, token="not-the-token")
 
 
-def test_watches_and_streams_go_over_the_network(tmp_path: Path) -> None:
+async def lines(client: AsyncClient, path: str) -> tuple[int, list[str]]:
+    """The status and the lines of a GET that streams, read to its end."""
+    http: Any = client._client._client  # type: ignore[attr-defined]
+    async with http.stream("GET", path) as answer:
+        return answer.status_code, [line async for line in answer.aiter_lines() if line]
+
+
+async def polled(probe: Callable[[], bool], timeout: float = 30.0) -> None:
+    """Until ``probe()`` holds, giving the loop a turn between looks."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    for _ in iter(probe, True):
+        assert asyncio.get_running_loop().time() < deadline, "not reached in time"
+        await asyncio.sleep(0.01)
+
+
+def events(answer: tuple[int, list[str]]) -> list[tuple[str, str, str]]:
+    """(type, name, resourceVersion) of each watch line; a Status (a refusal, or an ERROR's) gives its reason."""
+    seen = []
+    for line in answer[1]:
+        event = json.loads(line)
+        if event.get("kind") == "Status":  # refused before the stream started
+            event = {"type": f"{answer[0]} Status", "object": event}
+        obj = event["object"]
+        status = "metadata" not in obj or obj.get("kind") == "Status"
+        name = obj.get("reason", "") if status else obj["metadata"]["name"]
+        seen.append((event["type"], name, obj.get("metadata", {}).get("resourceVersion", "")))
+    return seen
+
+
+def test_watches_are_served_in_process_and_stream_as_over_https(tmp_path: Path) -> None:
     async def scenario(plane: ApiPlane, local: AsyncClient, network: AsyncClient, counted: Counted) -> None:
         await local.create(configmap("c", {}))
-        # A watch started through the request pool (not Client.watches) must still reach a socket.
-        http: Any = local._client._client  # type: ignore[attr-defined]
-        async with http.stream("GET", "/api/v1/namespaces/default/configmaps?watch=true&timeoutSeconds=1") as answer:
-            lines = [line async for line in answer.aiter_lines() if line]
-        assert answer.status_code == 200 and '"ADDED"' in lines[0]
-        assert counted.requests == ["GET /api/v1/namespaces/default/configmaps?watch=true&timeoutSeconds=1"]
+        start = (await local.get(ConfigMap, "c", namespace="default")).metadata.resourceVersion
 
+        async def take(client: AsyncClient) -> list[tuple[str, str, str]]:
+            seen = []
+            async for kind, obj in client.watch(ConfigMap, namespace="default", resource_version=start):
+                seen.append((kind, obj.metadata.name, obj.metadata.resourceVersion))
+                if len(seen) == 3:
+                    return seen
+            raise AssertionError("the watch ended")
+
+        # Live: the changes reach an open in-process watch from the hub; the network one reads them from the log.
+        watching = asyncio.create_task(take(local))
+        await polled(lambda: plane.hub.watchers == 1)
+        await local.patch(ConfigMap, "c", {"data": {"k": "1"}}, namespace="default")
+        await local.patch(ConfigMap, "c", {"data": {"k": "2"}}, namespace="default")
+        await local.delete(ConfigMap, "c", namespace="default")
+        seen = await asyncio.wait_for(watching, 30)
+        assert [kind for kind, _, _ in seen] == ["MODIFIED", "MODIFIED", "DELETED"]
+        assert seen == await asyncio.wait_for(take(network), 30)
+        # From a list (resourceVersion 0) to the watch's end (timeoutSeconds), and refusals, line for line.
+        path = "/api/v1/namespaces/default/configmaps?watch=true&timeoutSeconds=1"
+        for query in ("", "&labelSelector=a%3Db", "&resourceVersion=99999999", "&labelSelector=%3D%3D"):
+            assert events(await lines(local, path + query)) == events(await lines(network, path + query)), query
+        status, _ = await lines(local, path + "&labelSelector=%3D%3D")
+        assert status == 400
+        assert counted.requests == [], "nothing of a watch asked in-process reaches the network"
+        # The server's side ends with the reader: its subscription is gone once the client closed.
+        await polled(lambda: plane.hub.watchers == 0)
+
+    run(tmp_path, scenario)
+
+
+def test_an_open_watch_ends_with_the_plane_and_a_slow_reader_is_cut_off(tmp_path: Path) -> None:
+    async def scenario(plane: ApiPlane, local: AsyncClient, network: AsyncClient, counted: Counted) -> None:
+        http: Any = local._client._client  # type: ignore[attr-defined]
+        async with http.stream("GET", "/api/v1/namespaces/default/configmaps?watch=true") as answer:
+            assert plane.hub.watchers == 1
+            await plane.loopback.close()  # as ApiPlane.stop does
+            assert [line async for line in answer.aiter_lines()] == []
+        assert plane.hub.watchers == 0
+        # The hub aborts a watcher that has not taken SLOW_WATCHER_BYTES; its reader's next read fails.
+        pipe = Pipe()
+        pipe.write(b'{"type":"ADDED"}\n')
+        assert pipe.get_write_buffer_size() == 17 and not pipe.is_closing()
+        pipe.abort()
+        with pytest.raises(httpx2.ReadError):
+            _ = [chunk async for chunk in pipe]
+
+    run(tmp_path, scenario)
+
+
+def test_logs_and_other_streams_go_over_the_network(tmp_path: Path) -> None:
+    async def scenario(plane: ApiPlane, local: AsyncClient, network: AsyncClient, counted: Counted) -> None:
         def request(url: str) -> httpx2.Request:
             return httpx2.Request("GET", url)
 
         loopback: Loopback = plane.loopback
         base = plane.url
         assert loopback.serves(request(f"{base}/api/v1/namespaces/default/pods?watch=false"))
-        assert not loopback.serves(request(f"{base}/api/v1/namespaces/default/pods?watch=1"))
+        assert loopback.serves(request(f"{base}/api/v1/namespaces/default/pods?watch=1"))
         assert not loopback.serves(request(f"{base}/api/v1/namespaces/default/pods/p/log?follow=true"))
         assert not loopback.serves(request(f"{base}/api/v1/namespaces/default/pods/p/log"))
         assert not loopback.serves(request(f"{base}/api/v1/namespaces/default/pods/p/exec?command=ls"))

@@ -194,6 +194,8 @@ class ApiPlane:
             self._gc_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._gc_task
+        if self._loopback is not None:
+            await self._loopback.close()
         if self._runner is not None:
             await self._runner.cleanup()
         self.store.close()

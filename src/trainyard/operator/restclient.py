@@ -149,11 +149,11 @@ def api_client(
     config: KubeConfig, metrics: OperatorMetrics, limit: RateLimit, *, field_manager: str, route: Wrap | None = None
 ) -> AsyncClient:
     """The operator's lightkube client for ``config``, metered into ``metrics`` and limited by ``limit``;
-    ``route`` wraps its request transport first (the embedded plane's in-process route), so the meter
+    ``route`` wraps its transports first (the embedded plane's in-process route), so the meter
     counts those requests too."""
     client = Client(config, field_manager=field_manager)
     if route is not None:
-        wrap_transports(client, route, watches=False)
+        wrap_transports(client, route, watches=True)
     return instrument(client, metrics, limit)
 
 

@@ -23,7 +23,7 @@ from trainyard.cluster.apiserver.objects import Objects, patch_failure
 from trainyard.cluster.apiserver.registry import ResourceType
 from trainyard.cluster.apiserver.requests import bodies, paging
 from trainyard.cluster.apiserver.requests.fields import check_fields
-from trainyard.cluster.apiserver.requests.incoming import ApiRequest
+from trainyard.cluster.apiserver.requests.incoming import ApiRequest, Outgoing
 from trainyard.cluster.apiserver.requests.jsonpath import get_path, set_path
 from trainyard.cluster.apiserver.requests.query import JSON, flag, int64, wants_table
 from trainyard.cluster.apiserver.requests.selectors import (
@@ -33,7 +33,7 @@ from trainyard.cluster.apiserver.requests.selectors import (
     parse_field_selector,
     parse_label_selector,
 )
-from trainyard.cluster.apiserver.streams import BOOKMARK_SECONDS, Streams
+from trainyard.cluster.apiserver.streams import BOOKMARK_SECONDS, HttpOut, Streams
 from trainyard.cluster.apiserver.writes import admission, patching
 from trainyard.cluster.paths import Layout
 from trainyard.cluster.storage import codec
@@ -185,7 +185,8 @@ class ApiServer:
         if name is None:
             if method == "GET":
                 if flag(query.get("watch")):
-                    return await self.streams.watch(_connection(request), rt, ns, *self._selectors(request, rt))
+                    out = _outgoing(request)
+                    return await self.streams.watch(request, out, rt, ns, *self._selectors(request, rt))
                 return self._list(request, rt, ns)
             if method == "POST" and (ns is not None or not rt.namespaced):
                 body = await _body(request, rt)
@@ -504,10 +505,20 @@ def _manager(request: ApiRequest) -> str:
 
 
 def _connection(request: ApiRequest) -> web.Request:
-    """The HTTP request a stream writes to as it goes; a request from this process (``loopback``) has none."""
+    """The HTTP request a log writes to as it goes; a request from this process (``loopback``) has none."""
     if not isinstance(request, web.Request):
-        raise errors.ApiError(500, "InternalError", "watches and logs are served over HTTP only, not in-process")
+        raise errors.ApiError(500, "InternalError", "logs are served over HTTP only, not in-process")
     return request
+
+
+def _outgoing(request: ApiRequest) -> Outgoing:
+    """Where a watch writes: its HTTP response, or the reader in this process a loopback request brings."""
+    if isinstance(request, web.Request):
+        return HttpOut(request)
+    out: Outgoing | None = getattr(request, "outgoing", None)
+    if out is None:
+        raise errors.ApiError(500, "InternalError", "this in-process request has no reader for a watch")
+    return out
 
 
 def _read_only(parts: list[str]) -> bool:

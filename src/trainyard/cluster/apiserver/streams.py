@@ -14,6 +14,7 @@ Callers: ``server``, which routes to ``Streams.watch`` and ``Streams.log``.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -26,11 +27,12 @@ from trainyard.cluster.apiserver.objects import Objects
 from trainyard.cluster.apiserver.registry import ResourceType
 from trainyard.cluster.apiserver.requests import query
 from trainyard.cluster.apiserver.requests.fields import matches
+from trainyard.cluster.apiserver.requests.incoming import ApiRequest, Outgoing
 from trainyard.cluster.apiserver.requests.selectors import FieldSelector, LabelSelector
 from trainyard.cluster.paths import Layout
 from trainyard.cluster.storage import codec
 from trainyard.cluster.storage.store import Expired, Obj
-from trainyard.cluster.storage.watch import ChunkedSink, Event, Hub
+from trainyard.cluster.storage.watch import ChunkedSink, Event, Hub, Transport
 
 # Without timeoutSeconds a real server keeps a watch open 30-60 minutes.
 DEFAULT_WATCH_SECONDS = 1800
@@ -52,7 +54,8 @@ class Streams:
 
     async def watch(
         self,
-        request: web.Request,
+        request: ApiRequest,
+        out: Outgoing,
         rt: ResourceType,
         namespace: str | None,
         labels: LabelSelector | None,
@@ -66,9 +69,7 @@ class Streams:
         store_ns = namespace if rt.namespaced else None
         selected = None if labels is None and fields is None else lambda o: matches(rt, o, labels, fields)
         sub = self.hub.subscribe(rt.key, store_ns, selected)
-        response = web.StreamResponse(headers={"Content-Type": query.JSON, "Cache-Control": "no-cache"})
-        response.enable_chunked_encoding()
-        await response.prepare(request)
+        await out.start({"Content-Type": query.JSON, "Cache-Control": "no-cache"})
         direct: ChunkedSink | None = None
         last = 0  # the newest revision this watcher has been sent
 
@@ -89,7 +90,7 @@ class Streams:
             return shared if shared is not None else line(ev.type, self.objects.present(rt, ev.obj))
 
         async def send(kind: str, obj: Obj) -> None:
-            await response.write(line(kind, obj))
+            await out.write(line(kind, obj))
 
         def live_line(ev: Event) -> bytes | None:
             nonlocal last
@@ -112,7 +113,7 @@ class Streams:
                         await send("ADDED", item)
                 else:
                     encoded, last = self.objects.list_encoded(rt, store_ns, labels, fields)
-                    await _write_lines(response, [codec.watch_line("ADDED", item) for item in encoded])
+                    await _write_lines(out, [codec.watch_line("ADDED", item) for item in encoded])
                 if initial_events and bookmarks:
                     # Streaming lists (client-go's WatchList, kubectl >= 1.35) wait for this marker.
                     end = {"resourceVersion": str(last), "annotations": {"k8s.io/initial-events-end": "true"}}
@@ -130,7 +131,7 @@ class Streams:
                         str(exc) if isinstance(exc, Expired) else f"invalid resourceVersion {rv_param!r}",
                     )
                     await send("ERROR", status.status())
-                    return response
+                    return out.answer()
                 last = start
                 lines = []
                 for change in backlog:
@@ -138,11 +139,11 @@ class Streams:
                     if event is not None:
                         lines.append(event_line(event))
                     last = change.rv
-                await _write_lines(response, lines)
+                await _write_lines(out, lines)
             loop = asyncio.get_running_loop()
-            if not as_table and request.transport is not None:
+            if not as_table and out.transport is not None:
                 # Plain watchers take changes straight from the hub (see watch.ChunkedSink).
-                direct = ChunkedSink(request.transport, live_line, self.hub.flusher)
+                direct = ChunkedSink(out.transport, live_line, self.hub.flusher, chunked=out.chunked)
                 sub.attach(direct)
             while True:
                 remaining = deadline - loop.time()
@@ -165,14 +166,14 @@ class Streams:
                     last = ev.rv
                     lines.append(event_line(ev))
                 if lines:
-                    await response.write(b"".join(lines))
+                    await out.write(b"".join(lines))
         except (ConnectionResetError, asyncio.CancelledError):
             pass
         finally:
             self.hub.unsubscribe(sub)
             if direct is not None:
                 direct.flush()  # before the response's last chunk
-        return response
+        return out.answer()
 
     async def log(self, request: web.Request, rt: ResourceType, namespace: str, name: str) -> web.StreamResponse:
         """``pods/log``: ``rt`` is the pods resource, the only one with the subresource."""
@@ -297,7 +298,34 @@ def _container_done(pod: Obj, container: str) -> bool:
     return False
 
 
-async def _write_lines(response: web.StreamResponse, lines: list[bytes], chunk: int = 256) -> None:
+async def _write_lines(out: Outgoing, lines: list[bytes], chunk: int = 256) -> None:
     # A few large writes instead of one per event; bounded so a huge backlog still streams.
     for start in range(0, len(lines), chunk):
-        await response.write(b"".join(lines[start : start + chunk]))
+        await out.write(b"".join(lines[start : start + chunk]))
+
+
+class HttpOut:
+    """A watch's answer over HTTP: a chunked response, and its connection's transport for the hub."""
+
+    chunked = True
+
+    def __init__(self, request: web.Request) -> None:
+        self._request = request
+        self._response: web.StreamResponse | None = None
+
+    @property
+    def transport(self) -> Transport | None:
+        return self._request.transport
+
+    async def start(self, headers: Mapping[str, str]) -> None:
+        self._response = web.StreamResponse(headers=dict(headers))
+        self._response.enable_chunked_encoding()
+        await self._response.prepare(self._request)
+
+    async def write(self, data: bytes) -> None:
+        assert self._response is not None, "start() first"
+        await self._response.write(data)
+
+    def answer(self) -> web.StreamResponse:
+        assert self._response is not None, "start() first"
+        return self._response

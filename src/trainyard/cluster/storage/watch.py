@@ -150,16 +150,21 @@ class Flusher:
 
 
 class ChunkedSink:
-    """Writes watch lines to a chunked HTTP response's transport, batched per event-loop pass.
+    """Writes watch lines to a response's transport, batched per event-loop pass.
 
     ``encode`` turns an event into its line (or None to skip it). Everything written to the
     stream while the sink is attached must go through it (``raw``), to keep lines in order.
+    ``chunked``: each batch is framed as an HTTP/1.1 chunk; a transport in this process (the
+    loopback's) takes the lines as they are.
     """
 
-    def __init__(self, transport: Transport, encode: Callable[[Event], bytes | None], flusher: Flusher) -> None:
+    def __init__(
+        self, transport: Transport, encode: Callable[[Event], bytes | None], flusher: Flusher, *, chunked: bool = True
+    ) -> None:
         self._transport = transport
         self._encode = encode
         self._flusher = flusher
+        self._chunked = chunked
         self._pending: list[bytes] = []
 
     def __call__(self, event: Event) -> None:
@@ -183,4 +188,4 @@ class ChunkedSink:
         if transport.get_write_buffer_size() > SLOW_WATCHER_BYTES:
             transport.abort()
             return
-        transport.write(b"%x\r\n" % len(data) + data + b"\r\n")
+        transport.write(b"%x\r\n" % len(data) + data + b"\r\n" if self._chunked else data)
