@@ -314,26 +314,34 @@ class Entry:
     subresource: str | None = None
     fields: set[Path] = field(default_factory=set)
     touched: bool = False
+    # How many fields the stored entry had, and its fieldsV1 as stored: most writes leave most
+    # entries as they were, and those are written back without encoding their fields again.
+    stored: tuple[int, object] | None = None
 
     @classmethod
     def parse(cls, raw: Obj) -> Entry:
+        fields = _decoded(raw.get("fieldsV1"))
         return cls(
             manager=str(raw.get("manager", "")),
             operation=str(raw.get("operation", "Update")),
             api_version=str(raw.get("apiVersion", "")),
             time=str(raw.get("time", "")),
             subresource=raw.get("subresource") or None,
-            fields=_decoded(raw.get("fieldsV1")),
+            fields=fields,
+            stored=(len(fields), raw.get("fieldsV1")),
         )
 
     def render(self) -> Obj:
+        # Between parse and render an entry only loses fields, except the writer's own, which is
+        # ``touched`` when it gains any: an untouched entry of the same size is the stored one.
+        unchanged = self.stored is not None and not self.touched and len(self.fields) == self.stored[0]
         out: Obj = {
             "manager": self.manager,
             "operation": self.operation,
             "apiVersion": self.api_version,
             "time": self.time,
             "fieldsType": "FieldsV1",
-            "fieldsV1": _encoded(self.fields),
+            "fieldsV1": self.stored[1] if self.stored is not None and unchanged else _encoded(self.fields),
         }
         if self.subresource:
             out["subresource"] = self.subresource
