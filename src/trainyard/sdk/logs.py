@@ -38,6 +38,19 @@ def _split(raw: str) -> tuple[str, str]:
     return stamp, text
 
 
+def when(stamp: str) -> str:
+    """A log line's RFC 3339 stamp at one width, so that stamps compare in time order as strings.
+
+    The server writes RFC3339Nano, which drops trailing zeros: ``05.1Z`` is later than ``05.09Z``
+    but sorts before it. Padded to nanoseconds they compare right.
+    """
+    head, dot, rest = stamp.partition(".")
+    digits = rest.removesuffix("Z") if dot else ""
+    if not dot:
+        head = head.removesuffix("Z")
+    return f"{head}.{digits:0<9}Z"
+
+
 def container_of(pod: Obj, preferred: str | None) -> str | None:
     names = [c["name"] for c in (pod.get("spec") or {}).get("containers") or []]
     if preferred in names or not names:
@@ -69,7 +82,7 @@ def read(
             out += [LogLine(replica_name(pod), name, *_split(raw)) for raw in lines]
         except ApiError:
             continue  # a pod that has not started has no log yet
-    return sorted(out, key=lambda line: line.stamp)
+    return sorted(out, key=lambda line: when(line.stamp))
 
 
 def follow(
@@ -91,6 +104,7 @@ def follow(
     def stream(pod: Obj) -> None:
         name, namespace = pod["metadata"]["name"], pod["metadata"]["namespace"]
         first = True
+        finished = False  # the pod had ended before the latest read: that read had its whole log
         try:
             while not stop.is_set():
                 try:
@@ -108,9 +122,9 @@ def follow(
                     first = False
                     for raw in raw_lines:
                         stamp, text = _split(raw)
-                        if stamp <= last_seen.get(name, ""):
+                        if when(stamp) <= last_seen.get(name, ""):
                             continue
-                        last_seen[name] = stamp
+                        last_seen[name] = when(stamp)
                         lines.put(LogLine(replica_name(pod), name, stamp, text))
                         if stop.is_set():
                             return
@@ -119,8 +133,11 @@ def follow(
                         return  # the pod is gone
                 except Exception:
                     pass  # a dropped connection: try again below
-                if stop.wait(poll) or _pod_done(client, name, namespace):
+                if finished or stop.wait(poll):
                     return
+                # A pod that ended while its log could not be read yet (its container was still
+                # starting: a short job) gets one more read, or its lines would never be shown.
+                finished = _pod_done(client, name, namespace)
         finally:
             lines.put(None)
 

@@ -10,7 +10,7 @@ a list selects, in ``requests.fields``.
 from __future__ import annotations
 
 import builtins
-import secrets
+import random
 import string
 import uuid
 from collections.abc import Callable
@@ -79,6 +79,11 @@ class EncodedPage:
     remaining: int | None = None
 
 
+# generateName's suffix needs variety, not secrecy (kube-apiserver draws it from math/rand): one
+# generator seeded from the OS at start, instead of a system call per character.
+_NAMES = random.Random()
+
+
 class Objects:
     def __init__(
         self,
@@ -87,7 +92,7 @@ class Objects:
         *,
         clock: Clock = lambda: datetime.now(UTC),
         new_uid: Callable[[], str] = lambda: str(uuid.uuid4()),
-        suffix: Callable[[], str] = lambda: "".join(secrets.choice(_SUFFIX) for _ in range(5)),
+        suffix: Callable[[], str] = lambda: "".join(_NAMES.choices(_SUFFIX, k=5)),
     ) -> None:
         self.store = store
         self.registry = registry
