@@ -5,9 +5,10 @@ the store's change log at a revision (410 ``Expired`` once the revision is gone)
 ``storage.watch``'s hub until ``timeoutSeconds`` (30 minutes by default), with bookmarks when the
 client allows them. Plain watchers share each change's one encoding, written straight from the
 hub; a watcher that asked for Tables gets its rows printed per event. A watch writes through an
-``Outgoing``: its HTTP response (``HttpOut``), or the reader in this process (``loopback``). A log reads the container's
-CRI file (``trainyard.cluster.logs``) with kubectl's options checked as ``ValidatePodLogOptions``
-does, and with ``follow`` keeps writing until the container ends or the pod goes.
+``Outgoing``: its HTTP response (``HttpOut``), or the reader in this process (``loopback``). A log
+reads the container's CRI file (``trainyard.cluster.logs``) with kubectl's options checked as
+``ValidatePodLogOptions`` does, and with ``follow`` keeps writing until the container ends or the
+pod goes.
 
 Callers: ``server``, which routes to ``Streams.watch`` and ``Streams.log``.
 """
