@@ -44,11 +44,8 @@ def when(stamp: str) -> str:
     The server writes RFC3339Nano, which drops trailing zeros: ``05.1Z`` is later than ``05.09Z``
     but sorts before it. Padded to nanoseconds they compare right.
     """
-    head, dot, rest = stamp.partition(".")
-    digits = rest.removesuffix("Z") if dot else ""
-    if not dot:
-        head = head.removesuffix("Z")
-    return f"{head}.{digits:0<9}Z"
+    head, _, fraction = stamp.removesuffix("Z").partition(".")
+    return f"{head}.{fraction:0<9}Z"
 
 
 def container_of(pod: Obj, preferred: str | None) -> str | None:
@@ -122,9 +119,10 @@ def follow(
                     first = False
                     for raw in raw_lines:
                         stamp, text = _split(raw)
-                        if when(stamp) <= last_seen.get(name, ""):
+                        at = when(stamp)
+                        if at <= last_seen.get(name, ""):
                             continue
-                        last_seen[name] = when(stamp)
+                        last_seen[name] = at
                         lines.put(LogLine(replica_name(pod), name, stamp, text))
                         if stop.is_set():
                             return

@@ -334,14 +334,18 @@ class Entry:
     def render(self) -> Obj:
         # Between parse and render an entry only loses fields, except the writer's own, which is
         # ``touched`` when it gains any: an untouched entry of the same size is the stored one.
-        unchanged = self.stored is not None and not self.touched and len(self.fields) == self.stored[0]
+        stored = self.stored
+        if stored is not None and not self.touched and len(self.fields) == stored[0]:
+            fields_v1 = stored[1]
+        else:
+            fields_v1 = _encoded(self.fields)
         out: Obj = {
             "manager": self.manager,
             "operation": self.operation,
             "apiVersion": self.api_version,
             "time": self.time,
             "fieldsType": "FieldsV1",
-            "fieldsV1": self.stored[1] if self.stored is not None and unchanged else _encoded(self.fields),
+            "fieldsV1": fields_v1,
         }
         if self.subresource:
             out["subresource"] = self.subresource
