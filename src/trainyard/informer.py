@@ -32,7 +32,7 @@ from lightkube import ALL_NS, AsyncClient
 from lightkube.core.exceptions import ApiError
 from lightkube.types import OnErrorAction, OnErrorResult, PatchType
 
-from trainyard.client import to_dict
+from trainyard.client import plain_twin, to_dict
 
 log = logging.getLogger(__name__)
 
@@ -106,6 +106,7 @@ class Informer:
     ) -> None:
         self.client = client
         self.res = res
+        self._wire = plain_twin(res)  # listed and watched as plain dicts, which the cache keeps
         self.handlers: list[Handler] = [handle] if handle is not None else []
         self.namespaced = namespaced
         self.namespace = namespace
@@ -220,8 +221,7 @@ class Informer:
         return scope
 
     async def _list(self) -> str:
-        res: Any = self.res
-        listing = self.client.list(res, **self._scope())
+        listing = self.client.list(self._wire, **self._scope())
         seen: dict[Key, Obj] = {}
         async for item in listing:
             obj = to_dict(item)
@@ -250,8 +250,7 @@ class Informer:
                 version = await self._list()
                 failures = 0
                 expired = False
-                res: Any = self.res
-                watch = self.client.watch(res, resource_version=version, on_error=on_error, **self._scope())
+                watch = self.client.watch(self._wire, resource_version=version, on_error=on_error, **self._scope())
                 async for kind, item in watch:
                     if kind in ("ADDED", "MODIFIED", "DELETED"):
                         self._deliver(kind, to_dict(item))

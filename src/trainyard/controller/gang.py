@@ -53,7 +53,7 @@ from trainyard.controller.children import is_owned, owner_reference
 from trainyard.controller.observed import ControllerSettings, Observed
 from trainyard.controller.plan import EventType, JobEvent, Plan, Told
 from trainyard.frameworks.base import Framework, OwnedKind
-from trainyard.frameworks.capabilities import LauncherJobs
+from trainyard.frameworks.capabilities import launcher_jobs
 
 SCHEDULER_NAME_REASON = "SetPodTemplateSchedulerName"
 SCHEDULER_NAME_MESSAGE = "Another scheduler is specified when gang-scheduling is enabled and it will not be overwritten"
@@ -157,9 +157,8 @@ def min_member(job: TrainingJob, plugin: Framework) -> int:
     given = _policy(job).min_available
     if given is not None:
         return given
-    return sum(
-        s.replicas if s.replicas is not None else 1 for t, s in job.replica_specs.items() if t in _gang(job, plugin)
-    )
+    gang = _gang(job, plugin)
+    return sum(s.replicas if s.replicas is not None else 1 for t, s in job.replica_specs.items() if t in gang)
 
 
 def _gang(job: TrainingJob, plugin: Framework) -> set[str]:
@@ -167,8 +166,9 @@ def _gang(job: TrainingJob, plugin: Framework) -> set[str]:
     workers are Ready (MPIJob's ``WaitForWorkersReady``), which cannot be in their all-or-nothing
     start; counting it, as the mpi-operator does, leaves such a job waiting for ever."""
     types = set(job.replica_specs)
-    if isinstance(plugin, LauncherJobs) and plugin.waits_for_workers(job):
-        types.discard(plugin.launcher_type)
+    launcher = launcher_jobs(plugin)
+    if launcher is not None and launcher.waits_for_workers(job):
+        types.discard(launcher.launcher_type)
     return types
 
 

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import dataclasses
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from trainyard.api import conditions
 from trainyard.api.common import CleanPodPolicy, ConditionType, JobCondition, JobStatus, ReplicaStatus, TrainingJob
@@ -41,7 +41,7 @@ from trainyard.controller import children, gang, lifecycle, owned, progress, tra
 from trainyard.controller.observed import ControllerSettings, Observed
 from trainyard.controller.plan import ChildRef, EventType, JobEvent, Plan, StatusPatch
 from trainyard.frameworks.base import Framework
-from trainyard.frameworks.capabilities import LauncherJobs
+from trainyard.frameworks.capabilities import LauncherJobs, launcher_jobs
 from trainyard.frameworks.network import Network
 
 BATCH_JOB = ("batch", "Job")
@@ -410,4 +410,4 @@ def _truncate(message: str) -> str:
 
 def launched(plugin: Framework) -> Launched | None:
     """``plugin`` if its kind is run by a launcher Job, else None."""
-    return plugin if isinstance(plugin, LauncherJobs) else None
+    return cast(Launched, plugin) if launcher_jobs(plugin) is not None else None

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, cast, runtime_checkable
 
 from trainyard.api.common import TrainingJob
 from trainyard.api.meta import TypedObject
@@ -113,3 +113,20 @@ class LauncherJobs(Protocol):
 
 KeyPairs = Callable[[], tuple[str, str]]
 """A fresh SSH key pair: (private key in PEM, public key in ``authorized_keys`` form)."""
+
+
+def launcher_jobs(plugin: object) -> LauncherJobs | None:
+    """``plugin`` as ``LauncherJobs`` when it has the capability, else None.
+
+    Asked on every reconcile: a Protocol's ``isinstance`` looks up each of its members every time
+    (about as long as the rest of a small reconcile's gang step); plugins of one class have the
+    same members, so the first one's answer is kept for the class.
+    """
+    cls = type(plugin)
+    launches = _LAUNCHES.get(cls)
+    if launches is None:
+        launches = _LAUNCHES[cls] = isinstance(plugin, LauncherJobs)
+    return cast(LauncherJobs, plugin) if launches else None
+
+
+_LAUNCHES: dict[type, bool] = {}

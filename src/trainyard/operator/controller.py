@@ -421,8 +421,9 @@ class JobController:
         patched = await self.client.patch(
             self.res, m["name"], patch, namespace=m["namespace"], patch_type=PatchType.MERGE
         )
-        self.jobs.mutated(to_dict(patched))
-        return to_dict(patched)
+        answer = to_dict(patched)
+        self.jobs.mutated(answer)
+        return answer
 
     async def _emit(self, job: dict[str, Any], events: Sequence[Event]) -> None:
         m = job["metadata"]

@@ -275,11 +275,15 @@ def is_config_map_key(value: str) -> list[str]:
     return errs
 
 
+_PORT_NAME = re.compile(r"^[-a-z0-9]+$")
+_LETTER = re.compile(r"[a-z]")
+
+
 def is_port_name(port: str) -> list[str]:
     errs = [max_len_error(15)] if len(port) > 15 else []
-    if not re.match(r"^[-a-z0-9]+$", port):
+    if not _PORT_NAME.match(port):
         errs.append("must contain only alpha-numeric characters (a-z, 0-9), and hyphens (-)")
-    if not re.search(r"[a-z]", port):
+    if not _LETTER.search(port):
         errs.append("must contain at least one letter (a-z)")
     if "--" in port:
         errs.append("must not contain consecutive hyphens")

@@ -82,6 +82,7 @@ class EncodedPage:
 # generateName's suffix needs variety, not secrecy (kube-apiserver draws it from math/rand): one
 # generator seeded from the OS at start, instead of a system call per character.
 _NAMES = random.Random()
+GENERATE_NAME_TRIES = 8
 
 
 class Objects:
@@ -247,6 +248,9 @@ class Objects:
                     ],
                 )
             m["name"] = m["generateName"] + self.suffix()
+            generated = True
+        else:
+            generated = False
         name = m["name"]
         for key in ("resourceVersion", "deletionTimestamp", "deletionGracePeriodSeconds"):
             m.pop(key, None)
@@ -262,11 +266,18 @@ class Objects:
         self._check_priority_class(rt, obj)
         if manager is not None and "managedFields" not in m:
             self._track(rt, None, obj, manager, None)
-        if self.store.get(rt.key, m.get("namespace", ""), name) is not None:
+        space = m.get("namespace", "")
+        # A generated name that is taken is drawn again, as kube-apiserver does since 1.32
+        # (RetryGenerateName, at most 8 tries in all); chosen or still taken, it is 409.
+        tries = 1
+        while self.store.exists(rt.key, space, name) and generated and tries < GENERATE_NAME_TRIES:
+            name = m["name"] = m["generateName"] + self.suffix()
+            tries += 1
+        if self.store.exists(rt.key, space, name):
             raise errors.already_exists(rt, name)
         if dry_run:
             return self.present(rt, obj)
-        stored = self.store.put(rt.key, m.get("namespace", ""), name, obj, created=True)
+        stored = self.store.put(rt.key, space, name, obj, created=True)
         if rt.key == "apiextensions.k8s.io/customresourcedefinitions":
             self.registry.add_crd(stored)
         return self.present(rt, stored)
@@ -298,7 +309,7 @@ class Objects:
             raise errors.bad_request(
                 f"the name of the object ({body['metadata']['name']}) does not match the name on the URL ({name})"
             )
-        new = self._merge_update(rt, current, body, subresource)
+        new = self._merge_update(rt, current, body, subresource, owned=True)
         return self._commit(
             rt, current, new, dry_run=dry_run, manager=manager, subresource=subresource, warnings=warnings
         )
@@ -318,9 +329,9 @@ class Objects:
         manager: str | None = None,
     ) -> Obj:
         current = self._current(rt, namespace, name)
-        # ``current`` is compared with the result later, so the patch works on a private copy; a
-        # JSON round trip makes one several times faster than ``copy.deepcopy``.
-        base = self.present(rt, codec.clone(_unversioned(current)))
+        # ``current`` is compared with the result later, so the patch works on a private copy:
+        # decoding the stored body again makes one faster than any copy of ``current``.
+        base = self.present(rt, _unversioned(self._current(rt, namespace, name)))
         try:
             if content_type == "application/merge-patch+json":
                 patched = patching.merge_patch(base, body, owned=True)
@@ -345,7 +356,7 @@ class Objects:
         wanted_rv = (patched.get("metadata") or {}).get("resourceVersion")
         if wanted_rv and wanted_rv != current["metadata"]["resourceVersion"]:
             raise errors.conflict(rt, name)
-        new = self._merge_update(rt, current, patched, subresource)
+        new = self._merge_update(rt, current, patched, subresource, owned=True)
         return self._commit(
             rt, current, new, dry_run=dry_run, manager=manager, subresource=subresource, warnings=warnings
         )
@@ -427,7 +438,7 @@ class Objects:
             raise errors.invalid(rt, name, [("FieldValueRequired", "target.name", "Required value")])
         if current.get("spec", {}).get("nodeName"):
             raise errors.conflict(rt, name, f'pod {name} is already assigned to node "{current["spec"]["nodeName"]}"')
-        new = codec.clone(current)
+        new = self._current(rt, namespace, name)  # a copy of its own, to compare with ``current``
         new["spec"]["nodeName"] = node
         # As the binding storage does: the pod is scheduled the moment it is bound.
         status = new.setdefault("status", {})
@@ -523,8 +534,11 @@ class Objects:
                 f"unable to create new content in namespace {namespace} because it is being terminated",
             )
 
-    def _merge_update(self, rt: ResourceType, current: Obj, body: Obj, subresource: str | None) -> Obj:
-        """The object after a PUT or PATCH, honouring the status subresource and immutable metadata."""
+    def _merge_update(
+        self, rt: ResourceType, current: Obj, body: Obj, subresource: str | None, *, owned: bool = False
+    ) -> Obj:
+        """The object after a PUT or PATCH, honouring the status subresource and immutable metadata.
+        ``owned``: ``body`` is this request's own copy (nothing else holds it), to build on in place."""
         body = {k: v for k, v in body.items() if k not in ("apiVersion", "kind")}
         if subresource == "status":
             new: Obj = codec.clone(current)
@@ -533,7 +547,7 @@ class Objects:
             else:
                 new.pop("status", None)
             return new
-        new = codec.clone(body)
+        new = body if owned else codec.clone(body)
         assert isinstance(new, dict)
         m = new.setdefault("metadata", {})
         cm = current["metadata"]

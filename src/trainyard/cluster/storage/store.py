@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import bisect
 import builtins
+import functools
 import logging
 import sqlite3
 import threading
@@ -98,10 +99,16 @@ class Change:
     namespace: str
     name: str
     obj: Obj
-    old: Obj | None
+    old_body: bytes | None  # the object before, as stored; None for ADDED
     body: bytes = b""  # ``obj`` as stored: version-free compact JSON
     # Watch lines already encoded for this change, shared by every watcher of the same shape.
     lines: dict[tuple[str, str, str], bytes] = field(default_factory=dict, compare=False, repr=False)
+
+    @functools.cached_property
+    def old(self) -> Obj | None:
+        """The object before the change, decoded when first asked: only a watch with a selector
+        asks (did the object leave it?), and most changes have none."""
+        return codec.loads(self.old_body) if self.old_body is not None else None
 
     def line(self, event_type: str, api_version: str, kind: str) -> bytes:
         key = (event_type, api_version, kind)
@@ -166,6 +173,9 @@ class Store:
     def compacted(self) -> int:
         """The newest revision no longer in the change log (0: nothing compacted yet)."""
         return self._compacted
+
+    def exists(self, resource: str, namespace: str, name: str) -> bool:
+        return self._raw(resource, namespace, name) is not None
 
     def get(self, resource: str, namespace: str, name: str) -> Obj | None:
         raw = self._raw(resource, namespace, name)
@@ -276,7 +286,7 @@ class Store:
                 r[3],
                 r[4],
                 codec.loads(r[5]),
-                codec.loads(r[6]) if r[6] else None,
+                _bytes(r[6]) if r[6] else None,
                 _bytes(r[5]),
             )
             for r in rows
@@ -334,7 +344,7 @@ class Store:
                 spaces.pop(namespace, None)
         else:
             self._objects.setdefault(resource, {}).setdefault(namespace, {})[name] = body
-        change = Change(rv, kind, resource, namespace, name, obj, codec.loads(old) if old is not None else None, body)
+        change = Change(rv, kind, resource, namespace, name, obj, old, body)
         for listener in self._listeners:
             listener(change)
         if rv - self._compacted > RETAINED_CHANGES + COMPACT_EVERY:

@@ -141,3 +141,23 @@ def test_no_finalizer_may_be_added_while_deleting(objects: Objects) -> None:
         'is being deleted, found new finalizers []string{"a/b"}'
     )
     assert status["details"]["causes"][0]["field"] == "metadata.finalizers"
+
+
+def test_a_generated_name_that_is_taken_is_drawn_again_up_to_eight_times(tmp_path: Path) -> None:
+    # kube-apiserver's RetryGenerateName (GA in 1.32): a collision of generated names is not the client's 409.
+    draws = iter(["aaaaa"] * 8 + ["bbbbb"] + ["aaaaa"] * 8)
+    objs = Objects(Store(tmp_path / "store.db"), Registry(), suffix=lambda: next(draws))
+    objs.create(rt(objs, "", "namespaces"), "", {"metadata": {"name": "ns"}})
+    configmaps = rt(objs, "", "configmaps")
+    body = {"metadata": {"generateName": "cm-"}, "data": {"k": "v"}}
+    assert objs.create(configmaps, "ns", body)["metadata"]["name"] == "cm-aaaaa"
+    # taken on seven tries, free on the eighth
+    assert objs.create(configmaps, "ns", body)["metadata"]["name"] == "cm-bbbbb"
+    # taken on all eight tries: AlreadyExists, with the last name drawn
+    with pytest.raises(errors.ApiError) as refused:
+        objs.create(configmaps, "ns", body)
+    assert (refused.value.code, refused.value.reason) == (409, "AlreadyExists")
+    assert next(draws, None) is None
+    # a name the client chose is never replaced
+    with pytest.raises(errors.ApiError):
+        objs.create(configmaps, "ns", {"metadata": {"name": "cm-aaaaa"}})

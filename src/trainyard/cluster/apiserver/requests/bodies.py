@@ -15,6 +15,7 @@ import json
 import math
 from typing import Any
 
+import msgspec
 import yaml
 
 from trainyard.cluster.apiserver import errors
@@ -29,6 +30,7 @@ MAX_DEPTH = 100
 # YAML aliases can expand a small document exponentially (a "billion laughs"); stop far earlier.
 MAX_YAML_NODES = 1_000_000
 YAML_TYPES = ("application/yaml", "application/apply-patch+yaml")
+_json = msgspec.json.Decoder()
 
 
 async def read(request: ApiRequest) -> bytes:
@@ -62,7 +64,13 @@ def decode(raw: bytes, content_type: str, *, what: str = "the request body") -> 
     try:
         if content_type in YAML_TYPES:
             return _jsonable(yaml.load(raw, Loader=_Loader), 0, [MAX_YAML_NODES])
-        return _checked(json.loads(raw, parse_constant=_reject_constant), 0)
+        try:
+            value = _json.decode(raw)
+        except msgspec.DecodeError:
+            # The standard library reads what msgspec refuses but JSON allows (escaped lone
+            # surrogates, UTF-16 and -32), and words the error for everything else.
+            value = json.loads(raw, parse_constant=_reject_constant)
+        return _checked(value, 0)
     except (ValueError, yaml.YAMLError, RecursionError) as exc:
         # RecursionError: json and yaml both recurse per nesting level while parsing.
         reason = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
