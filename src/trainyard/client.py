@@ -122,8 +122,9 @@ class UrlMemo:
     """httpx's ``build_request`` with each request's URL built once per (path, query) and kept.
 
     httpx parses and re-quotes a URL three times per request (the relative one, its merge with the
-    base, the query added): about a tenth of the embedded plane's CPU in a sweep of many jobs, whose
-    components send the same few URLs over and over (events, creates, each pod's status). The first
+    base, the query added): most of building a request, which was a tenth of the embedded plane's
+    CPU in a sweep of many jobs, whose components send the same few URLs over and over (events,
+    creates, each pod's status). The first
     request for a URL is built by httpx itself, so later ones get exactly its URL; they pass it
     whole, which httpx takes without parsing. Clients with default query parameters of their own
     (``has_params``; lightkube sets none) are left to httpx.

@@ -330,7 +330,7 @@ class Objects:
     ) -> Obj:
         current = self._current(rt, namespace, name)
         # ``current`` is compared with the result later, so the patch works on a private copy:
-        # decoding the stored body again makes one faster than any copy of ``current``.
+        # decoding the stored body again is cheaper than copying ``current`` (a JSON round trip).
         base = self.present(rt, _unversioned(self._current(rt, namespace, name)))
         try:
             if content_type == "application/merge-patch+json":
