@@ -19,7 +19,6 @@ one wraps, as do requests for other hosts.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
@@ -33,6 +32,7 @@ from trainyard.cluster.apiserver import auth
 from trainyard.cluster.apiserver.requests.incoming import ApiRequest, Outgoing
 from trainyard.cluster.apiserver.requests.query import flag
 from trainyard.cluster.storage.watch import Transport
+from trainyard.cluster.tasks import cancel_all
 
 Handler = Callable[[ApiRequest], Awaitable[web.StreamResponse]]
 
@@ -171,11 +171,7 @@ class Loopback:
 
     async def close(self) -> None:
         """End the watches served in-process (their readers see the end of the body, as at a server's shutdown)."""
-        for task in list(self._watches):
-            task.cancel()
-        for task in list(self._watches):
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+        await cancel_all(self._watches)
 
     def transport(self, network: httpx2.AsyncBaseTransport) -> httpx2.AsyncBaseTransport:
         """A transport that serves this server's requests in-process and sends the rest to ``network``."""

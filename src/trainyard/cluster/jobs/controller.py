@@ -26,6 +26,7 @@ from lightkube.types import CascadeType, PatchType
 from trainyard.api.meta import format_time
 from trainyard.client import build, is_status, plain_resource, record_event, reference, to_dict
 from trainyard.cluster.jobs import decisions
+from trainyard.cluster.tasks import cancel_all
 from trainyard.informer import Informer
 
 log = logging.getLogger(__name__)
@@ -217,11 +218,7 @@ class JobController:
                 self._queued.discard(key)
                 await self._process(key)
         finally:
-            for task in tasks:
-                task.cancel()
-            for task in tasks:
-                with contextlib.suppress(asyncio.CancelledError, Exception):
-                    await task
+            await cancel_all(tasks)
             for timer in self._timers.values():
                 timer.cancel()
 

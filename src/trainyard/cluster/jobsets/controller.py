@@ -26,6 +26,7 @@ from trainyard.api import jobset as api
 from trainyard.api.meta import format_time
 from trainyard.client import build, is_status, plain_resource, record_event, reference, to_dict
 from trainyard.cluster.jobsets import decisions
+from trainyard.cluster.tasks import cancel_all
 from trainyard.informer import Informer
 
 log = logging.getLogger(__name__)
@@ -130,11 +131,7 @@ class JobSetController:
                 self._queued.discard(key)
                 await self._process(key)
         finally:
-            for task in tasks:
-                task.cancel()
-            for task in tasks:
-                with contextlib.suppress(asyncio.CancelledError, Exception):
-                    await task
+            await cancel_all(tasks)
             for timer in self._timers.values():
                 timer.cancel()
 

@@ -57,6 +57,7 @@ from typing import Any
 
 from trainyard.cluster.node.runtime import nsexec, rsh, shim, sshd
 from trainyard.cluster.paths import Layout
+from trainyard.cluster.tasks import cancel_all
 
 log = logging.getLogger(__name__)
 
@@ -306,11 +307,7 @@ class ExecServer:
         self._listener = listener
 
     async def close(self) -> None:
-        for task in list(self._tasks):
-            task.cancel()
-        for task in list(self._tasks):
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+        await cancel_all(self._tasks)
         if self._listener is not None:
             self._listener.close()
             self._listener = None
