@@ -271,9 +271,14 @@ def test_backoff_limit_exhaustion_fails_the_job_and_keeps_the_failed_pod(
 
 def test_whole_job_restart_recreates_every_replica(kubectl: Kubectl, ns: str, tmp_path: Path) -> None:
     # The master waits forever on its first run (as a DDP rank would, for a peer that died); the
-    # worker crashes on its first run. Only a restart of both lets the job succeed.
+    # worker crashes on its first run. Only a restart of both lets the job succeed. The worker
+    # crashes only once the master's first run has left its mark: the gang restart can come
+    # sooner than a Python process starts, and a master stopped before it marked would count
+    # its second run as its first.
     master = marker_script(tmp_path / "master", "time.sleep(600)", "sys.exit(0)")
-    worker = marker_script(tmp_path / "worker", "sys.exit(1)", "time.sleep(600)")
+    marks = str(tmp_path / "master")
+    master_marked = f"while not (os.path.isdir({marks!r}) and os.listdir({marks!r})):\n        time.sleep(0.05)\n    "
+    worker = marker_script(tmp_path / "worker", master_marked + "sys.exit(1)", "time.sleep(600)")
     submit(
         kubectl,
         ns,
