@@ -26,7 +26,7 @@ from aiohttp import web
 from lightkube import AsyncClient, KubeConfig
 
 from trainyard.api.podgroup import SCHEDULER_PLUGINS_SCHEDULER
-from trainyard.client import Client, plain_resource, wrap_transports
+from trainyard.client import Client, plain_resource, route_directly, wrap_transports
 from trainyard.cluster.apiserver.auth import Credentials, write_private
 from trainyard.cluster.jobs.controller import JobController
 from trainyard.cluster.jobs.decisions import Backoff
@@ -122,8 +122,10 @@ class EmbeddedPlane:
         config = kubeconfig(self.api.url, self.api.credentials)
         write_private(self.layout.kubeconfig, yaml.safe_dump(config, sort_keys=False).encode())
         self._client = Client(KubeConfig.from_dict(config), field_manager="trainyard")
-        # Their requests and watches are served in-process: same client, same server handler, no socket.
+        # Their requests and watches are served in-process: same client, same server handler, no
+        # socket; their requests without httpx too (lists and watches still go through it).
         wrap_transports(self._client, self.api.loopback.transport, watches=True)
+        route_directly(self._client, self.api.loopback.call)
         self.node = NodeAgent(
             self._client,
             self.layout,
@@ -168,6 +170,7 @@ class EmbeddedPlane:
                 UNLIMITED,
                 field_manager="trainyard",
                 route=self.api.loopback.transport,
+                direct=self.api.loopback.call,
             )
             settings = OperatorSettings.host(self.options.host, self.options.gang_scheduler_name)
             settings = with_pending_timeout(settings, self.options.pending_timeout)

@@ -2,7 +2,9 @@
 
 A lightkube client whose requests and watches are served in-process must see exactly what it sees
 over HTTPS: the same objects, the same events, the same errors as ``Status``, the same bearer-token
-check; logs, exec and the other streams still go over the network.
+check; logs, exec and the other streams still go over the network. The request tests run both
+ways in-process: through httpx and the loopback transport, and without httpx (``Client.direct``,
+``Loopback.call``), as the plane's own components send them.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import yaml
 from lightkube import ApiError, AsyncClient, KubeConfig
 from lightkube.resources.core_v1 import ConfigMap
 
-from trainyard.client import Client, delete, to_dict, wrap_transports
+from trainyard.client import Answer, Call, Client, delete, route_directly, to_dict, wrap_transports
 from trainyard.cluster.apiserver.loopback import Loopback, Pipe
 from trainyard.cluster.paths import Layout
 from trainyard.cluster.plane import ApiPlane
@@ -44,7 +46,7 @@ class Counted(httpx2.AsyncBaseTransport):
 Scenario = Callable[[ApiPlane, AsyncClient, AsyncClient, Counted], Awaitable[None]]
 
 
-def run(tmp_path: Path, scenario: Scenario, *, token: str | None = None) -> None:
+def run(tmp_path: Path, scenario: Scenario, *, token: str | None = None, direct: bool = False) -> None:
     async def main() -> None:
         plane = ApiPlane(Layout(tmp_path), port=0, secure=True)
         await plane.start()
@@ -63,8 +65,17 @@ def run(tmp_path: Path, scenario: Scenario, *, token: str | None = None) -> None
             return plane.loopback.transport(counted[-1])
 
         wrap_transports(local, route, watches=True)
+        calls: list[str] = []
+        if direct:
+
+            async def call(request: Call) -> Answer:
+                calls.append(f"{request.method} {request.path}")
+                return await plane.loopback.call(request)
+
+            route_directly(local, call)
         try:
             await scenario(plane, local, network, counted[0])
+            assert bool(calls) == direct
         finally:
             await local.close()
             await network.close()
@@ -81,7 +92,8 @@ def comparable(obj: Any) -> dict[str, Any]:
     return to_dict(obj)
 
 
-def test_requests_are_served_in_process_and_answer_as_over_https(tmp_path: Path) -> None:
+@pytest.mark.parametrize("direct", [False, True], ids=["httpx", "direct"])
+def test_requests_are_served_in_process_and_answer_as_over_https(tmp_path: Path, direct: bool) -> None:
     async def scenario(plane: ApiPlane, local: AsyncClient, network: AsyncClient, counted: Counted) -> None:
         created = await local.create(configmap("a", {"k": "v"}))
         assert created.metadata.resourceVersion
@@ -90,6 +102,11 @@ def test_requests_are_served_in_process_and_answer_as_over_https(tmp_path: Path)
         )
         patched = await local.patch(ConfigMap, "a", {"data": {"k": "w"}}, namespace="default")
         assert patched.data == {"k": "w"}
+        # server-side apply: its own content type, and a boolean among the query parameters
+        applied = await local.apply(configmap("a", {"k": "x"}), field_manager="other", force=True)
+        assert applied.data == {"k": "x"}
+        owners = [entry.manager for entry in applied.metadata.managedFields or []]
+        assert "other" in owners
         names = [c.metadata.name async for c in local.list(ConfigMap, namespace="default")]
         assert "a" in names
         # DeleteOptions with a precondition: the body travels in-process too.
@@ -98,10 +115,11 @@ def test_requests_are_served_in_process_and_answer_as_over_https(tmp_path: Path)
         assert not await delete(local, ConfigMap, "a", namespace="default")
         assert counted.requests == []
 
-    run(tmp_path, scenario)
+    run(tmp_path, scenario, direct=direct)
 
 
-def test_errors_come_back_as_the_same_status(tmp_path: Path) -> None:
+@pytest.mark.parametrize("direct", [False, True], ids=["httpx", "direct"])
+def test_errors_come_back_as_the_same_status(tmp_path: Path, direct: bool) -> None:
     async def scenario(plane: ApiPlane, local: AsyncClient, network: AsyncClient, counted: Counted) -> None:
         await local.create(configmap("b", {}))
         answers = []
@@ -116,10 +134,11 @@ def test_errors_come_back_as_the_same_status(tmp_path: Path) -> None:
         assert answers[0] == answers[1] == [(404, "NotFound"), (409, "AlreadyExists"), (422, "Invalid")]
         assert counted.requests == []
 
-    run(tmp_path, scenario)
+    run(tmp_path, scenario, direct=direct)
 
 
-def test_a_wrong_token_is_refused_in_process_too(tmp_path: Path) -> None:
+@pytest.mark.parametrize("direct", [False, True], ids=["httpx", "direct"])
+def test_a_wrong_token_is_refused_in_process_too(tmp_path: Path, direct: bool) -> None:
     async def scenario(plane: ApiPlane, local: AsyncClient, network: AsyncClient, counted: Counted) -> None:
         for client in (local, network):
             with pytest.raises(ApiError) as refused:
@@ -127,7 +146,7 @@ def test_a_wrong_token_is_refused_in_process_too(tmp_path: Path) -> None:
             assert refused.value.status.code == 401
         assert counted.requests == []
 
-    run(tmp_path, scenario, token="not-the-token")
+    run(tmp_path, scenario, token="not-the-token", direct=direct)
 
 
 async def lines(client: AsyncClient, path: str) -> tuple[int, list[str]]:
@@ -231,7 +250,8 @@ def test_logs_and_other_streams_go_over_the_network(tmp_path: Path) -> None:
     run(tmp_path, scenario)
 
 
-def test_each_request_gives_the_event_loop_a_turn(tmp_path: Path) -> None:
+@pytest.mark.parametrize("direct", [False, True], ids=["httpx", "direct"])
+def test_each_request_gives_the_event_loop_a_turn(tmp_path: Path, direct: bool) -> None:
     # Over a socket every round trip lets other tasks run (kubectl's requests, watches); in-process it must too.
     async def scenario(plane: ApiPlane, local: AsyncClient, network: AsyncClient, counted: Counted) -> None:
         turns = 0
@@ -250,4 +270,4 @@ def test_each_request_gives_the_event_loop_a_turn(tmp_path: Path) -> None:
         task.cancel()
         assert turns - before >= 20
 
-    run(tmp_path, scenario)
+    run(tmp_path, scenario, direct=direct)

@@ -1,20 +1,25 @@
 """``trainyard.client``'s shortcuts around lightkube and httpx: each must send exactly what they would.
 
 ``UrlMemo`` keeps the URLs httpx built; ``plain_twin`` decodes a resource's objects as plain
-dicts. Both are checked against the unshortened path on real httpx and lightkube objects.
+dicts; ``Client.direct`` hands requests to a server in this process without httpx. Each is
+checked against the unshortened path on real httpx and lightkube objects (httpx's
+``MockTransport`` stands in for the network, which these tests do not need).
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
 import httpx2
-from lightkube import KubeConfig
+import pytest
+from lightkube import ApiError, AsyncClient, KubeConfig
 from lightkube.core.generic_client import WatchDriver
-from lightkube.resources.core_v1 import Node, Pod, PodStatus
+from lightkube.resources.core_v1 import ConfigMap, Node, Pod, PodStatus
+from lightkube.types import PatchType
 
-from trainyard.client import Client, UrlMemo, plain_twin, to_dict
+from trainyard.client import Answer, Call, Client, UrlMemo, delete, plain_twin, route_directly, to_dict, wrap_transports
 from trainyard.embedded import kubeconfig
 
 CALLS: list[tuple[str, str, dict[str, Any] | None, bytes | None]] = [
@@ -79,3 +84,77 @@ def test_a_plain_twin_reaches_the_same_urls_and_decodes_plain_dicts() -> None:
     assert obj.metadata.resourceVersion == "7" and obj.metadata.generateName is None
     # a subresource, a plain class or anything else is its own twin
     assert plain_twin(PodStatus) is PodStatus and plain_twin(plain_twin(Pod)) is plain_twin(Pod)
+
+
+def test_a_request_sent_in_process_carries_what_httpx_would_send() -> None:
+    """The same lightkube calls, once through httpx and once through ``Client.direct``: the server gets
+    the same method, path, query, headers and body, and the caller the same answer and errors."""
+    raw: Any = kubeconfig("https://127.0.0.1:6443/prefix", None)
+    raw["users"][0]["user"]["token"] = "the-token"
+    config = KubeConfig.from_dict(raw)
+    cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "namespace": "ns"}, "data": {"k": "v"}}
+    missing = {"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "NotFound", "code": 404}
+
+    def answer(method: str, path: str) -> tuple[int, bytes]:
+        if path.endswith("/gone"):
+            return 404, json.dumps(missing).encode()
+        return 200, json.dumps(cm).encode()
+
+    over_http: list[tuple[Any, ...]] = []
+    in_process: list[tuple[Any, ...]] = []
+
+    def network(request: httpx2.Request) -> httpx2.Response:
+        query = [(k, v) for k, v in request.url.params.multi_items()]
+        headers = sorted((k.lower(), v) for k, v in request.headers.multi_items() if k.lower() != "content-length")
+        over_http.append((request.method, request.url.path, query, headers, request.read()))
+        status, body = answer(request.method, request.url.path)
+        return httpx2.Response(status, headers={"Content-Type": "application/json"}, content=body)
+
+    async def direct(call: Call) -> Answer:
+        headers = sorted((k.lower(), v) for k, v in call.headers)
+        in_process.append((call.method, call.path, list(call.query), headers, call.body))
+        status, body = answer(call.method, call.path)
+        return Answer(status, [("Content-Type", "application/json")], body)
+
+    async def calls(client: Client) -> list[Any]:
+        got: list[Any] = [to_dict(await client.create(ConfigMap.from_dict(cm)))]
+        got.append(to_dict(await client.patch(ConfigMap, "c", {"data": {"k": "w"}}, namespace="ns")))
+        patch = {"status": {"phase": "Running"}}
+        got.append(to_dict(await client.patch(PodStatus, "p", patch, namespace="ns", patch_type=PatchType.MERGE)))
+        got.append(to_dict(await client.apply(ConfigMap.from_dict(cm), field_manager="other", force=True)))
+        got.append(to_dict(await client.get(Node, "n")))
+        got.append(await delete(client, ConfigMap, "c", namespace="ns", uid="u-1", grace_period=0))
+        with pytest.raises(ApiError) as gone:
+            await client.get(ConfigMap, "gone", namespace="ns")
+        got.append((gone.value.status.code, gone.value.status.reason))
+        return got
+
+    async def main() -> tuple[list[Any], list[Any]]:
+        mock = httpx2.MockTransport(network)
+        http_client = wrap_transports(Client(config, field_manager="yard"), lambda _: mock, watches=True)
+        local = route_directly(Client(config, field_manager="yard"), direct)
+        try:
+            assert isinstance(http_client, Client) and isinstance(local, Client)
+            return await calls(http_client), await calls(local)
+        finally:
+            await http_client.close()
+            await local.close()
+
+    via_http, via_call = asyncio.run(main())
+    assert via_call == via_http
+    assert in_process == over_http
+    assert len(in_process) == 7
+    assert in_process[3][2] == [("force", "true"), ("fieldManager", "other")]  # a boolean as httpx writes it
+    assert ("authorization", "Bearer the-token") in in_process[0][3]
+    assert in_process[0][1] == "/prefix/api/v1/namespaces/ns/configmaps"
+
+
+def test_only_our_client_sends_in_process() -> None:
+    plain = AsyncClient(KubeConfig.from_dict(kubeconfig("https://127.0.0.1:6443", None)))
+
+    async def nothing(call: Call) -> Answer:
+        raise AssertionError("not reached")
+
+    with pytest.raises(TypeError, match=r"trainyard\.client\.Client"):
+        route_directly(plain, nothing)
+    asyncio.run(plain.close())

@@ -14,7 +14,9 @@ What upstream's operator gets from client-go (``--kube-api-qps``/``--kube-api-bu
 Both sit in an httpx transport that wraps the one lightkube's client built, so they see each HTTP
 round trip exactly once (an auth retry or a redirect is a request of its own, as in client-go).
 The built transports are wrapped in place (``trainyard.client.wrap_transports``, which says why and
-what private attributes that reaches).
+what private attributes that reaches). In the embedded plane the client's requests skip httpx
+(``trainyard.client.Client.direct``): ``MeteredDirect`` does the same there, so each request is
+counted once whichever way it went.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from dataclasses import dataclass
 import httpx2
 from lightkube import AsyncClient, KubeConfig
 
-from trainyard.client import Client, Wrap, wrap_transports
+from trainyard.client import Answer, Call, Client, Direct, Wrap, route_directly, wrap_direct, wrap_transports
 from trainyard.operator.metrics import OperatorMetrics
 
 ERROR_CODE = "<error>"
@@ -131,6 +133,38 @@ class MeteredTransport(httpx2.AsyncBaseTransport):
         await self.inner.aclose()
 
 
+class MeteredDirect:
+    """``MeteredTransport`` for the requests a ``Client`` sends in-process (``trainyard.client.Client.direct``):
+    the same token, the same metrics, so a request counts once whichever way it went."""
+
+    def __init__(
+        self,
+        inner: Direct,
+        metrics: OperatorMetrics,
+        limiter: TokenBucket | None,
+        *,
+        clock: Callable[[], float] = time.perf_counter,
+    ) -> None:
+        self.inner = inner
+        self.metrics = metrics
+        self.limiter = limiter
+        self._clock = clock
+
+    async def __call__(self, call: Call) -> Answer:
+        if self.limiter is not None:
+            waiting = self._clock()
+            await self.limiter.wait()
+            self.metrics.api_throttled(call.method, call.host, self._clock() - waiting)
+        start = self._clock()
+        try:
+            answer = await self.inner(call)
+        except Exception:
+            self.metrics.api_request(call.method, call.host, ERROR_CODE, self._clock() - start)
+            raise
+        self.metrics.api_request(call.method, call.host, str(answer.status), self._clock() - start)
+        return answer
+
+
 def instrument(client: AsyncClient, metrics: OperatorMetrics, limit: RateLimit) -> AsyncClient:
     """Meter (and, when ``limit.limited``, rate-limit) every request ``client`` sends; one bucket for all,
     watches included where they have a pool of their own (``trainyard.client.Client``)."""
@@ -142,18 +176,33 @@ def instrument(client: AsyncClient, metrics: OperatorMetrics, limit: RateLimit) 
         return MeteredTransport(transport, metrics, limiter)
 
     wrap_transports(client, wrap, watches=True)
+
+    def wrap_calls(direct: Direct) -> Direct:
+        if isinstance(direct, MeteredDirect):
+            raise ValueError("this client is metered already")
+        return MeteredDirect(direct, metrics, limiter)
+
+    wrap_direct(client, wrap_calls)
     return client
 
 
 def api_client(
-    config: KubeConfig, metrics: OperatorMetrics, limit: RateLimit, *, field_manager: str, route: Wrap | None = None
+    config: KubeConfig,
+    metrics: OperatorMetrics,
+    limit: RateLimit,
+    *,
+    field_manager: str,
+    route: Wrap | None = None,
+    direct: Direct | None = None,
 ) -> AsyncClient:
     """The operator's lightkube client for ``config``, metered into ``metrics`` and limited by ``limit``;
-    ``route`` wraps its transports first (the embedded plane's in-process route), so the meter
-    counts those requests too."""
+    ``route`` wraps its transports first and ``direct`` serves its requests (the embedded plane's
+    in-process route, ``trainyard.client.Client.direct``), so the meter counts those requests too."""
     client = Client(config, field_manager=field_manager)
     if route is not None:
         wrap_transports(client, route, watches=True)
+    if direct is not None:
+        route_directly(client, direct)
     return instrument(client, metrics, limit)
 
 

@@ -19,6 +19,7 @@ from lightkube.resources.core_v1 import Pod
 from prometheus_client.parser import text_string_to_metric_families
 
 from conftest import free_port
+from trainyard.client import Answer, Call
 from trainyard.embedded import kubeconfig
 from trainyard.operator.main import parser
 from trainyard.operator.metrics import OperatorMetrics
@@ -220,3 +221,38 @@ def test_a_client_is_metered_once() -> None:
     with pytest.raises(ValueError, match="metered already"):
         instrument(client, OperatorMetrics(), UNLIMITED)
     asyncio.run(client.close())
+
+
+def test_requests_sent_in_process_wait_for_tokens_and_are_counted_as_over_http() -> None:
+    """A client whose requests skip httpx (the embedded plane's, ``Client.direct``) is limited and metered
+    the same: one token and one count per request. The in-process server here is scripted (the real
+    one, ``Loopback.call``, is tested in tests/conformance/test_loopback.py); nothing listens at the
+    client's URL, so a request that went over HTTP would fail."""
+    metrics = OperatorMetrics()
+    server, host = "http://127.0.0.1:1", "127.0.0.1:1"
+    sent: list[Call] = []
+    status = {"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "InternalError", "code": 500}
+
+    async def direct(call: Call) -> Answer:
+        sent.append(call)
+        if call.path.endswith("/boom"):
+            return Answer(500, [("Content-Type", "application/json")], json.dumps(status).encode())
+        return Answer(200, [("Content-Type", "application/json")], json.dumps(pod("a")).encode())
+
+    async def scenario() -> None:
+        limit = RateLimit(qps=1e-6, burst=2)  # two tokens; a third request would wait for days
+        client = api_client(config(server), metrics, limit, field_manager="t", direct=direct)
+        try:
+            assert (await client.get(Pod, "a", namespace="default")).metadata.name == "a"
+            with pytest.raises(ApiError) as failed:
+                await client.get(Pod, "boom", namespace="default")
+            assert failed.value.status.code == 500
+        finally:
+            await client.close()
+
+    asyncio.run(asyncio.wait_for(scenario(), timeout=10))
+    assert [(c.method, c.path, c.host) for c in sent] == [("GET", f"{PODS}/a", host), ("GET", f"{PODS}/boom", host)]
+    assert value(metrics, "rest_client_requests_total", code="200", host=host, method="GET") == 1
+    assert value(metrics, "rest_client_requests_total", code="500", host=host, method="GET") == 1
+    assert value(metrics, "rest_client_rate_limiter_duration_seconds_count", verb="GET", host=host) == 2
+    assert value(metrics, "rest_client_request_duration_seconds_count", verb="GET", host=host) == 2

@@ -28,6 +28,7 @@ import httpx2
 from aiohttp import web
 from multidict import CIMultiDict, CIMultiDictProxy, MultiDict, MultiDictProxy
 
+from trainyard.client import Answer, Call
 from trainyard.cluster.apiserver import auth
 from trainyard.cluster.apiserver.requests.incoming import ApiRequest, Outgoing
 from trainyard.cluster.apiserver.requests.query import flag
@@ -159,6 +160,27 @@ class LoopbackRequest:
         self.content = _Body(body)
 
 
+class CallRequest:
+    """A ``Call`` (``trainyard.client``: a request sent in-process without HTTP) as the API server reads a request."""
+
+    outgoing = None
+
+    def __init__(self, call: Call, headers: CIMultiDictProxy[str]) -> None:
+        self.method = call.method
+        self.path = call.path
+        self.query = MultiDictProxy(MultiDict(call.query))
+        self.path_qs = call.path + ("?" + "&".join(f"{k}={v}" for k, v in call.query) if call.query else "")
+        self.headers = headers
+        raw_type = headers.get("Content-Type")
+        self.content_type = raw_type.partition(";")[0].strip().lower() if raw_type else "application/octet-stream"
+        self.content_length = len(call.body)
+        self.content = _Body(call.body)
+
+
+# A client sends the same few sets of headers (its own, with each content type): each is read once.
+HEADER_SETS = 64
+
+
 class Loopback:
     """The API server's handler behind the same bearer-token check its HTTP listener applies."""
 
@@ -168,6 +190,7 @@ class Loopback:
         self._port = port
         self._token = token.encode() if token is not None else None
         self._watches: set[asyncio.Future[web.StreamResponse]] = set()
+        self._header_sets: dict[tuple[tuple[str, str], ...], CIMultiDictProxy[str]] = {}
 
     async def close(self) -> None:
         """End the watches served in-process (their readers see the end of the body, as at a server's shutdown)."""
@@ -226,6 +249,27 @@ class Loopback:
             content=bytes(response.body or b""),
             request=request,
         )
+
+    async def call(self, call: Call) -> Answer:
+        """Serve a request sent without HTTP (``trainyard.client.Client.direct``), behind the same token check.
+
+        Only what ``send`` serves comes this way: a client sends its lists, watches, logs and exec
+        through httpx (``Client``), so every answer here is whole.
+        """
+        await asyncio.sleep(0)  # a turn for the loop, as in ``send``
+        headers = self._header_sets.get(call.headers)
+        if headers is None:
+            if len(self._header_sets) >= HEADER_SETS:
+                self._header_sets.clear()
+            headers = self._header_sets[call.headers] = CIMultiDictProxy(CIMultiDict(call.headers))
+        incoming = CallRequest(call, headers)
+        if self._token is not None and not auth.admits(headers.get("Authorization"), call.path, self._token):
+            response: web.StreamResponse = auth.unauthorized()
+        else:
+            response = await self._handle(incoming)
+        if not isinstance(response, web.Response) or not isinstance(response.body, bytes | bytearray | None):
+            raise RuntimeError(f"{call.method} {incoming.path_qs} answered with a body only HTTP can carry")
+        return Answer(response.status, list(response.headers.items()), bytes(response.body or b""))
 
 
 def _asks(url: httpx2.URL, key: str) -> bool:
