@@ -26,12 +26,15 @@ import math
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import TypeVar
 
 import httpx2
 from lightkube import AsyncClient, KubeConfig
 
 from trainyard.client import Answer, Call, Client, Direct, Wrap, route_directly, wrap_direct, wrap_transports
 from trainyard.operator.metrics import OperatorMetrics
+
+R = TypeVar("R")
 
 ERROR_CODE = "<error>"
 """client-go's ``code`` for a request that got no response."""
@@ -98,89 +101,78 @@ class TokenBucket:
         return delay
 
 
-class MeteredTransport(httpx2.AsyncBaseTransport):
-    """Wraps an httpx transport: a token before each request (when limited), client-go's metrics after it."""
+class Meter:
+    """A token before each request (when limited), client-go's metrics after it: for either way a request goes."""
 
     def __init__(
-        self,
-        inner: httpx2.AsyncBaseTransport,
-        metrics: OperatorMetrics,
-        limiter: TokenBucket | None,
-        *,
-        clock: Callable[[], float] = time.perf_counter,
+        self, metrics: OperatorMetrics, limiter: TokenBucket | None, *, clock: Callable[[], float] = time.perf_counter
     ) -> None:
-        self.inner = inner
         self.metrics = metrics
         self.limiter = limiter
         self._clock = clock
 
-    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
-        verb, host = request.method, request.url.netloc.decode("ascii")
+    async def send(self, verb: str, host: str, send: Callable[[], Awaitable[R]], status: Callable[[R], int]) -> R:
         if self.limiter is not None:
             waiting = self._clock()
             await self.limiter.wait()
             self.metrics.api_throttled(verb, host, self._clock() - waiting)
         start = self._clock()
         try:
-            response = await self.inner.handle_async_request(request)
+            answer = await send()
         except Exception:
             self.metrics.api_request(verb, host, ERROR_CODE, self._clock() - start)
             raise
-        self.metrics.api_request(verb, host, str(response.status_code), self._clock() - start)
-        return response
+        self.metrics.api_request(verb, host, str(status(answer)), self._clock() - start)
+        return answer
+
+
+class MeteredTransport(httpx2.AsyncBaseTransport):
+    """Wraps an httpx transport in a ``Meter``."""
+
+    def __init__(self, inner: httpx2.AsyncBaseTransport, meter: Meter) -> None:
+        self.inner = inner
+        self.meter = meter
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        return await self.meter.send(
+            request.method,
+            request.url.netloc.decode("ascii"),
+            lambda: self.inner.handle_async_request(request),
+            lambda response: response.status_code,
+        )
 
     async def aclose(self) -> None:
         await self.inner.aclose()
 
 
 class MeteredDirect:
-    """``MeteredTransport`` for the requests a ``Client`` sends in-process (``trainyard.client.Client.direct``):
-    the same token, the same metrics, so a request counts once whichever way it went."""
+    """Wraps the requests a ``Client`` sends in-process (``trainyard.client.Client.direct``) in the
+    ``Meter`` of its transports: the same tokens, the same counts, once per request whichever way it went."""
 
-    def __init__(
-        self,
-        inner: Direct,
-        metrics: OperatorMetrics,
-        limiter: TokenBucket | None,
-        *,
-        clock: Callable[[], float] = time.perf_counter,
-    ) -> None:
+    def __init__(self, inner: Direct, meter: Meter) -> None:
         self.inner = inner
-        self.metrics = metrics
-        self.limiter = limiter
-        self._clock = clock
+        self.meter = meter
 
     async def __call__(self, call: Call) -> Answer:
-        if self.limiter is not None:
-            waiting = self._clock()
-            await self.limiter.wait()
-            self.metrics.api_throttled(call.method, call.host, self._clock() - waiting)
-        start = self._clock()
-        try:
-            answer = await self.inner(call)
-        except Exception:
-            self.metrics.api_request(call.method, call.host, ERROR_CODE, self._clock() - start)
-            raise
-        self.metrics.api_request(call.method, call.host, str(answer.status), self._clock() - start)
-        return answer
+        return await self.meter.send(call.method, call.host, lambda: self.inner(call), lambda answer: answer.status)
 
 
 def instrument(client: AsyncClient, metrics: OperatorMetrics, limit: RateLimit) -> AsyncClient:
     """Meter (and, when ``limit.limited``, rate-limit) every request ``client`` sends; one bucket for all,
     watches included where they have a pool of their own (``trainyard.client.Client``)."""
-    limiter = TokenBucket(limit.qps, limit.burst) if limit.limited else None
+    meter = Meter(metrics, TokenBucket(limit.qps, limit.burst) if limit.limited else None)
 
     def wrap(transport: httpx2.AsyncBaseTransport) -> httpx2.AsyncBaseTransport:
         if isinstance(transport, MeteredTransport):
             raise ValueError("this client is metered already")
-        return MeteredTransport(transport, metrics, limiter)
+        return MeteredTransport(transport, meter)
 
     wrap_transports(client, wrap, watches=True)
 
     def wrap_calls(direct: Direct) -> Direct:
         if isinstance(direct, MeteredDirect):
             raise ValueError("this client is metered already")
-        return MeteredDirect(direct, metrics, limiter)
+        return MeteredDirect(direct, meter)
 
     wrap_direct(client, wrap_calls)
     return client
