@@ -16,6 +16,7 @@ from trainyard.api.core import (
     ServicePort,
     ServiceSpec,
 )
+from trainyard.api.defaults import deep_copy
 from trainyard.api.meta import ObjectMeta, OwnerReference, TypedObject
 from trainyard.frameworks.base import EnvScope, Framework, OwnedKind
 from trainyard.frameworks.network import RENDEZVOUS_PORT_KEY, Network, NetworkMode, port_key, replica_name
@@ -107,7 +108,7 @@ def allocated_ports(job: TrainingJob) -> dict[str, int]:
 
 def build_pod(job: TrainingJob, plugin: Framework, rtype: str, index: int, network: Network) -> Pod:
     spec = job.replica_specs[rtype]
-    template = spec.template.model_copy(deep=True)
+    template = deep_copy(spec.template)
     name = replica_name(job.name, rtype, index)
     pod_labels = {**(template.metadata.labels or {}), **selector_labels(job, plugin, rtype)}
     pod_labels[labels.REPLICA_INDEX] = str(index)
