@@ -14,7 +14,8 @@ copy the watch has not replaced yet. A watch event older than what the cache hol
 
 The scheduler, the embedded Job and JobSet controllers and the operator all read through these;
 ``Caches`` starts a controller's informers and waits for their first lists, ``patch_status`` is
-the status write of a pass that read from a cache.
+the status write of a pass that read from a cache; ``SharedInformers`` gives the controllers of
+one manager one informer per resource, as controller-runtime's shared cache does.
 Objects are plain dicts and are shared: readers must not mutate them. They are cached without
 ``metadata.managedFields`` (controller-runtime's ``TransformStripManagedFields``): no controller
 reads them, they are often a third of a pod, and a replace that omits them keeps the server's.
@@ -30,6 +31,7 @@ from typing import Any
 
 from lightkube import ALL_NS, AsyncClient
 from lightkube.core.exceptions import ApiError
+from lightkube.core.resource import api_info
 from lightkube.types import OnErrorAction, OnErrorResult, PatchType
 
 from trainyard.client import plain_twin, to_dict
@@ -117,6 +119,29 @@ class Informer:
         self._deleted: OrderedDict[Key, Obj] = OrderedDict()
         self._indexers = dict(indexers or {})
         self._index: dict[str, dict[str, set[Key]]] = {name: {} for name in self._indexers}
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self, name: str) -> asyncio.Task[None]:
+        """The reflector, running in a task of its own: started once however many controllers ask
+        (``SharedInformers``), again only after it ended."""
+        if self._task is None or self._task.done():
+            self._task = asyncio.create_task(self.run(), name=name)
+        return self._task
+
+    def add_indexers(self, indexers: Mapping[str, Indexer]) -> None:
+        """File the cache under more indexes too (a controller joining a shared informer); one name, one function."""
+        for name, indexer in indexers.items():
+            known = self._indexers.get(name)
+            if known is indexer:
+                continue
+            if known is not None:
+                raise ValueError(f"index {name!r} of {getattr(self.res, '__name__', self.res)} is defined twice")
+            self._indexers[name] = indexer
+            values: dict[str, set[Key]] = {}
+            for key, obj in self._known.items():
+                for value in indexer(obj):
+                    values.setdefault(value, set()).add(key)
+            self._index[name] = values
 
     # -- reading the cache ---------------------------------------------------------------------------
 
@@ -264,6 +289,30 @@ class Informer:
             await asyncio.sleep(min(RELIST_DELAY * 2 ** min(failures, 5), MAX_RELIST_DELAY))
 
 
+class SharedInformers:
+    """The informers of one manager's controllers, one per resource and namespace, as controller-runtime's
+    shared cache: each change is listed, decoded and cached once, then handed to every controller
+    that asked (each filters what it owns in its handler). Seven job kinds each watching every
+    PodGroup decoded each change seven times, and held seven copies of each."""
+
+    def __init__(self, client: AsyncClient) -> None:
+        self.client = client
+        self._informers: dict[tuple[str, str, str, str | None], Informer] = {}
+
+    def informer(
+        self, res: Any, handle: Handler, *, namespace: str | None = None, indexers: Mapping[str, Indexer] | None = None
+    ) -> Informer:
+        """The informer of ``res`` in ``namespace`` (None: all), with ``handle`` among its handlers."""
+        api = api_info(res)
+        key = (api.resource.group, api.resource.version, api.plural, namespace)
+        informer = self._informers.get(key)
+        if informer is None:
+            informer = self._informers[key] = Informer(self.client, res, namespace=namespace)
+        informer.add_indexers(indexers or {})
+        informer.handlers.append(handle)
+        return informer
+
+
 class Caches:
     """The informers a controller runs: each started once, waited for until its first list."""
 
@@ -276,7 +325,7 @@ class Caches:
         does raises why; one that cannot list (its CRD not served) is named every 30 s meanwhile."""
         for name, informer in informers.items():
             if name not in self.tasks:
-                self.tasks[name] = asyncio.create_task(informer.run(), name=f"{self.who} informer {name}")
+                self.tasks[name] = informer.start(f"{self.who} informer {name}")
         try:
             for name, informer in informers.items():
                 await self._synced(name, informer)

@@ -1,12 +1,16 @@
 """The informer's cache: indexes follow every change, our own writes' answers are never undone by an
-older watch event, and a deleted object is not revived by a late answer. No server: events are fed
-as the reflector would deliver them."""
+older watch event, and a deleted object is not revived by a late answer; shared informers hand one
+cache to several controllers. No server: events are fed as the reflector would deliver them."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
-from trainyard.informer import Informer, controller_of, label_index
+import pytest
+from lightkube.resources.core_v1 import Pod, Service
+
+from trainyard.informer import Informer, SharedInformers, controller_of, label_index
 
 
 def pod(name: str, rv: int, *, uid: str = "u1", job: str = "mnist", owner: str | None = "mnist") -> dict[str, Any]:
@@ -143,3 +147,49 @@ def test_our_delete_of_an_old_incarnation_leaves_its_successor() -> None:
     assert held is not None and held["metadata"]["uid"] == "new"
     cache.removed({"kind": "Status", "apiVersion": "v1", "status": "Success"})  # no object in the answer
     assert cache.get("team", "a") is not None
+
+
+def test_controllers_share_one_informer_per_resource_and_namespace() -> None:
+    shared = SharedInformers(None)  # type: ignore[arg-type]  # never listed nor watched here
+    seen: list[tuple[str, str]] = []
+    first = shared.informer(Pod, lambda kind, obj: seen.append(("first", kind)), namespace="team")
+    second = shared.informer(
+        Pod, lambda kind, obj: seen.append(("second", kind)), namespace="team", indexers={"owner": controller_of}
+    )
+    assert second is first
+    assert shared.informer(Pod, lambda *_: None, namespace="other") is not first
+    assert shared.informer(Service, lambda *_: None, namespace="team") is not first
+
+    first._deliver("ADDED", pod("a", 1))
+    assert seen == [("first", "ADDED"), ("second", "ADDED")]  # decoded and cached once, handed to both
+    # A controller joining late gets its index over what is cached already.
+    third = shared.informer(Pod, lambda *_: None, namespace="team", indexers={"job": label_index("job-name")})
+    assert names(third.by_index("job", "team/mnist")) == ["a"]
+    assert names(third.by_index("owner", "PyTorchJob/team/mnist")) == ["a"]
+    with pytest.raises(ValueError, match="defined twice"):
+        shared.informer(Pod, lambda *_: None, namespace="team", indexers={"job": controller_of})
+
+
+def test_a_shared_informer_runs_once_however_many_controllers_start_it() -> None:
+    class Idle(Informer):
+        runs = 0
+
+        async def run(self) -> None:
+            Idle.runs += 1
+            await asyncio.Event().wait()
+
+    async def main() -> None:
+        cache = Idle(None, object)  # type: ignore[arg-type]
+        first, second = cache.start("a"), cache.start("b")
+        assert first is second
+        await asyncio.sleep(0)
+        first.cancel()
+        await asyncio.gather(first, return_exceptions=True)
+        restarted = cache.start("c")  # an ended reflector is started again
+        assert restarted is not first
+        await asyncio.sleep(0)
+        restarted.cancel()
+        await asyncio.gather(restarted, return_exceptions=True)
+
+    asyncio.run(main())
+    assert Idle.runs == 2

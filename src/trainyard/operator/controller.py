@@ -39,7 +39,7 @@ from trainyard.client import build, delete, is_status, job_resource, record_even
 from trainyard.controller import ChildRef, Observed, Plan, children, gang, owned_kinds, reconcile
 from trainyard.controller.children import POD, REPLICA_KINDS, SERVICE
 from trainyard.frameworks.base import Framework, OwnedKind
-from trainyard.informer import Caches, Informer, controller_of, label_index, patch_status
+from trainyard.informer import Caches, Informer, SharedInformers, controller_of, label_index, patch_status
 from trainyard.operator import sshkeys
 from trainyard.operator.metrics import OperatorMetrics
 from trainyard.operator.ports import PortAllocator
@@ -128,6 +128,7 @@ class JobController:
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         metrics: OperatorMetrics | None = None,
         may_write: Callable[[], bool] = lambda: True,
+        informers: SharedInformers | None = None,
     ) -> None:
         self.client = client
         self.plugin = plugin
@@ -143,8 +144,11 @@ class JobController:
         self.owned_kinds = owned_kinds(plugin, settings.controller)
         self.resources = {(k.api_version, k.kind): resource(k) for k in (*REPLICA_KINDS, *self.owned_kinds)}
         # What the operator reads between events, it reads from these caches, never the API server.
+        # The jobs and what any kind may own come from the manager's shared informers; the replicas
+        # are this kind's alone (selected by its operator-name label).
         namespace = settings.namespace
-        self.jobs = Informer(client, self.res, self._on_job, namespace=namespace)
+        shared = informers if informers is not None else SharedInformers(client)
+        self.jobs = shared.informer(self.res, self._on_job, namespace=namespace)
         ours = selector({labels.OPERATOR_NAME: plugin.info.controller_name})
         self.replicas = {
             k.kind: Informer(
@@ -158,8 +162,7 @@ class JobController:
             for k in REPLICA_KINDS
         }
         self.owned = {
-            k: Informer(
-                client,
+            k: shared.informer(
                 self._resource(k.api_version, k.kind),
                 self._on_child,
                 namespace=namespace,

@@ -14,6 +14,7 @@ from lightkube import AsyncClient
 from trainyard.api import trainer, trainingjob
 from trainyard.controller.trainjob import TrainJobSettings
 from trainyard.frameworks.registry import kinds, plugin_for
+from trainyard.informer import SharedInformers
 from trainyard.operator.controller import JobController
 from trainyard.operator.metrics import OperatorMetrics
 from trainyard.operator.ports import PortAllocator
@@ -40,6 +41,9 @@ class Operator:
         low, high = settings.host_ports
         shared_ports = ports or PortAllocator(low=low, high=high, host=settings.controller.node_address)
         enabled = [k for k in kinds() if not settings.kinds or k in settings.kinds]
+        # One informer per resource for all the controllers below (every job kind's PodGroups, the
+        # jobs a TrainingJob owns), as controller-runtime's manager shares one cache.
+        informers = SharedInformers(client)
         # The v1 jobs' replicas report progress to the same status server, on its second route.
         v1 = replace(settings, controller=replace(settings.controller, progress_server=settings.trainer_status))
         self.controllers = [
@@ -51,6 +55,7 @@ class Operator:
                 clock=clock,
                 metrics=self.metrics,
                 may_write=may_write,
+                informers=informers,
             )
             for kind in enabled
         ]
@@ -79,6 +84,7 @@ class Operator:
                 clock=clock,
                 metrics=self.metrics,
                 may_write=may_write,
+                informers=informers,
             )
 
     async def run(self) -> None:

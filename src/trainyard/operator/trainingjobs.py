@@ -29,7 +29,7 @@ from trainyard.client import build, is_status, record_events, reference, to_dict
 from trainyard.controller.trainingjob import TrainingJobObserved, TrainingJobPlan, reconcile
 from trainyard.frameworks.base import OwnedKind
 from trainyard.frameworks.trainingjob import owned_kind
-from trainyard.informer import Caches, Informer, patch_status
+from trainyard.informer import Caches, Informer, SharedInformers, patch_status
 from trainyard.operator.controller import NotLeading, work
 from trainyard.operator.metrics import OperatorMetrics
 from trainyard.operator.workqueue import WorkQueue
@@ -62,6 +62,7 @@ class TrainingJobController:
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         metrics: OperatorMetrics | None = None,
         may_write: Callable[[], bool] = lambda: True,
+        informers: SharedInformers | None = None,
     ) -> None:
         self.client = client
         self.namespace = namespace
@@ -78,7 +79,8 @@ class TrainingJobController:
         }
         # What the controller reads between events, it reads from these caches, never the API server.
         self.trainingjobs = Informer(client, self.res, self._on_trainingjob, namespace=namespace)
-        self.owned = {kind: Informer(client, res, self._on_job, namespace=namespace) for kind, res in self.jobs.items()}
+        shared = informers if informers is not None else SharedInformers(client)
+        self.owned = {kind: shared.informer(res, self._on_job, namespace=namespace) for kind, res in self.jobs.items()}
         self.caches = Caches(tj.CONTROLLER_NAME)
 
     async def _served(self) -> bool:
