@@ -15,6 +15,7 @@ table for built-ins and from ``x-kubernetes-list-type`` in a CRD's schema; other
 from __future__ import annotations
 
 import copy
+import functools
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -186,6 +187,13 @@ def _owned(obj: Obj, shape: Shape, write: Write) -> set[Path]:
 _MISSING = object()
 
 
+@functools.lru_cache(maxsize=4096)
+def _element_value(arg: str) -> Any:
+    """A ``k:``/``v:`` element's JSON, decoded once: the same few keys (a condition's type, a
+    container's name) are looked up on every write. Shared, so only ever compared against."""
+    return json.loads(arg)
+
+
 def _find(node: object, element: str) -> object:
     tag, arg = element[0], element[2:]
     if tag == "f":
@@ -195,7 +203,7 @@ def _find(node: object, element: str) -> object:
     if tag == "i":
         index = int(arg)
         return node[index] if index < len(node) else _MISSING
-    wanted = json.loads(arg)
+    wanted = _element_value(arg)
     for item in node:
         if tag == "k" and isinstance(item, dict) and all(item.get(k) == v for k, v in wanted.items()):
             return item

@@ -232,9 +232,22 @@ _JSON_NAMES = {dict: "object", list: "array", str: "string", bool: "boolean", in
 
 
 class ShapeError(ValueError):
-    def __init__(self, path: str, expected: str, value: Any) -> None:
-        got = _JSON_NAMES.get(type(value), type(value).__name__)
-        super().__init__(f"{path}: expected {expected}, got {got}")
+    """A field of the wrong JSON type; its path is put together on the way out (``within``), so a
+    write that fits pays nothing for paths it never reports."""
+
+    def __init__(self, expected: str, value: Any) -> None:
+        super().__init__(expected)
+        self.expected = expected
+        self.got = _JSON_NAMES.get(type(value), type(value).__name__)
+        self.segments: list[str] = []
+
+    def within(self, segment: str) -> ShapeError:
+        self.segments.append(segment)
+        return self
+
+    def __str__(self) -> str:
+        path = "".join(reversed(self.segments)).removeprefix(".")
+        return f"{path}: expected {self.expected}, got {self.got}"
 
 
 def _fits(shape: str, value: Any) -> bool:
@@ -257,32 +270,41 @@ def _fits(shape: str, value: Any) -> bool:
 _ZERO = {STR: "", BOOL: False, INT: 0, QUANTITY: "0", INT_OR_STR: 0}
 
 
-def _normalise(shape: Shape, value: Any, path: str) -> Any:
+def _normalise(shape: Shape, value: Any) -> Any:
     """``value`` checked against ``shape``, with nulls read as Go reads them (the zero value)."""
     if isinstance(shape, str):
         if value is None:
             return {} if shape == OBJ else _ZERO[shape]
         if not _fits(shape, value):
-            raise ShapeError(path, shape, value)
+            raise ShapeError(shape, value)
         return int(value) if shape == INT else value
     if isinstance(shape, list):
         if value is None:
             return []
         if not isinstance(value, list):
-            raise ShapeError(path, "array", value)
-        return [_normalise(shape[0], v, f"{path}[{i}]") for i, v in enumerate(value)]
+            raise ShapeError("array", value)
+        items = []
+        for i, v in enumerate(value):
+            try:
+                items.append(_normalise(shape[0], v))
+            except ShapeError as exc:
+                raise exc.within(f"[{i}]") from None
+        return items
     if value is None:
         return {}
     if not isinstance(value, dict):
-        raise ShapeError(path, "object", value)
-    if "*" in shape:
-        return {k: _normalise(shape["*"], v, f"{path}[{k}]") for k, v in value.items()}
+        raise ShapeError("object", value)
     out = {}
+    each = shape.get("*")
     for key, v in value.items():
-        if key not in shape:
-            out[key] = v
-        elif v is not None:  # an absent pointer or zero struct: what Go's omitempty would write
-            out[key] = _normalise(shape[key], v, f"{path}.{key}" if path else key)
+        field = each if each is not None else shape.get(key)
+        if field is None:
+            out[key] = v  # not in the shape (a map's own keys are all in it)
+        elif v is not None or each is not None:  # a null field: what Go's omitempty would write
+            try:
+                out[key] = _normalise(field, v)
+            except ShapeError as exc:
+                raise exc.within(f"[{key}]" if each is not None else f".{key}") from None
     return out
 
 
@@ -290,7 +312,7 @@ def check(rt: ResourceType, obj: dict[str, Any]) -> dict[str, Any]:
     """``obj`` with its nulls normalised; 400 ``BadRequest`` when a field has the wrong JSON type."""
     shape = {"apiVersion": STR, "kind": STR, "metadata": OBJECT_META, **SHAPES.get(rt.key, {})}
     try:
-        return dict(_normalise(shape, obj, ""))
+        return dict(_normalise(shape, obj))
     except ShapeError as exc:
         raise errors.bad_request(
             f'{rt.kind} in version "{rt.version}" cannot be handled as a {rt.kind}: {exc}'

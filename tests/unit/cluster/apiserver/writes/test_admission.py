@@ -8,7 +8,7 @@ import pytest
 
 from trainyard.cluster.apiserver import errors
 from trainyard.cluster.apiserver.registry import BUILTINS, ResourceType, from_crd
-from trainyard.cluster.apiserver.writes import admission
+from trainyard.cluster.apiserver.writes import admission, shapes
 
 RT = {rt.kind: rt for rt in BUILTINS}
 WIDGETS = from_crd(
@@ -438,3 +438,29 @@ def test_storage_objects_of_the_wrong_shape_cannot_be_decoded() -> None:
         admission.decode(RT["PersistentVolume"], {"metadata": {}, "spec": {"accessModes": "ReadWriteOnce"}})
     with pytest.raises(admission.DecodeError, match=r"StorageClass\.provisioner of type string"):
         admission.decode(RT["StorageClass"], {"metadata": {}, "provisioner": 3})
+
+
+@pytest.mark.parametrize(
+    ("obj", "message"),
+    [
+        ({"metadata": ["x"]}, "metadata: expected object, got array"),
+        ({"metadata": {"name": "p", "labels": {"app": 3}}}, "metadata.labels[app]: expected string, got number"),
+        (
+            {"spec": {"containers": [{"name": "a"}, {"name": "b", "ports": [{"containerPort": "http"}]}]}},
+            "spec.containers[1].ports[0].containerPort: expected integer, got string",
+        ),
+    ],
+)
+def test_a_field_of_the_wrong_type_is_named_by_its_whole_path(obj: dict[str, Any], message: str) -> None:
+    with pytest.raises(errors.ApiError) as refused:
+        shapes.check(RT["Pod"], {"apiVersion": "v1", "kind": "Pod", **obj})
+    assert refused.value.code == 400
+    assert refused.value.status()["message"].endswith(message)
+
+
+def test_nulls_read_as_go_reads_them() -> None:
+    pod = {"metadata": {"name": "p", "labels": {"a": None}, "annotations": None}, "spec": {"containers": None}}
+    out = shapes.check(RT["Pod"], {"apiVersion": "v1", "kind": "Pod", **pod})
+    # a map's null value is its zero value; a null struct field is dropped (omitempty); an unknown field is kept
+    assert out["metadata"] == {"name": "p", "labels": {"a": ""}}
+    assert out["spec"] == {}
