@@ -7,7 +7,9 @@ routed to it as the plane routes its components', and times three requests those
 most: an Event create, a pod status merge patch, a GET of one pod. Each is sent ``--count`` times
 per round, on distinct pods, for three rounds; the least CPU of the three rounds is reported, per
 request (client and server together: building the request, httpx, admission, managedFields, the
-SQLite commit, decoding the answer). Prints figures; asserts nothing.
+SQLite commit, decoding the answer). The client is routed as the plane routes its components'
+(through ``Loopback.call`` without httpx, where the sources have ``Client.direct``). Prints
+figures; asserts nothing.
 
 Before/after: ``PYTHONPATH=/tmp/base/src ../.venv/bin/python request_cost.py`` runs an export of another
 checkout's sources (``git archive <rev> src | tar -x -C /tmp/base``).
@@ -29,6 +31,11 @@ from lightkube.types import PatchType
 
 import trainyard
 from trainyard.client import Client, build, record_event, wrap_transports
+
+try:
+    from trainyard.client import route_directly
+except ImportError:  # sources from before Client.direct: their plane sent everything through httpx
+    route_directly = None  # type: ignore[assignment]
 from trainyard.cluster.paths import Layout
 from trainyard.cluster.plane import ApiPlane
 from trainyard.embedded import kubeconfig
@@ -55,6 +62,8 @@ async def run(count: int) -> dict[str, float]:
         config = KubeConfig.from_dict(yaml.safe_load(yaml.safe_dump(kubeconfig(plane.url, plane.credentials))))
         client = Client(config, field_manager="bench")
         wrap_transports(client, plane.loopback.transport, watches=True)
+        if route_directly is not None:
+            route_directly(client, plane.loopback.call)
         try:
             container = {"name": "c", "image": "busybox", "command": ["true"]}
             for i in range(count):

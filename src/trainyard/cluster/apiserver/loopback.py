@@ -5,9 +5,12 @@ the process that serves the API. Over HTTPS each of their requests paid twice fo
 needs and a function call does not (TLS, HTTP/1.1 framing and connection pooling, on both ends):
 about two fifths of the plane's CPU in a sweep of many jobs (``bench/jobs.py``). kube-apiserver
 has the same idea for its own controllers (the loopback client); here the request still goes
-through lightkube and httpx on the client side and through the server's authentication and
+through lightkube on the client side and through the server's authentication and
 ``ApiServer.handle`` (admission, field managers, errors as ``Status``) on the other, so a
 component cannot tell, and the one on a real cluster runs the same code over the network.
+A request (not a list, watch or stream) skips httpx too: lightkube's prepared request reaches
+``Loopback.call`` as a ``trainyard.client.Call`` (``Client.direct``), since httpx's request and
+response objects were a third of its CPU; everything else comes through the httpx transport.
 
 A watch is served in-process too: the server's handler runs as a task of its own and writes
 its lines into a ``Pipe`` that the client reads as the response body (about a tenth of the
