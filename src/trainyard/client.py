@@ -114,7 +114,7 @@ class Answer:
         return self.body
 
     def raise_for_status(self) -> None:
-        """Nothing to raise: an error status never reaches lightkube as an Answer (``Client._send``)."""
+        """Nothing to raise: an error status never reaches lightkube as an Answer (``Client.send_prepared``)."""
 
 
 Direct = Callable[[Call], Awaitable[Answer]]
@@ -210,7 +210,7 @@ class Client(AsyncClient):
         answer = await self.direct(call)
         if answer.status >= 400:
             # lightkube's own error from the same response it would have read over HTTP
-            url = base.copy_with(raw_path=call.path.encode("ascii"), query=None).copy_merge_params(dict(query))
+            url = httpx2.URL(base.copy_with(path=call.path), params=list(query))
             response = httpx2.Response(
                 answer.status, headers=answer.headers, content=answer.body, request=httpx2.Request(call.method, url)
             )
