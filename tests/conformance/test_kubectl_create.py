@@ -138,3 +138,22 @@ def test_creating_twice_is_already_exists(kubectl: Kubectl) -> None:
     assert again.returncode != 0
     assert again.stderr.strip() == 'error: failed to create configmap: configmaps "pb-twice" already exists'
     assert kubectl("get", "configmap", "pb-twice", "-o", "jsonpath={.data.a}") == "b"
+
+
+def claims(token: str) -> dict[str, object]:
+    payload = token.split(".")[1]
+    decoded: dict[str, object] = json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
+    return decoded
+
+
+def test_token_for_a_service_account(kubectl: Kubectl) -> None:
+    create(kubectl, "serviceaccount", "pb-sa-token")
+    token = create(kubectl, "token", "pb-sa-token", "--duration=10m", "--audience=aud1", "--audience=aud2")
+    seen = claims(token)
+    assert seen["aud"] == ["aud1", "aud2"]
+    assert seen["sub"] == "system:serviceaccount:default:pb-sa-token"
+    assert isinstance(seen["exp"], int) and isinstance(seen["iat"], int) and seen["exp"] - seen["iat"] == 600
+    # A token bound to an object: the object must exist, as kube-apiserver checks.
+    bound = kubectl.run("create", "token", "pb-sa-token", "--bound-object-kind=Pod", "--bound-object-name=nope")
+    assert bound.returncode != 0
+    assert bound.stderr.strip() == 'error: failed to create token: pods "nope" not found'

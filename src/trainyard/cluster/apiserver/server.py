@@ -223,7 +223,8 @@ class ApiServer:
         if sub == "token":
             if method != "POST":
                 raise errors.method_not_allowed()
-            body = await _body(request, None)
+            # `kubectl create token` sends its TokenRequest as protobuf only
+            body = await _body(request, ("authentication.k8s.io/v1", "TokenRequest"))
             return _json(tokens.request(self.objects, self.issuer, namespace, name, body, self.now()), 201)
         if method == "GET":
             return self._object(request, rt, self.objects.get(rt, namespace, name))

@@ -1,6 +1,6 @@
 """Kubernetes protobuf request bodies, decoded into the JSON dict the JSON path would carry.
 
-``kubectl create configmap|secret|namespace|serviceaccount|service ...`` POSTs
+``kubectl create configmap|secret|namespace|serviceaccount|service|token ...`` POSTs
 ``application/vnd.kubernetes.protobuf`` and has no JSON fallback (reference §3.6); client-go's
 typed clients may send a ``pods/eviction`` the same way. A body is the magic ``k8s\\x00`` and a
 ``runtime.Unknown`` envelope whose ``raw`` is the typed message of ``k8s.io/api/*/generated.proto``.
@@ -254,6 +254,19 @@ KINDS: dict[tuple[str, str], Message] = {
         5: _f("preemptionPolicy", keep=True),
     },
     ("policy/v1beta1", "Eviction"): {1: METADATA, 2: _f("deleteOptions", DELETE_OPTIONS)},
+    # `kubectl create token`; audiences has no omitempty, expirationSeconds and boundObjectRef are pointers.
+    ("authentication.k8s.io/v1", "TokenRequest"): {
+        1: METADATA,
+        2: _f(
+            "spec",
+            {
+                1: _f("audiences", repeated=True),
+                3: _f("boundObjectRef", {1: _f("kind"), 2: _f("apiVersion"), 3: _f("name"), 4: _f("uid")}),
+                4: _f("expirationSeconds", "int", keep=True),
+            },
+        ),
+        3: _f("status", {1: _f("token", keep=True), 2: _f("expirationTimestamp", "time", keep=True)}),
+    },
 }
 
 

@@ -236,3 +236,27 @@ def test_eviction_with_delete_options() -> None:
             "dryRun": ["All"],
         },
     }
+
+
+# What kubectl 1.32 sent for `kubectl create token default --duration 10m --audience aud1 --audience aud2
+# --bound-object-kind Pod --bound-object-name p1 --bound-object-uid u1` (captured at the plane).
+KUBECTL_TOKEN_REQUEST = (
+    b'k8s\x00\n(\n\x18authentication.k8s.io/v1\x12\x0cTokenRequest\x12<\n\x10\n\x00\x12\x00\x1a\x00"\x00*\x002\x00'
+    b'8\x00B\x00\x12"\n\x04aud1\n\x04aud2\x1a\x11\n\x03Pod\x12\x02v1\x1a\x02p1"\x02u1 \xd8\x04\x1a\x04\n\x00\x12\x00'
+    b'\x1a\x00"\x00'
+)
+
+
+def test_kubectl_token_request() -> None:
+    assert protobuf.supports("authentication.k8s.io/v1", "TokenRequest")
+    assert protobuf.decode(KUBECTL_TOKEN_REQUEST) == {
+        "kind": "TokenRequest",
+        "apiVersion": "authentication.k8s.io/v1",
+        "metadata": {"creationTimestamp": None},
+        "spec": {
+            "audiences": ["aud1", "aud2"],
+            "boundObjectRef": {"kind": "Pod", "apiVersion": "v1", "name": "p1", "uid": "u1"},
+            "expirationSeconds": 600,
+        },
+        "status": {"token": "", "expirationTimestamp": None},  # as Go's JSON writes the empty status
+    }
