@@ -145,6 +145,12 @@ class LocalOut:
         return web.StreamResponse()  # nobody reads it: the answer went through the pipe
 
 
+def _media_type(headers: CIMultiDictProxy[str]) -> str:
+    """The Content-Type as aiohttp reads it: the media type alone, lower case; none is octet-stream."""
+    raw = headers.get("Content-Type")
+    return raw.partition(";")[0].strip().lower() if raw else "application/octet-stream"
+
+
 class LoopbackRequest:
     """An httpx request as the API server reads a request (``ApiRequest``); ``outgoing`` for a watch."""
 
@@ -156,9 +162,7 @@ class LoopbackRequest:
         self.path_qs = url.raw_path.decode("ascii", "replace")
         self.query = MultiDictProxy(MultiDict(parse_qsl(url.query.decode("ascii", "replace"), keep_blank_values=True)))
         self.headers = CIMultiDictProxy(CIMultiDict(request.headers.multi_items()))
-        raw_type = self.headers.get("Content-Type")
-        # as aiohttp reads it: the media type alone, lower case; none is octet-stream
-        self.content_type = raw_type.partition(";")[0].strip().lower() if raw_type else "application/octet-stream"
+        self.content_type = _media_type(self.headers)
         self.content_length = len(body)
         self.content = _Body(body)
 
@@ -174,8 +178,7 @@ class CallRequest:
         self.query = MultiDictProxy(MultiDict(call.query))
         self.path_qs = call.path + ("?" + "&".join(f"{k}={v}" for k, v in call.query) if call.query else "")
         self.headers = headers
-        raw_type = headers.get("Content-Type")
-        self.content_type = raw_type.partition(";")[0].strip().lower() if raw_type else "application/octet-stream"
+        self.content_type = _media_type(headers)
         self.content_length = len(call.body)
         self.content = _Body(call.body)
 
@@ -223,11 +226,10 @@ class Loopback:
         watching = request.method == "GET" and b"watch" in request.url.query and _asks(request.url, "watch")
         out = LocalOut(Pipe()) if watching else None
         incoming = LoopbackRequest(request, body, out)
-        header = incoming.headers.get("Authorization")
-        if self._token is not None and not auth.admits(header, incoming.path, self._token):
-            response: web.StreamResponse = auth.unauthorized()
-        elif out is None:
-            response = await self._handle(incoming)
+        if out is None:
+            answer = await self._whole(incoming)
+        elif not self._admits(incoming):
+            answer = _answer_of(incoming, auth.unauthorized())
         else:
             # The handler runs for as long as the watch does; the client has its answer once the
             # headers are out, or the handler's own answer when it refused before starting.
@@ -243,15 +245,8 @@ class Loopback:
             if out.started.done():
                 headers = list(out.started.result().items())
                 return httpx2.Response(200, headers=headers, stream=out.pipe, request=request)
-            response = task.result()
-        if not isinstance(response, web.Response) or not isinstance(response.body, bytes | bytearray | None):
-            raise RuntimeError(f"{request.method} {incoming.path_qs} answered with a body only HTTP can carry")
-        return httpx2.Response(
-            response.status,
-            headers=list(response.headers.items()),
-            content=bytes(response.body or b""),
-            request=request,
-        )
+            answer = _answer_of(incoming, task.result())
+        return httpx2.Response(answer.status, headers=answer.headers, content=answer.body, request=request)
 
     async def call(self, call: Call) -> Answer:
         """Serve a request sent without HTTP (``trainyard.client.Client.direct``), behind the same token check.
@@ -265,14 +260,21 @@ class Loopback:
             if len(self._header_sets) >= HEADER_SETS:
                 self._header_sets.clear()
             headers = self._header_sets[call.headers] = CIMultiDictProxy(CIMultiDict(call.headers))
-        incoming = CallRequest(call, headers)
-        if self._token is not None and not auth.admits(headers.get("Authorization"), call.path, self._token):
-            response: web.StreamResponse = auth.unauthorized()
-        else:
-            response = await self._handle(incoming)
-        if not isinstance(response, web.Response) or not isinstance(response.body, bytes | bytearray | None):
-            raise RuntimeError(f"{call.method} {incoming.path_qs} answered with a body only HTTP can carry")
-        return Answer(response.status, list(response.headers.items()), bytes(response.body or b""))
+        return await self._whole(CallRequest(call, headers))
+
+    def _admits(self, incoming: ApiRequest) -> bool:
+        return self._token is None or auth.admits(incoming.headers.get("Authorization"), incoming.path, self._token)
+
+    async def _whole(self, incoming: ApiRequest) -> Answer:
+        """The answer to a request that is not a watch, behind the token check."""
+        return _answer_of(incoming, await self._handle(incoming) if self._admits(incoming) else auth.unauthorized())
+
+
+def _answer_of(incoming: ApiRequest, response: web.StreamResponse) -> Answer:
+    """A whole answer (status, headers, body) from the handler's response."""
+    if not isinstance(response, web.Response) or not isinstance(response.body, bytes | bytearray | None):
+        raise RuntimeError(f"{incoming.method} {incoming.path_qs} answered with a body only HTTP can carry")
+    return Answer(response.status, list(response.headers.items()), bytes(response.body or b""))
 
 
 def _asks(url: httpx2.URL, key: str) -> bool:

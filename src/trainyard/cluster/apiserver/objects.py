@@ -234,7 +234,8 @@ class Objects:
             self._require_namespace(namespace)
         else:
             m.pop("namespace", None)
-        if not m.get("name"):
+        generated = not m.get("name")
+        if generated:
             if not m.get("generateName"):
                 raise errors.invalid(
                     rt,
@@ -248,9 +249,6 @@ class Objects:
                     ],
                 )
             m["name"] = m["generateName"] + self.suffix()
-            generated = True
-        else:
-            generated = False
         name = m["name"]
         for key in ("resourceVersion", "deletionTimestamp", "deletionGracePeriodSeconds"):
             m.pop(key, None)
