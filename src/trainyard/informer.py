@@ -16,7 +16,8 @@ The scheduler, the embedded Job and JobSet controllers and the operator all read
 ``Caches`` starts a controller's informers and waits for their first lists, ``patch_status`` is
 the status write of a pass that read from a cache; ``SharedInformers`` gives the controllers of
 one manager one informer per resource, as controller-runtime's shared cache does.
-Objects are plain dicts and are shared: readers must not mutate them. They are cached without
+Objects are plain dicts and are shared: readers must not mutate them. ``parsed`` gives a reader
+an object as a model, made once per version it caches (so shared too, and as read-only). They are cached without
 ``metadata.managedFields`` (controller-runtime's ``TransformStripManagedFields``): no controller
 reads them, they are often a third of a pod, and a replace that omits them keeps the server's.
 """
@@ -27,7 +28,7 @@ import asyncio
 import logging
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import Any, TypeVar
 
 from lightkube import ALL_NS, AsyncClient
 from lightkube.core.exceptions import ApiError
@@ -42,6 +43,7 @@ Obj = dict[str, Any]
 Key = tuple[str, str]
 Handler = Callable[[str, Obj], None]
 Indexer = Callable[[Obj], Iterable[str]]
+M = TypeVar("M")
 RELIST_DELAY = 1.0
 MAX_RELIST_DELAY = 30.0  # a resource that cannot be listed (its CRD gone) is retried this often at most
 TOMBSTONES = 10_000  # deletions remembered, so that a late answer to our own write cannot revive a ghost
@@ -120,6 +122,9 @@ class Informer:
         self._indexers = dict(indexers or {})
         self._index: dict[str, dict[str, set[Key]]] = {name: {} for name in self._indexers}
         self._task: asyncio.Task[None] | None = None
+        # Each cached object's models by parser, with the dict each was made from: a version is
+        # parsed once, however many passes read it (a job's pass reads its job and every child).
+        self._parsed: dict[Key, dict[Callable[[Obj], Any], tuple[Obj, Any]]] = {}
 
     def start(self, name: str) -> asyncio.Task[None]:
         """The reflector, running in a task of its own: started once however many controllers ask
@@ -154,6 +159,19 @@ class Informer:
 
     def items(self) -> list[Obj]:
         return list(self._known.values())
+
+    def parsed(self, parse: Callable[[Obj], M], obj: Obj) -> M:
+        """``parse(obj)``, made once for each version the cache holds (``obj`` as ``get`` or
+        ``by_index`` gave it) and shared by every reader after: none may change it."""
+        key = key_of(obj)
+        if self._known.get(key) is not obj:
+            return parse(obj)  # not (or no longer) what the cache holds: nothing to share
+        models = self._parsed.setdefault(key, {})
+        made = models.get(parse)
+        if made is None or made[0] is not obj:
+            made = models[parse] = (obj, parse(obj))
+        result: M = made[1]
+        return result
 
     def __len__(self) -> int:
         return len(self._known)
@@ -203,6 +221,7 @@ class Informer:
 
     def _store(self, key: Key, obj: Obj | None) -> None:
         old = self._known.pop(key, None) if obj is None else self._known.get(key)
+        self._parsed.pop(key, None)
         if obj is not None:
             self._known[key] = obj
         for name, indexer in self._indexers.items():

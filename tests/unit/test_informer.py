@@ -112,6 +112,34 @@ def test_objects_are_cached_and_handed_on_without_managed_fields() -> None:
     assert event["metadata"]["managedFields"] == fields and answer["metadata"]["managedFields"] == fields
 
 
+def test_a_version_is_parsed_once_and_a_change_or_deletion_parses_anew() -> None:
+    cache = informer()
+    parses: list[str] = []
+
+    def parse(obj: dict[str, Any]) -> tuple[str, str]:
+        parses.append(obj["metadata"]["resourceVersion"])
+        return (obj["metadata"]["name"], obj["metadata"]["resourceVersion"])
+
+    cache._deliver("ADDED", pod("a", 1))
+    first = cache.parsed(parse, cache.get("team", "a"))  # type: ignore[arg-type]
+    assert cache.parsed(parse, cache.by_index("job", "team/mnist")[0]) is first
+    assert parses == ["1"]
+
+    cache.mutated(pod("a", 2))  # our own write's answer, then the watch's older event: still version 2
+    cache._deliver("MODIFIED", pod("a", 1))
+    assert cache.parsed(parse, cache.get("team", "a")) == ("a", "2")  # type: ignore[arg-type]
+    assert parses == ["1", "2"]
+
+    # A dict the cache does not hold (an older copy a reader kept) is parsed, not shared.
+    kept = pod("a", 1)
+    assert cache.parsed(parse, kept) == ("a", "1") and parses == ["1", "2", "1"]
+
+    cache._deliver("DELETED", pod("a", 3))
+    cache._deliver("ADDED", pod("a", 4, uid="u2"))
+    assert cache.parsed(parse, cache.get("team", "a")) == ("a", "4")  # type: ignore[arg-type]
+    assert cache._parsed.keys() == {("team", "a")}
+
+
 def test_a_tombstone_keeps_only_the_version() -> None:
     cache = informer()
     cache._deliver("ADDED", pod("a", 1))

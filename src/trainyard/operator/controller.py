@@ -15,6 +15,7 @@ Nothing here decides anything about the job: it observes and it acts.
 from __future__ import annotations
 
 import asyncio
+import functools
 import importlib
 import json
 import logging
@@ -111,6 +112,17 @@ async def work(
                 queue.add_after(key, requeue)
         finally:
             queue.done(key)
+
+
+@functools.cache
+def _typed(api_version: str, kind: str) -> Callable[[dict[str, Any]], TypedObject]:
+    """The parser of a cached child of this kind (cached objects lack their type fields): one
+    function per kind, so that ``Informer.parsed`` knows a version it parsed before."""
+
+    def parse(body: dict[str, Any]) -> TypedObject:
+        return TypedObject.model_validate({"apiVersion": api_version, "kind": kind, **body})
+
+    return parse
 
 
 class NotLeading(RuntimeError):
@@ -254,7 +266,7 @@ class JobController:
             self.metrics.forget_job(self.plugin.info.kind, namespace, name)
             return None
         try:
-            job = self.plugin.info.model.model_validate(raw)
+            job = self.jobs.parsed(self.plugin.info.model.model_validate, raw)
         except ValidationError as exc:
             # Admission validates jobs; one that still does not parse cannot be reconciled.
             log.error(
@@ -277,8 +289,10 @@ class JobController:
     async def _observe(self, job: TrainingJob, key: Key) -> Observed:
         """The job's replicas by its labels, its other owned children by controller, PriorityClasses if needed."""
         filed = f"{key[0]}/{job.name}"
-        pods = tuple(Pod.model_validate(p) for p in self.replicas[POD.kind].by_index(JOB_INDEX, filed))
-        services = tuple(Service.model_validate(s) for s in self.replicas[SERVICE.kind].by_index(JOB_INDEX, filed))
+        pods, services = (
+            tuple(cache.parsed(model.model_validate, obj) for obj in cache.by_index(JOB_INDEX, filed))
+            for cache, model in ((self.replicas[POD.kind], Pod), (self.replicas[SERVICE.kind], Service))
+        )
         owned = self._read_owned(key)
         classes = await self._priority_classes(job)
         return Observed(
@@ -289,7 +303,7 @@ class JobController:
         """Each owned child the caches hold controlled by a job of this name."""
         controller = f"{self.plugin.info.kind}/{key[0]}/{key[1]}"
         return tuple(
-            TypedObject.model_validate({"apiVersion": kind.api_version, "kind": kind.kind, **body})
+            self.owned[kind].parsed(_typed(kind.api_version, kind.kind), body)
             for kind in sorted(self.owned_kinds, key=lambda k: (k.api_version, k.kind))
             for body in self.owned[kind].by_index(OWNER_INDEX, controller)
         )

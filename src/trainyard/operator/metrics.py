@@ -133,6 +133,7 @@ class _Job:
     sample: JobSample
     seen_unfinished: bool = False
     ended: datetime | None = None  # when retention starts: it ended (or was first seen ended)
+    version: str = ""  # the resourceVersion ``sample`` was taken from
     reconciles: _Reconciles = field(default_factory=_Reconciles)
 
     @property
@@ -365,13 +366,16 @@ class OperatorMetrics:
 
     def observe_job(self, job: Mapping[str, Any], now: datetime) -> None:
         """Take what a job (any shape ``jobshapes`` reads; others are ignored) shows now."""
-        sample = jobshapes.sample(job)
         metadata = job.get("metadata") or {}
+        key = (str(job.get("kind") or ""), str(metadata.get("namespace") or ""), str(metadata.get("name") or ""))
+        uid = str(metadata.get("uid") or "")
+        version = str(metadata.get("resourceVersion") or "")
+        seen = self._series.jobs.get(key)
+        if version and seen is not None and (seen.uid, seen.version) == (uid, version):
+            return  # a version already taken: every pass after a write sees it again
+        sample = jobshapes.sample(job)
         if sample is None or not metadata.get("name"):
             return
-        key = (str(job.get("kind") or ""), str(metadata.get("namespace") or ""), str(metadata["name"]))
-        uid = str(metadata.get("uid") or "")
-        seen = self._series.jobs.get(key)
         if seen is not None and seen.uid != uid:  # deleted and made again under the same name
             self.forget_job(*key)
             seen = None
@@ -386,7 +390,7 @@ class OperatorMetrics:
             )
             self._series.jobs[key] = seen
             self._count_created(seen)
-        seen.sample = sample
+        seen.sample, seen.version = sample, version
         if not sample.terminal:
             seen.seen_unfinished, seen.ended = True, None
         elif seen.ended is None:

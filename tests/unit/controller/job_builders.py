@@ -230,7 +230,17 @@ def run(
     settings: ControllerSettings = DNS,
     now: datetime = NOW,
 ) -> Plan:
-    return reconcile(observe(owner, pods, services, now=now), PLUGIN, settings)
+    return reconciled(observe(owner, pods, services, now=now), settings=settings)
+
+
+def reconciled(observed: Observed, *, plugin: Any = PLUGIN, settings: ControllerSettings = DNS) -> Plan:
+    """``reconcile``'s plan, after checking it left what it observed as it was: the operator shares one
+    model of each cached version between passes (``Informer.parsed``), so a pass may change none."""
+    seen = (observed.job, *observed.pods, *observed.services, *observed.owned)
+    before = [m.model_dump(mode="json") for m in seen]
+    plan = reconcile(observed, plugin, settings)
+    assert [m.model_dump(mode="json") for m in seen] == before, "reconcile changed an object it observed"
+    return plan
 
 
 # -- applying a plan the way the API server would ------------------------------------------------------

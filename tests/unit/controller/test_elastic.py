@@ -16,17 +16,17 @@ from job_builders import (
     NAMESPACE,
     NOW,
     OTHER_UID,
-    PLUGIN,
     job,
     owned_deleted,
     owned_written,
     owner_references,
+    reconciled,
     stored_status,
 )
 
 from trainyard.api import PyTorchJob
 from trainyard.api.autoscaling import HorizontalPodAutoscaler
-from trainyard.controller import Observed, Plan, reconcile
+from trainyard.controller import Observed, Plan
 from trainyard.controller.children import is_rendezvous
 
 HPA = "HorizontalPodAutoscaler"
@@ -80,7 +80,7 @@ def target(name: str = NAME) -> dict[str, str]:
 
 
 def run(owner: PyTorchJob, hpa: HorizontalPodAutoscaler | None = None) -> Plan:
-    return reconcile(Observed(owner, (), (), NOW, owned=(hpa,) if hpa is not None else ()), PLUGIN, DNS)
+    return reconciled(Observed(owner, (), (), NOW, owned=(hpa,) if hpa is not None else ()), settings=DNS)
 
 
 # -- which jobs get one --------------------------------------------------------------------------------

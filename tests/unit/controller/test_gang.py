@@ -23,6 +23,7 @@ from job_builders import (
     owned_written,
     owner_references,
     pod,
+    reconciled,
     replicas,
     stored_status,
     template,
@@ -87,7 +88,7 @@ def gang_run(
     classes: dict[str, int] | None = None,
 ) -> Plan:
     observed = Observed(owner, pods, services, NOW, owned=groups(pg), priority_classes=classes or {})
-    return reconcile(observed, PLUGIN, settings)
+    return reconciled(observed, settings=settings)
 
 
 def groups(pg: PodGroup | None) -> tuple[PodGroup, ...]:
@@ -352,7 +353,7 @@ def test_the_volcano_stamp_is_written_at_most_once_a_second() -> None:
 
     def at(owner: PyTorchJob, micros: int) -> Plan:
         observed = Observed(owner, (), (), NOW + timedelta(microseconds=micros), owned=groups(existing))
-        return reconcile(observed, PLUGIN, VOLCANO)
+        return reconciled(observed, settings=VOLCANO)
 
     first = at(owner, 100_000)
     assert first.status is not None

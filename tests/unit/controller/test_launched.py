@@ -10,6 +10,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from job_builders import reconciled
 
 from trainyard.api.core import Pod
 from trainyard.api.kubeflow.mpi import MPIJob
@@ -136,7 +137,7 @@ def run(job: MPIJob, *objects: dict[str, Any], now: datetime = NOW) -> Plan:
     pods = tuple(p for p in objects if p["kind"] == "Pod")
     owned = tuple(TypedObject.model_validate(o) for o in objects if o["kind"] != "Pod")
     observed = Observed(job, tuple(Pod.model_validate(p) for p in pods), (), now, owned=owned, key_pairs=key_pair)
-    return reconcile(observed, PLUGIN, SETTINGS)
+    return reconciled(observed, plugin=PLUGIN, settings=SETTINGS)
 
 
 def kinds(objects: Any) -> list[tuple[str, str]]:
