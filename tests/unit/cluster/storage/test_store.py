@@ -194,6 +194,58 @@ def test_a_format_1_store_is_upgraded_in_place(db: Path) -> None:
     got = store.get(CM, "ns", "a")
     assert got == {"metadata": {"name": "a", "resourceVersion": "2"}, "data": {"v": "1"}}
     schema = dict(store._db.execute("SELECT name, sql FROM sqlite_master WHERE type IN ('table', 'index')").fetchall())
-    assert "WITHOUT ROWID" in schema["objects"] and "changes_by_resource" not in schema
+    assert "WITHOUT ROWID" in schema["objects"] and "body" not in schema["objects"]
+    assert "changes_by_resource" not in schema
     store.close()
     assert Store(db).get(CM, "ns", "a") == got
+
+
+def test_a_format_2_store_keeps_bodies_whose_changes_were_compacted(db: Path) -> None:
+    # Format 2 kept every body in objects too; a body whose change was compacted away is written
+    # back into the log under its own revision, where a watch can never be served it.
+    old = sqlite3.connect(db)
+    old.executescript(
+        """
+        CREATE TABLE meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);
+        CREATE TABLE changes (
+            rv INTEGER PRIMARY KEY, resource TEXT NOT NULL, namespace TEXT NOT NULL, name TEXT NOT NULL,
+            type TEXT NOT NULL, body TEXT NOT NULL, old_body TEXT);
+        CREATE TABLE objects (
+            resource TEXT NOT NULL, namespace TEXT NOT NULL, name TEXT NOT NULL,
+            rv INTEGER NOT NULL, body TEXT NOT NULL, PRIMARY KEY (resource, namespace, name)) WITHOUT ROWID;
+        INSERT INTO meta VALUES ('revision', 3), ('compacted', 2), ('format', 2);
+        """
+    )
+    a, b = (json.dumps({**cm(n), "metadata": {"name": n, "resourceVersion": rv}}) for n, rv in (("a", "1"), ("b", "3")))
+    old.execute("INSERT INTO objects VALUES (?, 'ns', 'a', 1, ?)", (CM, a))  # its change compacted away
+    old.execute("INSERT INTO objects VALUES (?, 'ns', 'b', 3, ?)", (CM, b))
+    old.execute("INSERT INTO changes VALUES (3, ?, 'ns', 'b', 'ADDED', ?, NULL)", (CM, b))
+    old.commit()
+    old.close()
+
+    store = Store(db)
+    assert [store.get(CM, "ns", n)["metadata"]["name"] for n in ("a", "b")] == ["a", "b"]  # type: ignore[index]
+    assert [(c.rv, c.type, c.name) for c in store.changes_since(2, CM)] == [(3, "ADDED", "b")]
+    store.close()
+    again = Store(db)
+    assert json.loads(again.snapshot(CM, "ns")[0][0][2]) == json.loads(a)
+    again.close()
+
+
+def test_compaction_keeps_the_change_that_holds_a_live_objects_body(db: Path) -> None:
+    store = Store(db)
+    store.put(CM, "ns", "kept", cm("kept"), created=True)
+    for i in range(5):
+        store.put(CM, "ns", "busy", cm("busy", str(i)), created=i == 0)
+    store.remove(CM, "ns", "busy")
+    store.compact(keep=0)
+    assert store._db.execute("SELECT rv FROM changes").fetchall() == [(1,)]  # kept's; busy's all went
+    with pytest.raises(Expired):
+        store.changes_since(0, CM)
+    assert store.changes_since(store.revision, CM) == []
+    store.close()
+    again = Store(db)
+    kept = cm("kept")
+    assert again.get(CM, "ns", "kept") == {**kept, "metadata": {**kept["metadata"], "resourceVersion": "1"}}  # type: ignore[dict-item]
+    assert again.get(CM, "ns", "busy") is None
+    again.close()
