@@ -289,10 +289,9 @@ class JobController:
     async def _observe(self, job: TrainingJob, key: Key) -> Observed:
         """The job's replicas by its labels, its other owned children by controller, PriorityClasses if needed."""
         filed = f"{key[0]}/{job.name}"
-        pods, services = (
-            tuple(cache.parsed(model.model_validate, obj) for obj in cache.by_index(JOB_INDEX, filed))
-            for cache, model in ((self.replicas[POD.kind], Pod), (self.replicas[SERVICE.kind], Service))
-        )
+        pod_cache, svc_cache = self.replicas[POD.kind], self.replicas[SERVICE.kind]
+        pods = tuple(pod_cache.parsed(Pod.model_validate, p) for p in pod_cache.by_index(JOB_INDEX, filed))
+        services = tuple(svc_cache.parsed(Service.model_validate, s) for s in svc_cache.by_index(JOB_INDEX, filed))
         owned = self._read_owned(key)
         classes = await self._priority_classes(job)
         return Observed(
