@@ -25,6 +25,7 @@ import yaml
 from aiohttp import web
 from lightkube import AsyncClient, KubeConfig
 
+from trainyard import heap
 from trainyard.api.podgroup import SCHEDULER_PLUGINS_SCHEDULER
 from trainyard.client import Client, plain_resource, route_directly, wrap_transports
 from trainyard.cluster.apiserver.auth import Credentials, write_private
@@ -237,6 +238,7 @@ class EmbeddedPlane:
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
         await self.start()
+        heap.settle()
         log.info("trainyard control plane ready at %s (home %s)", self.api.url, self.layout.home)
         try:
             await stop.wait()

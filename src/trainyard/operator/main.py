@@ -27,6 +27,7 @@ from typing import Any
 from lightkube import AsyncClient, KubeConfig
 from lightkube.config.kubeconfig import DEFAULT_KUBECONFIG, SERVICE_ACCOUNT
 
+from trainyard import heap
 from trainyard.api import trainer, trainingjob
 from trainyard.api.kinds import KINDS, UPSTREAM_FRAMEWORKS
 from trainyard.controller import ControllerSettings
@@ -418,6 +419,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
+        heap.settle()
         await process.run(stop)
 
     try:
