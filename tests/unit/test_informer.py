@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from lightkube.resources.core_v1 import Pod, Service
 
+from trainyard import informer as informer_module
 from trainyard.informer import Informer, SharedInformers, controller_of, label_index
 
 
@@ -138,6 +139,18 @@ def test_a_version_is_parsed_once_and_a_change_or_deletion_parses_anew() -> None
     cache._deliver("ADDED", pod("a", 4, uid="u2"))
     assert cache.parsed(parse, cache.get("team", "a")) == ("a", "4")  # type: ignore[arg-type]
     assert cache._parsed.keys() == {("team", "a")}
+
+
+def test_models_are_kept_for_the_objects_read_last(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(informer_module, "PARSED", 2)
+    cache = informer()
+    for i, name in enumerate("abc"):
+        cache._deliver("ADDED", pod(name, i + 1))
+    first = cache.parsed(dict, cache.get("team", "a"))  # type: ignore[arg-type]
+    cache.parsed(dict, cache.get("team", "b"))  # type: ignore[arg-type]
+    assert cache.parsed(dict, cache.get("team", "a")) is first  # type: ignore[arg-type]
+    cache.parsed(dict, cache.get("team", "c"))  # type: ignore[arg-type]  # b, read least lately, goes
+    assert list(cache._parsed) == [("team", "a"), ("team", "c")]
 
 
 def test_a_tombstone_keeps_only_the_version() -> None:
