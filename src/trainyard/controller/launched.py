@@ -42,7 +42,7 @@ from trainyard.controller.observed import ControllerSettings, Observed
 from trainyard.controller.plan import ChildRef, EventType, JobEvent, Plan, StatusPatch
 from trainyard.frameworks.base import Framework
 from trainyard.frameworks.capabilities import LauncherJobs, launcher_jobs
-from trainyard.frameworks.network import Network
+from trainyard.frameworks.network import Network, replica_name
 
 BATCH_JOB = ("batch", "Job")
 EVENT_MESSAGE_LIMIT = 1024
@@ -180,10 +180,11 @@ class _Pass:
         )
         creates: list[Pod] = []
         for index in range(replicas):
+            if replica_name(self.job.name, self.plugin.worker_type, index) in have:
+                continue
             pod = children.build_pod(self.job, self.plugin, self.plugin.worker_type, index, network)
-            if pod.name not in have:
-                worker = Pod.model_validate(self.plugin.worker_pod(self.job, index, pod.to_dict()))
-                creates.append(trainingenv.decorate(worker, self.job, self.plugin.info, self.settings.progress_server))
+            worker = Pod.model_validate(self.plugin.worker_pod(self.job, index, pod.to_dict()))
+            creates.append(trainingenv.decorate(worker, self.job, self.plugin.info, self.settings.progress_server))
         # By name: the index label counts from 1 when the launcher is worker 0.
         surplus = [ChildRef("Pod", p.name) for p in self.workers if _name_index(p.name) >= replicas]
         return dataclasses.replace(plan, create=(*plan.create, *creates), delete=(*plan.delete, *surplus))

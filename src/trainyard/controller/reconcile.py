@@ -51,7 +51,7 @@ from trainyard.controller.observed import ControllerSettings, Observed
 from trainyard.controller.plan import ChildRef, EventType, JobEvent, Plan
 from trainyard.controller.status import count_replicas, replica_statuses
 from trainyard.frameworks.base import Framework, OwnedKind, Verdict
-from trainyard.frameworks.network import Network, NetworkMode
+from trainyard.frameworks.network import Network, NetworkMode, replica_name
 
 _WARNING_CONDITIONS = (ConditionType.FAILED, ConditionType.RESTARTING, ConditionType.PENDING)
 
@@ -241,10 +241,14 @@ def _sync_children(
     for rtype in plugin.info.replica_types:
         spec = job.replica_specs.get(rtype)
         for index in range((spec.replicas or 0) if spec else 0):
+            name = replica_name(job.name, rtype, index)
+            make_pod, make_service = name not in have_pods and name not in skip, name not in have_services
+            if not (make_pod or make_service):
+                continue  # built only to be created: a pass over a running job builds nothing
             pod = children.build_pod(job, plugin, rtype, index, network)
-            if pod.name not in have_pods and pod.name not in skip:
+            if make_pod:
                 creates.append(pod)
-            if pod.name not in have_services:
+            if make_service:
                 creates.append(children.build_service(pod, plugin))
     surplus: list[ChildRef] = []
     for kind, objects in (("Pod", pods), ("Service", services)):
