@@ -9,7 +9,9 @@ from typing import Any
 
 import pytest
 
-from conftest import Kubectl, eventually
+from conftest import Kubectl, Plane, eventually
+from trainyard.cluster import paths
+from trainyard.cluster.paths import Layout
 
 pytestmark = pytest.mark.e2e
 
@@ -168,7 +170,7 @@ def script_objects(host_dir: str) -> tuple[list[dict[str, Any]], dict[str, Any]]
     return objects, spec
 
 
-def test_config_map_script_mounted_at_app_runs_with_its_volumes(kubectl: Kubectl, tmp_path: Path) -> None:
+def test_config_map_script_mounted_at_app_runs_with_its_volumes(kubectl: Kubectl, plane: Plane, tmp_path: Path) -> None:
     (tmp_path / "marker").write_text("from the host")
     objects, spec = script_objects(str(tmp_path))
     apply(kubectl, *objects, {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "script-pod"}, "spec": spec})
@@ -180,6 +182,10 @@ def test_config_map_script_mounted_at_app_runs_with_its_volumes(kubectl: Kubectl
     assert "scratch written in the pod" in logs and "host from the host" in logs
     # The mounts are private to the pod: nothing appears at /app on the host.
     assert not Path("/app/train.py").exists()
+    # As on a kubelet's tmpfs: the secret never reached the home's disk (its emptyDir did).
+    uid = kubectl("get", "pod", "script-pod", "-o", "jsonpath={.metadata.uid}")
+    volumes = Layout(plane.home).pod_dir("default", "script-pod", uid) / "volumes"
+    assert sorted(p.name for p in volumes.iterdir()) == ["scratch"]
 
 
 def test_pytorchjob_runs_a_script_from_a_config_map(kubectl: Kubectl, tmp_path: Path) -> None:
@@ -245,7 +251,7 @@ def test_volume_of_a_missing_config_map_waits_then_mounts(kubectl: Kubectl) -> N
     assert "late script ran, read-only: True" in kubectl("logs", "mount-waits")
 
 
-def test_mounts_under_missing_host_directories_change_nothing_on_the_host(kubectl: Kubectl) -> None:
+def test_mounts_under_missing_host_directories_change_nothing_on_the_host(kubectl: Kubectl, plane: Plane) -> None:
     # As Kubeflow Trainer's MPI runtimes mount their SSH secret at /home/mpiuser/.ssh and the hostfile at
     # /etc/mpi: the directories exist in the pod only, and so does what it writes beside them.
     fresh = f"yard-{uuid.uuid4().hex[:10]}"
@@ -291,6 +297,11 @@ def test_mounts_under_missing_host_directories_change_nothing_on_the_host(kubect
         assert "key k3y hostfile w-0" in logs and "exec sees from-the-pod" in logs, logs
         kubectl("wait", "--for=condition=Ready", "pod/mounts-fresh", "--timeout=60s")
         assert not home.exists() and not etc.exists()
+        # The secret and config map live in memory (a kubelet's tmpfs) while the pod runs...
+        uid = kubectl("get", "pod", "mounts-fresh", "-o", "jsonpath={.metadata.uid}")
+        memory = paths.memory_root(Layout(plane.home)) / f"default_mounts-fresh_{uid}"
+        assert (memory / "ssh" / "id_rsa").read_text() == "k3y" and (memory / "mpi" / "hostfile").exists()
     finally:
         kubectl("delete", "pod", "mounts-fresh", "--wait=true", "--timeout=60s")
     assert not home.exists() and not etc.exists()
+    assert not memory.exists()  # ...and go with it

@@ -259,6 +259,7 @@ class NodeAgent:
             run.stopped.set()
             return
         policy = spec.get("restartPolicy") or "Always"
+        ended = False
         # Like the kubelet: a failed init container is retried unless the pod never restarts.
         init_policy = "Never" if policy == "Never" else "OnFailure"
         try:
@@ -269,6 +270,7 @@ class NodeAgent:
                 await self._supervise(run, pod, container, cr, init_policy, "Pending")
                 if cr.exit_code != 0 or run.stopping:
                     await self._report(run, pod, "Failed")
+                    ended = True
                     return
             for container, cr in zip(spec.get("containers") or [], run.containers, strict=True):
                 if not cr.has_run:
@@ -290,12 +292,16 @@ class NodeAgent:
                     await self._report(run, pod, "Running", wait=False)
             ok = all(cr.exit_code == 0 for cr in run.containers)
             await self._report(run, pod, "Succeeded" if ok else "Failed")
+            ended = True
         except asyncio.CancelledError:
             raise
         except Exception as exc:
             log.exception("pod %s/%s could not run", run.namespace, run.name)
             await self._report(run, pod, "Failed", reason="StartError", message=str(exc))
+            ended = True
         finally:
+            if ended:  # its containers never run again
+                self.container_config.release(run)
             run.stopped.set()
 
     async def _supervise(
@@ -658,6 +664,7 @@ class NodeAgent:
         if run.task is not None and not run.task.done():
             with contextlib.suppress(asyncio.TimeoutError, asyncio.CancelledError):
                 await asyncio.wait_for(asyncio.shield(run.stopped.wait()), timeout=5)
+        self.container_config.release(run)
         self.pods.pop(run.uid, None)
 
     async def _stop_and_confirm(self, run: PodRun, grace: float) -> None:

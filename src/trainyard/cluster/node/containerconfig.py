@@ -19,11 +19,13 @@ Callers: ``agent`` (starting containers, exec probes, exec into pods).
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+from trainyard.cluster import paths
 from trainyard.cluster.environments import Environments, EnvironmentsError, Match
 from trainyard.cluster.node import gpus, podexec, volumes
 from trainyard.cluster.node.capacity import Capacity
@@ -47,6 +49,7 @@ class ContainerConfig:
         self.address = address
         self.capacity = capacity
         self.environments = Environments(layout.environments_file)
+        self._memory_root: Path | None = None  # found on first use (``paths.memory_root``)
 
     def python_environment(self, container: Obj) -> Match | None:
         """The local environment the container's image runs in; None: the plane's own.
@@ -119,12 +122,25 @@ class ContainerConfig:
         cpu = Decimal(self.capacity.cpu) / 1000
         return DownwardNode(self.node_name, self.address, cpu, Decimal(self.capacity.memory))
 
+    def memory_dir(self, run: PodRun) -> Path:
+        """Where the pod's memory-backed volumes live; ``release`` removes it."""
+        if self._memory_root is None:
+            self._memory_root = paths.memory_root(self.layout)
+        return self._memory_root / f"{run.namespace}_{run.name}_{run.uid}"
+
+    def release(self, run: PodRun) -> None:
+        """The pod's memory-backed volumes go once its containers are gone for good (a kubelet unmounts them)."""
+        shutil.rmtree(self.memory_dir(run), ignore_errors=True)
+
     def materialize(self, run: PodRun, pod: Obj) -> str | None:
         pod_dir = self.layout.pod_dir(run.namespace, run.name, run.uid)
         try:
             declared = (pod.get("spec") or {}).get("volumes") or []
             node = self._downward()
-            run.volumes = {v["name"]: volumes.materialize(pod_dir, v, run.sources, pod, node) for v in declared}
+            memory = self.memory_dir(run)
+            run.volumes = {
+                v["name"]: volumes.materialize(pod_dir, v, run.sources, pod, node, memory=memory) for v in declared
+            }
             run.read_only = volumes.read_only(declared)
         except volumes.ConfigError as exc:
             return str(exc)

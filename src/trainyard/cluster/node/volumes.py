@@ -3,7 +3,8 @@
 ``emptyDir``, ``configMap``, ``secret``, ``downwardAPI`` and ``projected`` volumes (service-account
 tokens included, as the node asked the API server for them) become
 directories under ``<pod dir>/volumes`` (keys and fields as files, with ``items``, ``defaultMode``
-and per-item ``mode``); ``hostPath`` is the host directory itself (``DirectoryOrCreate``/
+and per-item ``mode``), or, for those a kubelet backs with tmpfs, under the pod's directory in
+memory (``paths.memory_root``); ``hostPath`` is the host directory itself (``DirectoryOrCreate``/
 ``FileOrCreate`` create it); ``persistentVolumeClaim`` is the directory of the PersistentVolume
 its claim is bound to. ``mounts`` lists, for one container, which host path appears at each
 ``mountPath`` (``subPath`` and ``readOnly`` included). A volume that cannot be set up raises
@@ -69,6 +70,9 @@ def _write_keys(target: Path, data: dict[str, bytes], volume: Obj, kind: str, de
     _write_files(target, files, kind)
 
 
+_MEMORY_BACKED = ("secret", "configMap", "projected", "downwardAPI")
+
+
 def _write_files(target: Path, files: list[tuple[str, bytes, int]], kind: str) -> None:
     for rel, content, mode in files:
         path = target / rel
@@ -79,10 +83,26 @@ def _write_files(target: Path, files: list[tuple[str, bytes, int]], kind: str) -
         path.chmod(mode)
 
 
-def materialize(pod_dir: Path, volume: Obj, sources: Sources, pod: Obj | None = None, node: Node | None = None) -> Path:
-    """The host path that backs ``volume``, created and filled (``pod`` and ``node`` feed the downward API)."""
+def materialize(
+    pod_dir: Path,
+    volume: Obj,
+    sources: Sources,
+    pod: Obj | None = None,
+    node: Node | None = None,
+    *,
+    memory: Path | None = None,
+) -> Path:
+    """The host path that backs ``volume``, created and filled (``pod`` and ``node`` feed the downward API).
+
+    ``memory``: the pod's directory for memory-backed volumes (what a kubelet mounts as tmpfs:
+    secrets, config maps, projected and downward API volumes, ``emptyDir`` of ``medium: Memory``);
+    without it they go under ``pod_dir`` as the others do.
+    """
     name: str = volume.get("name", "")
     target: Path = pod_dir / "volumes" / name
+    in_memory = any(k in volume for k in _MEMORY_BACKED) or (volume.get("emptyDir") or {}).get("medium") == "Memory"
+    if memory is not None and in_memory:
+        target = memory / name
     if "hostPath" in volume:
         host = volume["hostPath"] or {}
         path = Path(host.get("path") or "/")

@@ -232,3 +232,20 @@ def test_volumes_of_kinds_this_node_cannot_serve(tmp_path: Path) -> None:
     sources = Sources(claims={"data": claim("Bound", "nfs-1")}, persistent_volumes={"nfs-1": {"spec": {"nfs": {}}}})
     with pytest.raises(ConfigError, match="nfs persistent volumes are not supported by the local node"):
         materialize(tmp_path, {"name": "v", "persistentVolumeClaim": {"claimName": "data"}}, sources, POD)
+
+
+def test_what_a_kubelet_backs_with_tmpfs_goes_to_the_pods_memory_directory(tmp_path: Path) -> None:
+    pod_dir, memory = tmp_path / "pod", tmp_path / "memory" / "pod"
+    sources = Sources({"cm": {"data": {"a": "1"}}}, secrets={"s": {"data": {"k": base64.b64encode(b"v").decode()}}})
+    in_memory = [
+        {"name": "cm", "configMap": {"name": "cm"}},
+        {"name": "sec", "secret": {"secretName": "s"}},
+        {"name": "proj", "projected": {"sources": [{"configMap": {"name": "cm"}}]}},
+        {"name": "ram", "emptyDir": {"medium": "Memory"}},
+    ]
+    for volume in in_memory:
+        assert materialize(pod_dir, volume, sources, memory=memory) == memory / volume["name"]
+    assert (memory / "sec" / "k").read_bytes() == b"v" and (memory / "proj" / "a").read_text() == "1"
+    assert materialize(pod_dir, {"name": "scratch", "emptyDir": {}}, sources, memory=memory) == (
+        pod_dir / "volumes" / "scratch"
+    )

@@ -1,0 +1,51 @@
+"""``paths.memory_root``: a directory of the plane's user on a tmpfs, one per home, or the home
+when that name is not safely its own."""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+from trainyard.cluster import paths
+from trainyard.cluster.paths import Layout
+
+
+@pytest.fixture
+def shm(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    # A stand-in for /dev/shm: a shared directory (sticky, world-writable) anyone may create names in.
+    shared = tmp_path / "shm"
+    shared.mkdir()
+    shared.chmod(0o1777)
+    monkeypatch.setattr(paths, "MEMORY_FS", shared)
+    return shared
+
+
+def test_each_home_gets_a_private_directory_of_its_own(shm: Path, tmp_path: Path) -> None:
+    one, other = Layout(tmp_path / "one"), Layout(tmp_path / "other")
+    root = paths.memory_root(one)
+    assert root.parent == shm and root.name.startswith(f"trainyard-{os.getuid()}-")
+    assert stat.S_IMODE(root.stat().st_mode) == 0o700
+    assert paths.memory_root(one) == root != paths.memory_root(other)
+
+
+def test_a_name_taken_by_a_link_or_an_open_directory_is_not_used(shm: Path, tmp_path: Path) -> None:
+    layout = Layout(tmp_path / "home")
+    taken = paths.memory_root(layout)
+    taken.rmdir()
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    taken.symlink_to(elsewhere)
+    assert paths.memory_root(layout) == layout.home / "memory"
+    taken.unlink()
+    taken.mkdir(mode=0o777)
+    taken.chmod(0o777)
+    assert paths.memory_root(layout) == layout.home / "memory"
+
+
+def test_without_a_memory_filesystem_the_home_holds_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(paths, "MEMORY_FS", tmp_path / "absent")
+    layout = Layout(tmp_path / "home")
+    assert paths.memory_root(layout) == layout.home / "memory"
