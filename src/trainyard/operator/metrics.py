@@ -317,6 +317,7 @@ class OperatorMetrics:
             buckets=REST_CLIENT_BUCKETS,
             registry=self.registry,
         )
+        self._api_series: dict[tuple[str, str, str], tuple[Any, Any]] = {}
         self.rest_rate_limiter_duration = Histogram(
             "rest_client_rate_limiter_duration_seconds",
             "Client side rate limiter latency in seconds. Broken down by verb, and host.",
@@ -434,8 +435,15 @@ class OperatorMetrics:
 
     def api_request(self, verb: str, host: str, code: str, seconds: float) -> None:
         """One HTTP round trip of the API client: ``code`` is the status, or ``<error>`` when none came."""
-        self.rest_requests.labels(code, host, verb).inc()
-        self.rest_request_duration.labels(verb, host).observe(seconds)
+        key = (verb, host, code)
+        series = self._api_series.get(key)
+        if series is None:  # ``labels`` checks and looks its arguments up on every call: once per key
+            series = self._api_series[key] = (
+                self.rest_requests.labels(code, host, verb),
+                self.rest_request_duration.labels(verb, host),
+            )
+        series[0].inc()
+        series[1].observe(seconds)
 
     def api_throttled(self, verb: str, host: str, seconds: float) -> None:
         """A request waited ``seconds`` for the client's rate limiter."""
