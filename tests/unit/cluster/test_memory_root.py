@@ -1,8 +1,9 @@
 """``paths.memory_root``: a directory of the plane's user on a tmpfs, one per home, or the home
-when that name is not safely its own."""
+when that name is not safely its own; the node prunes what pods gone meanwhile left there."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import stat
 from pathlib import Path
@@ -10,7 +11,10 @@ from pathlib import Path
 import pytest
 
 from trainyard.cluster import paths
+from trainyard.cluster.node.capacity import Capacity
+from trainyard.cluster.node.containerconfig import ContainerConfig
 from trainyard.cluster.paths import Layout
+from trainyard.informer import Informer
 
 
 @pytest.fixture
@@ -49,3 +53,18 @@ def test_without_a_memory_filesystem_the_home_holds_it(tmp_path: Path, monkeypat
     monkeypatch.setattr(paths, "MEMORY_FS", tmp_path / "absent")
     layout = Layout(tmp_path / "home")
     assert paths.memory_root(layout) == layout.home / "memory"
+
+
+def test_the_node_prunes_the_memory_of_pods_that_went_while_it_was_down(shm: Path, tmp_path: Path) -> None:
+    layout = Layout(tmp_path / "home")
+    config = ContainerConfig(
+        layout, tmp_path / "work", node_name="n", address="127.0.0.1", capacity=Capacity(cpu=1000, memory=2**30, gpus=0)
+    )
+    pods = Informer(None, object)  # type: ignore[arg-type]  # fed as its reflector would, never listed
+    pods._deliver("ADDED", {"metadata": {"namespace": "ns", "name": "kept", "uid": "u-kept", "resourceVersion": "1"}})
+    pods.synced.set()
+    root = paths.memory_root(layout)
+    for name in ("ns_kept_u-kept", "ns_gone_u-gone"):
+        (root / name / "token").mkdir(parents=True)
+    asyncio.run(config.prune(pods))
+    assert [p.name for p in root.iterdir()] == ["ns_kept_u-kept"]

@@ -142,6 +142,7 @@ class NodeAgent:
         await self._register()
         self._spawn(self._heartbeat())
         watching = asyncio.create_task(self.bound.run(), name="node-pods")
+        self._spawn(self.container_config.prune(self.bound))
         try:
             while True:
                 kind, pod = await self._changes.get()

@@ -18,6 +18,7 @@ Callers: ``agent`` (starting containers, exec probes, exec into pods).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import sys
@@ -34,6 +35,7 @@ from trainyard.cluster.node.podenv import Node as DownwardNode
 from trainyard.cluster.node.runs import ContainerRun, PodRun
 from trainyard.cluster.node.runtime.shims import ShimRuntime
 from trainyard.cluster.paths import Layout
+from trainyard.informer import Informer
 
 Obj = dict[str, Any]
 # Images are not pulled here; code in the image's /workspace resolves against the plane's workspace.
@@ -131,6 +133,18 @@ class ContainerConfig:
     def release(self, run: PodRun) -> None:
         """The pod's memory-backed volumes go once its containers are gone for good (a kubelet unmounts them)."""
         shutil.rmtree(self.memory_dir(run), ignore_errors=True)
+
+    async def prune(self, pods: Informer) -> None:
+        """Once the node's ``pods`` are listed, remove the memory-backed volumes of pods not among
+        them: those of pods that went while no agent ran."""
+        await pods.synced.wait()
+        uids = {(p.get("metadata") or {}).get("uid") or "" for p in pods.items()}
+        if self._memory_root is None:
+            self._memory_root = paths.memory_root(self.layout)
+        with contextlib.suppress(FileNotFoundError):
+            for entry in self._memory_root.iterdir():
+                if entry.name.rpartition("_")[2] not in uids:
+                    shutil.rmtree(entry, ignore_errors=True)
 
     def materialize(self, run: PodRun, pod: Obj) -> str | None:
         pod_dir = self.layout.pod_dir(run.namespace, run.name, run.uid)
