@@ -16,6 +16,8 @@ import sys
 import pytest
 
 from conftest import REPO, Kubectl, Plane, eventually, start_plane
+from trainyard.cluster import paths
+from trainyard.cluster.paths import Layout
 from trainyard.operator.settings import DEFAULT_HOST_PORTS, HOST_PORTS_ENV, parse_host_ports
 
 pytestmark = pytest.mark.e2e
@@ -187,6 +189,8 @@ def test_plane_restart_keeps_state_and_down_stops_training_processes(tmp_path_fa
         plane.down()
     eventually(lambda: not _processes(marker), timeout=15, what="yard down to end the training processes")
     assert "not running" in plane.yard("status", check=False).stdout
+    # Nor is anything left in memory (where the node keeps memory-backed volumes).
+    assert not paths.memory_candidate(Layout(plane.home)).exists()
 
 
 def test_yard_cli_is_installed_as_a_module() -> None:

@@ -146,6 +146,12 @@ class Layout:
         return self.pod_dir(namespace, name, uid) / "state" / f"{container}.json"
 
 
+def memory_candidate(layout: Layout) -> Path:
+    """The name on ``/dev/shm`` that ``memory_root`` tries for ``layout``'s home (nothing is created)."""
+    digest = hashlib.sha256(str(layout.home.resolve()).encode()).hexdigest()[:16]
+    return MEMORY_FS / f"trainyard-{os.getuid()}-{digest}"
+
+
 def memory_root(layout: Layout) -> Path:
     """Where the node keeps its pods' memory-backed volumes (secret, configMap, projected,
     downwardAPI, emptyDir ``medium: Memory``), which a kubelet mounts as tmpfs: never written to
@@ -155,8 +161,7 @@ def memory_root(layout: Layout) -> Path:
     A directory of the plane's user on ``/dev/shm``, one per home; a name someone else took
     there (it is a shared directory), a link, or a machine without it: under the home instead.
     """
-    digest = hashlib.sha256(str(layout.home.resolve()).encode()).hexdigest()[:16]
-    candidate = MEMORY_FS / f"trainyard-{os.getuid()}-{digest}"
+    candidate = memory_candidate(layout)
     try:
         candidate.mkdir(mode=0o700, exist_ok=True)
         info = candidate.lstat()

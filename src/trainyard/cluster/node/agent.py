@@ -156,9 +156,9 @@ class NodeAgent:
 
     async def shutdown(self, grace: float = 5.0) -> None:
         """Stop every process this node runs (``yard down``): SIGTERM, then SIGKILL."""
-        runs = list(self.pods.values())
-        await asyncio.gather(*(self._kill(run, grace) for run in runs), return_exceptions=True)
+        await asyncio.gather(*(self._kill(run, grace) for run in list(self.pods.values())), return_exceptions=True)
         await self.runtime.close()
+        self.container_config.close()
 
     async def _register(self) -> None:
         """Create or refresh this node's Node: labels and taints from ``yard up``, then its status."""

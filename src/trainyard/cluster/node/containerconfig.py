@@ -134,6 +134,12 @@ class ContainerConfig:
         """The pod's memory-backed volumes go once its containers are gone for good (a kubelet unmounts them)."""
         shutil.rmtree(self.memory_dir(run), ignore_errors=True)
 
+    def close(self) -> None:
+        """The node stopped every pod (``yard down``): its directory in memory goes if nothing is left in it."""
+        if self._memory_root is not None:
+            with contextlib.suppress(OSError):
+                self._memory_root.rmdir()
+
     async def prune(self, pods: Informer) -> None:
         """Once the node's ``pods`` are listed, remove the memory-backed volumes of pods not among
         them: those of pods that went while no agent ran."""
