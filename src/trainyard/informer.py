@@ -16,10 +16,11 @@ The scheduler, the embedded Job and JobSet controllers and the operator all read
 ``Caches`` starts a controller's informers and waits for their first lists, ``patch_status`` is
 the status write of a pass that read from a cache; ``SharedInformers`` gives the controllers of
 one manager one informer per resource, as controller-runtime's shared cache does.
-Objects are plain dicts and are shared: readers must not mutate them. ``parsed`` gives a reader
-an object as a model, made once per version it caches (so shared too, and as read-only). They are cached without
+Objects are plain dicts and are shared: readers must not mutate them. They are cached without
 ``metadata.managedFields`` (controller-runtime's ``TransformStripManagedFields``): no controller
 reads them, they are often a third of a pod, and a replace that omits them keeps the server's.
+``parsed`` gives a reader an object as a model, made once per cached version and as shared (so
+as read-only) as the dict it was made from.
 """
 
 from __future__ import annotations
