@@ -12,6 +12,10 @@ time(300) / time(100); ``--jobs 1000`` is the target's size. Targets (issue #19)
 ≤ 60 s, plane CPU ≤ 30 ms per job, time(300)/time(100) ≤ 3.3, peak RSS ≤ 400 MB. Prints
 figures and ratios; asserts nothing. ``--profile FILE`` runs the plane under cProfile (CPU
 time) and writes its statistics to FILE (FILE.N for each size N).
+
+``--against OTHER_SRC --pairs K`` compares two checkouts' sources on a machine whose speed drifts
+(a shared VM's did by ±20% within minutes): K pairs of sweeps of each size, interleaved (this
+source, then the other, each on a fresh plane), and the median of each pair's CPU-per-job ratio.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ import json
 import os
 import platform
 import shutil
+import statistics
 import subprocess
 import tempfile
 import time
@@ -127,6 +132,31 @@ async def sweep(plane: Plane, count: int, env: dict[str, str]) -> dict[str, floa
     return {"s": elapsed, "jobs/s": count / elapsed, "cpu ms/job": cpu / count * 1000, "peak RSS MB": hwm_kb / 1024}
 
 
+def run_once(count: int, src: Path, secure: bool) -> dict[str, float]:
+    """One sweep of ``count`` jobs on a fresh plane running ``src``."""
+    home = Path(tempfile.mkdtemp(prefix="yard-jobs-bench-"))
+    plane, yard, env = start_plane(home, src, None, secure)
+    try:
+        return asyncio.run(sweep(plane, count, env))
+    finally:
+        plane.stop(yard, env)
+        shutil.rmtree(home, ignore_errors=True)
+
+
+def compare(sizes: list[int], src: Path, other: Path, pairs: int, secure: bool) -> None:
+    for count in sizes:
+        ratios: list[float] = []
+        for _ in range(pairs):
+            mine, theirs = run_once(count, src, secure), run_once(count, other, secure)
+            ratios.append(mine["cpu ms/job"] / theirs["cpu ms/job"])
+            print(
+                f"   pair: {mine['cpu ms/job']:.1f} vs {theirs['cpu ms/job']:.1f} ms per job, "
+                f"{mine['s']:.1f} vs {theirs['s']:.1f} s\n"
+            )
+        median = statistics.median(ratios)
+        print(f"{count} jobs: CPU per job of {src} / {other}, median of {pairs} pairs: {median:.3f}\n")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--jobs", default="100,300", help="comma-separated sweep sizes, each on a fresh plane")
@@ -134,8 +164,13 @@ def main() -> None:
     parser.add_argument("--src", default=str(REPO / "src"), help="the trainyard sources the plane runs")
     parser.add_argument("--keep", action="store_true", help="keep each plane's home (its log, pods) afterwards")
     parser.add_argument("--insecure", action="store_true", help="plain http (yard up --insecure) instead of TLS")
+    parser.add_argument("--against", default=None, help="another checkout's sources, run interleaved with --src")
+    parser.add_argument("--pairs", type=int, default=3, help="with --against: pairs of sweeps per size")
     args = parser.parse_args()
     sizes = [int(n) for n in args.jobs.split(",")]
+    if args.against:
+        compare(sizes, Path(args.src).resolve(), Path(args.against).resolve(), args.pairs, not args.insecure)
+        return
     print(f"trainyard many-jobs benchmark, {datetime.now(UTC):%Y-%m-%d %H:%M} UTC")
     machine = platform.processor() or platform.machine()
     print(f"machine: {machine}, {os.cpu_count()} cpus, Python {platform.python_version()}; {load()}\n")
