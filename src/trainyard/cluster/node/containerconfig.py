@@ -124,11 +124,15 @@ class ContainerConfig:
         cpu = Decimal(self.capacity.cpu) / 1000
         return DownwardNode(self.node_name, self.address, cpu, Decimal(self.capacity.memory))
 
-    def memory_dir(self, run: PodRun) -> Path:
-        """Where the pod's memory-backed volumes live; ``release`` removes it."""
+    def _memory(self) -> Path:
+        """The node's directory for memory-backed volumes, found (and made) on first use."""
         if self._memory_root is None:
             self._memory_root = paths.memory_root(self.layout)
-        return self._memory_root / f"{run.namespace}_{run.name}_{run.uid}"
+        return self._memory_root
+
+    def memory_dir(self, run: PodRun) -> Path:
+        """Where the pod's memory-backed volumes live; ``release`` removes it."""
+        return self._memory() / f"{run.namespace}_{run.name}_{run.uid}"
 
     def release(self, run: PodRun) -> None:
         """The pod's memory-backed volumes go once its containers are gone for good (a kubelet unmounts them)."""
@@ -145,10 +149,8 @@ class ContainerConfig:
         them: those of pods that went while no agent ran."""
         await pods.synced.wait()
         uids = {(p.get("metadata") or {}).get("uid") or "" for p in pods.items()}
-        if self._memory_root is None:
-            self._memory_root = paths.memory_root(self.layout)
         with contextlib.suppress(FileNotFoundError):
-            for entry in self._memory_root.iterdir():
+            for entry in self._memory().iterdir():
                 if entry.name.rpartition("_")[2] not in uids:
                     shutil.rmtree(entry, ignore_errors=True)
 

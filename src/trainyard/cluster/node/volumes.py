@@ -70,9 +70,6 @@ def _write_keys(target: Path, data: dict[str, bytes], volume: Obj, kind: str, de
     _write_files(target, files, kind)
 
 
-_MEMORY_BACKED = ("secret", "configMap", "projected", "downwardAPI")
-
-
 def _write_files(target: Path, files: list[tuple[str, bytes, int]], kind: str) -> None:
     for rel, content, mode in files:
         path = target / rel
@@ -81,6 +78,10 @@ def _write_files(target: Path, files: list[tuple[str, bytes, int]], kind: str) -
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(content)
         path.chmod(mode)
+
+
+# What a kubelet backs with tmpfs (besides an emptyDir of ``medium: Memory``).
+_MEMORY_BACKED = ("secret", "configMap", "projected", "downwardAPI")
 
 
 def materialize(
