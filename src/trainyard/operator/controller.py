@@ -15,6 +15,7 @@ Nothing here decides anything about the job: it observes and it acts.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
 import importlib
 import json
@@ -280,6 +281,14 @@ class JobController:
         self.ports.hold(owner, children.allocated_ports(job).values())
         observed = await self._observe(job, key)
         plan = reconcile(observed, self.plugin, self.settings.controller)
+        if plan.allocate_ports:
+            # The one input a pass cannot compute (the allocator is here): recorded first, then the
+            # pass is computed again with it, so that the job's first status write is the one that
+            # also creates its replicas (not a second write, and a second pass, just after).
+            raw = await self._record_ports(raw, plan.allocate_ports)
+            job = self.jobs.parsed(self.plugin.info.model.model_validate, raw)
+            observed = dataclasses.replace(observed, job=job)
+            plan = reconcile(observed, self.plugin, self.settings.controller)
         seen = [*observed.pods, *observed.services, *observed.owned]
         await self.apply(raw, plan, uids={(c.kind or "", c.name): c.metadata.uid or "" for c in seen})
         return plan.requeue_after.total_seconds() if plan.requeue_after is not None else None
@@ -428,7 +437,10 @@ class JobController:
         await self._emit(job, [(e.type.value, e.reason, e.message) for e in plan.events])
 
     async def _record_ports(self, job: dict[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
+        """Ports for ``keys`` from the allocator, into the job's annotation; the job as cached after."""
         m = job["metadata"]
+        if not self.may_write():
+            raise NotLeading(f"not recording ports of {m['namespace']}/{m['name']}: this replica no longer leads")
         annotations = m.get("annotations") or {}
         current = json.loads(annotations.get(labels.HOST_PORTS) or "{}")
         fresh = self.ports.allocate(f"{m['namespace']}/{m['name']}", len(keys))
@@ -439,7 +451,8 @@ class JobController:
         )
         answer = to_dict(patched)
         self.jobs.mutated(answer)
-        return answer
+        # As cached (its model shared through ``parsed``), unless the watch brought a newer one.
+        return self.jobs.get(m["namespace"], m["name"]) or answer
 
     async def _emit(self, job: dict[str, Any], events: Sequence[Event]) -> None:
         m = job["metadata"]

@@ -25,7 +25,7 @@ from trainyard.cluster.apiserver.registry import Registry, ResourceType
 from trainyard.cluster.apiserver.requests import paging
 from trainyard.cluster.apiserver.requests.fields import matches, selection
 from trainyard.cluster.apiserver.requests.selectors import FieldSelector, LabelSelector
-from trainyard.cluster.apiserver.writes import admission, defaulting, fieldmanager, patching, shapes
+from trainyard.cluster.apiserver.writes import admission, defaulting, fieldmanager, patching, shapes, updates
 from trainyard.cluster.storage import codec
 from trainyard.cluster.storage.store import Expired, Obj, Store
 
@@ -643,7 +643,7 @@ class Objects:
 
     def _track(self, rt: ResourceType, old: Obj | None, new: Obj, manager: str, subresource: str | None) -> None:
         """Record in ``new`` that ``manager`` owns what this write changed."""
-        managed = fieldmanager.track_update(old, new, self._shape(rt), self._write(rt, manager, subresource))
+        managed = updates.track_update(old, new, self._shape(rt), self._write(rt, manager, subresource))
         if managed:
             meta(new)["managedFields"] = managed
         else:

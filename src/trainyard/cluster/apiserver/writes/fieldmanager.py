@@ -123,42 +123,45 @@ def builtin_shape(kind: str) -> Shape:
 # -- field sets -----------------------------------------------------------------------------------
 
 
-def _dump(value: object) -> str:
+def dump(value: object) -> str:
+    """A value as a ``k:``/``v:`` element writes it: compact JSON, keys sorted."""
     return json.dumps(value, sort_keys=True, separators=(",", ":"))
 
 
-def _item_element(item: object, keys: tuple[str, ...], index: int) -> str:
+def item_element(item: object, keys: tuple[str, ...], index: int) -> str:
+    """The path element of a keyed list's item: ``k:`` its keys, or ``i:`` its index if it has none."""
     if isinstance(item, dict) and any(k in item for k in keys):
-        return "k:" + _dump({k: item[k] for k in keys if k in item})
+        return "k:" + dump({k: item[k] for k in keys if k in item})
     return f"i:{index}"
 
 
-def _walk(value: object, shape: Shape, prefix: Path, out: set[Path]) -> None:
+def walk(value: object, shape: Shape, prefix: Path, out: set[Path]) -> None:
+    """Into ``out``, every field path of ``value`` (found at ``prefix``)."""
     if isinstance(value, dict):
         if not value:
             out.add(prefix)
         for key, child in value.items():
-            _walk(child, shape.child(key), (*prefix, f"f:{key}"), out)
+            walk(child, shape.child(key), (*prefix, f"f:{key}"), out)
         return
     if isinstance(value, list):
         keys = shape.list_keys()
         if keys is None:
             out.add(prefix)
         elif not keys:
-            out.update((*prefix, "v:" + _dump(item)) for item in value)
+            out.update((*prefix, "v:" + dump(item)) for item in value)
         else:
             item_shape = shape.items()
             for index, item in enumerate(value):
-                element = (*prefix, _item_element(item, keys, index))
+                element = (*prefix, item_element(item, keys, index))
                 out.add(element)
                 if isinstance(item, dict):
                     for key, child in item.items():
-                        _walk(child, item_shape.child(key), (*element, f"f:{key}"), out)
+                        walk(child, item_shape.child(key), (*element, f"f:{key}"), out)
         return
     out.add(prefix)
 
 
-def _scoped(obj: Obj, subresource: str | None, status_separate: bool) -> Obj:
+def scoped(obj: Obj, subresource: str | None, status_separate: bool) -> Obj:
     """The part of ``obj`` that a write through ``subresource`` can own."""
     if subresource == "status":
         return {"status": obj["status"]} if "status" in obj else {}
@@ -175,8 +178,8 @@ def _scoped(obj: Obj, subresource: str | None, status_separate: bool) -> Obj:
 
 def field_set(obj: Obj, shape: Shape, *, subresource: str | None = None, status_separate: bool = True) -> set[Path]:
     out: set[Path] = set()
-    for key, value in _scoped(obj, subresource, status_separate).items():
-        _walk(value, shape.child(key), (f"f:{key}",), out)
+    for key, value in scoped(obj, subresource, status_separate).items():
+        walk(value, shape.child(key), (f"f:{key}",), out)
     return out
 
 
@@ -245,7 +248,7 @@ def describe(path: Path) -> str:
         if tag == "f":
             out += f".{arg}"
         elif tag == "k":
-            out += "[" + ",".join(f"{k}={_dump(v)}" for k, v in json.loads(arg).items()) + "]"
+            out += "[" + ",".join(f"{k}={dump(v)}" for k, v in json.loads(arg).items()) + "]"
         elif tag == "v":
             out += f"[={arg}]"
         else:
@@ -292,7 +295,8 @@ _ENCODED: dict[frozenset[Path], bytes] = {}
 _FIELD_SETS_MAX = 2048
 
 
-def _decoded(tree: object) -> set[Path]:
+def decoded(tree: object) -> set[Path]:
+    """``decode(tree)``, memoised; the caller's own set."""
     raw = codec.dumps(tree)
     known = _DECODED.get(raw)
     if known is None:
@@ -302,7 +306,8 @@ def _decoded(tree: object) -> set[Path]:
     return set(known)
 
 
-def _encoded(paths: set[Path]) -> Obj:
+def encoded(paths: set[Path]) -> Obj:
+    """``encode(paths)``, memoised; the caller's own tree."""
     key = frozenset(paths)
     raw = _ENCODED.get(key)
     if raw is None:
@@ -328,7 +333,7 @@ class Entry:
 
     @classmethod
     def parse(cls, raw: Obj) -> Entry:
-        fields = _decoded(raw.get("fieldsV1"))
+        fields = decoded(raw.get("fieldsV1"))
         return cls(
             manager=str(raw.get("manager", "")),
             operation=str(raw.get("operation", "Update")),
@@ -346,7 +351,7 @@ class Entry:
         if stored is not None and not self.touched and len(self.fields) == stored[0]:
             fields_v1 = stored[1]
         else:
-            fields_v1 = _encoded(self.fields)
+            fields_v1 = encoded(self.fields)
         out: Obj = {
             "manager": self.manager,
             "operation": self.operation,
@@ -423,7 +428,7 @@ def _top_level(value: object, raw: bytes, shape: Shape, key: str) -> frozenset[P
         if known is not None and known[0] is anchor:
             return known[1]
     out: set[Path] = set()
-    _walk(value, shape.child(key), (f"f:{key}",), out)
+    walk(value, shape.child(key), (f"f:{key}",), out)
     paths = frozenset(out)
     if token is not _MISSING and len(raw) <= _WALKED_BYTES:
         if len(_WALKED) >= _WALKED_MAX:
@@ -435,17 +440,21 @@ def _top_level(value: object, raw: bytes, shape: Shape, key: str) -> frozenset[P
 def track_update(old: Obj | None, new: Obj, shape: Shape, write: Write) -> list[Obj]:
     """managedFields after a create, update or patch by ``write.manager``: it owns what it changed.
 
+    The rule over whole objects: the API server's writes go through ``updates.track_update``,
+    which compares only where old and new differ, agrees with this (its tests check so) and
+    falls back to it when a list's keys are ambiguous.
+
     A field changed when the write adds it or gives it another value. Each top-level field
     (metadata, spec, status) is walked once; one whose value the write left as it was (the
     common case: a status write leaves spec and metadata alone) changes nothing below it, so
     its old value is not walked nor its fields looked up one by one.
     """
     entries = _entries(old)
-    scope = _scoped(new, write.subresource, write.status_separate)
-    old_scope = _scoped(old, write.subresource, write.status_separate) if old is not None else {}
-    # The scoped parts of ``new`` are the same values as in the whole object (``_scoped``), so
+    scope = scoped(new, write.subresource, write.status_separate)
+    old_scope = scoped(old, write.subresource, write.status_separate) if old is not None else {}
+    # The scoped parts of ``new`` are the same values as in the whole object (``scoped``), so
     # one walk of each serves both what the write owns and what is present.
-    present_scope = _scoped(new, None, False)
+    present_scope = scoped(new, None, False)
     encoded = {key: codec.dumps(value) for key, value in present_scope.items()}
     walked = {key: _top_level(value, encoded[key], shape, key) for key, value in present_scope.items()}
     changed: set[Path] = set()
@@ -532,7 +541,7 @@ def _merge(live: object, config: object, shape: Shape) -> object:
         merged = list(live)
         element_shape = shape.items()
         for index, item in enumerate(config):
-            element = _item_element(item, keys, index)
+            element = item_element(item, keys, index)
             found = _find(merged, element) if element[0] == "k" else _MISSING
             if found is _MISSING:
                 merged.append(copy.deepcopy(item))
