@@ -19,22 +19,15 @@ from trainyard.cluster.apiserver.writes import updates
 
 T = "2026-01-01T00:0{}:00Z"
 POD = fm.builtin_shape("Pod")
+SPEC_LISTS = {
+    "ports": {"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"], "items": {"type": "object"}},
+    "tags": {"x-kubernetes-list-type": "set", "items": {"type": "string"}},
+    "args": {"items": {"type": "string"}},  # atomic
+}
 JOB_SCHEMA = {
     "type": "object",
     "properties": {
-        "spec": {
-            "type": "object",
-            "properties": {
-                "ports": {
-                    "type": "array",
-                    "x-kubernetes-list-type": "map",
-                    "x-kubernetes-list-map-keys": ["name"],
-                    "items": {"type": "object"},
-                },
-                "tags": {"type": "array", "x-kubernetes-list-type": "set", "items": {"type": "string"}},
-                "args": {"type": "array", "items": {"type": "string"}},
-            },
-        },
+        "spec": {"type": "object", "properties": {k: {"type": "array", **v} for k, v in SPEC_LISTS.items()}},
         "status": {"type": "object"},
     },
 }
