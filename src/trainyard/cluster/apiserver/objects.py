@@ -349,6 +349,10 @@ class Objects:
             raise patch_failure(exc) from exc
         if not isinstance(patched, dict):
             raise errors.bad_request("the patch must leave a JSON object")
+        if subresource == "status" and field_validation != "Strict" and _names_only(body, _STATUS_WRITE):
+            # The rest is the stored object's, decoded when it was written, and a status write
+            # keeps the stored rest whatever the patch leaves there: only this part is decoded.
+            patched = {k: v for k, v in patched.items() if k in _STATUS_WRITE}
         admission.decode_body(rt, patched, field_validation, warnings, patch=True)
         patched = shapes.check(rt, patched)
         wanted_rv = (patched.get("metadata") or {}).get("resourceVersion")
@@ -539,7 +543,8 @@ class Objects:
         ``owned``: ``body`` is this request's own copy (nothing else holds it), to build on in place."""
         body = {k: v for k, v in body.items() if k not in ("apiVersion", "kind")}
         if subresource == "status":
-            new: Obj = codec.clone(current)
+            cm = current["metadata"]
+            new: Obj = self._current(rt, cm.get("namespace", ""), cm["name"])  # a private copy, as ``patch`` makes one
             if "status" in body:
                 new["status"] = body["status"]
             else:
@@ -669,6 +674,15 @@ class Objects:
         if rt.key == "apiextensions.k8s.io/customresourcedefinitions":
             self.registry.remove_crd(m["name"])
         return removed
+
+
+_STATUS_WRITE = frozenset({"apiVersion", "kind", "metadata", "status"})
+"""What a write through the status subresource takes from its body."""
+
+
+def _names_only(body: object, keys: frozenset[str]) -> bool:
+    """Whether a (merge or strategic merge) patch touches no top-level field but ``keys``."""
+    return isinstance(body, dict) and all(k in keys for k in body)
 
 
 def _check_preconditions(rt: ResourceType, meta: dict[str, Any], preconditions: Any) -> None:

@@ -431,13 +431,11 @@ class NodeAgent:
         )
         cr.started_at = self.now()
         cr.started_mono = time.monotonic()
-        mounts, cwd = self.container_config.mount_spec(run, container)
         spec = {
             "container": cr.name,
             "argv": argv,
             "env": env,
-            "cwd": str(cwd),
-            "mounts": mounts,
+            **self.container_config.placement(run, container),
             "log": str(self.layout.container_log(run.namespace, run.name, run.uid, cr.name)),
             "state": str(self.layout.container_state(run.namespace, run.name, run.uid, cr.name)),
             "restartCount": cr.restart_count,

@@ -170,12 +170,18 @@ class ContainerConfig:
             return f"volume setup failed: {exc}"
         return None
 
+    def placement(self, run: PodRun, container: Obj) -> Obj:
+        """Where a container's process starts, for the shim: ``cwd``, ``mounts``, and ``workDir``, the
+        pod's default working directory, which the shim makes (on a slow disk, making a directory
+        costs as much CPU as the rest of starting the container)."""
+        mounts, cwd = self.mount_spec(run, container)
+        return {"cwd": str(cwd), "mounts": mounts, "workDir": str(self._default_dir(run))}
+
     def mount_spec(self, run: PodRun, container: Obj) -> tuple[Obj | None, Path]:
         """The mount namespace (``mountns.enter``'s spec) the container needs, if any, and its host cwd."""
         if not container.get("volumeMounts"):
             return None, self._working_dir(run, container)
-        default = self.layout.pod_dir(run.namespace, run.name, run.uid) / "work"
-        default.mkdir(parents=True, exist_ok=True)
+        default = self._default_dir(run)
         wanted = container.get("workingDir") or ""
         cwd = wanted if wanted and volumes.under_mount(wanted, container) else str(self._working_dir(run, container))
         spec = {
@@ -195,12 +201,13 @@ class ContainerConfig:
             mounts["join"] = {"pid": cr.process.pid, "start": cr.process.state.get("procStart")}
         return mounts, cwd
 
+    def _default_dir(self, run: PodRun) -> Path:
+        return self.layout.pod_dir(run.namespace, run.name, run.uid) / "work"
+
     def _working_dir(self, run: PodRun, container: Obj) -> Path:
         wanted: str | None = container.get("workingDir")
         if not wanted:
-            path = self.layout.pod_dir(run.namespace, run.name, run.uid) / "work"
-            path.mkdir(parents=True, exist_ok=True)
-            return path
+            return self._default_dir(run)  # made by the shim when the container first starts
         if wanted == IMAGE_WORKSPACE or wanted.startswith(IMAGE_WORKSPACE + "/"):
             return self.workspace / wanted[len(IMAGE_WORKSPACE) :].lstrip("/")
         return Path(wanted)
@@ -223,7 +230,7 @@ class ContainerConfig:
         if volumes.under_mount(container.get("workingDir") or "", container):
             return None
         cwd = self._working_dir(run, container)
-        if not cwd.is_dir():
+        if container.get("workingDir") and not cwd.is_dir():
             return (
                 f"workingDir {container.get('workingDir')} is {cwd} on this node, which does not exist; an image's "
                 "/workspace is the plane's workspace (yard up --workspace DIR)"

@@ -19,6 +19,7 @@ import functools
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from json.encoder import encode_basestring_ascii as _quote  # a str as json.dumps writes it
 from typing import Any, Protocol
 
 from trainyard.cluster.apiserver.writes import patching
@@ -130,8 +131,12 @@ def dump(value: object) -> str:
 
 def item_element(item: object, keys: tuple[str, ...], index: int) -> str:
     """The path element of a keyed list's item: ``k:`` its keys, or ``i:`` its index if it has none."""
-    if isinstance(item, dict) and any(k in item for k in keys):
-        return "k:" + dump({k: item[k] for k in keys if k in item})
+    if isinstance(item, dict):
+        if len(keys) == 1 and type(value := item.get(keys[0])) is str:
+            # The common case (a name, a condition's type), written as ``dump`` would write it.
+            return "k:{" + _quote(keys[0]) + ":" + _quote(value) + "}"
+        if any(k in item for k in keys):
+            return "k:" + dump({k: item[k] for k in keys if k in item})
     return f"i:{index}"
 
 

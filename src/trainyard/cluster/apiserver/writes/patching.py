@@ -72,29 +72,31 @@ def _json_equal(a: object, b: object) -> bool:
 # --------------------------------------------------------------------------------------------
 
 
-def _merge_into(target: JSONObject, patch: Mapping[str, Any]) -> JSONObject:
-    """Merge `patch` into `target`, which the caller owns (a private deep copy)."""
+def _merge_into(target: JSONObject, patch: Mapping[str, Any], *, take: bool) -> JSONObject:
+    """Merge `patch` into `target`, which the caller owns (a private deep copy); ``take``: the
+    patch's values are the caller's too, and go into ``target`` as they are."""
     for key, value in patch.items():
         if value is None:
             target.pop(key, None)
         elif isinstance(value, dict):
             current = target.get(key)
-            target[key] = _merge_into(current if isinstance(current, dict) else {}, value)
+            target[key] = _merge_into(current if isinstance(current, dict) else {}, value, take=take)
         else:
-            target[key] = copy.deepcopy(value)
+            target[key] = value if take else copy.deepcopy(value)
     return target
 
 
 def merge_patch(target: object, patch: object, *, owned: bool = False) -> object:
     """Apply an RFC 7386 merge patch: maps merge, `null` deletes, anything else replaces.
 
-    ``owned``: the caller hands over ``target`` (a private copy nothing else reads), which is then
-    patched in place instead of deep-copied first.
+    ``owned``: the caller hands over ``target`` and ``patch`` (private copies nothing else reads):
+    ``target`` is patched in place instead of deep-copied first, and takes the patch's values
+    without copying them.
     """
     if not isinstance(patch, dict):
-        return copy.deepcopy(patch)
+        return patch if owned else copy.deepcopy(patch)
     base: JSONObject = (target if owned else copy.deepcopy(target)) if isinstance(target, dict) else {}
-    return _merge_into(base, patch)
+    return _merge_into(base, patch, take=owned)
 
 
 # --------------------------------------------------------------------------------------------

@@ -293,6 +293,8 @@ def _child(spec: Obj, out_w: int, err_w: int, fail_w: int, cgroup: Path | None) 
     argv: list[str] = spec["argv"]
     try:
         os.setsid()
+        if spec.get("workDir"):  # before the container's umask: the plane's home stays owner-only
+            Path(spec["workDir"]).mkdir(parents=True, exist_ok=True)
         # What Python ignores or handles here would be inherited by the container (as subprocess restores).
         for sig in (signal.SIGPIPE, signal.SIGXFSZ, signal.SIGCHLD, signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
             signal.signal(sig, signal.SIG_DFL)

@@ -180,8 +180,9 @@ class ShimRuntime:
         """Start the container ``spec`` describes; the handle carries a ``StartError`` exit if it could not run.
 
         ``spec``: ``container``, ``argv``, ``env``, ``cwd``, ``log``, ``state`` (paths), ``restartCount``,
-        and optionally ``mounts`` (``mountns.enter``'s spec), ``memoryLimit`` (bytes), ``cpuMillis``,
-        ``cgroup`` (a directory name under the cgroup root).
+        and optionally ``mounts`` (``mountns.enter``'s spec), ``workDir`` (a directory the container's
+        process makes before it starts), ``memoryLimit`` (bytes), ``cpuMillis``, ``cgroup`` (a
+        directory name under the cgroup root).
         """
         key = f"{os.getpid()}-{next(self._keys)}"
         body = {**spec, "key": key}

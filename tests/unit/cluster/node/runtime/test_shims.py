@@ -78,6 +78,20 @@ def test_long_lines_are_split_into_partial_records(tmp_path: Path) -> None:
     assert "".join(text for _, _, text in got) == "x" * size
 
 
+def test_the_pods_working_directory_is_made_by_the_container_owner_only(tmp_path: Path) -> None:
+    work = tmp_path / "pod" / "work"
+    old = os.umask(0o077)  # the plane's
+    try:
+        body = spec(tmp_path, ["sh", "-c", "pwd; touch made-here"], cwd=str(work), workDir=str(work))
+        ended = run(lambda rt: _start_and_wait(rt, body))
+    finally:
+        os.umask(old)
+    assert ended.exit_code == 0
+    assert records(tmp_path / "c.log") == [("stdout", "F", str(work))]
+    assert (work / "made-here").is_file()
+    assert (work.stat().st_mode & 0o777, work.parent.stat().st_mode & 0o777) == (0o700, 0o700)
+
+
 def test_a_command_that_cannot_start_is_a_start_error(tmp_path: Path) -> None:
     async def body(runtime: shims.ShimRuntime) -> shims.Handle:
         return await runtime.start(spec(tmp_path, ["no-such-command-here"]))
