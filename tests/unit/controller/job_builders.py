@@ -16,7 +16,9 @@ from datetime import UTC, datetime
 from typing import Any
 
 from trainyard.api import Pod, PyTorchJob, Service
+from trainyard.api.defaults import apply_defaults
 from trainyard.controller import ChildRef, ControllerSettings, Observed, Plan, reconcile
+from trainyard.controller.reconcile import defaulted
 from trainyard.frameworks.network import NetworkMode
 from trainyard.frameworks.registry import plugin_for
 
@@ -240,6 +242,9 @@ def reconciled(observed: Observed, *, plugin: Any = PLUGIN, settings: Controller
     before = [m.model_dump(mode="json") for m in seen]
     plan = reconcile(observed, plugin, settings)
     assert [m.model_dump(mode="json") for m in seen] == before, "reconcile changed an object it observed"
+    # The defaulted job is shared between passes over the same model as well (``defaulted``).
+    shared = defaulted(observed.job, plugin).model_dump(mode="json")
+    assert shared == apply_defaults(observed.job, plugin.info).model_dump(mode="json"), "reconcile changed its defaults"
     return plan
 
 

@@ -171,6 +171,8 @@ def _field_schema(key: str, s: Schema | None) -> Schema | None:
 
 def drop_nulls(x: Any, s: Schema | None) -> None:
     """Remove nulls the schema neither allows (``nullable``) nor defaults."""
+    if s is None:
+        return  # no schema below here either (metadata's managedFields, a free-form map): nothing to drop
     if isinstance(x, dict):
         for key in list(x):
             sub = _field_schema(key, s)
