@@ -28,25 +28,31 @@ class PortAllocator:
         self.low, self.high, self.host = low, high, host
         self._rng = rng or random.Random()
         self._held: dict[str, set[int]] = {}
-
-    def _reserved(self) -> set[int]:
-        return set().union(*self._held.values()) if self._held else set()
+        # How many owners hold each port (two may, after a restart: each job recorded its own),
+        # so that a draw checks one port rather than gathering every job's.
+        self._holders: dict[int, int] = {}
 
     def hold(self, owner: str, ports: Iterable[int]) -> None:
         """Record ports an existing job already has (e.g. after an operator restart)."""
-        self._held.setdefault(owner, set()).update(ports)
+        held = self._held.setdefault(owner, set())
+        for port in ports:
+            if port not in held:
+                held.add(port)
+                self._holders[port] = self._holders.get(port, 0) + 1
 
     def release(self, owner: str) -> None:
-        self._held.pop(owner, None)
+        for port in self._held.pop(owner, ()):
+            left = self._holders.pop(port) - 1
+            if left:
+                self._holders[port] = left
 
     def allocate(self, owner: str, count: int) -> list[int]:
-        reserved = self._reserved()
         out: list[int] = []
         for _ in range(20 * count + 100):
             if len(out) == count:
                 break
             port = self._rng.randint(self.low, self.high)
-            if port in reserved or port in out or not self._free(port):
+            if port in self._holders or port in out or not self._free(port):
                 continue
             out.append(port)
         if len(out) < count:

@@ -502,7 +502,7 @@ class Objects:
             new.setdefault("status", {})["phase"] = "Terminating"
         if rt.has_spec and "generation" in nm:
             nm["generation"] += 1
-        return self.present(rt, self.store.put(rt.key, nm.get("namespace", ""), name, new, created=False))
+        return self.present(rt, self.store.put(rt.key, nm.get("namespace", ""), name, new, created=False, old=current))
 
     # -- helpers -------------------------------------------------------------------------------
 
@@ -625,9 +625,9 @@ class Objects:
         if m.get("deletionTimestamp") and not m.get("finalizers") and not self._awaiting_node(rt, new):
             if rt.key == "core/pods":
                 # The node's last status (how each container ended) is seen before the pod goes, as upstream.
-                self.store.put(rt.key, m.get("namespace", ""), m["name"], new, created=False)
+                self.store.put(rt.key, m.get("namespace", ""), m["name"], new, created=False, old=current)
             return self.present(rt, self._remove(rt, new))
-        stored = self.store.put(rt.key, m.get("namespace", ""), m["name"], new, created=False)
+        stored = self.store.put(rt.key, m.get("namespace", ""), m["name"], new, created=False, old=current)
         if rt.key == "apiextensions.k8s.io/customresourcedefinitions":
             self.registry.add_crd(stored)
         return self.present(rt, stored)

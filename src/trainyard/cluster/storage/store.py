@@ -106,11 +106,16 @@ class Change:
     body: bytes = b""  # ``obj`` as stored: version-free compact JSON
     # Watch lines already encoded for this change, shared by every watcher of the same shape.
     lines: dict[tuple[str, str, str], bytes] = field(default_factory=dict, compare=False, repr=False)
+    # The object before, as the writer decoded it (``put``'s ``old``): listeners run before the
+    # write returns, and none changes what it is handed.
+    decoded_old: Obj | None = field(default=None, compare=False, repr=False)
 
     @functools.cached_property
     def old(self) -> Obj | None:
         """The object before the change, decoded when first asked: only a watch with a selector
         asks (did the object leave it?), and most changes have none."""
+        if self.decoded_old is not None:
+            return self.decoded_old
         return codec.loads(self.old_body) if self.old_body is not None else None
 
     def line(self, event_type: str, api_version: str, kind: str) -> bytes:
@@ -262,10 +267,12 @@ class Store:
                 for name, body in builtins.list(names.items()):
                     yield resource, name, body
 
-    def put(self, resource: str, namespace: str, name: str, obj: Obj, *, created: bool) -> Obj:
-        """Write ``obj`` under the next revision; the caller has decided it is a real change."""
-        old = None if created else self._raw(resource, namespace, name)
-        return self._write(resource, namespace, name, obj, "ADDED" if created else "MODIFIED", old)
+    def put(self, resource: str, namespace: str, name: str, obj: Obj, *, created: bool, old: Obj | None = None) -> Obj:
+        """Write ``obj`` under the next revision; the caller has decided it is a real change.
+        ``old``: the stored object as the caller decoded it, if it did (watchers need not again)."""
+        before = None if created else self._raw(resource, namespace, name)
+        kind = "ADDED" if created else "MODIFIED"
+        return self._write(resource, namespace, name, obj, kind, before, None if created else old)
 
     def remove(self, resource: str, namespace: str, name: str) -> Obj | None:
         old = self._raw(resource, namespace, name)
@@ -316,7 +323,16 @@ class Store:
     def _raw(self, resource: str, namespace: str, name: str) -> bytes | None:
         return self._objects.get(resource, {}).get(namespace, {}).get(name)
 
-    def _write(self, resource: str, namespace: str, name: str, obj: Obj, kind: str, old: bytes | None) -> Obj:
+    def _write(
+        self,
+        resource: str,
+        namespace: str,
+        name: str,
+        obj: Obj,
+        kind: str,
+        old: bytes | None,
+        decoded: Obj | None = None,
+    ) -> Obj:
         rv = self._revision + 1
         obj = {k: v for k, v in obj.items() if k not in codec.TYPE_KEYS}
         obj["metadata"] = {**obj.get("metadata", {}), "resourceVersion": str(rv)}
@@ -346,7 +362,7 @@ class Store:
                 spaces.pop(namespace, None)
         else:
             self._objects.setdefault(resource, {}).setdefault(namespace, {})[name] = body
-        change = Change(rv, kind, resource, namespace, name, obj, old, body)
+        change = Change(rv, kind, resource, namespace, name, obj, old, body, decoded_old=decoded)
         for listener in self._listeners:
             listener(change)
         if rv - self._compacted > RETAINED_CHANGES + COMPACT_EVERY:

@@ -71,12 +71,12 @@ class Subscription:
             return None
         if self.accepts is None:
             return Event(change.rv, change.type, change.obj, change)
-        now = change.type != "DELETED" and self.accepts(change.obj)
-        before = change.old is not None and self.accepts(change.old)
-        if change.type == "DELETED":
-            return Event(change.rv, "DELETED", change.obj, change) if before else None
+        if change.type == "DELETED":  # the object as it went: what the watcher last saw of it
+            return Event(change.rv, "DELETED", change.obj, change) if self.accepts(change.obj) else None
+        now = self.accepts(change.obj)
         if change.type == "ADDED":
             return Event(change.rv, "ADDED", change.obj, change) if now else None
+        before = change.old is not None and self.accepts(change.old)
         if now and before:
             return Event(change.rv, "MODIFIED", change.obj, change)
         if now:
