@@ -111,9 +111,11 @@ class Informer:
         labels: dict[str, Any] | None = None,
         fields: dict[str, Any] | None = None,
         indexers: dict[str, Indexer] | None = None,
+        parsed: int | None = None,
     ) -> None:
         self.client = client
         self.res = res
+        self.parsed_max = PARSED if parsed is None else parsed  # objects whose models ``parsed`` keeps
         self._wire = plain_twin(res)  # listed and watched as plain dicts, which the cache keeps
         self.handlers: list[Handler] = [handle] if handle is not None else []
         self.namespaced = namespaced
@@ -173,7 +175,7 @@ class Informer:
         models = self._parsed.get(key)
         if models is None:
             models = self._parsed[key] = {}
-            if len(self._parsed) > PARSED:
+            if len(self._parsed) > self.parsed_max:
                 self._parsed.popitem(last=False)
         else:
             self._parsed.move_to_end(key)
@@ -329,14 +331,22 @@ class SharedInformers:
         self._informers: dict[tuple[str, str, str, str | None], Informer] = {}
 
     def informer(
-        self, res: Any, handle: Handler, *, namespace: str | None = None, indexers: Mapping[str, Indexer] | None = None
+        self,
+        res: Any,
+        handle: Handler,
+        *,
+        namespace: str | None = None,
+        indexers: Mapping[str, Indexer] | None = None,
+        parsed: int = 0,
     ) -> Informer:
-        """The informer of ``res`` in ``namespace`` (None: all), with ``handle`` among its handlers."""
+        """The informer of ``res`` in ``namespace`` (None: all), with ``handle`` among its handlers;
+        ``parsed``: how many objects' models it should keep at least (``Informer.parsed``)."""
         api = api_info(res)
         key = (api.resource.group, api.resource.version, api.plural, namespace)
         informer = self._informers.get(key)
         if informer is None:
             informer = self._informers[key] = Informer(self.client, res, namespace=namespace)
+        informer.parsed_max = max(informer.parsed_max, parsed)
         informer.add_indexers(indexers or {})
         informer.handlers.append(handle)
         return informer

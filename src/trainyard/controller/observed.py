@@ -52,6 +52,10 @@ class Observed:
     key_pairs: KeyPairs = field(default=_no_key_pairs)
     """A fresh SSH key pair on demand (randomness, injected like the clock): the operator's
     generates one; called only when a job's credentials do not exist yet."""
+    defaulted: TrainingJob | None = None
+    """``apply_defaults(job)``, when the caller has it already (the operator keeps one per cached
+    version of a job, as it keeps the job's model: its deep copy was a tenth of the operator's own
+    CPU); None: the pass makes it. Shared like ``job``: a pass changes neither."""
 
     def of_kind(self, *kinds: OwnedKind) -> tuple[TypedObject, ...]:
         wanted = {(k.group, k.kind) for k in kinds}

@@ -38,7 +38,6 @@ One pass, in order (the order lives here and only here):
 from __future__ import annotations
 
 import dataclasses
-from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -47,7 +46,6 @@ from trainyard.api import conditions
 from trainyard.api.common import ConditionType, JobStatus, TrainingJob
 from trainyard.api.core import Pod, Service
 from trainyard.api.defaults import apply_defaults
-from trainyard.api.kindinfo import KindInfo
 from trainyard.controller import children, gang, launched, lifecycle, owned, progress, rendezvous, restarts, trainingenv
 from trainyard.controller.observed import ControllerSettings, Observed
 from trainyard.controller.plan import ChildRef, EventType, JobEvent, Plan
@@ -62,7 +60,7 @@ def reconcile(observed: Observed, plugin: Framework, settings: ControllerSetting
     raw = observed.job
     if raw.metadata.deletion_timestamp is not None or not lifecycle.is_managed(raw, plugin.info):
         return Plan()
-    job = defaulted(raw, plugin)
+    job = observed.defaulted if observed.defaulted is not None else apply_defaults(raw, plugin.info)
     by_launcher = launched.launched(plugin)
     if by_launcher is not None:
         plan = launched.run(observed, job, by_launcher, settings)
@@ -73,27 +71,6 @@ def reconcile(observed: Observed, plugin: Framework, settings: ControllerSetting
     plan = owned.plugin_children(observed, job, plugin, plan)
     plan = rendezvous.host(observed, job, plugin, settings, plan)
     return lifecycle.finish_pass(plan, raw, plugin, observed.now)
-
-
-# Defaulted jobs by the identity of the job they were made from, newest last (see ``defaulted``).
-_DEFAULTED: OrderedDict[int, tuple[TrainingJob, KindInfo, TrainingJob]] = OrderedDict()
-_DEFAULTED_MAX = 256
-
-
-def defaulted(job: TrainingJob, plugin: Framework) -> TrainingJob:
-    """``apply_defaults(job)``, made once per job model: the operator hands every pass over the same
-    cached version the same model (``Informer.parsed``), and a pass changes neither that model nor
-    this copy (the reconciler tests check both), so the copy is shared too. Its deep copy was a
-    tenth of the operator's own CPU."""
-    known = _DEFAULTED.get(id(job))
-    if known is not None and known[0] is job and known[1] is plugin.info:
-        _DEFAULTED.move_to_end(id(job))
-        return known[2]
-    made = apply_defaults(job, plugin.info)
-    _DEFAULTED[id(job)] = (job, plugin.info, made)  # the job is held, so its id cannot be another's meanwhile
-    if len(_DEFAULTED) > _DEFAULTED_MAX:
-        _DEFAULTED.popitem(last=False)
-    return made
 
 
 def owned_kinds(plugin: Framework, settings: ControllerSettings) -> tuple[OwnedKind, ...]:

@@ -35,6 +35,7 @@ from pydantic import ValidationError
 from trainyard.api import labels
 from trainyard.api.common import TrainingJob
 from trainyard.api.core import Pod, Service
+from trainyard.api.defaults import apply_defaults
 from trainyard.api.meta import TypedObject, format_time
 from trainyard.api.podgroup import flavour
 from trainyard.client import build, delete, is_status, job_resource, record_event, selector, to_dict
@@ -54,6 +55,10 @@ Key = tuple[str, str]
 Event = tuple[str, str, str]
 JOB_INDEX = "job"
 """Replicas filed by ``namespace/job-name`` (their job-name label)."""
+JOB_MODELS = 2048
+"""Jobs whose models (as read, and defaulted) the jobs' informer keeps: every job of a sweep is
+worked on in turn, so fewer than the sweep's size were all dropped before the job's next pass
+(a 1,000-job sweep parsed and defaulted each job again on every pass); 30 KB a job."""
 OWNER_INDEX = "controller"
 """Other owned children filed by ``Kind/namespace/name`` of their controller owner."""
 
@@ -161,7 +166,13 @@ class JobController:
         # are this kind's alone (selected by its operator-name label).
         namespace = settings.namespace
         shared = informers if informers is not None else SharedInformers(client)
-        self.jobs = shared.informer(self.res, self._on_job, namespace=namespace)
+        self.jobs = shared.informer(self.res, self._on_job, namespace=namespace, parsed=JOB_MODELS)
+        model, info = plugin.info.model, plugin.info
+        # A cached version's model and its defaulted copy, each made once (``Informer.parsed``).
+        self._model: Callable[[dict[str, Any]], TrainingJob] = model.model_validate
+        self._defaults: Callable[[dict[str, Any]], TrainingJob] = lambda raw: apply_defaults(
+            self.jobs.parsed(self._model, raw), info
+        )
         ours = selector({labels.OPERATOR_NAME: plugin.info.controller_name})
         self.replicas = {
             k.kind: Informer(
@@ -267,7 +278,7 @@ class JobController:
             self.metrics.forget_job(self.plugin.info.kind, namespace, name)
             return None
         try:
-            job = self.jobs.parsed(self.plugin.info.model.model_validate, raw)
+            job = self.jobs.parsed(self._model, raw)
         except ValidationError as exc:
             # Admission validates jobs; one that still does not parse cannot be reconciled.
             log.error(
@@ -279,15 +290,15 @@ class JobController:
             )
             return None
         self.ports.hold(owner, children.allocated_ports(job).values())
-        observed = await self._observe(job, key)
+        observed = await self._observe(job, key, self.jobs.parsed(self._defaults, raw))
         plan = reconcile(observed, self.plugin, self.settings.controller)
         if plan.allocate_ports:
             # The one input a pass cannot compute (the allocator is here): recorded first, then the
             # pass is computed again with it, so that the job's first status write is the one that
             # also creates its replicas (not a second write, and a second pass, just after).
             raw = await self._record_ports(raw, plan.allocate_ports)
-            job = self.jobs.parsed(self.plugin.info.model.model_validate, raw)
-            observed = dataclasses.replace(observed, job=job)
+            job = self.jobs.parsed(self._model, raw)
+            observed = dataclasses.replace(observed, job=job, defaulted=self.jobs.parsed(self._defaults, raw))
             plan = reconcile(observed, self.plugin, self.settings.controller)
         seen = [*observed.pods, *observed.services, *observed.owned]
         await self.apply(raw, plan, uids={(c.kind or "", c.name): c.metadata.uid or "" for c in seen})
@@ -295,7 +306,7 @@ class JobController:
 
     # -- reading a job's children, from the caches -----------------------------------------------------
 
-    async def _observe(self, job: TrainingJob, key: Key) -> Observed:
+    async def _observe(self, job: TrainingJob, key: Key, defaulted: TrainingJob) -> Observed:
         """The job's replicas by its labels, its other owned children by controller, PriorityClasses if needed."""
         filed = f"{key[0]}/{job.name}"
         pod_cache, svc_cache = self.replicas[POD.kind], self.replicas[SERVICE.kind]
@@ -304,7 +315,14 @@ class JobController:
         owned = self._read_owned(key)
         classes = await self._priority_classes(job)
         return Observed(
-            job, pods, services, self.clock(), owned=owned, priority_classes=classes, key_pairs=sshkeys.key_pair
+            job,
+            pods,
+            services,
+            self.clock(),
+            owned=owned,
+            priority_classes=classes,
+            key_pairs=sshkeys.key_pair,
+            defaulted=defaulted,
         )
 
     def _read_owned(self, key: Key) -> tuple[TypedObject, ...]:
