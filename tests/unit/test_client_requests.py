@@ -9,15 +9,16 @@ checked against the unshortened path on real httpx and lightkube objects (httpx'
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 from typing import Any
 
 import httpx2
 import pytest
 from lightkube import ApiError, AsyncClient, KubeConfig
-from lightkube.core.generic_client import WatchDriver
+from lightkube.core.generic_client import GenericAsyncClient, WatchDriver
 from lightkube.resources.core_v1 import ConfigMap, Node, Pod, PodStatus
-from lightkube.types import PatchType
+from lightkube.types import OnErrorAction, OnErrorResult, PatchType
 
 from trainyard.client import Answer, Call, Client, UrlMemo, delete, plain_twin, route_directly, to_dict, wrap_transports
 from trainyard.embedded import kubeconfig
@@ -159,3 +160,55 @@ def test_only_our_client_sends_in_process() -> None:
     with pytest.raises(TypeError, match=r"trainyard\.client\.Client"):
         route_directly(plain, nothing)
     asyncio.run(plain.close())
+
+
+def test_our_watch_reads_what_lightkubes_reads_and_resumes_the_same_way() -> None:
+    """A watch stream split mid-line and mid-``\\r\\n``, ended, resumed from its last version, then
+    expired (410): our byte-line reader and lightkube's own loop send the same requests and yield
+    the same events."""
+    config = KubeConfig.from_dict(kubeconfig("https://127.0.0.1:6443", None))
+
+    def event(kind: str, rv: str) -> dict[str, Any]:
+        return {
+            "type": kind,
+            "object": {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "é", "resourceVersion": rv}},
+        }
+
+    lines = (json.dumps(event(k, rv), ensure_ascii=False).encode() for k, rv in (("ADDED", "5"), ("MODIFIED", "6")))
+    first = b"".join(line + b"\r\n" for line in lines)
+    gone = {"type": "ERROR", "object": {"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": 410}}
+
+    async def chunks(data: bytes) -> Any:
+        for i in range(0, len(data), 7):  # lines, multibyte characters and \r\n split across chunks
+            yield data[i : i + 7]
+
+    def run(ours: bool) -> tuple[list[Any], list[list[tuple[str, str]]]]:
+        asked: list[list[tuple[str, str]]] = []
+
+        def network(request: httpx2.Request) -> httpx2.Response:
+            asked.append(sorted(request.url.params.multi_items()))
+            body = first if len(asked) == 1 else json.dumps(gone).encode() + b"\n"
+            return httpx2.Response(200, headers={"Content-Type": "application/json"}, content=chunks(body))
+
+        def stop_on_expiry(exc: Exception, count: int) -> OnErrorResult:
+            return OnErrorResult(OnErrorAction.STOP)
+
+        async def main() -> list[Any]:
+            client = wrap_transports(Client(config), lambda _: httpx2.MockTransport(network), watches=True)
+            assert isinstance(client, Client)
+            if not ours:
+                adapter = client.watches._client
+                adapter.watch = functools.partial(GenericAsyncClient.watch, adapter)  # type: ignore[method-assign]
+            try:
+                watch = client.watch(plain_twin(Pod), namespace="ns", resource_version="4", on_error=stop_on_expiry)
+                return [(kind, to_dict(obj)) async for kind, obj in watch]
+            finally:
+                await client.close()
+
+        return asyncio.run(main()), asked
+
+    ours, lightkubes = run(True), run(False)
+    assert ours == lightkubes
+    events, asked = ours
+    assert events == [(e["type"], e["object"]) for e in (event("ADDED", "5"), event("MODIFIED", "6"))]
+    assert [dict(q)["resourceVersion"] for q in asked] == ["4", "6"]
