@@ -676,8 +676,7 @@ class Objects:
         return removed
 
 
-_STATUS_WRITE = frozenset({"apiVersion", "kind", "metadata", "status"})
-"""What a write through the status subresource takes from its body."""
+_STATUS_WRITE = frozenset({"apiVersion", "kind", "metadata", "status"})  # what a status write takes
 
 
 def _names_only(body: object, keys: frozenset[str]) -> bool:
