@@ -294,8 +294,8 @@ class JobController:
         plan = reconcile(observed, self.plugin, self.settings.controller)
         if plan.allocate_ports:
             # The one input a pass cannot compute (the allocator is here): recorded first, then the
-            # pass is computed again with it, so that the job's first status write is the one that
-            # also creates its replicas (not a second write, and a second pass, just after).
+            # pass is computed again with it, so that it goes on to what follows (the PodGroup, or
+            # the replicas) in this pass and its one status write, not in a second pass and write.
             raw = await self._record_ports(raw, plan.allocate_ports)
             job = self.jobs.parsed(self._model, raw)
             observed = dataclasses.replace(observed, job=job, defaulted=self.jobs.parsed(self._defaults, raw))
