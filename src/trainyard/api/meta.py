@@ -8,6 +8,7 @@ version of trainyard does not model it.
 
 from __future__ import annotations
 
+import math
 from datetime import UTC, datetime
 from typing import Annotated, Any
 
@@ -17,11 +18,22 @@ from pydantic.alias_generators import to_camel
 TIME_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
 
 
+_LAST_FORMATTED: tuple[int, str] | None = None
+
+
 def format_time(moment: datetime) -> str:
     """RFC 3339 with second precision and a ``Z``, as Kubernetes writes ``metav1.Time``."""
-    # isoformat, not strftime: glibc's strftime stats /etc/localtime on every call (no TZ set),
-    # and every object write stamps a time.
-    return moment.astimezone(UTC).replace(microsecond=0, tzinfo=None).isoformat() + "Z"
+    # Most calls in a second format that second (every write stamps times, every model dump
+    # writes its times): the last one is kept, by its POSIX second (one tuple, swapped whole).
+    global _LAST_FORMATTED
+    second = math.floor(moment.timestamp())
+    last = _LAST_FORMATTED
+    if last is not None and last[0] == second:
+        return last[1]
+    # isoformat, not strftime: glibc's strftime stats /etc/localtime on every call (no TZ set).
+    text = moment.astimezone(UTC).replace(microsecond=0, tzinfo=None).isoformat() + "Z"
+    _LAST_FORMATTED = (second, text)
+    return text
 
 
 def parse_time(text: str) -> datetime:

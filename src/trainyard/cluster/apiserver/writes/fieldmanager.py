@@ -117,7 +117,9 @@ class SchemaShape:
         return None
 
 
+@functools.cache
 def builtin_shape(kind: str) -> Shape:
+    """A built-in kind's shape (immutable, so made once: every write of the kind asks)."""
     return BuiltinShape(patching.root_type(kind))
 
 
