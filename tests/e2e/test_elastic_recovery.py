@@ -180,9 +180,11 @@ def test_survivors_resume_from_the_checkpoint_the_replacement_joins_and_the_job_
     first_resume = min(at for _, at in again)
 
     def stepped() -> list[tuple[int, float]]:
-        # rank 0 (the one that prints steps) may be in either survivor, and move between rounds
+        # Rank 0 (the one that prints steps) may be in either survivor, and move between rounds; or
+        # in the replacement, when it comes up in time to join the survivors' round (as it did on
+        # a loaded machine: the three resumed together from step 15, the new worker-0 as rank 0).
         return sorted(
-            (s for w in survivors for s in steps(logs(kubectl, ns, w)) if s[1] > first_resume), key=lambda s: s[1]
+            (s for w in workers for s in steps(logs(kubectl, ns, w)) if s[1] > first_resume), key=lambda s: s[1]
         )
 
     after = eventually(stepped, timeout=WAIT, what="a training step after the restart")
