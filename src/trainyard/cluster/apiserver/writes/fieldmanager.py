@@ -359,20 +359,25 @@ class Entry:
             fields_v1 = stored[1]
         else:
             fields_v1 = encoded(self.fields)
-        out: Obj = {
-            "manager": self.manager,
-            "operation": self.operation,
-            "apiVersion": self.api_version,
-            "time": self.time,
-            "fieldsType": "FieldsV1",
-            "fieldsV1": fields_v1,
-        }
-        if self.subresource:
-            out["subresource"] = self.subresource
-        return out
+        return entry(self.manager, self.operation, self.api_version, self.time, self.subresource, fields_v1)
 
     def same(self, manager: str, operation: str, subresource: str | None) -> bool:
         return (self.manager, self.operation, self.subresource) == (manager, operation, subresource)
+
+
+def entry(manager: str, operation: str, api_version: str, time: str, subresource: str | None, fields_v1: object) -> Obj:
+    """One ``managedFields`` entry as the API server writes it."""
+    out: Obj = {
+        "manager": manager,
+        "operation": operation,
+        "apiVersion": api_version,
+        "time": time,
+        "fieldsType": "FieldsV1",
+        "fieldsV1": fields_v1,
+    }
+    if subresource:
+        out["subresource"] = subresource
+    return out
 
 
 def _entries(obj: Obj | None) -> list[Entry]:

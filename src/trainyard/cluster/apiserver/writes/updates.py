@@ -38,9 +38,7 @@ def track_update(old: Obj | None, new: Obj, shape: Shape, write: Write) -> list[
 
 
 def _created(new: Obj, shape: Shape, write: Write) -> list[Obj]:
-    fields: set[Path] = set()
-    for key, value in fieldmanager.scoped(new, write.subresource, write.status_separate).items():
-        fieldmanager.walk(value, shape.child(key), (f"f:{key}",), fields)
+    fields = fieldmanager.field_set(new, shape, subresource=write.subresource, status_separate=write.status_separate)
     if not fields:
         return []
     return [_entry(write.manager, "Update", write.subresource, fieldmanager.encoded(fields), write)]
@@ -196,20 +194,9 @@ def _entries(old: Obj, changed: set[Path], gone: set[Path], write: Write) -> lis
 def _entry(
     manager: str, operation: str, subresource: str | None, tree: object, write: Write | None, raw: Obj | None = None
 ) -> Obj:
-    """One entry as ``fieldmanager.Entry.render`` words it; ``write``: its manager just wrote."""
+    """One entry; ``write``: its manager just wrote (its version and time), else as ``raw`` had them."""
     if write is not None:
-        api_version, time = write.api_version, write.now
-    else:
-        assert raw is not None
-        api_version, time = str(raw.get("apiVersion", "")), str(raw.get("time", ""))
-    out: Obj = {
-        "manager": manager,
-        "operation": operation,
-        "apiVersion": api_version,
-        "time": time,
-        "fieldsType": "FieldsV1",
-        "fieldsV1": tree,
-    }
-    if subresource:
-        out["subresource"] = subresource
-    return out
+        return fieldmanager.entry(manager, operation, write.api_version, write.now, subresource, tree)
+    assert raw is not None
+    api_version, time = str(raw.get("apiVersion", "")), str(raw.get("time", ""))
+    return fieldmanager.entry(manager, operation, api_version, time, subresource, tree)
