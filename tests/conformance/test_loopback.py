@@ -21,7 +21,17 @@ import yaml
 from lightkube import ApiError, AsyncClient, KubeConfig
 from lightkube.resources.core_v1 import ConfigMap
 
-from trainyard.client import Answer, Call, Client, delete, route_directly, to_dict, wrap_transports
+from trainyard.client import (
+    WATCH_OBJECTS,
+    Answer,
+    Call,
+    Client,
+    delete,
+    plain_twin,
+    route_directly,
+    to_dict,
+    wrap_transports,
+)
 from trainyard.cluster.apiserver.loopback import Loopback, Pipe
 from trainyard.cluster.paths import Layout
 from trainyard.cluster.plane import ApiPlane
@@ -213,6 +223,84 @@ def test_watches_are_served_in_process_and_stream_as_over_https(tmp_path: Path) 
     run(tmp_path, scenario)
 
 
+class Extensions(httpx2.AsyncBaseTransport):
+    """Records which extensions each watch's response came with (``seen``), passing everything on."""
+
+    def __init__(self, inner: httpx2.AsyncBaseTransport, seen: list[list[str]]) -> None:
+        self.inner = inner
+        self.seen = seen
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        response = await self.inner.handle_async_request(request)
+        if b"watch=" in request.url.query:
+            self.seen.append(sorted(response.extensions))
+        return response
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+def test_plain_watches_in_process_get_objects_each_its_own_and_as_over_https(tmp_path: Path) -> None:
+    """A watch of plain dicts asks the plane for its events as objects (``WATCH_OBJECTS``): the same
+    events and objects as its lines over HTTPS give, a selector's transitions included (a label
+    change out of it reads as DELETED, back into it as ADDED), a resumed watch's backlog (lines)
+    and its live events (objects) in order; every reader gets its own copy."""
+    plain = plain_twin(ConfigMap)
+
+    async def main() -> None:
+        plane = ApiPlane(Layout(tmp_path), port=0, secure=True)
+        await plane.start()
+        assert plane.credentials is not None
+        kube = KubeConfig.from_dict(yaml.safe_load(yaml.safe_dump(kubeconfig(plane.url, plane.credentials))))
+        network, local = AsyncClient(kube), Client(kube, field_manager="test")
+        responses: list[list[str]] = []
+        wrap_transports(local, lambda t: Extensions(plane.loopback.transport(t), responses), watches=True)
+        try:
+            await local.create(configmap("c", {"k": "0"}))
+            start = (await local.get(ConfigMap, "c", namespace="default")).metadata.resourceVersion
+            await local.patch(ConfigMap, "c", {"data": {"k": "1"}}, namespace="default")  # the backlog
+
+            async def take(client: AsyncClient, count: int, **selected: Any) -> list[tuple[str, dict[str, Any]]]:
+                seen = []
+                watch = client.watch(plain, namespace="default", resource_version=start, **selected)
+                async for kind, obj in watch:
+                    seen.append((kind, to_dict(obj)))
+                    if len(seen) == count:
+                        return seen
+                raise AssertionError("the watch ended")
+
+            everything = asyncio.create_task(take(local, 7))
+            labelled = asyncio.create_task(take(local, 4, labels={"a": "b"}))
+            await polled(lambda: plane.hub.watchers == 2)
+            for patch in ({"k": "2"}, {"k": "3"}):
+                await local.patch(ConfigMap, "c", {"data": patch}, namespace="default")
+            await local.patch(ConfigMap, "c", {"metadata": {"labels": {"a": "b"}}}, namespace="default")
+            await local.patch(ConfigMap, "c", {"metadata": {"labels": {"a": "x"}}}, namespace="default")
+            await local.patch(ConfigMap, "c", {"metadata": {"labels": {"a": "b"}}}, namespace="default")
+            await local.delete(ConfigMap, "c", namespace="default")
+            got, got_labelled = await asyncio.wait_for(everything, 30), await asyncio.wait_for(labelled, 30)
+            assert responses == [[WATCH_OBJECTS], [WATCH_OBJECTS]], "both watches took the object route"
+            assert got == await asyncio.wait_for(take(network, 7), 30)
+            assert got_labelled == await asyncio.wait_for(take(network, 4, labels={"a": "b"}), 30)
+            assert [k for k, _ in got] == ["MODIFIED"] * 6 + ["DELETED"]
+            assert [(k, o["metadata"]["labels"]["a"]) for k, o in got_labelled] == [
+                ("ADDED", "b"),
+                ("DELETED", "x"),
+                ("ADDED", "b"),
+                ("DELETED", "b"),
+            ]
+            assert got[0][1]["data"] == {"k": "1"} and got[0][1]["kind"] == "ConfigMap"
+            # The same change, as two readers got it: equal, and neither holds the other's.
+            mine, theirs = got[3][1], got_labelled[0][1]
+            assert mine == theirs and mine is not theirs and mine["metadata"] is not theirs["metadata"]
+        finally:
+            await local.close()
+            await network.close()
+            await plane.stop()
+
+    asyncio.run(main())
+
+
 def test_an_open_watch_ends_with_the_plane_and_a_slow_reader_is_cut_off(tmp_path: Path) -> None:
     async def scenario(plane: ApiPlane, local: AsyncClient, network: AsyncClient, counted: Counted) -> None:
         http: Any = local._client._client  # type: ignore[attr-defined]
@@ -228,6 +316,12 @@ def test_an_open_watch_ends_with_the_plane_and_a_slow_reader_is_cut_off(tmp_path
         pipe.abort()
         with pytest.raises(httpx2.ReadError):
             _ = [chunk async for chunk in pipe]
+        objects = Pipe(objects=True)  # a reader of objects is cut off the same way
+        objects.put(("ADDED", {"metadata": {}}), 17)
+        assert objects.get_write_buffer_size() == 17
+        objects.abort()
+        with pytest.raises(httpx2.ReadError):
+            _ = [batch async for batch in objects.items()]
 
     run(tmp_path, scenario)
 

@@ -14,7 +14,9 @@ response objects were a third of its CPU; everything else comes through the http
 
 A watch is served in-process too: the server's handler runs as a task of its own and writes
 its lines into a ``Pipe`` that the client reads as the response body (about a tenth of the
-plane's CPU in that sweep went to TLS and HTTP framing of watch events, on both ends). Logs,
+plane's CPU in that sweep went to TLS and HTTP framing of watch events, on both ends). A client
+watch that asks for objects (``trainyard.client.WATCH_OBJECTS``, a request extension, which no
+network transport sends) gets each event decoded, its own copy, instead of a line to parse. Logs,
 exec and the other streams write to a real connection: they stay on the network transport this
 one wraps, as do requests for other hosts.
 """
@@ -25,13 +27,14 @@ import asyncio
 import functools
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from typing import Any
 from urllib.parse import parse_qsl
 
 import httpx2
 from aiohttp import web
 from multidict import CIMultiDict, CIMultiDictProxy, MultiDict, MultiDictProxy
 
-from trainyard.client import Answer, Call
+from trainyard.client import WATCH_OBJECTS, Answer, Call
 from trainyard.cluster.apiserver import auth
 from trainyard.cluster.apiserver.requests.incoming import ApiRequest, Outgoing
 from trainyard.cluster.apiserver.requests.query import flag
@@ -63,13 +66,15 @@ class Pipe(httpx2.AsyncByteStream):
     next read fail, as a reset connection does; the reader then resumes its watch.
     """
 
-    def __init__(self) -> None:
-        self._chunks: deque[bytes] = deque()
+    def __init__(self, *, objects: bool = False) -> None:
+        self._chunks: deque[Any] = deque()  # bytes; and (type, object) events when ``carries_objects``
         self._size = 0
         self._ready = asyncio.Event()
         self._ended = False
         self._aborted = False
         self.on_close: Callable[[], object] = lambda: None  # the reader is done: stop the writer
+        # The reader (``trainyard.client``'s watch) asked for events as objects: it reads ``items``.
+        self.carries_objects = objects
 
     # the server's side
     def write(self, data: bytes) -> None:
@@ -77,6 +82,14 @@ class Pipe(httpx2.AsyncByteStream):
             return
         self._chunks.append(data)
         self._size += len(data)
+        self._ready.set()
+
+    def put(self, item: tuple[str, dict[str, Any]], size: int) -> None:
+        """One watch event as an object, the reader's own (``storage.watch.ObjectSink``)."""
+        if self._ended or self._aborted:
+            return
+        self._chunks.append(item)
+        self._size += size
         self._ready.set()
 
     def is_closing(self) -> bool:
@@ -98,12 +111,18 @@ class Pipe(httpx2.AsyncByteStream):
 
     # the client's side
     async def __aiter__(self) -> AsyncIterator[bytes]:
+        async for batch in self.items():
+            yield b"".join(batch)
+
+    async def items(self) -> AsyncIterator[list[Any]]:
+        """For a reader that asked for objects: what was written since its last turn, in order,
+        each a chunk of whole lines (bytes) or a ``(type, object)`` event."""
         while True:
             if self._chunks:
-                data = b"".join(self._chunks)
+                batch = list(self._chunks)
                 self._chunks.clear()
                 self._size = 0
-                yield data
+                yield batch
             elif self._aborted:
                 raise httpx2.ReadError("the API server cut this watch off (its reader fell behind)")
             elif self._ended:
@@ -224,7 +243,7 @@ class Loopback:
         await asyncio.sleep(0)
         body = await request.aread()
         watching = request.method == "GET" and b"watch" in request.url.query and _asks(request.url, "watch")
-        out = LocalOut(Pipe()) if watching else None
+        out = LocalOut(Pipe(objects=bool(request.extensions.get(WATCH_OBJECTS)))) if watching else None
         incoming = LoopbackRequest(request, body, out)
         if out is None:
             answer = await self._whole(incoming)
@@ -244,7 +263,8 @@ class Loopback:
                 raise
             if out.started.done():
                 headers = list(out.started.result().items())
-                return httpx2.Response(200, headers=headers, stream=out.pipe, request=request)
+                extensions = {WATCH_OBJECTS: out.pipe} if out.pipe.carries_objects else {}
+                return httpx2.Response(200, headers=headers, stream=out.pipe, request=request, extensions=extensions)
             answer = _answer_of(incoming, task.result())
         return httpx2.Response(answer.status, headers=answer.headers, content=answer.body, request=request)
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Mapping
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
 from aiohttp import web
 
@@ -34,7 +34,7 @@ from trainyard.cluster.apiserver.requests.selectors import FieldSelector, LabelS
 from trainyard.cluster.paths import Layout
 from trainyard.cluster.storage import codec
 from trainyard.cluster.storage.store import Expired, Obj
-from trainyard.cluster.storage.watch import ChunkedSink, Event, Hub, Transport
+from trainyard.cluster.storage.watch import ChunkedSink, Decoded, Event, Hub, ObjectSink, ObjectTransport, Transport
 
 # Without timeoutSeconds a real server keeps a watch open 30-60 minutes.
 DEFAULT_WATCH_SECONDS = 1800
@@ -72,7 +72,7 @@ class Streams:
         selected = None if labels is None and fields is None else lambda o: matches(rt, o, labels, fields)
         sub = self.hub.subscribe(rt.key, store_ns, selected)
         await out.start({"Content-Type": query.JSON, "Cache-Control": "no-cache"})
-        direct: ChunkedSink | None = None
+        direct: ChunkedSink | ObjectSink | None = None
         last = 0  # the newest revision this watcher has been sent
 
         def line(kind: str, obj: Obj) -> bytes:
@@ -100,6 +100,15 @@ class Streams:
                 return None
             last = ev.rv
             return event_line(ev)
+
+        def live_object(ev: Event) -> Decoded | None:
+            nonlocal last
+            if ev.rv <= last:
+                return None
+            last = ev.rv
+            body = ev.change.body if ev.change is not None else b""
+            obj = codec.loads(body) if body else codec.clone(ev.obj)
+            return (ev.type, {"apiVersion": rt.group_version, "kind": rt.kind, **obj}), len(body)
 
         def bookmark() -> Obj:
             rv = str(self.objects.store.revision)
@@ -144,8 +153,12 @@ class Streams:
                 await _write_lines(out, lines)
             loop = asyncio.get_running_loop()
             if not as_table and out.transport is not None:
-                # Plain watchers take changes straight from the hub (see watch.ChunkedSink).
-                direct = ChunkedSink(out.transport, live_line, self.hub.flusher, chunked=out.chunked)
+                # Plain watchers take changes straight from the hub (see watch.ChunkedSink); a
+                # reader in this process that asked for objects takes them decoded (ObjectSink).
+                if getattr(out.transport, "carries_objects", False):
+                    direct = ObjectSink(cast(ObjectTransport, out.transport), live_object)
+                else:
+                    direct = ChunkedSink(out.transport, live_line, self.hub.flusher, chunked=out.chunked)
                 sub.attach(direct)
             while True:
                 remaining = deadline - loop.time()

@@ -7,7 +7,9 @@ that sees it the same way, so a change is serialized once however many watch it.
 
 Once a watch has sent its initial events it can trade its queue for a ``ChunkedSink``: the hub
 then hands it events directly and the sink writes them to the connection once per event-loop
-pass, with no task switch per event; a write burst reaches each watcher as one send.
+pass, with no task switch per event; a write burst reaches each watcher as one send. A reader in
+this process that asked for objects gets an ``ObjectSink`` instead: each event as its own decoded
+copy, with no line to encode, frame, split and parse again on the other side.
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ from typing import NamedTuple, Protocol
 from trainyard.cluster.storage.store import Change, Obj
 
 Filter = Callable[[Obj], bool]
+# An event as a reader in this process takes it, and the size it counts for (``ObjectSink``).
+Decoded = tuple[tuple[str, Obj], int]
 # A watcher whose connection has not taken this much is too slow; it is cut off, as the real
 # server does, and resumes from its last resourceVersion.
 SLOW_WATCHER_BYTES = 16 * 1024 * 1024
@@ -33,6 +37,15 @@ class Transport(Protocol):
     def get_write_buffer_size(self) -> int: ...
 
     def abort(self) -> None: ...
+
+
+class ObjectTransport(Transport, Protocol):
+    """A transport to a reader in this process that also takes events as objects, in order with
+    what ``write`` sends (``loopback.Pipe``), when ``carries_objects`` says its reader asked."""
+
+    carries_objects: bool
+
+    def put(self, item: tuple[str, Obj], size: int) -> None: ...
 
 
 class Event(NamedTuple):  # a tuple: one is made per watcher per change
@@ -183,9 +196,41 @@ class ChunkedSink:
         data = b"".join(self._pending)
         self._pending.clear()
         transport = self._transport
-        if transport.is_closing():
-            return
-        if transport.get_write_buffer_size() > SLOW_WATCHER_BYTES:
-            transport.abort()
-            return
-        transport.write(b"%x\r\n" % len(data) + data + b"\r\n" if self._chunked else data)
+        if _taking(transport):
+            transport.write(b"%x\r\n" % len(data) + data + b"\r\n" if self._chunked else data)
+
+
+class ObjectSink:
+    """Hands watch events to a reader in this process as ``(type, object)``: ``decode`` makes each
+    its own copy (or None to skip it), so no reader can change what another one holds.
+
+    Same contract as ``ChunkedSink``: ``raw`` lines (bookmarks) keep their place among the events,
+    and a reader that has not taken ``SLOW_WATCHER_BYTES`` (the events' stored sizes) is cut off.
+    """
+
+    def __init__(self, transport: ObjectTransport, decode: Callable[[Event], Decoded | None]) -> None:
+        self._transport = transport
+        self._decode = decode
+
+    def __call__(self, event: Event) -> None:
+        if _taking(self._transport):
+            made = self._decode(event)
+            if made is not None:
+                self._transport.put(*made)
+
+    def raw(self, line: bytes) -> None:
+        if not self._transport.is_closing():
+            self._transport.write(line)
+
+    def flush(self) -> None:
+        """Nothing waits: every event went to the reader as it came."""
+
+
+def _taking(transport: Transport) -> bool:
+    """Whether ``transport`` takes more; one whose reader fell ``SLOW_WATCHER_BYTES`` behind is cut off."""
+    if transport.is_closing():
+        return False
+    if transport.get_write_buffer_size() > SLOW_WATCHER_BYTES:
+        transport.abort()
+        return False
+    return True
