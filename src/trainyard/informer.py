@@ -71,6 +71,10 @@ def newer(candidate: Obj, than: Obj, *, strictly: bool = False) -> bool:
     return not strictly
 
 
+def _version(obj: Obj) -> str | None:
+    return (obj.get("metadata") or {}).get("resourceVersion")
+
+
 def stripped(obj: Obj) -> Obj:
     """``obj`` without ``metadata.managedFields`` (a copy of the top two levels, when it had them)."""
     m = obj.get("metadata")
@@ -203,19 +207,23 @@ class Informer:
         if gone is None or newer(obj, gone, strictly=True):
             self._store(key, obj)
 
-    def removed(self, obj: Obj) -> None:
+    def removed(self, obj: Obj, *, tell: bool = True) -> None:
         """Our own delete's answer: the object as it went, or still there while it terminates.
 
         Terminating, it is cached as ``mutated``; gone, it leaves the cache now (unless a newer
         incarnation is cached), so that the next pass does not delete it again before the watch
-        tells; the watch's DELETED still reaches the handlers.
+        tells; the watch's DELETED still reaches the handlers, unless ``tell`` is False: then the
+        DELETED of exactly this deletion (its resourceVersion) is taken in silence, as the watch's
+        echo of our own write is (``mutated``); any later change of the name still reaches them.
         """
         if (obj.get("metadata") or {}).get("deletionTimestamp"):
             self.mutated(obj)
             return
         if obj.get("kind") == "Status" or not obj.get("metadata"):
             return  # an answer without the object: the watch will tell
-        self._forget(key_of(obj), obj)
+        key = key_of(obj)
+        if self._forget(key, obj) and not tell:
+            self._deleted[key]["untold"] = True
 
     def _forget(self, key: Key, obj: Obj) -> bool:
         """Take ``obj``, which went, out of the cache and remember it went; False (nothing done) when
@@ -251,6 +259,9 @@ class Informer:
         obj = stripped(obj)
         key = key_of(obj)
         if kind == "DELETED":
+            gone = self._deleted.get(key) if key not in self._known else None
+            if gone is not None and gone.pop("untold", False) and _version(obj) == _version(gone):
+                return  # the echo of our own deletion, which asked for silence (``removed``)
             if not self._forget(key, obj):
                 return  # an older incarnation went; the one we hold was created since (``mutated``)
         else:

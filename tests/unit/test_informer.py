@@ -180,6 +180,31 @@ def test_our_delete_takes_the_object_out_or_marks_it_terminating_at_once() -> No
     assert seen[-1] == ("DELETED", "4")
 
 
+def test_our_delete_may_ask_for_its_echo_in_silence_and_only_for_its_own() -> None:
+    """``removed(tell=False)``: the watch's DELETED of exactly that deletion reaches no handler, as
+    the echo of our own write does not; a deletion the answer did not name (another version, a
+    terminating object's later going, a new incarnation's) still does, and the cache follows all."""
+    seen: list[tuple[str, str]] = []
+    cache = informer(seen)
+    for name, rv in (("a", 1), ("b", 2), ("c", 3)):
+        cache._deliver("ADDED", pod(name, rv))
+    seen.clear()
+    cache.removed(pod("a", 4), tell=False)
+    cache._deliver("DELETED", pod("a", 4))  # its echo
+    assert seen == [] and cache.get("team", "a") is None
+    cache._deliver("ADDED", pod("a", 5, uid="u2"))
+    cache._deliver("DELETED", pod("a", 6, uid="u2"))  # a new incarnation, deleted by someone else
+    assert seen == [("ADDED", "5"), ("DELETED", "6")]
+    cache.removed(pod("b", 7), tell=False)
+    cache._deliver("DELETED", pod("b", 8))  # not the version the answer named: told
+    assert seen[-1] == ("DELETED", "8")
+    terminating = pod("c", 9)
+    terminating["metadata"]["deletionTimestamp"] = "2026-11-26T00:00:00Z"
+    cache.removed(terminating, tell=False)  # not gone yet: its going, later, is news
+    cache._deliver("DELETED", pod("c", 10))
+    assert seen[-1] == ("DELETED", "10") and names(cache.by_index("job", "team/mnist")) == []
+
+
 def test_our_delete_of_an_old_incarnation_leaves_its_successor() -> None:
     cache = informer()
     cache._deliver("ADDED", pod("a", 5, uid="new"))

@@ -32,7 +32,7 @@ from lightkube.resources.scheduling_v1 import PriorityClass
 from lightkube.types import PatchType
 from pydantic import ValidationError
 
-from trainyard.api import labels
+from trainyard.api import conditions, labels
 from trainyard.api.common import TrainingJob
 from trainyard.api.core import Pod, Service
 from trainyard.api.defaults import apply_defaults
@@ -301,7 +301,8 @@ class JobController:
             observed = dataclasses.replace(observed, job=job, defaulted=self.jobs.parsed(self._defaults, raw))
             plan = reconcile(observed, self.plugin, self.settings.controller)
         seen = [*observed.pods, *observed.services, *observed.owned]
-        await self.apply(raw, plan, uids={(c.kind or "", c.name): c.metadata.uid or "" for c in seen})
+        uids = {(c.kind or "", c.name): c.metadata.uid or "" for c in seen}
+        await self.apply(raw, plan, uids=uids, finished=conditions.is_finished(job.status))
         return plan.requeue_after.total_seconds() if plan.requeue_after is not None else None
 
     # -- reading a job's children, from the caches -----------------------------------------------------
@@ -345,11 +346,20 @@ class JobController:
 
     # -- applying a plan -------------------------------------------------------------------------------
 
-    async def apply(self, job: dict[str, Any], plan: Plan, uids: dict[tuple[str, str], str] | None = None) -> None:
+    async def apply(
+        self,
+        job: dict[str, Any],
+        plan: Plan,
+        uids: dict[tuple[str, str], str] | None = None,
+        *,
+        finished: bool = False,
+    ) -> None:
         """Ports, owned children, deletes, creates, then the one status write, then events.
 
         ``uids``: the children the plan was computed from, so a delete removes exactly the object
-        the pass saw, never a newer one of the same name.
+        the pass saw, never a newer one of the same name. ``finished``: the job was finished when
+        the pass began, so the plan is its clean-up, after which a pass has nothing left to do:
+        the watch's word that the replicas it deleted are gone calls for none.
         """
         m = job["metadata"]
         namespace, name = m["namespace"], m["name"]
@@ -370,7 +380,7 @@ class JobController:
             self._cache(patch.child.api_version, patch.child.kind).mutated(to_dict(patched))
         events: list[Event] = []
         for ref in plan.delete:
-            events += await self._delete(job, ref, namespace, (uids or {}).get((ref.kind, ref.name)))
+            events += await self._delete(job, ref, namespace, (uids or {}).get((ref.kind, ref.name)), tell=not finished)
         for child in plan.create:
             events += await self._create_replica(job, child)
         if plan.status is not None:
@@ -428,8 +438,13 @@ class JobController:
                 return None
             raise
 
-    async def _delete(self, job: dict[str, Any], ref: ChildRef, namespace: str, uid: str | None) -> list[Event]:
-        """Delete a child; the events its deletion is told with, unless it was already gone."""
+    async def _delete(
+        self, job: dict[str, Any], ref: ChildRef, namespace: str, uid: str | None, *, tell: bool = True
+    ) -> list[Event]:
+        """Delete a child; the events its deletion is told with, unless it was already gone.
+
+        ``tell`` False: the watch's DELETED of a replica deleted here enqueues no pass (``Informer.removed``).
+        """
         told = ref.deletion()
         try:
             res = self._resource(ref.api_version, ref.kind)
@@ -441,7 +456,9 @@ class JobController:
         if deleted is None:
             return []
         # The next pass must see it terminating or gone, not delete (and tell) it again before the watch says so.
-        self._cache(ref.api_version, ref.kind).removed(deleted)
+        cache = self._cache(ref.api_version, ref.kind)
+        # Silence only for this controller's own replica caches: the owned kinds' are shared.
+        cache.removed(deleted, tell=tell or cache not in self.replicas.values())
         return [(e.type.value, e.reason, e.message) for e in told.done]
 
     async def _delete_job(self, job: dict[str, Any], plan: Plan) -> None:
