@@ -85,6 +85,17 @@ def plain_twin(res: Any) -> Any:
     )
 
 
+@cache
+def lean_twin(res: Any) -> Any:
+    """``plain_twin(res)`` whose watches, served in this process, bring objects without
+    ``metadata.managedFields``: for a reader that drops them anyway (an informer, as
+    controller-runtime's ``TransformStripManagedFields``), half of a pod it need not decode."""
+    plain = plain_twin(res)
+    if not (isinstance(plain, type) and issubclass(plain, dict)):
+        return plain
+    return type(f"Lean{plain.__name__}", (plain,), {"without_managed_fields": True})
+
+
 KEEPALIVE_SECONDS = 60.0
 
 
@@ -248,8 +259,10 @@ class Client(AsyncClient):
 
 WATCH_OBJECTS = "trainyard.watch_objects"
 """A watch request's extension (never sent: httpx extensions stay in the process) asking a server
-in this process for its events as objects; the response's extension of the same name is then the
-stream to read them from (``items``, in ``cluster.apiserver.loopback``)."""
+in this process for its events as objects, ``WHOLE`` or ``LEAN`` (without ``managedFields``); the
+response's extension of the same name is then the stream to read them from (``items``, in
+``cluster.apiserver.loopback``)."""
+WHOLE, LEAN = "whole", "lean"
 
 
 async def _watch_lines(
@@ -265,11 +278,12 @@ async def _watch_lines(
     driver: Any = WatchDriver(br, adapter._client.build_request)
     res: Any = br.response_type
     plain = isinstance(res, type) and issubclass(res, dict)
+    lean = plain and getattr(res, "without_managed_fields", False)
     failures = 0
     while True:
         request = driver.get_request(timeout=adapter._watch_timeout)
         if plain:
-            request.extensions[WATCH_OBJECTS] = True
+            request.extensions[WATCH_OBJECTS] = LEAN if lean else WHOLE
         response = await adapter.send(request, stream=True)
         try:
             response.raise_for_status()
@@ -284,7 +298,10 @@ async def _watch_lines(
                     if isinstance(item, bytes):  # whole lines: bookmarks, errors, a backlog
                         for line in item.split(b"\n"):
                             if line.strip():
-                                yield driver.process_one_line(line.rstrip(b"\r"))
+                                kind, obj = driver.process_one_line(line.rstrip(b"\r"))
+                                if lean and isinstance(obj.get("metadata"), dict):
+                                    obj["metadata"].pop("managedFields", None)
+                                yield kind, obj
                         continue
                     kind, obj = item
                     # What ``process_one_line`` keeps to resume from, as it would have read it.

@@ -36,7 +36,7 @@ from lightkube.core.exceptions import ApiError
 from lightkube.core.resource import api_info
 from lightkube.types import OnErrorAction, OnErrorResult, PatchType
 
-from trainyard.client import plain_twin, to_dict
+from trainyard.client import lean_twin, to_dict
 
 log = logging.getLogger(__name__)
 
@@ -120,7 +120,7 @@ class Informer:
         self.client = client
         self.res = res
         self.parsed_max = PARSED if parsed is None else parsed  # objects whose models ``parsed`` keeps
-        self._wire = plain_twin(res)  # listed and watched as plain dicts, which the cache keeps
+        self._wire = lean_twin(res)  # listed and watched as plain dicts, which the cache keeps, stripped
         self.handlers: list[Handler] = [handle] if handle is not None else []
         self.namespaced = namespaced
         self.namespace = namespace

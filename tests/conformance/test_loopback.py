@@ -27,6 +27,7 @@ from trainyard.client import (
     Call,
     Client,
     delete,
+    lean_twin,
     plain_twin,
     route_directly,
     to_dict,
@@ -244,8 +245,13 @@ def test_plain_watches_in_process_get_objects_each_its_own_and_as_over_https(tmp
     """A watch of plain dicts asks the plane for its events as objects (``WATCH_OBJECTS``): the same
     events and objects as its lines over HTTPS give, a selector's transitions included (a label
     change out of it reads as DELETED, back into it as ADDED), a resumed watch's backlog (lines)
-    and its live events (objects) in order; every reader gets its own copy."""
+    and its live events (objects) in order; every reader gets its own copy. A lean twin's watch
+    (an informer's) gets the same objects without ``managedFields``."""
     plain = plain_twin(ConfigMap)
+
+    def without_managed_fields(events: list[tuple[str, dict[str, Any]]]) -> list[tuple[str, dict[str, Any]]]:
+        lean = [{**o, "metadata": {f: v for f, v in o["metadata"].items() if f != "managedFields"}} for _, o in events]
+        return [(k, o) for (k, _), o in zip(events, lean, strict=True)]
 
     async def main() -> None:
         plane = ApiPlane(Layout(tmp_path), port=0, secure=True)
@@ -260,9 +266,11 @@ def test_plain_watches_in_process_get_objects_each_its_own_and_as_over_https(tmp
             start = (await local.get(ConfigMap, "c", namespace="default")).metadata.resourceVersion
             await local.patch(ConfigMap, "c", {"data": {"k": "1"}}, namespace="default")  # the backlog
 
-            async def take(client: AsyncClient, count: int, **selected: Any) -> list[tuple[str, dict[str, Any]]]:
+            async def take(
+                client: AsyncClient, count: int, res: Any = plain, **selected: Any
+            ) -> list[tuple[str, dict[str, Any]]]:
                 seen = []
-                watch = client.watch(plain, namespace="default", resource_version=start, **selected)
+                watch = client.watch(res, namespace="default", resource_version=start, **selected)
                 async for kind, obj in watch:
                     seen.append((kind, to_dict(obj)))
                     if len(seen) == count:
@@ -271,7 +279,8 @@ def test_plain_watches_in_process_get_objects_each_its_own_and_as_over_https(tmp
 
             everything = asyncio.create_task(take(local, 7))
             labelled = asyncio.create_task(take(local, 4, labels={"a": "b"}))
-            await polled(lambda: plane.hub.watchers == 2)
+            lean = asyncio.create_task(take(local, 7, lean_twin(ConfigMap)))
+            await polled(lambda: plane.hub.watchers == 3)
             for patch in ({"k": "2"}, {"k": "3"}):
                 await local.patch(ConfigMap, "c", {"data": patch}, namespace="default")
             await local.patch(ConfigMap, "c", {"metadata": {"labels": {"a": "b"}}}, namespace="default")
@@ -279,8 +288,10 @@ def test_plain_watches_in_process_get_objects_each_its_own_and_as_over_https(tmp
             await local.patch(ConfigMap, "c", {"metadata": {"labels": {"a": "b"}}}, namespace="default")
             await local.delete(ConfigMap, "c", namespace="default")
             got, got_labelled = await asyncio.wait_for(everything, 30), await asyncio.wait_for(labelled, 30)
-            assert responses == [[WATCH_OBJECTS], [WATCH_OBJECTS]], "both watches took the object route"
+            assert responses == [[WATCH_OBJECTS]] * 3, "every watch took the object route"
             assert got == await asyncio.wait_for(take(network, 7), 30)
+            assert all(o["metadata"]["managedFields"] for _, o in got[:-1])
+            assert await asyncio.wait_for(lean, 30) == without_managed_fields(got)
             assert got_labelled == await asyncio.wait_for(take(network, 4, labels={"a": "b"}), 30)
             assert [k for k, _ in got] == ["MODIFIED"] * 6 + ["DELETED"]
             assert [(k, o["metadata"]["labels"]["a"]) for k, o in got_labelled] == [

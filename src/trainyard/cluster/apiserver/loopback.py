@@ -34,7 +34,7 @@ import httpx2
 from aiohttp import web
 from multidict import CIMultiDict, CIMultiDictProxy, MultiDict, MultiDictProxy
 
-from trainyard.client import WATCH_OBJECTS, Answer, Call
+from trainyard.client import LEAN, WATCH_OBJECTS, Answer, Call
 from trainyard.cluster.apiserver import auth
 from trainyard.cluster.apiserver.requests.incoming import ApiRequest, Outgoing
 from trainyard.cluster.apiserver.requests.query import flag
@@ -66,15 +66,17 @@ class Pipe(httpx2.AsyncByteStream):
     next read fail, as a reset connection does; the reader then resumes its watch.
     """
 
-    def __init__(self, *, objects: bool = False) -> None:
+    def __init__(self, *, objects: str | None = None) -> None:
         self._chunks: deque[Any] = deque()  # bytes; and (type, object) events when ``carries_objects``
         self._size = 0
         self._ready = asyncio.Event()
         self._ended = False
         self._aborted = False
         self.on_close: Callable[[], object] = lambda: None  # the reader is done: stop the writer
-        # The reader (``trainyard.client``'s watch) asked for events as objects: it reads ``items``.
-        self.carries_objects = objects
+        # The reader (``trainyard.client``'s watch) asked for events as objects (``WHOLE`` or
+        # ``LEAN``, without managedFields): it reads ``items``.
+        self.carries_objects = objects is not None
+        self.lean = objects == LEAN
 
     # the server's side
     def write(self, data: bytes) -> None:
@@ -243,7 +245,7 @@ class Loopback:
         await asyncio.sleep(0)
         body = await request.aread()
         watching = request.method == "GET" and b"watch" in request.url.query and _asks(request.url, "watch")
-        out = LocalOut(Pipe(objects=bool(request.extensions.get(WATCH_OBJECTS)))) if watching else None
+        out = LocalOut(Pipe(objects=request.extensions.get(WATCH_OBJECTS))) if watching else None
         incoming = LoopbackRequest(request, body, out)
         if out is None:
             answer = await self._whole(incoming)

@@ -101,13 +101,17 @@ class Streams:
             last = ev.rv
             return event_line(ev)
 
+        lean = bool(getattr(out.transport, "lean", False))
+
         def live_object(ev: Event) -> Decoded | None:
             nonlocal last
             if ev.rv <= last:
                 return None
             last = ev.rv
-            body = ev.change.body if ev.change is not None else b""
+            body = (ev.change.lean if lean else ev.change.body) if ev.change is not None else b""
             obj = codec.loads(body) if body else codec.clone(ev.obj)
+            if lean and not body:
+                obj["metadata"] = {k: v for k, v in obj.get("metadata", {}).items() if k != "managedFields"}
             return (ev.type, {"apiVersion": rt.group_version, "kind": rt.kind, **obj}), len(body)
 
         def bookmark() -> Obj:

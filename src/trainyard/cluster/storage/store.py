@@ -118,6 +118,16 @@ class Change:
             return self.decoded_old
         return codec.loads(self.old_body) if self.old_body is not None else None
 
+    @functools.cached_property
+    def lean(self) -> bytes:
+        """``body`` without ``metadata.managedFields``, encoded when first asked (during the write's
+        fan-out, before anyone could change ``obj``): readers that drop them need not decode them,
+        half of a pod's body."""
+        m = self.obj.get("metadata")
+        if not m or "managedFields" not in m:
+            return self.body
+        return codec.dumps({**self.obj, "metadata": {k: v for k, v in m.items() if k != "managedFields"}})
+
     def line(self, event_type: str, api_version: str, kind: str) -> bytes:
         key = (event_type, api_version, kind)
         cached = self.lines.get(key)

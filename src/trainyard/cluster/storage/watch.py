@@ -44,6 +44,7 @@ class ObjectTransport(Transport, Protocol):
     what ``write`` sends (``loopback.Pipe``), when ``carries_objects`` says its reader asked."""
 
     carries_objects: bool
+    lean: bool  # the objects without ``metadata.managedFields`` (``Change.lean``)
 
     def put(self, item: tuple[str, Obj], size: int) -> None: ...
 
