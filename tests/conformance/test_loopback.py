@@ -20,6 +20,7 @@ import pytest
 import yaml
 from lightkube import ApiError, AsyncClient, KubeConfig
 from lightkube.resources.core_v1 import ConfigMap
+from lightkube.types import OnErrorAction, OnErrorResult
 
 from trainyard.client import (
     WATCH_OBJECTS,
@@ -225,16 +226,19 @@ def test_watches_are_served_in_process_and_stream_as_over_https(tmp_path: Path) 
 
 
 class Extensions(httpx2.AsyncBaseTransport):
-    """Records which extensions each watch's response came with (``seen``), passing everything on."""
+    """Records which extensions each watch's response came with (``seen``) and each watch's
+    ``resourceVersion`` and object stream (``watches``), passing everything on."""
 
     def __init__(self, inner: httpx2.AsyncBaseTransport, seen: list[list[str]]) -> None:
         self.inner = inner
         self.seen = seen
+        self.watches: list[tuple[str | None, Any]] = []
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
         response = await self.inner.handle_async_request(request)
         if b"watch=" in request.url.query:
             self.seen.append(sorted(response.extensions))
+            self.watches.append((request.url.params.get("resourceVersion"), response.extensions.get(WATCH_OBJECTS)))
         return response
 
     async def aclose(self) -> None:
@@ -307,6 +311,60 @@ def test_plain_watches_in_process_get_objects_each_its_own_and_as_over_https(tmp
         finally:
             await local.close()
             await network.close()
+            await plane.stop()
+
+    asyncio.run(main())
+
+
+def test_a_watch_of_objects_cut_off_resumes_from_the_last_object_it_read(tmp_path: Path) -> None:
+    """The object route keeps the version to resume from as the line route does: a reader cut off
+    (as one that fell behind is) asks again from the last event it read, and misses nothing."""
+
+    async def main() -> None:
+        plane = ApiPlane(Layout(tmp_path), port=0, secure=True)
+        await plane.start()
+        assert plane.credentials is not None
+        kube = KubeConfig.from_dict(yaml.safe_load(yaml.safe_dump(kubeconfig(plane.url, plane.credentials))))
+        local = Client(kube, field_manager="test")
+        routes: list[Extensions] = []
+
+        def route(transport: httpx2.AsyncBaseTransport) -> httpx2.AsyncBaseTransport:
+            routes.append(Extensions(plane.loopback.transport(transport), []))
+            return routes[-1]
+
+        def retry(exc: Exception, count: int) -> OnErrorResult:
+            return OnErrorResult(OnErrorAction.RETRY)
+
+        wrap_transports(local, route, watches=True)
+        read: asyncio.Queue[str] = asyncio.Queue()
+
+        async def consume(start: str) -> None:
+            watch = local.watch(lean_twin(ConfigMap), namespace="default", resource_version=start, on_error=retry)
+            async for _, obj in watch:
+                await read.put(obj["data"]["k"])
+
+        async def patched(k: str) -> str:
+            answer = await local.patch(ConfigMap, "c", {"data": {"k": k}}, namespace="default")
+            return str(answer.metadata.resourceVersion)
+
+        try:
+            created = await local.create(configmap("c", {"k": "0"}))
+            consumer = asyncio.create_task(consume(str(created.metadata.resourceVersion)))
+            await polled(lambda: plane.hub.watchers == 1)
+            first = await patched("1")
+            assert await asyncio.wait_for(read.get(), 30) == "1"
+            watches = [w for r in routes for w in r.watches]
+            assert watches[0][1] is not None, "the object route"
+            watches[0][1].abort()  # as the hub cuts off a reader that fell behind
+            for k in ("2", "3"):
+                await patched(k)
+            assert [await asyncio.wait_for(read.get(), 30) for _ in range(2)] == ["2", "3"]
+            assert read.empty()
+            consumer.cancel()
+            again = [w for r in routes for w in r.watches][1]
+            assert again[0] == first, "resumed from the last event read"
+        finally:
+            await local.close()
             await plane.stop()
 
     asyncio.run(main())
