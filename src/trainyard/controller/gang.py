@@ -16,14 +16,11 @@ that scheduler. ``schedule`` runs after the rest of the pass and amends its plan
 * pods to create get the scheduler's name (unless their template names one, which earns the
   ``SetPodTemplateSchedulerName`` warning) and the group's label (scheduler-plugins) or
   annotations (Volcano);
-* with Volcano no pod or Service is created until the PodGroup exists and has left the
-  ``Pending`` phase (enqueued), a wait stamped in ``lastReconcileTime`` as upstream; with
-  scheduler-plugins they are created in the pass that creates the group, as upstream does, and
-  only a group an older job of the same name left behind is waited out.
+* no pod or Service is created until the PodGroup exists, and for Volcano until it has left
+  the ``Pending`` phase (enqueued); a Volcano wait stamps ``lastReconcileTime`` as upstream.
 
-The plan writes the group before the pods (``plan.apply`` goes first), so a scheduler hears of
-the gang first (in the embedded plane each request gives the event loop a turn, in which the
-scheduler's informer takes the group): a pod that reached it first would be placed on its own.
+Waiting for the group to exist (upstream creates pods in the pass that creates the group) means
+a pod never reaches the scheduler before its gang does, where it would be placed on its own.
 """
 
 from __future__ import annotations
@@ -101,13 +98,7 @@ def schedule(observed: Observed, job: TrainingJob, plugin: Framework, settings: 
     # A group left by an older job of the same name is not ours: the garbage collector removes it.
     ours = group if group is not None and is_owned(group, job) and group.metadata.deletion_timestamp is None else None
     plan = owned.diff(job, (pod_group(job, plugin, kind, ours, observed.priority_classes),), groups).amend(plan)
-    if kind.volcano:
-        postpone = ours is None or (ours.status.phase or "") in _WAITING_PHASES
-    else:
-        # scheduler-plugins: never postponed upstream; a group this plan creates is written
-        # before its pods (``plan.apply`` goes first). An older job's, still there, is waited out.
-        postpone = ours is None and group is not None
-    if postpone:
+    if ours is None or (kind.volcano and (ours.status.phase or "") in _WAITING_PHASES):
         if kind.volcano:
             # Upstream's way to be called again; here the PodGroup watch does that, so the stamp
             # is informative (second precision, so a wait writes it at most once a second).
