@@ -27,15 +27,15 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from decimal import Decimal
-from typing import Any
+from typing import Any, TypeVar
 
 from trainyard.api import conditions, labels
 from trainyard.api import quantity as quantities
 from trainyard.api.common import SchedulingPolicy, TrainingJob
 from trainyard.api.core import Pod
-from trainyard.api.meta import ObjectMeta
+from trainyard.api.meta import ObjectMeta, TypedObject
 from trainyard.api.podgroup import (
     DEFAULT_QUEUE,
     POD_GROUP_LABEL,
@@ -58,6 +58,7 @@ from trainyard.frameworks.capabilities import launcher_jobs
 SCHEDULER_NAME_REASON = "SetPodTemplateSchedulerName"
 SCHEDULER_NAME_MESSAGE = "Another scheduler is specified when gang-scheduling is enabled and it will not be overwritten"
 _WAITING_PHASES = ("", "Pending")
+G = TypeVar("G", bound=TypedObject)
 
 
 def enabled(settings: ControllerSettings) -> bool:
@@ -89,14 +90,12 @@ def schedule(observed: Observed, job: TrainingJob, plugin: Framework, settings: 
     if owned_as is None:
         return plan
     kind = flavour(settings.gang_scheduler_name)
-    groups = [PodGroup.model_validate(g.to_dict()) for g in observed.of_kind(owned_as)]
+    groups = [_group(g) for g in observed.of_kind(owned_as)]
     status = plan.status or observed.job.status
     if conditions.is_finished(status) or job.run_policy.suspend:
         return owned.diff(job, (), groups, told=_deletion).amend(plan)
 
-    group = next((g for g in groups if g.name == job.name), None)
-    # A group left by an older job of the same name is not ours: the garbage collector removes it.
-    ours = group if group is not None and is_owned(group, job) and group.metadata.deletion_timestamp is None else None
+    ours = _ours(groups, job)
     plan = owned.diff(job, (pod_group(job, plugin, kind, ours, observed.priority_classes),), groups).amend(plan)
     if ours is None or (kind.volcano and (ours.status.phase or "") in _WAITING_PHASES):
         if kind.volcano:
@@ -109,6 +108,32 @@ def schedule(observed: Observed, job: TrainingJob, plugin: Framework, settings: 
     if any(isinstance(o, Pod) for o in creates) and other_scheduler(job, kind):
         events = (*events, JobEvent(EventType.WARNING, SCHEDULER_NAME_REASON, SCHEDULER_NAME_MESSAGE))
     return dataclasses.replace(plan, create=creates, events=events)
+
+
+def holds_creates(observed: Observed, job: TrainingJob, settings: ControllerSettings) -> bool:
+    """Whether ``schedule`` will hold this pass's pods and Services back (no group of the job's
+    yet, or a Volcano one not enqueued), so that the pass need not build them. ``job`` is the
+    defaulted one; a job that is finished or suspended creates nothing anyway."""
+    owned_as = owned_kind(settings)
+    if owned_as is None:
+        return False
+    ours = _ours(observed.of_kind(owned_as), job)
+    if ours is None:
+        return True
+    return flavour(settings.gang_scheduler_name).volcano and (_group(ours).status.phase or "") in _WAITING_PHASES
+
+
+def _ours(groups: Sequence[G], job: TrainingJob) -> G | None:
+    """The job's group among ``groups``; one left by an older job of the same name is not ours
+    (the garbage collector removes it), nor one on its way out."""
+    group = next((g for g in groups if g.name == job.name), None)
+    if group is None or not is_owned(group, job) or group.metadata.deletion_timestamp is not None:
+        return None
+    return group
+
+
+def _group(obj: TypedObject) -> PodGroup:
+    return obj if isinstance(obj, PodGroup) else PodGroup.model_validate(obj.to_dict())
 
 
 def _deletion(name: str) -> Told:

@@ -66,7 +66,7 @@ def reconcile(observed: Observed, plugin: Framework, settings: ControllerSetting
         plan = launched.run(observed, job, by_launcher, settings)
         plan = gang.schedule(observed, job, plugin, settings, plan)
         return lifecycle.finish_pass(plan, raw, plugin, observed.now, ttl=False)
-    plan = _replicas(_pass(observed, job, plugin), settings)
+    plan = _replicas(_pass(observed, job, plugin), settings, build=not gang.holds_creates(observed, job, settings))
     plan = gang.schedule(observed, job, plugin, settings, plan)
     plan = owned.plugin_children(observed, job, plugin, plan)
     plan = rendezvous.host(observed, job, plugin, settings, plan)
@@ -103,8 +103,9 @@ def _pass(observed: Observed, job: TrainingJob, plugin: Framework) -> _Pass:
     return _Pass(job, plugin, observed.job.status, pods, services, observed.now)
 
 
-def _replicas(p: _Pass, settings: ControllerSettings) -> Plan:
-    """Steps 3 to 9: the replicas' pods and Services, and the status they imply."""
+def _replicas(p: _Pass, settings: ControllerSettings, *, build: bool = True) -> Plan:
+    """Steps 3 to 9: the replicas' pods and Services, and the status they imply. ``build`` False:
+    none is created in this pass whatever is missing (the gang's group holds them back)."""
     started = _start(p)
     if isinstance(started, Plan):
         return started
@@ -119,7 +120,7 @@ def _replicas(p: _Pass, settings: ControllerSettings) -> Plan:
         missing = tuple(k for k in children.required_port_keys(p.job, p.plugin) if k not in network.host_ports)
         if missing:
             return _with_status(Plan(allocate_ports=missing), p.before, started, p.now)
-    return _run(p, started, network, settings)
+    return _run(p, started, network, settings, build=build)
 
 
 def _start(p: _Pass) -> JobStatus | Plan:
@@ -154,7 +155,7 @@ def _start(p: _Pass) -> JobStatus | Plan:
     return status
 
 
-def _run(p: _Pass, status: JobStatus, network: Network, settings: ControllerSettings) -> Plan:
+def _run(p: _Pass, status: JobStatus, network: Network, settings: ControllerSettings, *, build: bool = True) -> Plan:
     """Steps 6 to 9 for a running job: restarts, conditions, Pending, then the missing and surplus children."""
     job, plugin, now, pending_timeout = p.job, p.plugin, p.now, settings.pending_timeout
     decision = restarts.decide(job, plugin, p.pods, status)
@@ -169,7 +170,7 @@ def _run(p: _Pass, status: JobStatus, network: Network, settings: ControllerSett
         return _with_status(Plan(events=decision.events), p.before, status, now)
 
     deletes = [ChildRef("Pod", name) for name in decision.delete]
-    creates, surplus = _sync_children(job, plugin, network, p.pods, p.services, skip=set(decision.delete))
+    creates, surplus = _sync_children(job, plugin, network, p.pods, p.services, skip=set(decision.delete), build=build)
     if decision.hold_creates:
         creates = [c for c in creates if not isinstance(c, Pod)]
     server = settings.progress_server
@@ -235,10 +236,11 @@ def _sync_children(
     services: Sequence[Service],
     *,
     skip: set[str],
+    build: bool = True,
 ) -> tuple[list[Pod | Service], list[ChildRef]]:
     have_pods, have_services = children.names(pods), children.names(services)
     creates: list[Pod | Service] = []
-    for rtype in plugin.info.replica_types:
+    for rtype in plugin.info.replica_types if build else ():
         spec = job.replica_specs.get(rtype)
         for index in range((spec.replicas or 0) if spec else 0):
             name = replica_name(job.name, rtype, index)

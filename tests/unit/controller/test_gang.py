@@ -30,8 +30,9 @@ from job_builders import (
 )
 
 from trainyard.api import PyTorchJob
+from trainyard.api.meta import TypedObject
 from trainyard.api.podgroup import PodGroup
-from trainyard.controller import ControllerSettings, EventType, JobEvent, Observed, Plan, reconcile
+from trainyard.controller import ControllerSettings, EventType, JobEvent, Observed, Plan, gang, reconcile
 from trainyard.frameworks.network import NetworkMode
 
 PLUGINS = ControllerSettings(network_mode=NetworkMode.CLUSTER_DNS, gang_scheduler_name="scheduler-plugins-scheduler")
@@ -337,6 +338,13 @@ def test_pods_and_services_wait_for_the_group(
 
     plan = gang_run(owner, settings, pg=existing)
     assert plan.status is not None
+    # As the operator hands the group over (a plain typed object, not a PodGroup), the same pass;
+    # and a pass held back builds no pod or Service to drop (``holds_creates``).
+    typed = tuple(TypedObject.model_validate(g.to_dict()) for g in groups(existing))
+    observed = Observed(owner, (), (), NOW, owned=typed)
+    as_models = Observed(owner, (), (), NOW, owned=groups(existing))
+    assert reconcile(observed, PLUGIN, settings) == reconcile(as_models, PLUGIN, settings)
+    assert gang.holds_creates(observed, owner, settings) is (not creates)
     written = PyTorchJob.model_validate({**owner.to_dict(), "status": plan.status.to_dict()})
     later = reconcile(Observed(written, (), (), NOW + timedelta(seconds=2), owned=groups(existing)), PLUGIN, settings)
 
