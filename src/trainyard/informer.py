@@ -19,6 +19,7 @@ one manager one informer per resource, as controller-runtime's shared cache does
 Objects are plain dicts and are shared: readers must not mutate them. They are cached without
 ``metadata.managedFields`` (controller-runtime's ``TransformStripManagedFields``): no controller
 reads them, they are often a third of a pod, and a replace that omits them keeps the server's.
+A watch served in this process brings them without (``client.lean_twin``): not even decoded.
 ``parsed`` gives a reader an object as a model, made once per cached version and as shared (so
 as read-only) as the dict it was made from.
 """
