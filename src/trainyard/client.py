@@ -296,12 +296,11 @@ async def _watch_lines(
             async for batch in objects.items():
                 for item in batch:
                     if isinstance(item, bytes):  # whole lines: bookmarks, errors, a backlog
-                        for line in item.split(b"\n"):
-                            if line.strip():
-                                kind, obj = driver.process_one_line(line.rstrip(b"\r"))
-                                if lean and isinstance(obj.get("metadata"), dict):
-                                    obj["metadata"].pop("managedFields", None)
-                                yield kind, obj
+                        for line in _whole_lines(item):
+                            kind, obj = driver.process_one_line(line)
+                            if lean and isinstance(obj.get("metadata"), dict):
+                                obj["metadata"].pop("managedFields", None)
+                            yield kind, obj
                         continue
                     kind, obj = item
                     # What ``process_one_line`` keeps to resume from, as it would have read it.
@@ -329,12 +328,16 @@ async def _lines(chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
         if b"\n" not in chunk:
             rest += chunk
             continue
-        *complete, rest = (rest + chunk).split(b"\n")
-        for line in complete:
-            if line.strip():
-                yield line.rstrip(b"\r")
-    if rest.strip():
-        yield rest.rstrip(b"\r")
+        complete, _, rest = (rest + chunk).rpartition(b"\n")
+        for line in _whole_lines(complete):
+            yield line
+    for line in _whole_lines(rest):
+        yield line
+
+
+def _whole_lines(data: bytes) -> list[bytes]:
+    """The non-blank lines of ``data``, whole lines only, a ``\r`` before each end dropped."""
+    return [line.rstrip(b"\r") for line in data.split(b"\n") if line.strip()]
 
 
 def _query_values(value: Any) -> list[str]:

@@ -97,7 +97,7 @@ def schedule(observed: Observed, job: TrainingJob, plugin: Framework, settings: 
 
     ours = _ours(groups, job)
     plan = owned.diff(job, (pod_group(job, plugin, kind, ours, observed.priority_classes),), groups).amend(plan)
-    if ours is None or (kind.volcano and (ours.status.phase or "") in _WAITING_PHASES):
+    if _waits(kind.volcano, ours):
         if kind.volcano:
             # Upstream's way to be called again; here the PodGroup watch does that, so the stamp
             # is informative (second precision, so a wait writes it at most once a second).
@@ -117,10 +117,12 @@ def holds_creates(observed: Observed, job: TrainingJob, settings: ControllerSett
     owned_as = owned_kind(settings)
     if owned_as is None:
         return False
-    ours = _ours(observed.of_kind(owned_as), job)
-    if ours is None:
-        return True
-    return flavour(settings.gang_scheduler_name).volcano and (_group(ours).status.phase or "") in _WAITING_PHASES
+    return _waits(flavour(settings.gang_scheduler_name).volcano, _ours(observed.of_kind(owned_as), job))
+
+
+def _waits(volcano: bool, ours: TypedObject | None) -> bool:
+    """No pod is created until the job's group exists, and with Volcano until it is enqueued."""
+    return ours is None or (volcano and (_group(ours).status.phase or "") in _WAITING_PHASES)
 
 
 def _ours(groups: Sequence[G], job: TrainingJob) -> G | None:

@@ -108,11 +108,8 @@ class Streams:
             if ev.rv <= last:
                 return None
             last = ev.rv
-            body = (ev.change.lean if lean else ev.change.body) if ev.change is not None else b""
-            obj = codec.loads(body) if body else codec.clone(ev.obj)
-            if lean and not body:
-                obj["metadata"] = {k: v for k, v in obj.get("metadata", {}).items() if k != "managedFields"}
-            return (ev.type, {"apiVersion": rt.group_version, "kind": rt.kind, **obj}), len(body)
+            data = ev.change.stored(lean=lean) if ev.change is not None else codec.dumps(ev.obj)
+            return (ev.type, {"apiVersion": rt.group_version, "kind": rt.kind, **codec.loads(data)}), len(data)
 
         def bookmark() -> Obj:
             rv = str(self.objects.store.revision)

@@ -125,15 +125,18 @@ class Change:
         half of a pod's body."""
         m = self.obj.get("metadata")
         if not m or "managedFields" not in m:
-            return self.body
+            return self.body or codec.dumps(self.obj)
         return codec.dumps({**self.obj, "metadata": {k: v for k, v in m.items() if k != "managedFields"}})
+
+    def stored(self, *, lean: bool = False) -> bytes:
+        """``obj`` as stored (version-free JSON), ``lean`` without ``metadata.managedFields``."""
+        return self.lean if lean else self.body or codec.dumps(self.obj)
 
     def line(self, event_type: str, api_version: str, kind: str) -> bytes:
         key = (event_type, api_version, kind)
         cached = self.lines.get(key)
         if cached is None:
-            body = self.body or codec.dumps(self.obj)
-            cached = self.lines[key] = codec.watch_line(event_type, codec.present(body, api_version, kind))
+            cached = self.lines[key] = codec.watch_line(event_type, codec.present(self.stored(), api_version, kind))
         return cached
 
 
