@@ -19,7 +19,7 @@ import httpx2
 import pytest
 import yaml
 from lightkube import ApiError, AsyncClient, KubeConfig
-from lightkube.resources.core_v1 import ConfigMap
+from lightkube.resources.core_v1 import ConfigMap, Namespace
 from lightkube.types import OnErrorAction, OnErrorResult
 
 from trainyard.client import (
@@ -35,6 +35,7 @@ from trainyard.client import (
     wrap_transports,
 )
 from trainyard.cluster.apiserver.loopback import Loopback, Pipe
+from trainyard.cluster.apiserver.server import COLLECTION_SLICE
 from trainyard.cluster.paths import Layout
 from trainyard.cluster.plane import ApiPlane
 from trainyard.embedded import kubeconfig
@@ -434,3 +435,21 @@ def test_each_request_gives_the_event_loop_a_turn(tmp_path: Path, direct: bool) 
         assert turns - before >= 20
 
     run(tmp_path, scenario, direct=direct)
+
+
+def test_a_deletecollection_of_many_lets_other_requests_through_between_slices(tmp_path: Path) -> None:
+    # One request deleting thousands of objects must not hold every other request until it is done.
+    async def scenario(plane: ApiPlane, local: AsyncClient, network: AsyncClient, counted: Counted) -> None:
+        count = COLLECTION_SLICE * 4
+        for i in range(count):
+            await local.create(configmap(f"bulk-{i:03d}", {}))
+        bulk = asyncio.create_task(local.deletecollection(ConfigMap, namespace="default"))
+        await asyncio.sleep(0)
+        answered = await local.get(Namespace, "default")
+        left = plane.objects.store.list("core/configmaps", "default")[0]
+        assert answered.metadata.name == "default" and not bulk.done()
+        assert 0 < len(left) < count  # served between two slices of the collection's deletions
+        await bulk
+        assert plane.objects.store.list("core/configmaps", "default")[0] == []
+
+    run(tmp_path, scenario)

@@ -16,28 +16,35 @@ being torn down. A change queues only the objects it can affect, by uid:
   ownerReferences and drops the finalizer; with ``foregroundDeletion`` it deletes its dependents
   and drops the finalizer once none is left. It is processed again whenever one of its dependents
   changes or goes;
-- a namespace being deleted deletes what it holds (read from the store's per-namespace maps) and
-  drops its ``kubernetes`` finalizer once nothing is left; it is processed again when its last
-  object goes, or when an object appears in it.
+- a namespace being deleted deletes what it holds (the index's uids of that namespace) and drops
+  its ``kubernetes`` finalizer once nothing is left; it is processed again when its last object
+  goes, or when an object appears in it.
 
 Each queued uid is processed against the current state (one object read), never the state of the
 change that queued it, and only once the writes in progress have been committed (the queue is
 drained by the task, between requests). Work is level-triggered: an item that fails is logged and
 retried after ``RETRY_SECONDS``; an index that fails to follow a change is rebuilt from the store.
+
+Bulk work never holds the event loop, which also serves every request: one item writes at most
+``SLICE`` objects (a namespace of 3,000 jobs, an owner of thousands of dependents) and queues
+itself again for the rest, and the task gives the loop back after ``TURN_SECONDS`` of items, as
+kube-controller-manager's namespace controller works in the background of the API server. Every
+step is linear in what it touches: the index answers "what does this namespace hold" and "who
+depends on this owner" without a scan of the store per object.
 """
 
 from __future__ import annotations
 
 import asyncio
 import copy
+import heapq
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from trainyard.cluster.apiserver import errors
 from trainyard.cluster.apiserver.objects import Objects
 from trainyard.cluster.apiserver.registry import ResourceType
-from trainyard.cluster.storage import codec
 from trainyard.cluster.storage.store import Change, Obj
 
 log = logging.getLogger(__name__)
@@ -48,8 +55,11 @@ CRDS = "apiextensions.k8s.io/customresourcedefinitions"
 OWNER_FINALIZERS = ("orphan", "foregroundDeletion")
 RETRY_SECONDS = 1.0
 """How long an item whose processing failed waits before it is tried again."""
-BATCH = 200
-"""Items processed before the collector lets the API server's requests run."""
+SLICE = 32
+"""Objects one item writes at most (deletions, stripped owner references) before it queues itself
+again: a namespace or an owner with thousands of objects is worked through in slices."""
+TURN_SECONDS = 0.01
+"""How long the collector's task works before it lets the API server's requests run."""
 
 Where = tuple[str, str, str]  # (resource, namespace, name): an object's key in the store
 
@@ -75,6 +85,8 @@ class GarbageCollector:
         self._dependents: dict[str, set[str]] = {}  # owner uid -> uids whose ownerReferences name it
         self._deleting: set[str] = set()  # uids with a deletionTimestamp
         self._terminating: dict[str, str] = {}  # namespace name -> its uid, while it is being deleted
+        # namespace name -> the uids of the live objects stored in it, in the order they appeared.
+        self._in_namespace: dict[str, dict[str, None]] = {}
         # Uids that had work but whose resource is not served (a CRD removed): retried when CRDs change.
         self._parked: set[str] = set()
         self._stale = False
@@ -89,6 +101,8 @@ class GarbageCollector:
     def _index(self, resource: str, namespace: str, name: str, m: dict[str, Any]) -> tuple[str, ...]:
         """Record the object's current state; returns the owner uids it named before."""
         uid = m["uid"]
+        if uid not in self._live:
+            self._in_namespace.setdefault(namespace, {})[uid] = None
         self._live[uid] = (resource, namespace, name)
         owners = _owner_uids(m)
         before = self._owners.get(uid, ())
@@ -114,7 +128,13 @@ class GarbageCollector:
         owners = self._owners.pop(uid, ())
         for owner in owners:
             self._forget_dependent(owner, uid)
-        self._live.pop(uid, None)
+        where = self._live.pop(uid, None)
+        if where is not None:
+            held = self._in_namespace.get(where[1])
+            if held is not None:
+                held.pop(uid, None)
+                if not held:
+                    del self._in_namespace[where[1]]
         self._deleting.discard(uid)
         self._parked.discard(uid)
         if resource == NAMESPACES and self._terminating.get(name) == uid:
@@ -192,8 +212,7 @@ class GarbageCollector:
         """Whether anything of a served namespaced resource is still stored in ``namespace``."""
         types = self._types()
         return any(
-            resource in types and types[resource].namespaced
-            for resource, _, _ in self.store.namespace_objects(namespace)
+            resource in types and types[resource].namespaced for resource in self.store.namespace_resources(namespace)
         )
 
     def _enqueue(self, uid: str) -> None:
@@ -221,20 +240,21 @@ class GarbageCollector:
                 for uid in sorted(self._retry):
                     self._enqueue(uid)
                 self._retry.clear()
-            self.drain(limit=BATCH, retry_at=loop.time() + RETRY_SECONDS)
+            self.drain(retry_at=loop.time() + RETRY_SECONDS, until=_turn_over(loop))
             if self._queue:
                 self._wake.set()  # the rest after the API server had its turn
             await asyncio.sleep(0)
 
-    def drain(self, *, limit: int | None = None, retry_at: float = 0.0) -> int:
-        """Process queued uids (and what processing queues), up to ``limit``; returns how many.
+    def drain(self, *, limit: int | None = None, retry_at: float = 0.0, until: Callable[[], bool] | None = None) -> int:
+        """Process queued uids (and what processing queues), up to ``limit`` or until ``until()``
+        says the turn is over (checked after each item); returns how many.
 
         An item that fails is logged and kept for a retry after ``retry_at`` (``run``'s clock).
         """
         if self._stale:
             self._build()
         done = 0
-        while self._queue and (limit is None or done < limit):
+        while self._queue and (limit is None or done < limit) and (until is None or done == 0 or not until()):
             uid = next(iter(self._queue))
             del self._queue[uid]
             done += 1
@@ -275,14 +295,21 @@ class GarbageCollector:
             if rt.key == NAMESPACES:
                 self._teardown_namespace(obj, types)
 
-    def _dependents_of(self, uid: str, types: dict[str, ResourceType]) -> list[tuple[ResourceType, str, str, str]]:
-        """``(type, namespace, name, uid)`` of the live dependents of a served type, in key order."""
+    def _dependents_of(
+        self, uid: str, types: dict[str, ResourceType], *, skip: set[str] | frozenset[str] = frozenset()
+    ) -> list[tuple[ResourceType, str, str, str]]:
+        """``(type, namespace, name, uid)`` of the first ``SLICE`` live dependents of a served type
+        (in key order) whose uids are not in ``skip``."""
         found = []
         for dep in self._dependents.get(uid, ()):
             where = self._live.get(dep)
-            if where is not None and where[0] in types:
+            if where is not None and where[0] in types and dep not in skip:
                 found.append((types[where[0]], where[1], where[2], dep))
-        return sorted(found, key=lambda d: (d[0].key, d[1], d[2]))
+        return heapq.nsmallest(SLICE, found, key=lambda d: (d[0].key, d[1], d[2]))
+
+    def _blocked(self, uid: str, types: dict[str, ResourceType]) -> bool:
+        """Whether a live dependent of a served type still blocks its owner's foreground deletion."""
+        return any((w := self._live.get(dep)) is not None and w[0] in types for dep in self._dependents.get(uid, ()))
 
     def _delete(self, rt: ResourceType, obj: Obj) -> None:
         m = obj["metadata"]
@@ -301,17 +328,22 @@ class GarbageCollector:
         m = owner["metadata"]
         finalizers = list(m.get("finalizers") or [])
         if "orphan" in finalizers:
-            for dep_rt, namespace, name, _ in self._dependents_of(m["uid"], types):
+            stripped = self._dependents_of(m["uid"], types)
+            for dep_rt, namespace, name, _ in stripped:
                 self._strip_owner(dep_rt, namespace, name, m["uid"])
+            if len(stripped) == SLICE:
+                self._enqueue(m["uid"])  # the next slice after the loop had its turn
+                return
             finalizers.remove("orphan")
         elif "foregroundDeletion" in finalizers:
             # Every dependent blocks its owner until it is gone; one already being deleted is
             # waited for, not deleted again.
-            blocking = self._dependents_of(m["uid"], types)
-            for dep_rt, namespace, name, dep in blocking:
-                if dep not in self._deleting:
-                    self._delete_at(dep_rt, namespace, name)
-            if blocking:
+            doomed = self._dependents_of(m["uid"], types, skip=self._deleting)
+            for dep_rt, namespace, name, _ in doomed:
+                self._delete_at(dep_rt, namespace, name)
+            if len(doomed) == SLICE:
+                self._enqueue(m["uid"])  # the next slice after the loop had its turn
+            if doomed or self._blocked(m["uid"], types):
                 return
             finalizers.remove("foregroundDeletion")
         else:
@@ -339,17 +371,30 @@ class GarbageCollector:
 
     def _teardown_namespace(self, ns: Obj, types: dict[str, ResourceType]) -> None:
         name = ns["metadata"]["name"]
-        remaining = [
-            (types[resource], obj_name, body)
-            for resource, obj_name, body in self.store.namespace_objects(name)
-            if resource in types and types[resource].namespaced
-        ]
-        for rt, obj_name, body in remaining:
-            if not codec.loads(body)["metadata"].get("deletionTimestamp"):
-                self._delete_at(rt, name, obj_name)
-        if not remaining:
+        doomed: list[tuple[ResourceType, str]] = []
+        # Objects already being deleted are waited for (their going queues the namespace again).
+        for uid in self._in_namespace.get(name, ()):
+            if uid in self._deleting:
+                continue
+            resource, _, obj_name = self._live[uid]
+            rt = types.get(resource)
+            if rt is not None and rt.namespaced:
+                doomed.append((rt, obj_name))
+                if len(doomed) == SLICE:
+                    break
+        for rt, obj_name in doomed:  # after the walk: each deletion changes the index
+            self._delete_at(rt, name, obj_name)
+        if len(doomed) == SLICE:
+            self._enqueue(ns["metadata"]["uid"])  # the next slice after the loop had its turn
+        elif not self._holds(name):
             finalizers = [f for f in ns["metadata"].get("finalizers") or [] if f != "kubernetes"]
             self._set_finalizers(types[NAMESPACES], ns, finalizers)
+
+
+def _turn_over(loop: asyncio.AbstractEventLoop) -> Callable[[], bool]:
+    """Whether ``TURN_SECONDS`` have passed on the loop's clock since this was asked for."""
+    ends = loop.time() + TURN_SECONDS
+    return lambda: loop.time() >= ends
 
 
 def _owner_uids(m: dict[str, Any]) -> tuple[str, ...]:

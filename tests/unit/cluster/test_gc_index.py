@@ -246,3 +246,67 @@ async def until(probe: Callable[[], bool], timeout: float = 10.0) -> None:
     while not probe():
         assert asyncio.get_running_loop().time() < deadline, "timed out"
         await asyncio.sleep(0.01)
+
+
+def test_a_namespace_of_many_objects_is_torn_down_in_slices(world: World) -> None:
+    ns_rt = world.rt("namespaces")
+    world.objects.create(ns_rt, "", {"metadata": {"name": "big"}})
+    count = gc_module.SLICE * 5 + 3
+    for i in range(count):
+        world.cm(f"cm-{i:03d}", ns="big")
+    world.settle()
+    world.store.reads.clear()
+    world.objects.delete(ns_rt, "", "big")
+    items = 0
+    while world.gc.pending:
+        before = world.store.revision
+        world.gc.drain(limit=1)
+        items += 1
+        # One item writes one slice at most, then queues itself again for the rest.
+        assert world.store.revision - before <= gc_module.SLICE + 1
+    assert world.names("big") == set() and world.store.get("core/namespaces", "", "big") is None
+    assert items >= count // gc_module.SLICE
+    # Read linearly: each object once to delete it, the namespace once a slice, nothing per object again.
+    assert len(world.store.reads) <= count + items + 2
+
+
+def test_an_owner_of_many_dependents_orphans_and_cascades_in_slices(world: World) -> None:
+    count = gc_module.SLICE * 3 + 1
+    for propagation in ("orphan", "foreground"):
+        root = world.cm(f"root-{propagation}")
+        for i in range(count):
+            world.cm(f"{propagation}-{i:03d}", root)
+        world.settle()
+        world.delete(f"root-{propagation}", propagation=propagation.capitalize())
+        while world.gc.pending:
+            before = world.store.revision
+            world.gc.drain(limit=1)
+            assert world.store.revision - before <= gc_module.SLICE + 1
+    left = world.names()
+    assert left == {f"orphan-{i:03d}" for i in range(count)}
+    assert all("ownerReferences" not in world.meta(name) for name in left)
+
+
+def test_the_collector_gives_the_event_loop_a_turn_between_slices(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(gc_module, "TURN_SECONDS", 0.0)  # a turn of one item: what is left is the yielding
+    ns_rt = world.rt("namespaces")
+    world.objects.create(ns_rt, "", {"metadata": {"name": "big"}})
+    for i in range(gc_module.SLICE * 6):
+        world.cm(f"cm-{i:03d}", ns="big")
+    world.settle()
+
+    async def teardown() -> int:
+        ticks = 0
+        task = asyncio.create_task(world.gc.run())
+        world.objects.delete(ns_rt, "", "big")
+        try:
+            while world.store.get("core/namespaces", "", "big") is not None:
+                ticks += 1  # another request's turn
+                await asyncio.sleep(0)
+        finally:
+            task.cancel()
+        return ticks
+
+    assert asyncio.run(teardown()) >= 6

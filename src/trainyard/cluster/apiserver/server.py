@@ -41,6 +41,8 @@ from trainyard.cluster.storage.store import Obj
 from trainyard.cluster.storage.watch import Hub
 
 log = logging.getLogger(__name__)
+COLLECTION_SLICE = 32
+"""Deletions a ``deletecollection`` makes before the loop serves other requests."""
 
 
 @dataclass(frozen=True)
@@ -379,7 +381,10 @@ class ApiServer:
         labels, fields = self._selectors(request, rt)
         opts = await _delete_options(request)
         items, revision = self.objects.list(rt, namespace, labels, fields)
-        for item in items:
+        for i, item in enumerate(items):
+            if i and i % COLLECTION_SLICE == 0:
+                # Other requests are served between slices (one gone meanwhile answers 404, ignored).
+                await asyncio.sleep(0)
             m = item["metadata"]
             try:
                 self.objects.delete(

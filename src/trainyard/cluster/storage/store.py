@@ -268,17 +268,10 @@ class Store:
         snapshot = [(r, b) for r, spaces in self._objects.items() for names in spaces.values() for b in names.values()]
         yield from zip((r for r, _ in snapshot), codec.loads_many(b for _, b in snapshot), strict=True)
 
-    def namespace_objects(self, namespace: str) -> Iterator[tuple[str, str, bytes]]:
-        """``(resource, name, body JSON)`` of what is stored in ``namespace``, undecoded, by resource.
-
-        Lazy, so asking whether anything is left stops at the first object; each resource's names
-        are copied when it is reached, so a caller may write between the items it takes.
-        """
-        for resource, spaces in builtins.list(self._objects.items()):
-            names = spaces.get(namespace)
-            if names:
-                for name, body in builtins.list(names.items()):
-                    yield resource, name, body
+    def namespace_resources(self, namespace: str) -> builtins.list[str]:
+        """The resources that hold at least one object in ``namespace``: a look per resource, never
+        a walk over the namespace's objects (asked on every deletion while a namespace is torn down)."""
+        return [resource for resource, spaces in self._objects.items() if spaces.get(namespace)]
 
     def put(self, resource: str, namespace: str, name: str, obj: Obj, *, created: bool, old: Obj | None = None) -> Obj:
         """Write ``obj`` under the next revision; the caller has decided it is a real change.
