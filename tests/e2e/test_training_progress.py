@@ -3,8 +3,9 @@
 Replicas are small ``python -c`` scripts using ``trainyard.runtime`` as training code would: their
 reports reach the operator's status server (the route and token the operator injected) and show
 in ``kubectl get``; ``runPolicy.earlyStopping`` ends a job Succeeded and stops its replicas with
-SIGTERM; a job restarted after a failure resumes from its last checkpoint. Scripts coordinate with
-the test through files in the test's directory (pods are processes on this machine).
+SIGTERM; a job restarted after a failure resumes from its last checkpoint, a torch state dict
+that ``CheckpointManager.load_latest()`` gives back as one. Scripts coordinate with the test
+through files in the test's directory (pods are processes on this machine).
 """
 
 from __future__ import annotations
@@ -154,16 +155,21 @@ def test_a_target_metric_ends_the_job_succeeded_and_stops_its_replicas(
 
 RESUMING = """
 import os, pathlib, sys
+import torch
 from trainyard import runtime
 out = pathlib.Path(OUT)
 checkpoints = runtime.CheckpointManager(out / "ckpt")
-saved = checkpoints.load_latest()
-start = int(saved) if saved else 0
+model = torch.nn.Linear(2, 1)
+saved = checkpoints.load_latest()  # the state dict as it was saved, epoch included
+start = saved.pop("epoch") if saved else 0
 if start:
-    print("resumed from epoch", start, "at", os.environ.get("TRAINYARD_RESUME_FROM"))
+    model.load_state_dict(saved)
+    print("resumed from epoch", start, "at", os.environ.get("TRAINYARD_RESUME_FROM"), "bias", model.bias.item())
 for epoch in range(start + 1, 5):
     (out / f"trained-{epoch}").mkdir()  # fails if an epoch were trained twice
-    checkpoints.save(str(epoch).encode(), epoch=epoch)
+    with torch.no_grad():
+        model.bias.fill_(epoch)
+    checkpoints.save(model.state_dict() | {"epoch": epoch}, epoch=epoch)
     runtime.report(epoch=epoch, total_epochs=4, metrics={"loss": round(1 / epoch, 3)})
     if epoch == 2 and not (out / "crashed").exists():
         (out / "crashed").touch()
@@ -186,4 +192,4 @@ def test_a_job_restarted_after_a_failure_resumes_from_its_last_checkpoint(
     assert (progress["currentEpoch"], progress["progress"]) == (4, "100%"), progress
     assert sorted(p.name for p in tmp_path.glob("trained-*")) == [f"trained-{e}" for e in range(1, 5)]
     checkpoint_2 = str(tmp_path / "ckpt" / "checkpoint-00000002.ckpt")
-    assert f"resumed from epoch 2 at {checkpoint_2}" in kubectl("logs", "resume-master-0", "-n", ns)
+    assert f"resumed from epoch 2 at {checkpoint_2} bias 2.0" in kubectl("logs", "resume-master-0", "-n", ns)

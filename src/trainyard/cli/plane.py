@@ -20,6 +20,7 @@ from typing import Annotated, Any
 import typer
 
 from trainyard.api.podgroup import SCHEDULER_PLUGINS_SCHEDULER
+from trainyard.cluster.apiserver import tokenlife
 from trainyard.cluster.node import backoff, capacity, gpus, nodestatus
 from trainyard.cluster.paths import DEFAULT_PORT, PRIVATE_UMASK, Layout, SharedHomeError, default_home, make_private
 
@@ -83,6 +84,15 @@ def register(app: typer.Typer) -> None:
                 metavar="SECONDS",
                 help="a job whose pod stays Pending longer than this gets a Pending condition naming why "
                 "(Unschedulable, ImagePullBackOff, ...); 0 turns it off (default 300)",
+            ),
+        ] = None,
+        service_account_max_token_expiration: Annotated[
+            int | None,
+            typer.Option(
+                metavar="SECONDS",
+                help="the longest life of a service-account token (the pods' projected tokens, which the node "
+                f"refreshes at 80% of their life), as kube-apiserver's flag (default ${tokenlife.MAX_EXPIRATION_ENV} "
+                "or as each pod asks)",
             ),
         ] = None,
         node_name: Annotated[
@@ -202,8 +212,11 @@ def cmd_up(args: argparse.Namespace) -> int:
     if args.restart_backoff is not None:
         # The plane (a child process when in the background) reads it from its environment.
         os.environ[backoff.ENV] = repr(args.restart_backoff)
+    if args.service_account_max_token_expiration is not None:
+        os.environ[tokenlife.MAX_EXPIRATION_ENV] = str(args.service_account_max_token_expiration)
     try:
         backoff.from_env()
+        tokenlife.max_expiration()
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

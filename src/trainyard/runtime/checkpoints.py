@@ -17,17 +17,29 @@ it is at least as new (modification time) as the one the variable names, else th
 restarted in place finds the checkpoints it wrote itself, even ones written after the variable
 was set; a new pod, with an empty directory, gets the variable's.
 
-The torch helpers import torch only when called.
+What is saved: bytes are written as they are; a writer (a callable) is given the open binary
+file; any other state is written with ``torch.save`` when it holds tensors (a tensor or a module
+itself, or in the dicts, lists, tuples and sets it is made of), else pickled; ``format=`` chooses
+outright. A torch or pickle checkpoint records its format in its metadata, ``<name>.json`` beside
+it, written before the checkpoint takes its name, so :meth:`CheckpointManager.load_latest`
+returns the kind of object that was saved; a checkpoint without metadata (bytes, a writer's, one
+written elsewhere) reads as bytes. torch is imported only to write or read a torch checkpoint:
+telling whether a state holds tensors needs none (there are none before the training code imports it).
 """
 
 from __future__ import annotations
 
+import contextlib
+import importlib
+import json
 import logging
 import os
+import pickle
 import re
+import sys
 import tempfile
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import IO, Any
 
@@ -43,11 +55,23 @@ ENV_CHECKPOINT_KEEP = "TRAINYARD_CHECKPOINT_KEEP"
 DEFAULT_DIRECTORY = "checkpoints"
 DEFAULT_KEEP = 3
 
+FORMATS = ("bytes", "pickle", "torch")
+"""How a checkpoint's state is written (``save(..., format=)``), and read back by ``load``."""
+METADATA_SUFFIX = ".json"
+
 Writer = Callable[[IO[bytes]], object]
 
 
 def write_atomic(path: Path, data: bytes | Writer) -> None:
     """Write ``data`` (bytes, or a callable given the open binary file) to ``path`` atomically."""
+    with _staged(path, data):
+        pass
+
+
+@contextlib.contextmanager
+def _staged(path: Path, data: bytes | Writer) -> Iterator[None]:
+    """Write ``data`` to a temporary file beside ``path``; rename it to ``path`` when the block ends
+    (what the block does, e.g. writing metadata, comes before the checkpoint is visible)."""
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as handle:
@@ -57,6 +81,7 @@ def write_atomic(path: Path, data: bytes | Writer) -> None:
                 data(handle)
             handle.flush()
             os.fsync(handle.fileno())
+        yield
         Path(tmp).replace(path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
@@ -66,6 +91,88 @@ def write_atomic(path: Path, data: bytes | Writer) -> None:
         os.fsync(dir_fd)
     finally:
         os.close(dir_fd)
+
+
+def metadata_path(path: Path) -> Path:
+    """Where a checkpoint's metadata lives: beside it, named after it."""
+    return path.with_name(path.name + METADATA_SUFFIX)
+
+
+def saved_format(path: Path) -> str:
+    """The format a checkpoint was saved in, as its metadata says; ``bytes`` when it has none."""
+    meta = metadata_path(path)
+    try:
+        recorded = json.loads(meta.read_bytes()).get("format")
+    except FileNotFoundError:
+        return "bytes"
+    except (ValueError, AttributeError):
+        recorded = None
+    if recorded not in FORMATS:
+        raise ValueError(
+            f"{meta}: not the metadata of a checkpoint (expected a format among {', '.join(FORMATS)}); "
+            f"remove it to read {path.name} as bytes, or pass load_latest(reader=...)"
+        )
+    return str(recorded)
+
+
+def load(path: Path, **torch_load: Any) -> Any:
+    """A checkpoint read back as it was saved: bytes, the unpickled state, or ``torch.load``'s
+    (given ``torch_load``, e.g. ``map_location="cpu"`` or ``weights_only=False``)."""
+    found = saved_format(path)
+    if found == "bytes":
+        return path.read_bytes()
+    if found == "pickle":
+        with open(path, "rb") as handle:
+            return pickle.load(handle)
+    try:
+        torch: Any = importlib.import_module("torch")
+    except ImportError as exc:
+        raise ImportError(
+            f"{path} was written with torch.save ({metadata_path(path).name} says so): install torch to load it"
+        ) from exc
+    return torch.load(path, **torch_load)
+
+
+def _encoding(state: Any, wanted: str | None) -> tuple[str, bytes | Writer]:
+    """(format, what ``_staged`` writes) for ``state``; see the module docstring."""
+    chosen = wanted or _format_of(state)
+    if chosen not in FORMATS:
+        raise ValueError(f"format must be one of {', '.join(FORMATS)}, not {wanted!r}")
+    if chosen == "bytes":
+        if isinstance(state, bytes | bytearray | memoryview) or callable(state):
+            return chosen, state
+        raise TypeError(f"format='bytes' takes bytes or a writer, not {type(state).__name__}")
+    if chosen == "torch":
+        torch: Any = importlib.import_module("torch")
+        return chosen, lambda handle: torch.save(state, handle)
+    return chosen, lambda handle: pickle.dump(state, handle, protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def _format_of(state: Any) -> str:
+    if isinstance(state, bytes | bytearray | memoryview):
+        return "bytes"
+    # A tensor exists only once torch is imported: no import here, and a module (callable) is
+    # a state, not a writer.
+    torch = sys.modules.get("torch")
+    if torch is not None and _holds_tensors(state, (torch.Tensor, torch.nn.Module)):
+        return "torch"
+    return "bytes" if callable(state) else "pickle"
+
+
+def _holds_tensors(state: Any, kinds: tuple[type, ...]) -> bool:
+    pending, seen = [state], set()
+    while pending:
+        item = pending.pop()
+        if isinstance(item, kinds):
+            return True
+        if id(item) in seen:
+            continue
+        seen.add(id(item))
+        if isinstance(item, Mapping):
+            pending.extend(item.values())
+        elif isinstance(item, list | tuple | set | frozenset):
+            pending.extend(item)
+    return False
 
 
 class CheckpointManager:
@@ -126,28 +233,37 @@ class CheckpointManager:
 
     # -- saving ----------------------------------------------------------------------------------
 
-    def save(self, data: bytes | Writer, *, epoch: int | None = None, step: int | None = None) -> Path | None:
-        """Write a checkpoint now (rank 0 only); returns its path, or None on other ranks."""
-        if not self.is_writer:
-            return None
-        self.wait()
-        return self._save(data, epoch, step)
+    def save(
+        self, state: Any, *, epoch: int | None = None, step: int | None = None, format: str | None = None
+    ) -> Path | None:
+        """Write a checkpoint of ``state`` now (rank 0 only); returns its path, or None on other ranks.
 
-    def save_async(self, data: bytes | Writer, *, epoch: int | None = None, step: int | None = None) -> Path | None:
-        """Write a checkpoint on a background thread; returns the path it will have.
-
-        One save is in flight at a time: this waits for the previous one first. ``data`` must not
-        change until the save ends (bytes are safe; a writer should hold a copy, e.g. tensors moved
-        to the CPU). An error of a background save is raised by the next ``wait``/``save``.
+        ``state``: bytes, a writer, or any picklable object such as ``model.state_dict() | {"epoch":
+        epoch}`` (see the module docstring for how it is written; ``format`` is one of ``FORMATS``).
         """
         if not self.is_writer:
             return None
         self.wait()
+        return self._save(*_encoding(state, format), epoch, step)
+
+    def save_async(
+        self, state: Any, *, epoch: int | None = None, step: int | None = None, format: str | None = None
+    ) -> Path | None:
+        """Write a checkpoint on a background thread; returns the path it will have.
+
+        One save is in flight at a time: this waits for the previous one first. ``state`` must not
+        change until the save ends (bytes are safe; otherwise hold a copy, e.g. tensors moved to the
+        CPU). An error of a background save is raised by the next ``wait``/``save``.
+        """
+        if not self.is_writer:
+            return None
+        self.wait()
+        chosen, payload = _encoding(state, format)
         path = self.path_for(self._number(epoch, step))
 
         def run() -> None:
             try:
-                self._save(data, epoch, step)
+                self._save(chosen, payload, epoch, step)
             except BaseException as error:
                 self._pending_error = error
 
@@ -175,10 +291,15 @@ class CheckpointManager:
         found = self._numbered()
         return found[-1][0] + 1 if found else 0
 
-    def _save(self, data: bytes | Writer, epoch: int | None, step: int | None) -> Path:
+    def _save(self, chosen: str, payload: bytes | Writer, epoch: int | None, step: int | None) -> Path:
         self.directory.mkdir(parents=True, exist_ok=True)
         path = self.path_for(self._number(epoch, step))
-        write_atomic(path, data)
+        with _staged(path, payload):
+            # Before the checkpoint takes its name, so that it is never visible without its metadata.
+            if chosen == "bytes":
+                metadata_path(path).unlink(missing_ok=True)
+            else:
+                write_atomic(metadata_path(path), json.dumps({"format": chosen}).encode())
         self._rotate()
         if self.report:
             reporting.checkpoint_saved(str(path), epoch)
@@ -188,6 +309,7 @@ class CheckpointManager:
         for _, old in self._numbered()[: -self.keep]:
             try:
                 old.unlink()
+                metadata_path(old).unlink(missing_ok=True)
             except OSError as error:
                 _logger.warning("could not remove old checkpoint %s: %s", old, error)
 
@@ -217,26 +339,21 @@ class CheckpointManager:
         _logger.warning("%s=%s does not exist; not resuming from it", ENV_RESUME_FROM, named)
         return None
 
-    def load_latest(self, reader: Callable[[Path], Any] | None = None) -> Any:
-        """The resume checkpoint read by ``reader(path)`` (its bytes by default), or None."""
+    def load_latest(self, reader: Callable[[Path], Any] | None = None, **torch_load: Any) -> Any:
+        """The resume checkpoint as it was saved (:func:`load`; ``torch_load`` goes to ``torch.load``),
+        or what ``reader(path)`` makes of it; None when there is none."""
         path = self.resume_path()
         if path is None:
             return None
-        return path.read_bytes() if reader is None else reader(path)
+        return load(path, **torch_load) if reader is None else reader(path)
 
     # -- torch, imported only when used ----------------------------------------------------------
 
     def save_torch(
         self, state_dict: Any, *, epoch: int | None = None, step: int | None = None, background: bool = False
     ) -> Path | None:
-        import torch
-
-        def writer(handle: IO[bytes]) -> None:
-            torch.save(state_dict, handle)
-
-        if background:
-            return self.save_async(writer, epoch=epoch, step=step)
-        return self.save(writer, epoch=epoch, step=step)
+        save = self.save_async if background else self.save
+        return save(state_dict, epoch=epoch, step=step, format="torch")
 
     def load_torch_latest(self, **load_kwargs: Any) -> Any:
         import torch

@@ -6,7 +6,7 @@ projected service-account token whose audience names that route) and ``TRAINYARD
 (the PEM text of the CA that signed the server). Each send POSTs ``{"report": {...}}``: epoch and
 step counters, the latest metrics, progress and ETA as the reporter derived them, the last
 checkpoint and the snapshot's time; the server merges it into the job's status. The token file is
-read on every send (a kubelet rotates projected tokens in place; one small read per second at most).
+read on every send (``tokenfile``: the node replaces the token before it expires).
 Stdlib only (``urllib``), so training images need nothing else.
 """
 
@@ -22,6 +22,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
+from trainyard.runtime import tokenfile
 from trainyard.runtime.snapshots import Snapshot
 
 ENV_URL = "TRAINYARD_PROGRESS_URL"
@@ -99,18 +100,9 @@ class ProgressSink:
             return None
         return cls(url, token_path=env.get(ENV_TOKEN) or None, ca_pem=env.get(ENV_CA) or None)
 
-    def _bearer(self) -> str | None:
-        if not self.token_path:
-            return None
-        with open(self.token_path, encoding="utf-8") as handle:
-            return handle.read().strip() or None
-
     def send(self, snapshot: Snapshot, timeout: float) -> None:
         body = json.dumps(build_report(snapshot)).encode()
-        headers = {"Content-Type": "application/json"}
-        token = self._bearer()
-        if token:
-            headers["Authorization"] = f"Bearer {token}"
+        headers = {"Content-Type": "application/json", **tokenfile.bearer(self.token_path)}
         request = urllib.request.Request(self.url, data=body, headers=headers, method="POST")
         try:
             with urllib.request.urlopen(request, timeout=timeout, context=self.ssl_context) as response:

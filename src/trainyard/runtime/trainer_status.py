@@ -6,7 +6,9 @@ The controller injects ``KUBEFLOW_TRAINER_SERVER_URL`` (an HTTPS endpoint),
 the official SDK's ``update_trainjob_status`` posts: ``{"trainerStatus": {"lastUpdatedTime",
 "progressPercentage", "estimatedRemainingSeconds", "metrics": [{"name", "value"}]}}``, metric
 values as strings, at most 256 metrics. Upstream's status has no checkpoint field, so the last
-checkpoint is not sent here. Stdlib only (``urllib``), so training images need no ``requests``.
+checkpoint is not sent here. The token file is read on every send (``tokenfile``), where the SDK
+keeps a token five minutes: a token refreshed at 80 % of a ten-minute life would be sent after it
+expired. Stdlib only (``urllib``), so training images need no ``requests``.
 """
 
 from __future__ import annotations
@@ -15,13 +17,13 @@ import json
 import logging
 import os
 import ssl
-import time
 import urllib.request
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from trainyard.runtime import tokenfile
 from trainyard.runtime.snapshots import Snapshot
 
 _logger = logging.getLogger(__name__)
@@ -30,7 +32,6 @@ ENV_SERVER_URL = "KUBEFLOW_TRAINER_SERVER_URL"
 ENV_TOKEN_PATH = "KUBEFLOW_TRAINER_SERVER_TOKEN"
 ENV_CA_CERT = "KUBEFLOW_TRAINER_SERVER_CA_CERT"
 MAX_METRICS = 256  # the SDK's _MAX_METRICS_COUNT
-TOKEN_TTL_SECONDS = 300.0  # the SDK's token cache: projected tokens rotate
 
 
 def build_trainer_status(snapshot: Snapshot) -> dict[str, Any]:
@@ -68,8 +69,6 @@ class TrainerStatusSink:
             cafile = ca_cert if ca_cert and Path(ca_cert).exists() else None
             ssl_context = ssl.create_default_context(cafile=cafile)
         self.ssl_context = ssl_context
-        self._token: str | None = None
-        self._token_read = 0.0
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str] | None = None) -> TrainerStatusSink | None:
@@ -79,22 +78,9 @@ class TrainerStatusSink:
             return None
         return cls(url, token_path=env.get(ENV_TOKEN_PATH), ca_cert=env.get(ENV_CA_CERT))
 
-    def _bearer(self) -> str | None:
-        if not self.token_path:
-            return None
-        now = time.monotonic()
-        if self._token is None or now - self._token_read >= TOKEN_TTL_SECONDS:
-            with open(self.token_path, encoding="utf-8") as handle:
-                self._token = handle.read().strip()
-            self._token_read = now
-        return self._token
-
     def send(self, snapshot: Snapshot, timeout: float) -> None:
         body = json.dumps(build_trainer_status(snapshot)).encode()
-        headers = {"Content-Type": "application/json"}
-        token = self._bearer()
-        if token:
-            headers["Authorization"] = f"Bearer {token}"
+        headers = {"Content-Type": "application/json", **tokenfile.bearer(self.token_path)}
         request = urllib.request.Request(self.url, data=body, headers=headers, method="POST")
         with urllib.request.urlopen(request, timeout=timeout, context=self.ssl_context) as response:
             if response.status != 200:

@@ -1,13 +1,21 @@
 from __future__ import annotations
 
 import os
+import threading
 from pathlib import Path
 from typing import IO
 
 import pytest
 
 from trainyard.runtime import reporting
-from trainyard.runtime.checkpoints import ENV_CHECKPOINT_DIR, ENV_RESUME_FROM, CheckpointManager, write_atomic
+from trainyard.runtime.checkpoints import (
+    ENV_CHECKPOINT_DIR,
+    ENV_RESUME_FROM,
+    CheckpointManager,
+    load,
+    metadata_path,
+    write_atomic,
+)
 
 
 @pytest.fixture(autouse=True)
@@ -154,6 +162,65 @@ def test_torch_helpers(tmp_path: Path) -> None:
     manager.wait()
     state = manager.load_torch_latest(weights_only=True)
     assert torch.equal(state["w"], torch.zeros(3))
+    assert torch.equal(manager.load_latest()["w"], torch.zeros(3))  # save_torch records its format too
+
+
+def test_a_state_dict_with_tensors_is_saved_with_torch_and_loaded_back_as_one(tmp_path: Path) -> None:
+    import torch
+
+    model = torch.nn.Linear(2, 1)
+    manager = CheckpointManager(tmp_path, keep=1, rank=0, environ={})
+    path = manager.save(model.state_dict() | {"epoch": 3, "optimizer": {"lr": 0.1}}, epoch=3)
+    assert path is not None
+    assert torch.load(path)["epoch"] == 3  # a plain torch file, for any reader
+    saved = manager.load_latest()
+    assert saved.pop("epoch") == 3 and saved.pop("optimizer") == {"lr": 0.1}
+    restored = torch.nn.Linear(2, 1)
+    restored.load_state_dict(saved)
+    assert torch.equal(restored.weight, model.weight)
+    # a whole module (callable, yet no writer) and tensors deep in lists are states too
+    manager.save([{"layers": (torch.zeros(1),)}], epoch=4)
+    assert torch.equal(manager.load_latest()[0]["layers"][0], torch.zeros(1))
+    manager.save(model, epoch=5)
+    assert isinstance(manager.load_latest(weights_only=False), torch.nn.Linear)
+    # rotation takes the metadata with the checkpoint
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["checkpoint-00000005.ckpt", "checkpoint-00000005.ckpt.json"]
+
+
+def test_a_picklable_state_without_tensors_is_pickled(tmp_path: Path) -> None:
+    manager = CheckpointManager(tmp_path, rank=0, environ={})
+    state = {"epoch": 2, "weights": [0.5, 0.25], "seen": {"a", "b"}}
+    path = manager.save(state, epoch=2)
+    assert path is not None
+    assert manager.load_latest() == state
+    assert metadata_path(path).read_text() == '{"format": "pickle"}'
+    # bytes keep reading as bytes, and a bytes checkpoint over a pickled one drops its metadata
+    manager.save(b"raw", epoch=2)
+    assert manager.load_latest() == b"raw" and not metadata_path(path).exists()
+    manager.save(b"raw", epoch=3, format="pickle")
+    assert manager.load_latest() == b"raw"  # pickled bytes come back as the same bytes
+    assert manager.save_async(("a", 1), epoch=4) is not None
+    manager.wait()
+    assert manager.load_latest() == ("a", 1)
+
+
+def test_bad_formats_and_metadata_are_named(tmp_path: Path) -> None:
+    manager = CheckpointManager(tmp_path, rank=0, environ={})
+    with pytest.raises(ValueError, match="format must be one of bytes, pickle, torch, not 'json'"):
+        manager.save({"a": 1}, epoch=1, format="json")
+    with pytest.raises(TypeError, match="format='bytes' takes bytes or a writer, not dict"):
+        manager.save({"a": 1}, epoch=1, format="bytes")
+    with pytest.raises(TypeError):  # not picklable: the previous checkpoint and its metadata stay
+        manager.save({"lock": threading.Lock()}, epoch=1)
+    assert list(tmp_path.iterdir()) == []
+    path = manager.save({"a": 1}, epoch=1)
+    assert path is not None
+    metadata_path(path).write_text("[]")
+    with pytest.raises(ValueError, match=r"not the metadata of a checkpoint .* remove it to read checkpoint-00000001"):
+        manager.load_latest()
+    elsewhere = tmp_path / "written-elsewhere.pt"  # no metadata: its bytes
+    elsewhere.write_bytes(b"\x80\x05K\x01.")
+    assert load(elsewhere) == b"\x80\x05K\x01."
 
 
 def test_keep_must_be_positive(tmp_path: Path) -> None:

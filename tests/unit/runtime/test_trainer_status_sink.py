@@ -104,6 +104,9 @@ def test_sink_posts_to_a_real_server_with_the_token(server: StatusServer, tmp_pa
     assert headers["Authorization"] == "Bearer secret-token"
     assert headers["Content-Type"] == "application/json"
     assert body == build_trainer_status(snapshot)
+    token.write_text("refreshed-token\n")  # the node replaces it before it expires: read on every send
+    sink.send(snapshot, timeout=5)
+    assert server.requests[1][1]["Authorization"] == "Bearer refreshed-token"
 
 
 def test_reporter_through_the_http_sink(server: StatusServer) -> None:

@@ -12,6 +12,10 @@ Tokens are JWTs with the claims kube-apiserver writes (``iss``, ``sub``
 needs publishing. A review accepts a token only while its signature holds, it has not expired,
 one of its audiences is asked for, and the pod it is bound to still exists with the same uid.
 These tokens are not credentials for the API server itself (only the owner's bearer token is).
+
+A token lives as long as its request asks (at least 10 minutes), or at most the plane's cap
+(``tokenlife``) when one is set: a longer request is granted that long, and the answer's
+``spec.expirationSeconds`` says so, as kube-apiserver's does.
 """
 
 from __future__ import annotations
@@ -23,13 +27,14 @@ import hmac
 import json
 import secrets
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
 from trainyard.cluster.apiserver import errors
 from trainyard.cluster.apiserver.auth import write_private
 from trainyard.cluster.apiserver.objects import Objects
+from trainyard.cluster.apiserver.tokenlife import max_expiration
 from trainyard.cluster.paths import Layout
 
 Obj = dict[str, Any]
@@ -70,6 +75,8 @@ def signing_key(layout: Layout) -> bytes:
 @dataclass(frozen=True)
 class TokenIssuer:
     key: bytes
+    # Read from the environment when the API server makes its issuer (the plane's process inherits it).
+    max_seconds: int | None = field(default_factory=max_expiration)
 
     def mint(self, claims: Obj) -> str:
         header = _b64(json.dumps({"alg": "HS256", "typ": "JWT"}, separators=(",", ":")).encode())
@@ -126,6 +133,8 @@ def request(objects: Objects, issuer: TokenIssuer, namespace: str, name: str, bo
     seconds = spec.get("expirationSeconds", DEFAULT_SECONDS)
     if isinstance(seconds, bool) or not isinstance(seconds, int) or not MIN_SECONDS <= seconds <= MAX_SECONDS:
         raise _invalid("spec.expirationSeconds", f"may not specify a duration less than {MIN_SECONDS} seconds")
+    if issuer.max_seconds is not None:
+        seconds = min(seconds, issuer.max_seconds)
     k8s: Obj = {
         "namespace": namespace,
         "serviceaccount": {"name": name, "uid": (sa.get("metadata") or {}).get("uid") or ""},

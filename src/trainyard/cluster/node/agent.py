@@ -20,7 +20,8 @@ The environment (``env``, ``envFrom``, ``valueFrom``) comes from ``podenv``; ``e
 ``configMap``, ``secret`` and ``hostPath`` volumes from ``volumes``, mounted at their
 ``mountPath`` in a private mount namespace (``runtime.mountns``); ``downwardAPI``, ``projected``
 and ``persistentVolumeClaim`` volumes too (claims are provisioned by ``persistentvolumes`` for
-their first pod); ``containerconfig`` puts them together for each container. Init containers run
+their first pod; service-account tokens are issued, and replaced before they expire, by ``tokens``);
+``containerconfig`` puts them together for each container. Init containers run
 one by one before the main containers. Probes come from ``probes``, pod conditions from
 ``conditions``, GPU device assignment from ``gpus``. What the agent knows of each pod and
 container run, and how a container's status reads, is ``runs``.
@@ -120,6 +121,7 @@ class NodeAgent:
         self.bound = BoundPods(client, self.node_name, lambda kind, pod: self._changes.put_nowait((kind, pod)))
         self.config_sources = ConfigSources(client)
         self.storage = Storage(client, layout.storage, self.node_name, self.now)
+        self.tokens = tokens.ProjectedTokens(client, clock)
         self.container_config = ContainerConfig(
             layout, self.workspace, node_name=self.node_name, address=address, capacity=self.capacity
         )
@@ -159,6 +161,7 @@ class NodeAgent:
         await asyncio.gather(*(self._kill(run, grace) for run in list(self.pods.values())), return_exceptions=True)
         await self.runtime.close()
         self.container_config.close()
+        self.tokens.close()
 
     async def _register(self) -> None:
         """Create or refresh this node's Node: labels and taints from ``yard up``, then its status."""
@@ -259,6 +262,7 @@ class NodeAgent:
         elif not await self._await_config(run, pod):
             run.stopped.set()
             return
+        self.tokens.keep_fresh(run.uid, pod, run.volumes)
         policy = spec.get("restartPolicy") or "Always"
         ended = False
         # Like the kubelet: a failed init container is retried unless the pod never restarts.
@@ -303,6 +307,7 @@ class NodeAgent:
         finally:
             if ended:  # its containers never run again
                 self.container_config.release(run)
+                self.tokens.forget(run.uid)
             run.stopped.set()
 
     async def _supervise(
@@ -373,7 +378,7 @@ class NodeAgent:
 
     async def _read_sources(self, run: PodRun, pod: Obj) -> None:
         config_maps, secrets = referenced(pod)
-        sources = Sources(tokens=await tokens.for_pod(self.client, pod))
+        sources = Sources(tokens=await self.tokens.issue(run.uid, pod))
         for names, res, table in ((config_maps, CONFIG_MAP, sources.config_maps), (secrets, SECRET, sources.secrets)):
             for name in names:
                 table[name] = await self.config_sources.read(res, run.namespace, name)
@@ -664,6 +669,7 @@ class NodeAgent:
             with contextlib.suppress(asyncio.TimeoutError, asyncio.CancelledError):
                 await asyncio.wait_for(asyncio.shield(run.stopped.wait()), timeout=5)
         self.container_config.release(run)
+        self.tokens.forget(run.uid)
         self.pods.pop(run.uid, None)
 
     async def _stop_and_confirm(self, run: PodRun, grace: float) -> None:

@@ -1,20 +1,24 @@
 """A pod's volumes on this node: materialized under the pod's directory, mounted by ``mountns``.
 
 ``emptyDir``, ``configMap``, ``secret``, ``downwardAPI`` and ``projected`` volumes (service-account
-tokens included, as the node asked the API server for them) become
+tokens included, as the node asked the API server for them; ``write_tokens`` puts refreshed ones
+in place) become
 directories under ``<pod dir>/volumes`` (keys and fields as files, with ``items``, ``defaultMode``
 and per-item ``mode``), or, for those a kubelet backs with tmpfs, under the pod's directory in
 memory (``paths.memory_root``); ``hostPath`` is the host directory itself (``DirectoryOrCreate``/
 ``FileOrCreate`` create it); ``persistentVolumeClaim`` is the directory of the PersistentVolume
 its claim is bound to. ``mounts`` lists, for one container, which host path appears at each
 ``mountPath`` (``subPath`` and ``readOnly`` included). A volume that cannot be set up raises
-``ConfigError`` with the kubelet's wording.
+``ConfigError`` with the kubelet's wording. Files are renamed into place, so a reader never sees
+one half-written.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import tempfile
 from collections.abc import Callable
 from decimal import Decimal
 from functools import partial
@@ -31,7 +35,7 @@ from trainyard.cluster.node.podenv import (
     token_key,
 )
 
-__all__ = ["ConfigError", "materialize", "mounts", "read_only", "under_mount"]
+__all__ = ["ConfigError", "materialize", "mounts", "read_only", "under_mount", "write_tokens"]
 
 Obj = dict[str, Any]
 DEFAULT_MODE = 0o644
@@ -76,8 +80,17 @@ def _write_files(target: Path, files: list[tuple[str, bytes, int]], kind: str) -
         if ".." in Path(rel).parts or Path(rel).is_absolute():
             raise ConfigError(f"invalid path {rel!r} in {kind} volume")
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(content)
-        path.chmod(mode)
+        # Renamed into place, as the kubelet's atomic writer does: a container reading the file while
+        # it is rewritten (a token refreshed) sees the old content or the new, never a part.
+        fd, tmp = tempfile.mkstemp(prefix=f"..{path.name}.", dir=path.parent)
+        try:
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(content)
+            Path(tmp).chmod(mode)
+            Path(tmp).replace(path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
 
 
 # What a kubelet backs with tmpfs (besides an emptyDir of ``medium: Memory``).
@@ -203,13 +216,34 @@ def _fill_projected(projected: Obj, sources: Sources, pod: Obj, node: Node | Non
             if token is None:
                 account = (pod.get("spec") or {}).get("serviceAccountName") or "default"
                 raise ConfigError(f'failed to fetch token: serviceaccounts "{account}" not found')
-            _write_files(target, [(ref.get("path") or "token", token.encode(), default_mode)], "serviceAccountToken")
+            _write_token(target, ref, token, default_mode)
         else:
             kinds = ", ".join(sorted(source)) or "empty"
             raise ConfigError(
                 f"projected {kinds} sources are not supported by the local node "
                 "(configMap, secret, downwardAPI and serviceAccountToken are)"
             )
+
+
+def write_tokens(pod: Obj, backing: dict[str, Path], tokens: dict[tuple[str, int], str]) -> None:
+    """Rewrite, in the pod's projected volumes (``backing``: name → directory), the files of the
+    ``serviceAccountToken`` sources whose ``token_key`` is in ``tokens`` (refreshed tokens)."""
+    for volume in (pod.get("spec") or {}).get("volumes") or []:
+        projected, target = volume.get("projected"), backing.get(volume.get("name", ""))
+        if not projected or target is None:
+            continue
+        default_mode = int(projected.get("defaultMode", DEFAULT_MODE))
+        for source in projected.get("sources") or []:
+            if "serviceAccountToken" not in source:
+                continue
+            ref = source["serviceAccountToken"] or {}
+            token = tokens.get(token_key(ref))
+            if token is not None:
+                _write_token(target, ref, token, default_mode)
+
+
+def _write_token(target: Path, ref: Obj, token: str, default_mode: int) -> None:
+    _write_files(target, [(ref.get("path") or "token", token.encode(), default_mode)], "serviceAccountToken")
 
 
 def _claimed(volume: Obj, sources: Sources, pod: Obj) -> Path:

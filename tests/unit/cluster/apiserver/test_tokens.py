@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from trainyard.cluster.apiserver import errors, tokens
+from trainyard.cluster.apiserver import errors, tokenlife, tokens
 from trainyard.cluster.apiserver.objects import Objects
 from trainyard.cluster.apiserver.registry import Registry
 from trainyard.cluster.paths import Layout
@@ -69,6 +69,29 @@ def test_token_requests_check_the_account_the_lifetime_and_the_bound_pod(objects
     with pytest.raises(errors.ApiError) as stale:
         _token(objects, issuer, boundObjectRef={"kind": "Pod", "name": "p", "uid": "old"})
     assert stale.value.code == 409
+
+
+def test_the_planes_cap_shortens_a_tokens_life_and_the_answer_says_so(objects: Objects) -> None:
+    issuer = tokens.TokenIssuer(b"k" * 32, max_seconds=5)
+    answer = tokens.request(objects, issuer, "ns", "default", {"spec": {"expirationSeconds": 3600}}, NOW)
+    assert answer["spec"]["expirationSeconds"] == 5
+    assert answer["status"]["expirationTimestamp"] == "2026-11-26T12:00:05Z"
+    token = answer["status"]["token"]
+    review = {"spec": {"token": token}}
+    assert tokens.review(objects, issuer, review, NOW + timedelta(seconds=4))["status"]["authenticated"]
+    assert not tokens.review(objects, issuer, review, NOW + timedelta(seconds=5))["status"]["authenticated"]
+    # a request shorter than kube-apiserver's minimum is still refused
+    with pytest.raises(errors.ApiError) as short:
+        tokens.request(objects, issuer, "ns", "default", {"spec": {"expirationSeconds": 10}}, NOW)
+    assert short.value.code == 422
+
+
+def test_the_cap_comes_from_the_environment() -> None:
+    assert tokenlife.max_expiration({}) is None
+    assert tokenlife.max_expiration({tokenlife.MAX_EXPIRATION_ENV: " 30 "}) == 30
+    for bad in ("0", "-1", "5s"):
+        with pytest.raises(ValueError, match="expected a positive whole number of seconds"):
+            tokenlife.max_expiration({tokenlife.MAX_EXPIRATION_ENV: bad})
 
 
 def test_the_status_server_reads_rfc_7235_bearer_credentials() -> None:

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from trainyard.cluster.node.podenv import ConfigError, Node, Sources
-from trainyard.cluster.node.volumes import materialize, mounts, read_only, under_mount
+from trainyard.cluster.node.volumes import materialize, mounts, read_only, under_mount, write_tokens
 
 
 def mode(path: Path) -> int:
@@ -186,6 +186,22 @@ def test_projected_sources_share_one_directory(tmp_path: Path) -> None:
     }
     with pytest.raises(ConfigError, match='failed to fetch token: serviceaccounts "default" not found'):
         materialize(tmp_path, token, Sources(), POD, NODE)
+
+
+def test_a_refreshed_token_is_renamed_over_the_old_one_and_the_rest_is_left(tmp_path: Path) -> None:
+    ref = {"audience": "job", "expirationSeconds": 600, "path": "secrets/token"}
+    volume = {
+        "name": "progress",
+        "projected": {"defaultMode": 0o440, "sources": [{"serviceAccountToken": ref}, {"configMap": {"name": "ca"}}]},
+    }
+    pod = {**POD, "spec": {"volumes": [volume, {"name": "scratch", "emptyDir": {}}]}}
+    sources = Sources({"ca": {"data": {"ca.crt": "pem"}}}, tokens={("job", 600): "first"})
+    path = materialize(tmp_path, volume, sources, pod, NODE)
+    before = (path / "secrets" / "token").stat().st_ino
+    write_tokens(pod, {"progress": path}, {("job", 600): "second", ("other", 600): "not this volume's"})
+    assert files(path) == {"secrets/token": ("second", 0o440), "ca.crt": ("pem", 0o440)}
+    # a new file under the old name: a reader has the old token or the new one, never a part
+    assert (path / "secrets" / "token").stat().st_ino != before
 
 
 def claim(phase: str, volume_name: str = "", **meta: str) -> dict[str, object]:
