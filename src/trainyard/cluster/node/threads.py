@@ -12,8 +12,8 @@ container the thread count of its CPU share, unless the container sets it:
   others before their processes exist;
 * divided among the processes a launcher in the container starts, each with thread pools of its
   own: torchrun's ``PET_NPROC_PER_NODE`` (its ``--nproc-per-node``), when it is a number.
-  ``auto`` and ``gpu`` do not divide: ``auto`` is a PyTorchJob's default, set on its pods whether
-  or not they run torchrun (a plain ``python train.py`` is one process);
+  ``auto`` and ``gpu`` do not divide: ``auto`` is the default an operator sets on torch replicas
+  whether or not they run torchrun (a plain ``python train.py`` is one process);
 * at least 1.
 
 The variables: ``OMP_NUM_THREADS`` (OpenMP; torch's intra-op pool reads it), ``MKL_NUM_THREADS``
