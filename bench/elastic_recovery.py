@@ -74,9 +74,9 @@ class Bench:
     def down(self) -> None:
         subprocess.run([*self.yard, "down"], check=False, env=self.env, cwd=REPO, capture_output=True)
 
-    def kubectl(self, *args: str, stdin: str | None = None, check: bool = True) -> str:
+    def kubectl(self, *args: str, stdin: str | None = None, check: bool = True, timeout: float = 120) -> str:
         result = subprocess.run(
-            ["kubectl", *args], capture_output=True, text=True, env=self.kube, input=stdin, cwd=REPO, timeout=120
+            ["kubectl", *args], capture_output=True, text=True, env=self.kube, input=stdin, cwd=REPO, timeout=timeout
         )
         if check and result.returncode != 0:
             raise RuntimeError(f"kubectl {' '.join(args)}: {result.stderr}")

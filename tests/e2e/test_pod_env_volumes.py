@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import uuid
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,7 @@ from trainyard.cluster.paths import Layout
 pytestmark = pytest.mark.e2e
 
 PRINT_ENV = "import json, os; print(json.dumps(dict(os.environ)))"
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "TF_NUM_INTRAOP_THREADS")
 
 
 def apply(kubectl: Kubectl, *objects: dict[str, Any]) -> None:
@@ -112,6 +114,55 @@ def test_missing_config_map_waits_with_the_kubelet_reason_then_runs(kubectl: Kub
     )
     kubectl("patch", "configmap", "later", "--type=merge", "-p", '{"data": {"lr": "0.5"}}')
     assert printed_env(kubectl, "waits")["LR"] == "0.5"
+
+
+def test_thread_counts_follow_the_cpu_share_unless_the_container_sets_them(kubectl: Kubectl) -> None:
+    apply(
+        kubectl,
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "blas"}, "data": {"MKL_NUM_THREADS": "5"}},
+    )
+    threaded = pod("threads", {})
+    main = threaded["spec"]["containers"][0]
+    threaded["spec"]["containers"] = [
+        # Small requests: the pod fits beside the other tests' pods on a 2-core node.
+        {**main, "name": "limited", "resources": {"limits": {"cpu": "1500m"}, "requests": {"cpu": "100m"}}},
+        {**main, "name": "own", "env": [{"name": "OMP_NUM_THREADS", "value": "3"}]},
+        {
+            **main,
+            "name": "requested",
+            "resources": {"requests": {"cpu": "100m"}},
+            "envFrom": [{"configMapRef": {"name": "blas"}}],
+        },
+    ]
+    apply(kubectl, threaded)
+    eventually(lambda: phase(kubectl, "threads") in ("Succeeded", "Failed"), timeout=120, what="pod threads to finish")
+    assert phase(kubectl, "threads") == "Succeeded", kubectl("describe", "pod", "threads")
+
+    def seen(container: str) -> dict[str, str]:
+        env = json.loads(kubectl("logs", "threads", "-c", container).strip().splitlines()[-1])
+        return {k: v for k, v in env.items() if k.endswith("_THREADS")}
+
+    assert seen("limited") == dict.fromkeys(THREAD_VARIABLES, "2")  # the limit, 1500m, rounded up
+    # The container's own wins; MKL and OpenBLAS fall back on it, so the node leaves theirs unset.
+    own = seen("own")
+    assert own.pop("OMP_NUM_THREADS") == "3" and list(own) == ["TF_NUM_INTRAOP_THREADS"], own
+    assert int(own["TF_NUM_INTRAOP_THREADS"]) >= 1  # the node's cores among the pods it runs now
+    assert seen("requested") == {**dict.fromkeys(THREAD_VARIABLES, "1"), "MKL_NUM_THREADS": "5"}  # from envFrom
+
+    said = [
+        "Set OMP_NUM_THREADS=2 (and MKL_NUM_THREADS, OPENBLAS_NUM_THREADS, TF_NUM_INTRAOP_THREADS) in container "
+        "limited: its cpu limit 1500m, rounded up",
+        f"Set TF_NUM_INTRAOP_THREADS={own['TF_NUM_INTRAOP_THREADS']} in container own: no cpu limit or request, "
+        "the node's ",
+        "Set OMP_NUM_THREADS=1 (and OPENBLAS_NUM_THREADS, TF_NUM_INTRAOP_THREADS) in container requested: its cpu "
+        "request 100m (no limit), rounded up; MKL_NUM_THREADS is the container's own",
+    ]
+    described = eventually(
+        lambda: all(s in (text := kubectl("describe", "pod", "threads")) for s in said) and text,
+        timeout=30,
+        what="kubectl describe pod to show the ThreadsSet events",
+    )
+    assert re.search(r"Normal\s+ThreadsSet\s+.*\s+kubelet\s+Set OMP_NUM_THREADS=2 ", described), described
 
 
 TRAIN_PY = """\

@@ -4,8 +4,9 @@
 containers (init containers included) request and limit nothing is ``BestEffort``; one where
 every container limits both and the summed requests equal the summed limits is ``Guaranteed``;
 anything else is ``Burstable``. A request left out next to a limit counts as equal to the limit,
-as the API server's defaulting makes it. Pure: no I/O. Callers: the API server on pod creation
-and the node agent in each status it reports.
+as the API server's defaulting makes it. Pure: no I/O. Callers: the API server on pod creation,
+the node agent in each status it reports and for the limits it enforces, and ``node.threads``
+(a container's CPU share).
 """
 
 from __future__ import annotations
@@ -82,10 +83,19 @@ def memory_limit(container: Obj) -> int | None:
     return math.ceil(value) if value is not None and value > 0 else None
 
 
+def _cpu_millis(container: Obj, kind: str) -> int | None:
+    value = _quantity(((container.get("resources") or {}).get(kind) or {}).get("cpu", ""))
+    return math.ceil(value * 1000) if value is not None and value > 0 else None
+
+
 def cpu_limit_millis(container: Obj) -> int | None:
     """``resources.limits.cpu`` in millicores (rounded up), or None when unlimited."""
-    value = _quantity(((container.get("resources") or {}).get("limits") or {}).get("cpu", ""))
-    return math.ceil(value * 1000) if value is not None and value > 0 else None
+    return _cpu_millis(container, "limits")
+
+
+def cpu_request_millis(container: Obj) -> int | None:
+    """``resources.requests.cpu`` in millicores (rounded up), or None when nothing is requested."""
+    return _cpu_millis(container, "requests")
 
 
 def format_bytes(value: int) -> str:

@@ -58,7 +58,12 @@ def test_without_a_memory_filesystem_the_home_holds_it(tmp_path: Path, monkeypat
 def test_the_node_prunes_the_memory_of_pods_that_went_while_it_was_down(shm: Path, tmp_path: Path) -> None:
     layout = Layout(tmp_path / "home")
     config = ContainerConfig(
-        layout, tmp_path / "work", node_name="n", address="127.0.0.1", capacity=Capacity(cpu=1000, memory=2**30, gpus=0)
+        layout,
+        tmp_path / "work",
+        node_name="n",
+        address="127.0.0.1",
+        capacity=Capacity(cpu=1000, memory=2**30, gpus=0),
+        running=list,
     )
     pods = Informer(None, object)  # type: ignore[arg-type]  # fed as its reflector would, never listed
     pods._deliver("ADDED", {"metadata": {"namespace": "ns", "name": "kept", "uid": "u-kept", "resourceVersion": "1"}})

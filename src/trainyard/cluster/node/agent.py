@@ -16,7 +16,8 @@ Containers restart in place as the pod's ``restartPolicy`` says (``Always``: aft
 ``OnFailure``: after a non-zero exit), with the kubelet's crash-loop back-off, ``restartCount``,
 ``lastState`` and the previous run's log kept for ``logs --previous``.
 
-The environment (``env``, ``envFrom``, ``valueFrom``) comes from ``podenv``; ``emptyDir``,
+The environment (``env``, ``envFrom``, ``valueFrom``) comes from ``podenv``, the thread counts of a
+container's CPU share (``OMP_NUM_THREADS``..., a ``ThreadsSet`` event) from ``threads``; ``emptyDir``,
 ``configMap``, ``secret`` and ``hostPath`` volumes from ``volumes``, mounted at their
 ``mountPath`` in a private mount namespace (``runtime.mountns``); ``downwardAPI``, ``projected``
 and ``persistentVolumeClaim`` volumes too (claims are provisioned by ``persistentvolumes`` for
@@ -65,6 +66,7 @@ from trainyard.cluster.node.podenv import ConfigError, Sources, expand, referenc
 from trainyard.cluster.node.probes import ContainerProbes, Hooks, Probe, Target, killing_message, named_ports, probes_of
 from trainyard.cluster.node.runs import ContainerRun, PodRun, restarts
 from trainyard.cluster.node.runtime import mountns, shims
+from trainyard.cluster.node.threads import REASON as THREADS_SET
 from trainyard.cluster.paths import Layout
 
 log = logging.getLogger(__name__)
@@ -123,7 +125,12 @@ class NodeAgent:
         self.storage = Storage(client, layout.storage, self.node_name, self.now)
         self.tokens = tokens.ProjectedTokens(client, clock)
         self.container_config = ContainerConfig(
-            layout, self.workspace, node_name=self.node_name, address=address, capacity=self.capacity
+            layout,
+            self.workspace,
+            node_name=self.node_name,
+            address=address,
+            capacity=self.capacity,
+            running=self.bound.active,
         )
         # One allocation at a time: each reads the devices the others recorded.
         self._devices_lock = asyncio.Lock()
@@ -425,7 +432,7 @@ class NodeAgent:
 
     async def _start(self, run: PodRun, pod: Obj, container: Obj, cr: ContainerRun) -> None:
         try:
-            env, pulled = self.container_config.start(run, pod, container)
+            env, pulled, threads = self.container_config.start(run, pod, container)
         except (ConfigError, EnvironmentsError) as exc:
             # Checked before the first start; a restart after an environment or a ConfigMap went away
             # fails this run with the reason, and the restart policy retries.
@@ -460,12 +467,14 @@ class NodeAgent:
         cr.started_at = _stamp(handle.started_at)
         if run.stopping:
             handle.signal(signal.SIGKILL)
-        self._spawn(self._started_events(pod, cr, pulled))
+        self._spawn(self._started_events(pod, cr, pulled, threads))
         self._start_probes(run, pod, container, cr)
 
-    async def _started_events(self, pod: Obj, cr: ContainerRun, pulled: str) -> None:
+    async def _started_events(self, pod: Obj, cr: ContainerRun, pulled: str, threads: str | None) -> None:
         # Images are not pulled here: "Pulled" names the local environment that stands for the image.
         await self._event(pod, "Normal", "Pulled", pulled)
+        if threads is not None:  # describe shows the spec's env, not what the node added to it
+            await self._event(pod, "Normal", THREADS_SET, threads)
         await self._event(pod, "Normal", "Started", f"Started container {cr.name}")
 
     def _start_probes(self, run: PodRun, pod: Obj, container: Obj, cr: ContainerRun) -> None:

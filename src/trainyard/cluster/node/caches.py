@@ -2,7 +2,8 @@
 
 * ``BoundPods``: the pods bound to this node, listed and watched with the ``spec.nodeName`` field
   selector a kubelet uses, so the agent never decodes the cluster's other pods. The agent acts on
-  its changes, and GPU admission reads from it which devices the node's other pods hold.
+  its changes, GPU admission reads from it which devices the node's other pods hold, and a
+  container's thread count how many pods share the node's cores (``active``).
 * ``ConfigSources``: the ConfigMaps and Secrets the node's pods read (``env``, ``envFrom``,
   volumes), from one informer per kind, started when a pod first needs that kind (the kubelet's
   watch-based ConfigMap and Secret managers). What the cache does not hold is asked of the API
@@ -23,6 +24,7 @@ from lightkube import AsyncClient
 from lightkube.core.exceptions import ApiError
 
 from trainyard.client import is_status, plain_resource, to_dict
+from trainyard.cluster.node import threads
 from trainyard.informer import Informer
 
 Obj = dict[str, Any]
@@ -38,8 +40,12 @@ class BoundPods(Informer):
 
     def __init__(self, client: AsyncClient, node: str, handle: Callable[[str, Obj], None]) -> None:
         # The field selector is the kubelet's own.
-        super().__init__(client, POD, handle, fields={"spec.nodeName": node})
+        super().__init__(client, POD, handle, fields={"spec.nodeName": node}, indexers={threads.ACTIVE: threads.active})
         self.node = node
+
+    def active(self) -> list[Obj]:
+        """The node's pods that are not done (``threads.active``): those sharing its cores."""
+        return self.by_index(threads.ACTIVE, threads.ACTIVE)
 
 
 class ConfigSources:

@@ -9,7 +9,8 @@ against the declared numbers, while the processes still share this machine's rea
 and GPUs.
 
 ``pressure`` measures the node conditions a kubelet reports (memory and disk pressure at the
-kubelet's default hard-eviction thresholds). Callers: the ``yard up`` CLI (parsing), the
+kubelet's default hard-eviction thresholds); ``machine_cpus`` the CPUs the node's processes
+really share, whatever was declared. Callers: the ``yard up`` CLI (parsing), the
 composition root and the node agent.
 """
 
@@ -78,6 +79,13 @@ def count_gpus(nvidia_smi: str | None = None) -> int:
     if listing.returncode != 0:
         return 0
     return sum(1 for line in listing.stdout.splitlines() if line.startswith("GPU "))
+
+
+def machine_cpus() -> int:
+    """The CPUs this process may run on, and so every container it starts (its affinity)."""
+    with contextlib.suppress(AttributeError, OSError):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
 
 
 def _total_memory() -> int:

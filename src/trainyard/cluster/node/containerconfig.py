@@ -3,7 +3,8 @@
 What the kubelet's ``generateContainerConfig`` does, and what ``CreateContainerConfigError``
 reports when it cannot: the environment is the local Python environment the container's image
 stands for (``cluster.environments``: ``PATH`` first to its ``bin`` and ``VIRTUAL_ENV`` set), else
-the plane's own, plus the pod's (``podenv``) and the container's GPUs (``gpus``); volumes become
+the plane's own, plus the pod's (``podenv``), the container's GPUs (``gpus``) and the thread counts
+of its CPU share where it sets none (``threads``); volumes become
 directories under the pod's directory (``volumes``), mounted at their ``mountPath`` in a private
 mount namespace (``runtime.mountns``) when the container has ``volumeMounts``; an image's
 ``/workspace`` is the plane's workspace, since images are not pulled. Every container also starts
@@ -22,14 +23,15 @@ import contextlib
 import os
 import shutil
 import sys
+from collections.abc import Callable, Iterable
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
 from trainyard.cluster import paths
 from trainyard.cluster.environments import Environments, EnvironmentsError, Match
-from trainyard.cluster.node import gpus, podexec, volumes
-from trainyard.cluster.node.capacity import Capacity
+from trainyard.cluster.node import gpus, podexec, threads, volumes
+from trainyard.cluster.node.capacity import Capacity, machine_cpus
 from trainyard.cluster.node.podenv import ConfigError, container_env
 from trainyard.cluster.node.podenv import Node as DownwardNode
 from trainyard.cluster.node.runs import ContainerRun, PodRun
@@ -44,12 +46,23 @@ _BASE_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "TZ", "USER", "LOGNAME"
 
 
 class ContainerConfig:
-    def __init__(self, layout: Layout, workspace: Path, *, node_name: str, address: str, capacity: Capacity) -> None:
+    def __init__(
+        self,
+        layout: Layout,
+        workspace: Path,
+        *,
+        node_name: str,
+        address: str,
+        capacity: Capacity,
+        running: Callable[[], Iterable[Obj]],
+    ) -> None:
         self.layout = layout
         self.workspace = workspace
         self.node_name = node_name
         self.address = address
         self.capacity = capacity
+        self.running = running  # the node's pods that share its cores (``BoundPods.active``)
+        self.cores = threads.node_cores(capacity.cpu, machine_cpus())
         self.environments = Environments(layout.environments_file)
         self._memory_root: Path | None = None  # found on first use (``paths.memory_root``)
 
@@ -71,16 +84,18 @@ class ContainerConfig:
             )
         return found
 
-    def start(self, run: PodRun, pod: Obj, container: Obj) -> tuple[dict[str, str], str]:
-        """The environment one container run starts with, and the ``Pulled`` event that says which it is.
+    def start(self, run: PodRun, pod: Obj, container: Obj) -> tuple[dict[str, str], str, str | None]:
+        """The environment one container run starts with, the ``Pulled`` event that says which it is,
+        and the ``ThreadsSet`` event that says which thread counts the node set in it (None: none).
 
-        Both come from one reading of the mapping, so the event names the environment that ran.
+        All come from one reading of the mapping and the node's pods, so the events say what ran.
         """
         found = self.python_environment(container)
-        return self._environment(run, pod, container, found), self._pulled(container, found)
+        env, plan = self._environment(run, pod, container, found)
+        return env, self._pulled(container, found), plan.event(container["name"])
 
     def environment(self, run: PodRun, pod: Obj, container: Obj) -> dict[str, str]:
-        return self._environment(run, pod, container, self.python_environment(container))
+        return self._environment(run, pod, container, self.python_environment(container))[0]
 
     def exec_environment(self, run: PodRun, pod: Obj, container: Obj) -> dict[str, str]:
         """An exec probe's environment for a run adopted from an earlier agent (which did not say what it
@@ -105,7 +120,9 @@ class ContainerConfig:
             f'{self.environments.path.name} maps "{found.glob}"'
         )
 
-    def _environment(self, run: PodRun, pod: Obj, container: Obj, found: Match | None) -> dict[str, str]:
+    def _environment(
+        self, run: PodRun, pod: Obj, container: Obj, found: Match | None
+    ) -> tuple[dict[str, str], threads.Threads]:
         env = {k: os.environ[k] for k in _BASE_ENV if k in os.environ}
         # Training code runs with its image's environment, or the one the plane was started from.
         bin_dir = str(found.environment.bin_dir if found else Path(sys.executable).parent)
@@ -117,7 +134,11 @@ class ContainerConfig:
         env["PATH"] = os.pathsep.join([bin_dir, env.get("PATH", os.defpath)])
         env["HOSTNAME"] = podexec.pod_hostname(pod)  # as the kubelet: spec.hostname, else the name
         env.update(gpus.environment(run.devices.get(container["name"]), self.capacity.gpus))
-        return container_env(pod, container, env, run.sources, self._downward())
+        env = container_env(pod, container, env, run.sources, self._downward())
+        # After the container's env: what it sets is its own (nothing above sets these variables).
+        plan = threads.decide(container, env, cores=self.cores, pods=threads.pods_running(self.running(), run.uid))
+        env.update(plan.env)
+        return env, plan
 
     def _downward(self) -> DownwardNode:
         # An unset limit reads as the node's allocatable, the declared one when yard up declared it.

@@ -24,7 +24,12 @@ def venv(tmp_path: Path, name: str) -> Path:
 
 def config(home: Path) -> ContainerConfig:
     return ContainerConfig(
-        Layout(home), home, node_name="n", address="127.0.0.1", capacity=Capacity(cpu=2000, memory=2**30, gpus=0)
+        Layout(home),
+        home,
+        node_name="n",
+        address="127.0.0.1",
+        capacity=Capacity(cpu=2000, memory=2**30, gpus=0),
+        running=list,
     )
 
 
@@ -47,7 +52,7 @@ def home(tmp_path: Path) -> Path:
 
 def test_a_mapped_image_runs_with_its_environment_first_on_path(home: Path, tmp_path: Path) -> None:
     run, pod, container = pod_and_container("docker.io/tensorflow/tensorflow")
-    env, pulled = config(home).start(run, pod, container)
+    env, pulled, _ = config(home).start(run, pod, container)
     assert env["PATH"].split(":")[0] == str(tmp_path / "tf" / "bin")
     assert env["VIRTUAL_ENV"] == str(tmp_path / "tf")
     assert pulled == (
@@ -58,7 +63,7 @@ def test_a_mapped_image_runs_with_its_environment_first_on_path(home: Path, tmp_
 
 def test_an_unmapped_image_runs_in_trainyards_own_environment(home: Path) -> None:
     run, pod, container = pod_and_container("busybox:1.36")
-    env, pulled = config(home).start(run, pod, container)
+    env, pulled, _ = config(home).start(run, pod, container)
     assert env["PATH"].split(":")[0] == str(Path(sys.executable).parent)
     assert "VIRTUAL_ENV" not in env
     assert pulled == (
@@ -69,7 +74,7 @@ def test_an_unmapped_image_runs_in_trainyards_own_environment(home: Path) -> Non
 
 def test_without_a_mapping_file_every_image_is_trainyards_own(tmp_path: Path) -> None:
     run, pod, container = pod_and_container("ghcr.io/trainyard/examples-tensorflow:latest")
-    env, _ = config(tmp_path).start(run, pod, container)
+    env, _, _ = config(tmp_path).start(run, pod, container)
     assert "VIRTUAL_ENV" not in env and config(tmp_path).config_error(run, pod, container) is None
 
 
