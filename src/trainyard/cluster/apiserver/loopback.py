@@ -16,7 +16,8 @@ A watch is served in-process too: the server's handler runs as a task of its own
 its lines into a ``Pipe`` that the client reads as the response body (about a tenth of the
 plane's CPU in that sweep went to TLS and HTTP framing of watch events, on both ends). A client
 watch that asks for objects (``trainyard.client.WATCH_OBJECTS``, a request extension, which no
-network transport sends) gets each event decoded, its own copy, instead of a line to parse. Logs,
+network transport sends) gets each event decoded (the change's one decoding, shared with its other
+readers in this process, none of which changes it) instead of a line to parse. Logs,
 exec and the other streams write to a real connection: they stay on the network transport this
 one wraps, as do requests for other hosts.
 """

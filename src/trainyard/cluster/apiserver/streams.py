@@ -108,8 +108,10 @@ class Streams:
             if ev.rv <= last:
                 return None
             last = ev.rv
-            data = ev.change.stored(lean=lean) if ev.change is not None else codec.dumps(ev.obj)
-            return (ev.type, {"apiVersion": rt.group_version, "kind": rt.kind, **codec.loads(data)}), len(data)
+            if ev.change is None:
+                data = codec.dumps(ev.obj)
+                return (ev.type, {"apiVersion": rt.group_version, "kind": rt.kind, **codec.loads(data)}), len(data)
+            return (ev.type, ev.change.decoded(rt.group_version, rt.kind, lean=lean)), len(ev.change.stored(lean=lean))
 
         def bookmark() -> Obj:
             rv = str(self.objects.store.revision)

@@ -11,7 +11,8 @@ in memory too, as etcd's watch cache does for kube-apiserver: SQLite is written 
 commit and read back only on open and for watch resumption. On disk the revision is the newest
 entry of the change log (compaction keeps the newest entries and records where it cut). Bodies are
 compact JSON without ``apiVersion``/``kind``, kept as bytes; readers that only forward them (lists,
-watch events) splice them without decoding, and every reader that decodes gets its own copy.
+watch events) splice them without decoding; the plane's own watchers share one decoding of a change
+(``Change.decoded``), and every other reader that decodes gets its own copy.
 
 Durability: WAL with ``synchronous=NORMAL``. A commit is in the WAL, in the OS page cache,
 before the client is answered, so every acknowledged write survives the server process being
@@ -106,6 +107,9 @@ class Change:
     body: bytes = b""  # ``obj`` as stored: version-free compact JSON
     # Watch lines already encoded for this change, shared by every watcher of the same shape.
     lines: dict[tuple[str, str, str], bytes] = field(default_factory=dict, compare=False, repr=False)
+    # The object as readers in this process take it, decoded once per shape and shared by all of
+    # them (an informer's cache holds it): none may change it.
+    objects: dict[tuple[bool, str, str], Obj] = field(default_factory=dict, compare=False, repr=False)
     # The object before, as the writer decoded it (``put``'s ``old``): listeners run before the
     # write returns, and none changes what it is handed.
     decoded_old: Obj | None = field(default=None, compare=False, repr=False)
@@ -131,6 +135,15 @@ class Change:
     def stored(self, *, lean: bool = False) -> bytes:
         """``obj`` as stored (version-free JSON), ``lean`` without ``metadata.managedFields``."""
         return self.lean if lean else self.body or codec.dumps(self.obj)
+
+    def decoded(self, api_version: str, kind: str, *, lean: bool = False) -> Obj:
+        """``obj`` as stored (``lean``: without ``metadata.managedFields``), versioned, decoded once:
+        three informers holding each pod (the operator's, the scheduler's, the node's) hold one copy."""
+        key = (lean, api_version, kind)
+        found = self.objects.get(key)
+        if found is None:
+            found = self.objects[key] = {"apiVersion": api_version, "kind": kind, **codec.loads(self.stored(lean=lean))}
+        return found
 
     def line(self, event_type: str, api_version: str, kind: str) -> bytes:
         key = (event_type, api_version, kind)

@@ -202,8 +202,8 @@ class ChunkedSink:
 
 
 class ObjectSink:
-    """Hands watch events to a reader in this process as ``(type, object)``: ``decode`` makes each
-    its own copy (or None to skip it), so no reader can change what another one holds.
+    """Hands watch events to a reader in this process as ``(type, object)``: ``decode`` gives the
+    change's one decoding (or None to skip it), shared by every reader of it, none of which changes it.
 
     Same contract as ``ChunkedSink``: ``raw`` lines (bookmarks) keep their place among the events,
     and a reader that has not taken ``SLOW_WATCHER_BYTES`` (the events' stored sizes) is cut off.
