@@ -118,7 +118,7 @@ class NodeAgent:
         self.capacity = capacity or node_capacity.detect(layout.home)
         self.taints = list(taints or [])
         self.runtime = shims.ShimRuntime()
-        self._statuses = podstatus.StatusWriter(self._patch_status, STATUS_WRITES)
+        self._statuses = podstatus.StatusWriter(self._patch_status, STATUS_WRITES, retryable=podstatus.server_failed)
         self._event_slots = asyncio.Semaphore(EVENT_WRITES)
         self.pods: dict[str, PodRun] = {}
         self._changes: asyncio.Queue[tuple[str, Obj]] = asyncio.Queue()
