@@ -18,11 +18,13 @@ import pytest
 
 
 @contextlib.contextmanager
-def small_disk(where: Path, size: str) -> Iterator[Path]:
-    """A ``size`` tmpfs mounted at ``where`` (made if missing), unmounted and removed afterwards."""
+def small_disk(where: Path, size: str, *, inodes: int | None = None) -> Iterator[Path]:
+    """A ``size`` tmpfs mounted at ``where`` (made if missing), unmounted and removed afterwards;
+    ``inodes``: how many files it holds at most (``fill_inodes`` takes the rest)."""
     where.mkdir(parents=True, exist_ok=True)
+    options = f"size={size},mode=0700" + (f",nr_inodes={inodes}" if inodes else "")
     mounted = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", f"size={size},mode=0700", "tmpfs", str(where)],
+        ["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(where)],
         capture_output=True,
         text=True,
         check=False,
@@ -53,3 +55,15 @@ def fill(disk: Path, name: str = "filler") -> Path:
                     assert exc.errno == errno.ENOSPC, exc
                     break
     return filler
+
+
+def fill_inodes(disk: Path) -> None:
+    """Empty files in ``disk`` until it holds no more (a ``small_disk`` with few ``inodes``): then no
+    file or directory can be made there either, as on a full disk that has no block for one."""
+    for i in range(1 << 16):
+        try:
+            (disk / f"inode-{i}").touch()
+        except OSError as exc:
+            assert exc.errno == errno.ENOSPC, exc
+            return
+    raise AssertionError(f"{disk} took 65536 files: mount it with few inodes")

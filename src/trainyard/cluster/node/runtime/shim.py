@@ -266,8 +266,7 @@ def _shim(spec: Obj, notify: socket.socket) -> int:
         if not isinstance(exc, OSError):
             raise
         os.waitpid(pid, 0)
-        where = Path(spec["state"]).parent.parent
-        _notify(notify, spec, _failed(f"cannot create the container's log and state files in {where}: {_why(exc)}"))
+        _notify(notify, spec, _failed(f"cannot create the container's log or state {exc.filename}: {_why(exc)}"))
         return 0
     state: Obj = {
         "key": spec.get("key"),
