@@ -4,7 +4,8 @@ file until nothing is left, driven with the real kubectl.
 A write the store has no room for is answered 507 with a Status naming the home and what to do,
 nothing of it is kept, every write acknowledged before is, reads go on, and writes work again
 once the file is removed, also after a restart. A pod logging onto the full disk keeps running:
-its log loses output, says so once there is room again, and goes on.
+its log loses output, says so once there is room again, and goes on. ``yard up`` in a home on the
+full disk says so and stops.
 """
 
 from __future__ import annotations
@@ -187,3 +188,10 @@ def test_a_pod_logging_onto_a_full_disk_keeps_running_and_its_log_says_what_was_
     )
     assert printed() > at_fill + 10
     kubectl("delete", "pod", "chatty", "--wait=true")
+
+
+def test_yard_up_on_a_full_disk_says_so(plane: Plane, full: Path) -> None:
+    other = Plane(full.parent / "other-home", free_port())
+    result = other.yard("up", "--port", str(other.port), check=False)
+    assert result.returncode == 1, result
+    assert f"error: cannot write in {other.home}: No space left on device; free space on the disk" in result.stderr

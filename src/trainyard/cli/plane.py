@@ -256,13 +256,20 @@ def cmd_up(args: argparse.Namespace) -> int:
     os.umask(PRIVATE_UMASK)
     try:
         narrowed = make_private(layout.home)
+        secure, migrated = serving_mode(layout, args.secure)
+        save_mode(layout, secure)
     except SharedHomeError as exc:
         print(f"error: {exc}; set $TRAINYARD_HOME or --home to a directory of your own", file=sys.stderr)
         return 2
+    except OSError as exc:  # a full disk, most often: the plane needs room for its store and logs
+        print(
+            f"error: cannot write in {layout.home}: {exc.strerror or exc}; free space on the disk that holds it "
+            "(or choose another home with $TRAINYARD_HOME or --home) and run `yard up` again",
+            file=sys.stderr,
+        )
+        return 1
     if narrowed:
         print(f"note: made {layout.home} and what is in it private to you (0700/0600)", file=sys.stderr)
-    secure, migrated = serving_mode(layout, args.secure)
-    save_mode(layout, secure)
     if migrated:
         print(
             f"note: this plane served plain http, the old default; it now serves HTTPS with a bearer token "

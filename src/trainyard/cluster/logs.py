@@ -123,17 +123,26 @@ class LogWriter:
             # The old file stays readable under its new name, and the path never goes missing.
             os.link(self._path, rotated)
         except OSError as exc:
-            if exc.errno not in _NO_HARD_LINKS:
+            if exc.errno == errno.ENOENT:  # someone removed the log: nothing to keep, start it again
+                fd = _open(self._path)
+            elif exc.errno in _NO_HARD_LINKS:
+                self._path.replace(rotated)  # the path is missing for a moment
+                fd = _open(self._path)
+            else:
                 raise
-            self._path.replace(rotated)  # the path is missing for a moment
-            fd = _open(self._path)
         else:
             fresh = self._path.with_name(f".{self._path.name}.new")
+            fd = -1
             try:
                 fd = _open(fresh, truncate=True)
                 fresh.replace(self._path)
             except OSError:
-                rotated.unlink()  # not rotated after all: the next record tries again
+                # Not rotated after all (a full disk): the next record tries again.
+                if fd >= 0:
+                    os.close(fd)
+                for leftover in (rotated, fresh):
+                    with contextlib.suppress(OSError):
+                        leftover.unlink()
                 raise
         os.close(self._fd)
         self._fd, self._size = fd, 0
@@ -145,7 +154,8 @@ class LogWriter:
         """The clock's time, or just after the newest rotated file's when the clock is not past it."""
         moment = self._clock().astimezone(UTC)
         existing = rotated_files(self._path)
-        if existing:
+        # A name that is not a time (not ours) says nothing about the order.
+        with contextlib.suppress(IndexError, ValueError):
             newest = datetime.strptime(existing[-1].name[len(self._path.name) + 1 :], _ROTATED).replace(tzinfo=UTC)
             moment = max(moment, newest + timedelta(microseconds=1))
         return moment.strftime(_ROTATED)
