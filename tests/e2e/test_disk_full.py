@@ -164,19 +164,21 @@ def test_a_pod_logging_onto_a_full_disk_keeps_running_and_its_log_says_what_was_
     finally:
         filler.unlink()
 
-    def notice() -> str | None:
-        found = re.search(
-            r"^trainyard: (\d+) bytes of this container's output were not logged: (.*)$",
-            kubectl("logs", "chatty"),
-            re.M,
-        )
-        return found.group(0) if found else None
+    def logged_again() -> tuple[str, list[int], list[int]] | None:
+        """The notice, the line numbers before it and after it, once lines printed since the fill follow it."""
+        text = kubectl("logs", "chatty")
+        found = re.search(r"^trainyard: \d+ bytes of this container's output were not logged: .*$", text, re.M)
+        if found is None:
+            return None
+        parts = text.split(found[0])
+        assert len(parts) == 2, f"the notice is in the log {len(parts) - 1} times"  # once, when logging resumed
+        before, after = ([int(n) for n in re.findall(r"^line (\d{6}) ", part, re.M)] for part in parts)
+        return (found[0], before, after) if after and after[-1] > at_fill + 10 else None
 
-    line = eventually(notice, what="the log to say what it lost")
+    line, before, after = eventually(logged_again, what="the log to say what it lost, then go on")
     assert f"No space left on device writing {plane.home}/pods/default_chatty_" in line, line
-    numbers = [int(n) for n in re.findall(r"^line (\d{6}) ", kubectl("logs", "chatty"), re.M)]
-    assert numbers == sorted(numbers) and numbers[-1] > at_fill + 10, numbers
-    assert len(numbers) < numbers[-1] + 1  # some lines are missing: those the disk had no room for
+    assert before == list(range(len(before))) and after == list(range(after[0], after[0] + len(after)))
+    assert after[0] > before[-1] + 1  # what is missing between them is what the disk had no room for
     # The container never stopped, nor was it restarted: its shim rode it out.
     eventually(
         lambda: (

@@ -85,12 +85,12 @@ class LogWriter:
         complete = chunk.endswith(b"\n")
         record = self._record(stream, chunk[:-1] if complete else chunk, complete)
         if self._lost:
+            # With the record that follows it, so that it is written once, when output is logged again.
             notice = f"trainyard: {self._lost} bytes of this container's output were not logged: {self._why}"
-            if not self._append(self._record("stderr", notice.encode(), True)):
-                self._lost += len(chunk)
-                return
+            record = self._record("stderr", notice.encode(), True) + record
+        if self._append(record):
             self._lost = 0
-        if not self._append(record):
+        else:
             self._lost += len(chunk)
 
     def close(self) -> None:
