@@ -17,6 +17,9 @@ from trainyard.cluster import logs
 
 SIZE_ENV = "TRAINYARD_CONTAINER_LOG_MAX_SIZE"
 FILES_ENV = "TRAINYARD_CONTAINER_LOG_MAX_FILES"
+# Each setting named as the kubelet names it, with where it is set here (as kubelet's messages do).
+_SIZE = f"containerLogMaxSize (yard up --container-log-max-size, ${SIZE_ENV})"
+_FILES = f"containerLogMaxFiles (yard up --container-log-max-files, ${FILES_ENV})"
 
 
 @dataclass(frozen=True)
@@ -26,28 +29,25 @@ class LogRotation:
 
     def __post_init__(self) -> None:
         if self.max_size <= 0:
-            raise ValueError(f"containerLogMaxSize must be a positive number of bytes (e.g. 10Mi), not {self.max_size}")
+            raise ValueError(f"{_SIZE} must be a positive number of bytes (e.g. 10Mi), not {self.max_size}")
         if self.max_files < 2:
-            raise ValueError(f"containerLogMaxFiles must be greater than 1, not {self.max_files}")
+            raise ValueError(f"{_FILES} must be greater than 1, not {self.max_files}")
 
 
 def parse(size: str | None, files: str | None) -> LogRotation:
-    """Limits from their text (None or "": the default); ValueError names the setting that is wrong."""
+    """The settings from their text (None or "": the default); ValueError names the one that is wrong."""
     defaults = LogRotation()
     try:
         max_size = int(parse_quantity(size)) if size else defaults.max_size
-    except ValueError as exc:
-        raise ValueError(f"containerLogMaxSize {size!r} is not a quantity (e.g. 10Mi): {exc}") from None
+    except ValueError:
+        raise ValueError(f"{_SIZE} must be a quantity of bytes (e.g. 10Mi), not {size!r}") from None
     try:
         max_files = int(files) if files else defaults.max_files
     except ValueError:
-        raise ValueError(f"containerLogMaxFiles {files!r} is not a whole number") from None
+        raise ValueError(f"{_FILES} must be a whole number, not {files!r}") from None
     return LogRotation(max_size, max_files)
 
 
 def from_env(environ: Mapping[str, str] | None = None) -> LogRotation:
     env = os.environ if environ is None else environ
-    try:
-        return parse(env.get(SIZE_ENV), env.get(FILES_ENV))
-    except ValueError as exc:
-        raise ValueError(f"${SIZE_ENV} / ${FILES_ENV}: {exc}") from None
+    return parse(env.get(SIZE_ENV), env.get(FILES_ENV))
