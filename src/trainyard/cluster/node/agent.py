@@ -57,11 +57,10 @@ from trainyard.client import build, delete, event_body, is_status, to_dict
 from trainyard.cluster import qos
 from trainyard.cluster.environments import EnvironmentsError
 from trainyard.cluster.node import capacity as node_capacity
-from trainyard.cluster.node import gpus, nodestatus, podexec, podstatus, tokens
+from trainyard.cluster.node import containerlogs, gpus, nodestatus, podexec, podstatus, tokens
 from trainyard.cluster.node.backoff import KUBELET_BASE, BackOff, go_duration
 from trainyard.cluster.node.caches import CONFIG_MAP, EVENT, POD, SECRET, BoundPods, ConfigSources
 from trainyard.cluster.node.containerconfig import ContainerConfig
-from trainyard.cluster.node.containerlogs import LogRotation
 from trainyard.cluster.node.persistentvolumes import Storage, claim_names
 from trainyard.cluster.node.podenv import ConfigError, Sources, expand, referenced
 from trainyard.cluster.node.probes import ContainerProbes, Hooks, Probe, Target, killing_message, named_ports, probes_of
@@ -106,7 +105,7 @@ class NodeAgent:
         restart_backoff: float = KUBELET_BASE,
         capacity: node_capacity.Capacity | None = None,
         taints: list[Obj] | None = None,
-        rotation: LogRotation | None = None,
+        rotation: containerlogs.LogRotation | None = None,
     ) -> None:
         self.client = client
         self.layout = layout
