@@ -32,7 +32,7 @@ from trainyard.cluster.apiserver.auth import Credentials, write_private
 from trainyard.cluster.jobs.controller import JobController
 from trainyard.cluster.jobs.decisions import Backoff
 from trainyard.cluster.jobsets.controller import JobSetController
-from trainyard.cluster.node import backoff, podexec
+from trainyard.cluster.node import backoff, containerlogs, podexec
 from trainyard.cluster.node.agent import NodeAgent
 from trainyard.cluster.node.capacity import Capacity
 from trainyard.cluster.paths import DEFAULT_PORT, Layout
@@ -136,6 +136,7 @@ class EmbeddedPlane:
             node_name=self.options.node_name,
             capacity=self.options.capacity,
             taints=self.options.taints,
+            rotation=containerlogs.from_env(),
         )
         # The node's exec socket: commands run in its running pods (mpirun's launch agent reaches other pods).
         target = functools.partial(self.node.container_config.exec_target, self.node.pods, self.node.runtime)

@@ -21,7 +21,7 @@ import typer
 
 from trainyard.api.podgroup import SCHEDULER_PLUGINS_SCHEDULER
 from trainyard.cluster.apiserver import tokenlife
-from trainyard.cluster.node import backoff, capacity, gpus, nodestatus
+from trainyard.cluster.node import backoff, capacity, containerlogs, gpus, nodestatus
 from trainyard.cluster.paths import DEFAULT_PORT, PRIVATE_UMASK, Layout, SharedHomeError, default_home, make_private
 
 START_TIMEOUT = 60.0
@@ -113,6 +113,24 @@ def register(app: typer.Typer) -> None:
         ] = None,
         max_pods: Annotated[
             int | None, typer.Option(metavar="N", help="pods it runs at once (default 110)", rich_help_panel=NODE)
+        ] = None,
+        container_log_max_size: Annotated[
+            str | None,
+            typer.Option(
+                metavar="QTY",
+                help="rotate a container's log before it grows past this size, as the kubelet's containerLogMaxSize "
+                f"(default ${containerlogs.SIZE_ENV} or 10Mi)",
+                rich_help_panel=NODE,
+            ),
+        ] = None,
+        container_log_max_files: Annotated[
+            int | None,
+            typer.Option(
+                metavar="N",
+                help="log files kept per container, the current one and N-1 rotated, as the kubelet's "
+                f"containerLogMaxFiles (at least 2; default ${containerlogs.FILES_ENV} or 5)",
+                rich_help_panel=NODE,
+            ),
         ] = None,
         taint: Annotated[
             list[str] | None,
@@ -214,9 +232,17 @@ def cmd_up(args: argparse.Namespace) -> int:
         os.environ[backoff.ENV] = repr(args.restart_backoff)
     if args.service_account_max_token_expiration is not None:
         os.environ[tokenlife.MAX_EXPIRATION_ENV] = str(args.service_account_max_token_expiration)
+    # Read by the plane from its environment too, as the back-off.
+    for env, value in (
+        (containerlogs.SIZE_ENV, args.container_log_max_size),
+        (containerlogs.FILES_ENV, args.container_log_max_files),
+    ):
+        if value is not None:
+            os.environ[env] = str(value)
     try:
         backoff.from_env()
         tokenlife.max_expiration()
+        containerlogs.from_env()
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -230,13 +256,20 @@ def cmd_up(args: argparse.Namespace) -> int:
     os.umask(PRIVATE_UMASK)
     try:
         narrowed = make_private(layout.home)
+        secure, migrated = serving_mode(layout, args.secure)
+        save_mode(layout, secure)
     except SharedHomeError as exc:
         print(f"error: {exc}; set $TRAINYARD_HOME or --home to a directory of your own", file=sys.stderr)
         return 2
+    except OSError as exc:  # a full disk, most often: the plane needs room for its store and logs
+        print(
+            f"error: cannot write in {layout.home}: {exc.strerror or exc}; free space on the disk that holds it "
+            "(or choose another home with $TRAINYARD_HOME or --home) and run `yard up` again",
+            file=sys.stderr,
+        )
+        return 1
     if narrowed:
         print(f"note: made {layout.home} and what is in it private to you (0700/0600)", file=sys.stderr)
-    secure, migrated = serving_mode(layout, args.secure)
-    save_mode(layout, secure)
     if migrated:
         print(
             f"note: this plane served plain http, the old default; it now serves HTTPS with a bearer token "

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from trainyard.cluster.apiserver.registry import ResourceType
+from trainyard.cluster.qos import format_bytes
 
 
 class ApiError(Exception):
@@ -97,3 +99,17 @@ def invalid(rt: ResourceType, name: str, causes: Sequence[tuple[str, str, str]])
 
 def too_large(limit: int) -> ApiError:
     return ApiError(413, "RequestEntityTooLarge", f"Request entity too large: limit is {limit}")
+
+
+def storage_full(database: Path, detail: str, free: int | None, total: int | None) -> ApiError:
+    """507 for a write the store's disk had no room for (kube-apiserver answers etcd's "database
+    space exceeded" with a 500; 507 says what it is): which disk, and what to do."""
+    room = f"{format_bytes(free)} free of {format_bytes(total)}" if free is not None and total is not None else ""
+    home = database.parent
+    return ApiError(
+        507,
+        "InsufficientStorage",
+        f"Insufficient storage: the API server's store {database} could not be written ({detail}"
+        f"{'; ' + room if room else ''}), so nothing was changed. Free space on the disk that holds {home} "
+        "(the plane's $TRAINYARD_HOME) and retry",
+    )

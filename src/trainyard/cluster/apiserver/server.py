@@ -37,7 +37,7 @@ from trainyard.cluster.apiserver.streams import BOOKMARK_SECONDS, HttpOut, Strea
 from trainyard.cluster.apiserver.writes import admission, patching
 from trainyard.cluster.paths import Layout
 from trainyard.cluster.storage import codec
-from trainyard.cluster.storage.store import Obj
+from trainyard.cluster.storage.store import Obj, StorageFull
 from trainyard.cluster.storage.watch import Hub
 
 log = logging.getLogger(__name__)
@@ -100,6 +100,10 @@ class ApiServer:
             return _json(exc.status(), exc.code)
         except SelectorError as exc:
             return _json(errors.bad_request(str(exc)).status(), 400)
+        except StorageFull as exc:
+            failure = errors.storage_full(exc.path, exc.detail, exc.free, exc.total)
+            log.warning("%s %s: %s", request.method, request.path, failure.message)
+            return _json(failure.status(), failure.code)
         except (asyncio.CancelledError, ConnectionResetError):
             raise
         except Exception as exc:

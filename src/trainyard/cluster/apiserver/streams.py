@@ -226,12 +226,9 @@ class Streams:
             except ValueError as exc:
                 raise errors.bad_request(f'invalid sinceTime "{q["sinceTime"]}": not an RFC3339 time') from exc
         timestamps = query.flag(q.get("timestamps"))
-        text, offset = logs.read(
-            path,
-            tail_lines=tail,
-            since=since,
-            timestamps=timestamps,
-            limit_bytes=limit,
+        # A thread: the current file alone may be containerLogMaxSize (10Mi by default) of records.
+        text, position = await asyncio.to_thread(
+            logs.read, path, tail_lines=tail, since=since, timestamps=timestamps, limit_bytes=limit
         )
         if not query.flag(q.get("follow")) or previous:
             return web.Response(body=text, content_type="text/plain")
@@ -246,7 +243,7 @@ class Streams:
             return current is None or current["metadata"]["uid"] != uid or _container_done(current, container)
 
         try:
-            async for chunk in logs.follow(path, offset, timestamps=timestamps, finished=finished):
+            async for chunk in logs.follow(path, position, timestamps=timestamps, finished=finished):
                 if limit is not None:
                     chunk = chunk[: max(limit - sent, 0)]
                 if chunk:

@@ -5,12 +5,12 @@ It talks to the API server only through the Kubernetes client, like a kubelet: i
 pods the scheduler bound to it, runs each container's ``command`` + ``args`` with the pod's
 environment in the local Python environment its ``image`` stands for (``cluster.environments``;
 trainyard's own when none does), and reports phase and container statuses.
-Each container run is supervised by a shim process of its own (``runtime``) that writes
-the CRI-format log and records the exit, so containers outlive the agent: a restarted agent
-adopts the runs it finds (``_resume``) and reports those that ended meanwhile with their real
-exit status. Deleting a pod stops each container's process group (SIGTERM, then SIGKILL after
-the grace period) before the pod object is removed. ``resources.limits.memory`` is enforced by
-the shim (``OOMKilled``, exit code 137).
+Each container run is supervised by a shim process of its own (``runtime``) that writes the
+CRI-format log (rotated: ``containerlogs``) and records the exit, so containers outlive the
+agent: a restarted agent adopts the runs it finds (``_resume``) and reports those that ended
+meanwhile with their real exit status. Deleting a pod stops each container's process group
+(SIGTERM, then SIGKILL after the grace period) before the pod object is removed.
+``resources.limits.memory`` is enforced by the shim (``OOMKilled``, exit code 137).
 
 Containers restart in place as the pod's ``restartPolicy`` says (``Always``: after any exit;
 ``OnFailure``: after a non-zero exit), with the kubelet's crash-loop back-off, ``restartCount``,
@@ -57,7 +57,7 @@ from trainyard.client import build, delete, event_body, is_status, to_dict
 from trainyard.cluster import qos
 from trainyard.cluster.environments import EnvironmentsError
 from trainyard.cluster.node import capacity as node_capacity
-from trainyard.cluster.node import gpus, nodestatus, podexec, podstatus, tokens
+from trainyard.cluster.node import containerlogs, gpus, nodestatus, podexec, podstatus, tokens
 from trainyard.cluster.node.backoff import KUBELET_BASE, BackOff, go_duration
 from trainyard.cluster.node.caches import CONFIG_MAP, EVENT, POD, SECRET, BoundPods, ConfigSources
 from trainyard.cluster.node.containerconfig import ContainerConfig
@@ -105,6 +105,7 @@ class NodeAgent:
         restart_backoff: float = KUBELET_BASE,
         capacity: node_capacity.Capacity | None = None,
         taints: list[Obj] | None = None,
+        rotation: containerlogs.LogRotation | None = None,
     ) -> None:
         self.client = client
         self.layout = layout
@@ -116,7 +117,7 @@ class NodeAgent:
         self.capacity = capacity or node_capacity.detect(layout.home)
         self.taints = list(taints or [])
         self.runtime = shims.ShimRuntime()
-        self._statuses = podstatus.StatusWriter(self._patch_status, STATUS_WRITES)
+        self._statuses = podstatus.StatusWriter(self._patch_status, STATUS_WRITES, retryable=podstatus.server_failed)
         self._event_slots = asyncio.Semaphore(EVENT_WRITES)
         self.pods: dict[str, PodRun] = {}
         self._changes: asyncio.Queue[tuple[str, Obj]] = asyncio.Queue()
@@ -131,6 +132,7 @@ class NodeAgent:
             address=address,
             capacity=self.capacity,
             running=self.bound.active,
+            rotation=rotation,
         )
         # One allocation at a time: each reads the devices the others recorded.
         self._devices_lock = asyncio.Lock()
@@ -346,10 +348,8 @@ class NodeAgent:
             else:
                 cr.restarted()
             cr.restart_count += 1
-            # The finished run's log becomes the previous one; a still-draining pump keeps writing to it.
-            current = self.layout.container_log(run.namespace, run.name, run.uid, cr.name)
-            with contextlib.suppress(FileNotFoundError):
-                current.replace(self.layout.container_log(run.namespace, run.name, run.uid, cr.name, previous=True))
+            # The finished run's log becomes the previous one (its shim, which wrote it, has exited).
+            self.container_config.retire_log(run, cr.name)
             await self._start(run, pod, container, cr)
             await self._report(run, pod, phase)
 
@@ -448,7 +448,7 @@ class NodeAgent:
             "argv": argv,
             "env": env,
             **self.container_config.placement(run, container),
-            "log": str(self.layout.container_log(run.namespace, run.name, run.uid, cr.name)),
+            **self.container_config.logging(run, cr.name),
             "state": str(self.layout.container_state(run.namespace, run.name, run.uid, cr.name)),
             "restartCount": cr.restart_count,
             "memoryLimit": qos.memory_limit(container),

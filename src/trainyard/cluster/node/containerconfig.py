@@ -12,7 +12,8 @@ with what an image would set for this node (``podexec.image_defaults``: the laun
 ``mpirun`` reach other pods here), under its own ``env``.
 ``config_error`` says, in words the user can act on, why a container cannot be created yet.
 ``exec_target`` is where a command exec'd into a running pod runs (``podexec``): its container's
-environment, mounts, working directory, cgroup and hostname.
+environment, mounts, working directory, cgroup and hostname. ``logging`` is where a container's
+log goes and how its shim rotates it (``containerlogs``); ``retire_log`` keeps a finished run's.
 
 Callers: ``agent`` (starting containers, exec probes, exec into pods).
 """
@@ -28,10 +29,11 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from trainyard.cluster import paths
+from trainyard.cluster import logs, paths
 from trainyard.cluster.environments import Environments, EnvironmentsError, Match
 from trainyard.cluster.node import gpus, podexec, threads, volumes
 from trainyard.cluster.node.capacity import Capacity, machine_cpus
+from trainyard.cluster.node.containerlogs import LogRotation
 from trainyard.cluster.node.podenv import ConfigError, container_env
 from trainyard.cluster.node.podenv import Node as DownwardNode
 from trainyard.cluster.node.runs import ContainerRun, PodRun
@@ -55,8 +57,10 @@ class ContainerConfig:
         address: str,
         capacity: Capacity,
         running: Callable[[], Iterable[Obj]],
+        rotation: LogRotation | None = None,
     ) -> None:
         self.layout = layout
+        self.rotation = rotation or LogRotation()
         self.workspace = workspace
         self.node_name = node_name
         self.address = address
@@ -197,6 +201,16 @@ class ContainerConfig:
         costs as much CPU as the rest of starting the container)."""
         mounts, cwd = self.mount_spec(run, container)
         return {"cwd": str(cwd), "mounts": mounts, "workDir": str(self._default_dir(run))}
+
+    def logging(self, run: PodRun, container: str) -> Obj:
+        """The shim's log settings for a run of ``container``: its file, and when to rotate it."""
+        path = self.layout.container_log(run.namespace, run.name, run.uid, container)
+        return {"log": str(path), "logMaxSize": self.rotation.max_size, "logMaxFiles": self.rotation.max_files}
+
+    def retire_log(self, run: PodRun, container: str) -> None:
+        """A finished run's log becomes the one ``kubectl logs --previous`` reads (its rotated files go)."""
+        current = self.layout.container_log(run.namespace, run.name, run.uid, container)
+        logs.retire(current, self.layout.container_log(run.namespace, run.name, run.uid, container, previous=True))
 
     def mount_spec(self, run: PodRun, container: Obj) -> tuple[Obj | None, Path]:
         """The mount namespace (``mountns.enter``'s spec) the container needs, if any, and its host cwd."""

@@ -8,7 +8,10 @@ hundreds of requests into the client's connection pool). A status put with ``hol
 long for a newer one unless a status without ``hold`` comes first: the agent holds a pod's first
 ``Running`` briefly, so a container that is done at once (``true``) goes from Pending to Succeeded
 in one write, as a kubelet, which notices starts on its next relist, reports it. Each ``put``
-returns a future that resolves once that status, or a newer one, is written.
+returns a future that resolves once that status, or a newer one, is written. A write the server
+failed to store (``retryable``, such as ``server_failed``: a full disk answers 507) is made again
+``retry_after`` seconds later, with the newest status by then: as the kubelet's status manager
+writes a status again on its next sync, none is lost, and the pod's status recovers with the server.
 """
 
 from __future__ import annotations
@@ -18,6 +21,8 @@ import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
+
+from lightkube.core.exceptions import ApiError
 
 from trainyard.cluster import qos
 from trainyard.cluster.node.conditions import pod_conditions
@@ -54,9 +59,23 @@ def pod_status(
     return status
 
 
+def server_failed(exc: Exception) -> bool:
+    """Whether the API server answered a write with a 5xx (it could not store it): worth making again."""
+    return isinstance(exc, ApiError) and (getattr(exc.status, "code", None) or 0) >= 500
+
+
 class StatusWriter:
-    def __init__(self, write: Write, concurrency: int) -> None:
+    def __init__(
+        self,
+        write: Write,
+        concurrency: int,
+        *,
+        retryable: Callable[[Exception], bool] = lambda exc: False,
+        retry_after: float = 2.0,
+    ) -> None:
         self._write = write
+        self._retryable = retryable
+        self._retry_after = retry_after
         self._slots = asyncio.Semaphore(concurrency)
         self._pending: dict[Key, tuple[Obj, list[asyncio.Future[None]]]] = {}
         self._busy: set[Key] = set()
@@ -86,19 +105,28 @@ class StatusWriter:
                     await asyncio.wait_for(held.wait(), hold)
                 self._held.pop(key, None)
             while key in self._pending:
+                again = False
                 async with self._slots:
                     # Taken only once a slot is free: whatever arrived meanwhile replaced older statuses.
                     status, waiting = self._pending.pop(key)
                     try:
                         await self._write(key[0], key[1], status)
                     except Exception as exc:
-                        for future in waiting:
-                            if not future.done():
-                                future.set_exception(exc)
+                        if self._retryable(exc):
+                            log.warning("pod %s/%s: status not written (%s), retrying", *key, exc)
+                            newer, also = self._pending.get(key, (status, []))
+                            self._pending[key] = (newer, [*waiting, *also])
+                            again = True
+                        else:
+                            for future in waiting:
+                                if not future.done():
+                                    future.set_exception(exc)
                     else:
                         for future in waiting:
                             if not future.done():
                                 future.set_result(None)
+                if again:  # outside the slot: other pods' statuses go on meanwhile
+                    await asyncio.sleep(self._retry_after)
         finally:
             self._busy.discard(key)
 

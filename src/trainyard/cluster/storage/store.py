@@ -25,14 +25,20 @@ catches up (a write always lands while it runs), and the WAL would grow without 
 few frames written meanwhile itself (no write can land during that), which lets the next write
 start the WAL over. A checkpointer thread starved of CPU must not hold that up: by
 ``WAL_LIMIT_WRITES`` the loop waits out any round in progress and checkpoints everything itself.
+
+A full disk: a write that finds no room (``SQLITE_FULL``) is rolled back and raises
+``StorageFull``, and memory is updated only after a commit, so readers keep seeing exactly what is
+on disk; reads go on being served, and writes succeed again once there is room.
 """
 
 from __future__ import annotations
 
 import bisect
 import builtins
+import contextlib
 import functools
 import logging
+import shutil
 import sqlite3
 import threading
 from collections.abc import Callable, Iterator
@@ -84,6 +90,24 @@ WAL_RESET_WRITES = 1_000
 # Past this many, the writer stops waiting for the background checkpoint: a checkpointer thread
 # starved of CPU (a loaded machine) would otherwise let the WAL grow for as long as writes come.
 WAL_LIMIT_WRITES = WAL_RESET_WRITES * 5 // 4
+
+
+class StorageFull(Exception):
+    """A write found no room on the disk that holds the store (``SQLITE_FULL``); none of it was kept.
+
+    The transaction is rolled back and the in-memory state is left as it was, so what readers see
+    stays what is on disk: no acknowledged write is lost and no failed one is visible.
+    """
+
+    def __init__(self, path: Path, detail: str) -> None:
+        super().__init__(f"the store {path} found no room on its disk: {detail}")
+        self.path = path
+        self.detail = detail
+        self.free: int | None = None  # bytes on the disk when the write failed
+        self.total: int | None = None
+        with contextlib.suppress(OSError):
+            usage = shutil.disk_usage(path.parent)
+            self.free, self.total = usage.free, usage.total
 
 
 class Expired(Exception):
@@ -335,9 +359,15 @@ class Store:
             self._db.execute("UPDATE meta SET value=? WHERE key='revision'", (self._revision,))
             self._db.execute("COMMIT")
         except BaseException:
-            self._db.execute("ROLLBACK")
+            self._rollback()
             raise
         self._compacted = floor
+
+    def _rollback(self) -> None:
+        # SQLite rolls back by itself on some errors (SQLITE_FULL among them); a ROLLBACK then
+        # fails and would hide the error that matters.
+        if self._db.in_transaction:
+            self._db.execute("ROLLBACK")
 
     def _raw(self, resource: str, namespace: str, name: str) -> bytes | None:
         return self._objects.get(resource, {}).get(namespace, {}).get(name)
@@ -369,8 +399,13 @@ class Store:
                 "INSERT INTO changes VALUES (?,?,?,?,?,?,?)", (rv, resource, namespace, name, kind, body, old)
             )
             self._db.execute("COMMIT")
+        except sqlite3.Error as exc:
+            self._rollback()
+            if exc.sqlite_errorcode == sqlite3.SQLITE_FULL:
+                raise StorageFull(self._path, str(exc)) from exc
+            raise
         except BaseException:
-            self._db.execute("ROLLBACK")
+            self._rollback()
             raise
         self._revision = rv
         if kind == "DELETED":
@@ -385,7 +420,12 @@ class Store:
         for listener in self._listeners:
             listener(change)
         if rv - self._compacted > RETAINED_CHANGES + COMPACT_EVERY:
-            self.compact()
+            # The write is committed and announced: a compaction that fails (a full disk) must not
+            # turn it into an error; the next write tries again.
+            try:
+                self.compact()
+            except sqlite3.Error as exc:
+                log.warning("store compaction failed (retrying on a later write): %s", exc)
         self._unchecked += 1
         if self._unchecked % CHECKPOINT_WRITES == 0:
             if self._checkpointer is None:
@@ -436,7 +476,7 @@ class Store:
             self._db.execute("UPDATE meta SET value=? WHERE key='format'", (_FORMAT,))
             self._db.execute("COMMIT")
         except BaseException:
-            self._db.execute("ROLLBACK")
+            self._rollback()
             raise
 
 

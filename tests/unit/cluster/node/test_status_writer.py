@@ -1,11 +1,16 @@
-"""The node's pod status writer: newest wins, and a held status gives way to a newer one."""
+"""The node's pod status writer: newest wins, a held status gives way to a newer one, and a status the
+server could not store (a 5xx: its disk is full) is written again."""
 
 from __future__ import annotations
 
 import asyncio
 from typing import Any
 
-from trainyard.cluster.node.podstatus import StatusWriter
+import pytest
+from lightkube.core.exceptions import ApiError
+from lightkube.models.meta_v1 import Status
+
+from trainyard.cluster.node.podstatus import StatusWriter, server_failed
 
 Obj = dict[str, Any]
 
@@ -61,3 +66,44 @@ def test_statuses_queued_behind_a_write_in_flight_collapse_to_the_newest() -> No
         return api.writes
 
     assert asyncio.run(scenario()) == [("ns", "p", "Pending"), ("ns", "p", "Succeeded")]
+
+
+def api_error(code: int) -> ApiError:
+    return ApiError(status=Status(code=code, status="Failure", message=f"answered {code}"))
+
+
+def test_a_status_the_server_could_not_store_is_written_again_newest_first() -> None:
+    async def scenario() -> tuple[list[tuple[str, str, str]], int]:
+        api = Recorder()
+        failures = [api_error(507)]  # a full disk: the first write is refused, the next one stored
+        tries = 0
+
+        async def write(namespace: str, name: str, status: Obj) -> None:
+            nonlocal tries
+            tries += 1
+            if failures:
+                # Meanwhile the pod moved on: the newer status is the one written again.
+                writer.put(namespace, name, {"phase": "Succeeded"})
+                raise failures.pop()
+            await api(namespace, name, status)
+
+        writer = StatusWriter(write, 4, retryable=server_failed, retry_after=0)
+        running = writer.put("ns", "p", {"phase": "Running"})
+        await asyncio.wait_for(running, 10)
+        return api.writes, tries
+
+    assert asyncio.run(scenario()) == ([("ns", "p", "Succeeded")], 2)
+
+
+def test_only_server_failures_are_written_again() -> None:
+    assert server_failed(api_error(507)) and server_failed(api_error(500))
+    assert not server_failed(api_error(422)) and not server_failed(api_error(409)) and not server_failed(OSError())
+
+    async def scenario() -> None:
+        async def write(namespace: str, name: str, status: Obj) -> None:
+            raise api_error(422)
+
+        await StatusWriter(write, 4, retryable=server_failed, retry_after=0).put("ns", "p", {"phase": "Running"})
+
+    with pytest.raises(ApiError, match="answered 422"):
+        asyncio.run(scenario())

@@ -5,7 +5,8 @@ outlives the control plane: nothing connects it to the node agent but files. The
 
 * starts the container's command in a new session and process group (entering the pod's mount
   namespace and cgroup first when asked), with stdin from ``/dev/null``;
-* writes the container's stdout and stderr to its CRI-format log file (``logs.LogWriter``);
+* writes the container's stdout and stderr to its CRI-format log file (``logs.LogWriter``), rotated
+  as the kubelet rotates it, and losing output (never the container) while the disk is full;
 * records in a state file (``<pod dir>/state/<container>.json``, replaced atomically) its own pid,
   the container's pid and process group, their start times, and at the end the real exit status:
   code, signal, reason (``Completed``, ``Error``, ``OOMKilled``, ``StartError``), finish time;
@@ -27,6 +28,7 @@ The agent side (starting, watching, re-adopting) is ``shims``.
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import selectors
@@ -38,7 +40,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from trainyard.cluster.logs import LogWriter
+from trainyard.cluster.logs import DEFAULT_MAX_FILES, LogWriter
 from trainyard.cluster.node.runtime import mountns
 
 Obj = dict[str, Any]
@@ -59,12 +61,38 @@ _PAGE = os.sysconf("SC_PAGE_SIZE")
 
 
 def write_state(path: Path, state: Obj) -> None:
-    """Replace the state file atomically, so a reader never sees half of it."""
+    """Replace the state file atomically, so a reader never sees half of it.
+
+    On a full disk (no room for a new file) the existing one is overwritten in place instead: its
+    block is already there, and a container's real exit is worth the moment a reader could see
+    half of it (read as no state).
+    """
+    data = json.dumps(state).encode()
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as handle:
-        json.dump(state, handle)
-    tmp.replace(path)
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:
+            _write_all(fd, data)
+        finally:
+            os.close(fd)
+        tmp.replace(path)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        if exc.errno not in (errno.ENOSPC, errno.EDQUOT) or not path.exists():
+            raise
+        fd = os.open(path, os.O_WRONLY)
+        try:
+            _write_all(fd, data)
+            os.ftruncate(fd, len(data))
+        finally:
+            os.close(fd)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
 
 
 def read_state(path: Path) -> Obj | None:
@@ -126,6 +154,14 @@ def serve(requests_fd: int, notify_fd: int) -> None:
                 _notify(notify, spec, _failed(f"the container's shim failed: {exc!r}"))
             finally:
                 os._exit(code)
+
+
+def _why(exc: OSError) -> str:
+    """An OS error in words, and what to do when it is a full disk."""
+    why = exc.strerror or str(exc)
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        why += "; free space on the disk that holds the plane's home ($TRAINYARD_HOME)"
+    return why
 
 
 def _failed(message: str) -> Obj:
@@ -220,11 +256,18 @@ def _shim(spec: Obj, notify: socket.socket) -> int:
     try:
         state_path = Path(spec["state"])
         state_path.parent.mkdir(parents=True, exist_ok=True)
-        log = _Logs(LogWriter(Path(spec["log"])))
-    except BaseException:
+        writer = LogWriter(
+            Path(spec["log"]), max_size=spec.get("logMaxSize"), max_files=spec.get("logMaxFiles") or DEFAULT_MAX_FILES
+        )
+        log = _Logs(writer)
+    except BaseException as exc:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(pid, signal.SIGKILL)
-        raise
+        if not isinstance(exc, OSError):
+            raise
+        os.waitpid(pid, 0)
+        _notify(notify, spec, _failed(f"cannot create the container's log or state {exc.filename}: {_why(exc)}"))
+        return 0
     state: Obj = {
         "key": spec.get("key"),
         "container": spec.get("container"),
@@ -294,7 +337,11 @@ def _child(spec: Obj, out_w: int, err_w: int, fail_w: int, cgroup: Path | None) 
     try:
         os.setsid()
         if spec.get("workDir"):  # before the container's umask: the plane's home stays owner-only
-            Path(spec["workDir"]).mkdir(parents=True, exist_ok=True)
+            try:
+                Path(spec["workDir"]).mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                os.write(fail_w, f"cannot make the pod's working directory {spec['workDir']}: {_why(exc)}".encode())
+                os._exit(START_ERROR_CODE)
         # What Python ignores or handles here would be inherited by the container (as subprocess restores).
         for sig in (signal.SIGPIPE, signal.SIGXFSZ, signal.SIGCHLD, signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
             signal.signal(sig, signal.SIG_DFL)
