@@ -83,6 +83,7 @@ COMPACT_EVERY = 1_000
 # written twice per write; an Event's commit costs a fifth less without). Older stores are
 # rewritten on open.
 _FORMAT = 3
+_READ_BATCH = 500  # revisions a query of ``COLD`` bodies asks for at most (SQLite's variable limit)
 # Checkpoint at least this often (seconds), and as soon as this many writes have accumulated.
 CHECKPOINT_SECONDS = 1.0
 CHECKPOINT_WRITES = 200
@@ -108,6 +109,14 @@ class StorageFull(Exception):
         with contextlib.suppress(OSError):
             usage = shutil.disk_usage(path.parent)
             self.free, self.total = usage.free, usage.total
+
+
+COLD = frozenset({"core/events", "events.k8s.io/events"})
+"""Resources whose bodies are kept on disk only (the objects table names the change that holds
+each): Events are the most numerous objects (about twenty a job: the operator's, the scheduler's,
+the node's) and the least read (``describe``, ``get events``); in memory they were a fifth of
+what a finished job held."""
+Held = bytes | int  # an object's stored body, or the revision of the change that holds it (``COLD``)
 
 
 class Expired(Exception):
@@ -202,12 +211,18 @@ class Store:
         self._compacted = int(meta["compacted"])
         if int(meta["format"]) < _FORMAT:
             self._upgrade()
-        # resource -> namespace -> name -> stored body: the committed state, read without SQL.
-        self._objects: dict[str, dict[str, dict[str, bytes]]] = {}
-        for resource, namespace, name, body in self._db.execute(
-            "SELECT o.resource, o.namespace, o.name, c.body FROM objects o JOIN changes c ON c.rv = o.rv"
+        # resource -> namespace -> name -> stored body (a ``COLD`` one's revision): the committed
+        # state, read without SQL.
+        self._objects: dict[str, dict[str, dict[str, Held]]] = {}
+        cold = ",".join("?" * len(COLD))
+        for resource, namespace, name, rv, body in self._db.execute(
+            f"SELECT o.resource, o.namespace, o.name, o.rv, CASE WHEN o.resource IN ({cold}) THEN NULL ELSE c.body END"
+            " FROM objects o JOIN changes c ON c.rv = o.rv",
+            sorted(COLD),
         ).fetchall():
-            self._objects.setdefault(resource, {}).setdefault(namespace, {})[name] = _bytes(body)
+            self._objects.setdefault(resource, {}).setdefault(namespace, {})[name] = (
+                rv if body is None else _bytes(body)
+            )
         self._listeners: list[Listener] = []
         self._path = path
         self._unchecked = 0  # writes since the WAL last started over
@@ -250,11 +265,11 @@ class Store:
         # and the revision describe the same moment.
         spaces = self._objects.get(resource, {})
         chosen = sorted(spaces) if namespace is None else [namespace]
-        bodies = []
+        held: builtins.list[Held] = []
         for ns in chosen:
             names = spaces.get(ns, {})
-            bodies += [names[n] for n in sorted(names)]
-        return bodies, self._revision
+            held += [names[n] for n in sorted(names)]
+        return self._bodies(held), self._revision
 
     def snapshot(
         self,
@@ -289,7 +304,7 @@ class Store:
             if namespace is not None:
                 where += " AND namespace=?"
                 args.append(namespace)
-            before: dict[tuple[str, str], bytes | None] = {}
+            before: dict[tuple[str, str], Held | None] = {}
             for ns, name, kind, old in self._db.execute(
                 f"SELECT namespace, name, type, old_body FROM changes WHERE rv>? AND {where} ORDER BY rv", [at, *args]
             ):
@@ -299,11 +314,13 @@ class Store:
             rows.sort(key=lambda r: (r[0], r[1]))
         if start is not None:
             rows = rows[bisect.bisect_left(rows, start, key=lambda r: (r[0], r[1])) :]
-        return rows, at
+        bodies = self._bodies([body for _, _, body in rows])
+        return [(ns, name, body) for (ns, name, _), body in zip(rows, bodies, strict=True)], at
 
     def all_objects(self) -> Iterator[tuple[str, Obj]]:
         snapshot = [(r, b) for r, spaces in self._objects.items() for names in spaces.values() for b in names.values()]
-        yield from zip((r for r, _ in snapshot), codec.loads_many(b for _, b in snapshot), strict=True)
+        bodies = self._bodies([b for _, b in snapshot])
+        yield from zip((r for r, _ in snapshot), codec.loads_many(bodies), strict=True)
 
     def namespace_resources(self, namespace: str) -> builtins.list[str]:
         """The resources that hold at least one object in ``namespace``: a look per resource, never
@@ -370,7 +387,19 @@ class Store:
             self._db.execute("ROLLBACK")
 
     def _raw(self, resource: str, namespace: str, name: str) -> bytes | None:
-        return self._objects.get(resource, {}).get(namespace, {}).get(name)
+        held = self._objects.get(resource, {}).get(namespace, {}).get(name)
+        return held if not isinstance(held, int) else self._bodies([held])[0]
+
+    def _bodies(self, held: builtins.list[Held]) -> builtins.list[bytes]:
+        """The bodies of ``held``, a ``COLD`` one's read from the change that holds it."""
+        revisions = [h for h in held if isinstance(h, int)]
+        read: dict[int, bytes] = {}
+        for i in range(0, len(revisions), _READ_BATCH):
+            batch = revisions[i : i + _READ_BATCH]
+            marks = ",".join("?" * len(batch))
+            for rv, body in self._db.execute(f"SELECT rv, body FROM changes WHERE rv IN ({marks})", batch):
+                read[rv] = _bytes(body)
+        return [h if isinstance(h, bytes) else read[h] for h in held]
 
     def _write(
         self,
@@ -415,7 +444,7 @@ class Store:
             if not names:
                 spaces.pop(namespace, None)
         else:
-            self._objects.setdefault(resource, {}).setdefault(namespace, {})[name] = body
+            self._objects.setdefault(resource, {}).setdefault(namespace, {})[name] = rv if resource in COLD else body
         change = Change(rv, kind, resource, namespace, name, obj, old, body, decoded_old=decoded)
         for listener in self._listeners:
             listener(change)

@@ -249,3 +249,39 @@ def test_compaction_keeps_the_change_that_holds_a_live_objects_body(db: Path) ->
     assert again.get(CM, "ns", "kept") == {**kept, "metadata": {**kept["metadata"], "resourceVersion": "1"}}  # type: ignore[dict-item]
     assert again.get(CM, "ns", "busy") is None
     again.close()
+
+
+EV = "core/events"
+
+
+def event(name: str, count: int = 1) -> dict[str, object]:
+    return {"metadata": {"name": name, "namespace": "ns"}, "reason": "Started", "count": count}
+
+
+def test_cold_bodies_are_read_from_disk_and_tell_the_same_story(db: Path) -> None:
+    """Events keep only their revision in memory; every read path gives what a warm body would."""
+    store = Store(db)
+    seen: list[Change] = []
+    store.subscribe(seen.append)
+    for i in range(store_module._READ_BATCH + 3):  # more than one query's worth
+        store.put(EV, "ns", f"e{i:04d}", event(f"e{i:04d}"), created=True)
+    store.put(CM, "ns", "warm", cm("warm"), created=True)
+    assert all(isinstance(h, int) for h in store._objects[EV]["ns"].values())
+    assert isinstance(store._objects[CM]["ns"]["warm"], bytes)
+    updated = store.put(EV, "ns", "e0000", event("e0000", 2), created=False)
+    assert seen[-1].old == {**event("e0000"), "metadata": {"name": "e0000", "namespace": "ns", "resourceVersion": "1"}}
+    assert store.get(EV, "ns", "e0000") == updated and updated["count"] == 2
+    listed, _ = store.list(EV, "ns")
+    assert [o["metadata"]["name"] for o in listed] == [f"e{i:04d}" for i in range(store_module._READ_BATCH + 3)]
+    rows, _ = store.snapshot(EV, "ns", start=("ns", "e0500"))
+    assert [name for _, name, _ in rows] == ["e0500", "e0501", "e0502"]
+    assert json.loads(rows[0][2])["metadata"]["name"] == "e0500"
+    before, _ = store.snapshot(EV, "ns", revision=1)
+    assert [json.loads(body)["count"] for _, _, body in before] == [1]
+    assert store.remove(EV, "ns", "e0001") is not None and store.get(EV, "ns", "e0001") is None
+    store.close()
+    store = Store(db)
+    assert isinstance(store._objects[EV]["ns"]["e0000"], int)
+    assert store.get(EV, "ns", "e0000") == updated
+    assert sum(r == EV for r, _ in store.all_objects()) == store_module._READ_BATCH + 2
+    store.close()
