@@ -12,6 +12,9 @@ returns a future that resolves once that status, or a newer one, is written. A w
 failed to store (``retryable``, such as ``server_failed``: a full disk answers 507) is made again
 ``retry_after`` seconds later, with the newest status by then: as the kubelet's status manager
 writes a status again on its next sync, none is lost, and the pod's status recovers with the server.
+``PodStatuses`` is what the agent reports through: a run's status rendered and put in its writer,
+which patches it through the client (a pod gone meanwhile is no error) and puts the answer back in
+the node's pod cache; none goes out after a pod's terminal status.
 """
 
 from __future__ import annotations
@@ -22,10 +25,14 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from lightkube import AsyncClient
 from lightkube.core.exceptions import ApiError
+from lightkube.types import PatchType
 
+from trainyard.client import is_status, to_dict
 from trainyard.cluster import qos
-from trainyard.cluster.node.conditions import pod_conditions
+from trainyard.cluster.node.caches import POD, BoundPods
+from trainyard.cluster.node.conditions import TERMINAL, pod_conditions
 from trainyard.cluster.node.runs import PodRun
 
 log = logging.getLogger(__name__)
@@ -135,3 +142,52 @@ def log_failure(future: asyncio.Future[None]) -> None:
     """Done-callback for a status nobody waits for: its failure is logged, never lost silently."""
     if not future.cancelled() and (exc := future.exception()) is not None:
         log.warning("could not write a pod status: %s", exc)
+
+
+class PodStatuses:
+    def __init__(
+        self, client: AsyncClient, bound: BoundPods, *, address: str, now: Callable[[], str], concurrency: int
+    ) -> None:
+        self.client = client
+        self.bound = bound
+        self.address = address
+        self.now = now
+        self._writer = StatusWriter(self._patch, concurrency, retryable=server_failed)
+
+    async def report(
+        self,
+        run: PodRun,
+        pod: Obj,
+        phase: str,
+        *,
+        reason: str | None = None,
+        message: str | None = None,
+        wait: bool = True,
+        hold: float = 0.0,
+    ) -> None:
+        """Write the pod's status (newest wins); with ``wait``, return once it is written.
+
+        None goes out after the terminal one (probe results report too).
+        """
+        async with run.reporting:
+            if run.final:
+                return
+            run.final = phase in TERMINAL
+            status = pod_status(run, pod, phase, address=self.address, now=self.now(), reason=reason, message=message)
+            written = self._writer.put(run.namespace, run.name, status, hold=hold)
+        if wait:
+            await written
+        else:
+            written.add_done_callback(log_failure)
+
+    async def _patch(self, namespace: str, name: str, status: Obj) -> None:
+        try:
+            # A plain-dict resource: the answer (the whole pod) is not decoded into typed models.
+            answer = await self.client.patch(
+                POD.Status, name, {"status": status}, namespace=namespace, patch_type=PatchType.MERGE
+            )
+        except ApiError as exc:
+            if not is_status(exc, 404):
+                raise
+        else:
+            self.bound.mutated(to_dict(answer))  # GPU admission reads phases from the cache
