@@ -16,6 +16,7 @@ from trainyard import heap
 def collector() -> Iterator[None]:
     before = gc.get_threshold()
     yield
+    gc.callbacks[:] = [cb for cb in gc.callbacks if not isinstance(cb, heap._FullCollections)]
     gc.unfreeze()
     gc.set_threshold(*before)
 
@@ -36,3 +37,20 @@ def test_startup_is_frozen_and_later_cycles_are_still_collected() -> None:
     del later
     gc.collect()
     assert gone() is None
+
+
+@pytest.mark.usefixtures("collector")
+def test_full_collections_freeze_what_they_keep_and_walk_it_all_once_it_has_doubled() -> None:
+    heap.settle()
+    kept = Node()
+    gc.collect()  # a full collection keeps it (it is alive) and freezes it
+    frozen = gc.get_freeze_count()
+    gone = weakref.ref(kept)
+    del kept
+    gc.collect()
+    assert gone() is not None  # frozen: the next full collections do not walk it
+    grown = [[] for _ in range(frozen + 1000)]  # the frozen heap more than doubles...
+    gc.collect()
+    gc.collect()
+    assert gone() is None  # ...and the heap is walked whole again
+    assert gc.get_freeze_count() >= len(grown)
