@@ -1,7 +1,8 @@
 """MPIJob (kubeflow.org/v2beta1) end to end: the example's ``mpirun`` starts a rank in each worker pod
 (each with its worker's hostname) through the node's exec, with Open MPI 5 and Open MPI 4, run by
-``yard run`` and by ``kubectl apply``; a failing rank fails the job with its launcher Job's reason;
-deleting a running job leaves no process; bad input is refused at admission with field paths.
+``yard run`` and by ``kubectl apply``; a rank that exits while its peer waits in a collective fails
+the job with its launcher Job's reason and mpirun's exit code, the launcher's log kept; deleting a
+running job leaves no process; bad input is refused at admission with field paths.
 """
 
 from __future__ import annotations
@@ -116,19 +117,34 @@ def mpijob(name: str, command: list[str], **run_policy: object) -> dict[str, obj
     }
 
 
-FAIL_RANK_1 = "from mpi4py import MPI; import sys; sys.exit(3 if MPI.COMM_WORLD.Get_rank() == 1 else 0)"
+# Rank 1 exits 3 while rank 0 waits for it in a collective. ``-m mpi4py`` makes an uncaught exit
+# abort the job (MPI_Abort), as mpi4py advises: a bare ``sys.exit`` on one rank waits in
+# MPI_Finalize for peers that wait in the barrier, with ``mpirun`` outside trainyard too.
+FAIL_RANK_1 = (
+    "import sys; from mpi4py import MPI; world = MPI.COMM_WORLD; marker = '{marker}'; "
+    "sys.exit(3) if world.Get_rank() == 1 else world.Barrier()"
+)
 
 
-def test_a_failing_rank_fails_the_job_with_the_launchers_reason(sdk: TrainingClient) -> None:
-    name = "mpi-rank-fails"
-    sdk.create_job(mpijob(name, ["mpirun", "-n", "2", "python", "-c", FAIL_RANK_1], backoffLimit=0))
+def test_a_rank_that_exits_while_its_peer_waits_fails_the_job_naming_its_exit_code(
+    sdk: TrainingClient, kubectl: Kubectl
+) -> None:
+    name, marker = "mpi-rank-fails", "trainyard-mpi-rank-fails-marker"
+    command = ["mpirun", "-n", "2", "python", "-m", "mpi4py", "-c", FAIL_RANK_1.format(marker=marker)]
+    sdk.create_job(mpijob(name, command, backoffLimit=0))
     sdk.wait_for_job_conditions(name, job_kind="MPIJob", expected_conditions={"Failed"}, wait_timeout=180)
     job = sdk.get_job(name, job_kind="MPIJob")
     failed = next(c for c in job["status"]["conditions"] if c["type"] == "Failed")
     assert failed["reason"].startswith("BackoffLimitExceeded"), failed
-    assert failed["message"].startswith("Job has reached the specified backoff limit"), failed
+    # Upstream's message, then how the launcher's mpirun exited: the failed rank's code.
+    assert failed["message"].startswith("Job has reached the specified backoff limit: Launcher (pod "), failed
+    assert failed["message"].endswith(") exited with code 3 (Error)"), failed
     assert job["status"]["conditions"][-1]["type"] == "Failed"
     assert job["status"]["replicaStatuses"]["Launcher"]["failed"] == 1
+    # The launcher's pod is kept (restartPolicy Never), and its log holds mpirun's report.
+    logs = kubectl("logs", f"job/{name}-launcher")
+    assert "MPI_ABORT was invoked on rank 1" in logs and "Errorcode: 3" in logs, logs
+    eventually(lambda: not processes_with(marker), timeout=60, what="no rank left once the job failed")
     sdk.delete_job(name, job_kind="MPIJob")
 
 

@@ -23,13 +23,15 @@ counting and replica verdicts do not apply. One pass:
 5. a suspended job's workers are deleted;
 6. the status: Suspended / resumed, the launcher's counts and outcome (``Succeeded`` with its
    completion time; ``Failed`` with its Job's reason, a backoff failure extended with the last
-   failed launcher pod's reason and message), the workers' counts, any evicted worker failing the
+   failed launcher pod's reason and message, or how its container exited when the pod has no
+   message: ``restarts.failure_detail``), the workers' counts, any evicted worker failing the
    job, and Running once the launcher runs a pod and every worker runs.
 """
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any, Protocol, cast
 
@@ -37,7 +39,7 @@ from trainyard.api import conditions
 from trainyard.api.common import CleanPodPolicy, ConditionType, JobCondition, JobStatus, ReplicaStatus, TrainingJob
 from trainyard.api.core import Pod, PodPhase
 from trainyard.api.meta import TypedObject, parse_time
-from trainyard.controller import children, gang, lifecycle, owned, progress, trainingenv
+from trainyard.controller import children, gang, lifecycle, owned, progress, restarts, trainingenv
 from trainyard.controller.observed import ControllerSettings, Observed
 from trainyard.controller.plan import ChildRef, EventType, JobEvent, Plan, StatusPatch
 from trainyard.frameworks.base import Framework
@@ -319,14 +321,15 @@ class _Pass:
         reason = failed.get("reason") or f"{self.kind}Failed"
         message = failed.get("message") or f"{self.kind} {self.qualified} has failed"
         if reason == "BackoffLimitExceeded":
-            last = max(
-                (p for p in self.launcher_pods if p.phase is PodPhase.FAILED),
-                key=lambda p: p.metadata.creation_timestamp or _LONG_AGO,
-                default=None,
-            )
+            last = _newest(p for p in self.launcher_pods if p.phase is PodPhase.FAILED)
             if last is not None:
                 reason += f"/{last.status.reason or ''}"
-                message = _truncate(f"{message}: {last.status.message or ''}")
+                # Upstream appends the pod's message, which the kubelet leaves empty when a container
+                # fails: how mpirun exited (the first failed rank's code) says what went wrong.
+                message = _truncate(f"{message}: {last.status.message or restarts.failure_detail(last, self.plugin)}")
+            elif (crashed := _newest(p for p in self.launcher_pods if _terminated(p, self.plugin))) is not None:
+                # restartPolicy OnFailure: the launcher's container crashed in place, no pod failed.
+                message = _truncate(f"{message}: {restarts.failure_detail(crashed, self.plugin)}")
         if status.completion_time is None:
             status = status.model_copy(update={"completion_time": self.now})
         return conditions.set_condition(status, ConditionType.FAILED, reason=reason, message=message, now=self.now)
@@ -401,6 +404,17 @@ def _parse_time(raw: object) -> datetime | None:
         return parse_time(raw)
     except ValueError:
         return None
+
+
+def _newest(pods: Iterable[Pod]) -> Pod | None:
+    return max(pods, key=lambda p: p.metadata.creation_timestamp or _LONG_AGO, default=None)
+
+
+def _terminated(pod: Pod, plugin: Framework) -> bool:
+    """Whether the pod's main container has ended at least once (now, or before an in-place restart)."""
+    main = restarts.main_status(pod, plugin)
+    last = main.last_state.terminated if main is not None and main.last_state is not None else None
+    return main is not None and (main.state.terminated is not None or last is not None)
 
 
 def _truncate(message: str) -> str:

@@ -176,7 +176,7 @@ def _scan(job: TrainingJob, plugin: Framework, pods: Sequence[Pod], status: JobS
             in_place += restarts - entry.restarts
             restarted.append(pod)
         entry = entry.model_copy(update={"restarts": max(restarts, entry.restarts)})
-        exits, code = _exits(pod.container_status(plugin.info.default_container))
+        exits, code = _exits(main_status(pod, plugin))
         if exits > entry.exits:
             if code is not None:
                 message = f"Pod: {pod.namespace}.{pod.name} exited with code {code}"
@@ -238,8 +238,9 @@ def _gang_restart_event(job: TrainingJob, plugin: Framework, failed: Sequence[Po
 def failure_detail(pod: Pod, plugin: Framework) -> str:
     """``Worker 0 (pod x-worker-0) exited with code 1 (Error)``: who failed and how, for people."""
     rtype, index = children.replica_type_of(pod, plugin), children.replica_index(pod)
-    who = f"{rtype} {index} (pod {pod.name})" if rtype is not None else f"pod {pod.name}"
-    main = pod.container_status(plugin.info.default_container)
+    replica = rtype if index is None else f"{rtype} {index}"  # an MPIJob's launcher has no index
+    who = f"{replica} (pod {pod.name})" if rtype is not None else f"pod {pod.name}"
+    main = main_status(pod, plugin)
     ended = None
     if main is not None:
         ended = main.state.terminated or (main.last_state.terminated if main.last_state is not None else None)
@@ -264,9 +265,22 @@ def _failure(job: TrainingJob, plugin: Framework, pod: Pod) -> str | None:
     return None
 
 
+def main_status(pod: Pod, plugin: Framework) -> ContainerStatus | None:
+    """The status of the pod's main container: the kind's default-named one, or the first when it names none.
+
+    A kind that names one (``pytorch``) finds nothing in a pod without it, as upstream; one that names
+    none (MPIJob: the first container is the main one, as in ``children.default_container``) reads
+    the status of the pod's first container.
+    """
+    name = plugin.info.default_container
+    if not name:
+        name = pod.spec.containers[0].name if pod.spec.containers else ""
+    return pod.container_status(name)
+
+
 def exit_code(pod: Pod, plugin: Framework) -> int:
-    """Exit code of the default-named container; 128 and above (signals) are retryable."""
-    main = pod.container_status(plugin.info.default_container)
+    """Exit code of the main container (``main_status``); 128 and above (signals) are retryable."""
+    main = main_status(pod, plugin)
     if main is None or main.state.terminated is None:
         return NO_EXIT_CODE
     return main.state.terminated.exit_code

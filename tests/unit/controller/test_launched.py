@@ -85,7 +85,18 @@ def worker(index: int, phase: str = "Running", *, ready: bool = True, reason: st
     }
 
 
-def launcher_pod(phase: str = "Running", *, reason: str = "", message: str = "", created: str = "") -> dict[str, Any]:
+def launcher_pod(
+    phase: str = "Running",
+    *,
+    reason: str = "",
+    message: str = "",
+    created: str = "",
+    container: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """A launcher Job's pod; ``container`` is its (first) container's status, less the name."""
+    status: dict[str, Any] = {"phase": phase, "reason": reason, "message": message}
+    if container is not None:
+        status["containerStatuses"] = [{"name": "l", "image": "i", **container}]
     return {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -93,11 +104,15 @@ def launcher_pod(phase: str = "Running", *, reason: str = "", message: str = "",
             "name": f"pi-launcher-{phase.lower()}{created[-2:]}",
             "namespace": "default",
             "creationTimestamp": created or "2026-01-01T00:00:00Z",
-            "labels": {"training.kubeflow.org/job-name": "pi", "training.kubeflow.org/job-role": "launcher"},
+            "labels": {
+                "training.kubeflow.org/job-name": "pi",
+                "training.kubeflow.org/job-role": "launcher",
+                "training.kubeflow.org/replica-type": "launcher",
+            },
             "ownerReferences": owner("Job", "pi-launcher", LAUNCHER_UID),
         },
         "spec": {"containers": [{"name": "l"}]},
-        "status": {"phase": phase, "reason": reason, "message": message},
+        "status": status,
     }
 
 
@@ -263,6 +278,55 @@ def test_a_launcher_past_its_backoff_limit_fails_the_job_with_the_last_pods_reas
     plan = run(mpijob(status=created), launcher_job(status=failed), undated, pods[0])
     assert plan.status is not None
     assert next(c for c in plan.status.conditions if c.type.value == "Failed").message.endswith(": first")
+
+
+BACKOFF_FAILED = {
+    "conditions": [
+        {
+            "type": "Failed",
+            "status": "True",
+            "reason": "BackoffLimitExceeded",
+            "message": "Job has reached the specified backoff limit",
+        }
+    ],
+    "failed": 1,
+}
+
+
+def exited(code: int) -> dict[str, Any]:
+    return {"terminated": {"exitCode": code, "reason": "Error"}}
+
+
+def failed_condition(plan: Plan) -> tuple[str, str]:
+    assert plan.status is not None
+    found = next(c for c in plan.status.conditions if c.type.value == "Failed")
+    return found.reason or "", found.message or ""
+
+
+def test_a_failed_launcher_pod_without_a_message_names_how_mpirun_exited() -> None:
+    # The kubelet leaves a pod's message empty when its container fails: mpirun's exit code (the
+    # first failed rank's) is what the user needs, upstream's "...backoff limit: " says nothing.
+    created = {"conditions": [{"type": "Created", "status": "True", "reason": "MPIJobCreated"}]}
+    pod = launcher_pod("Failed", container={"state": exited(3)})
+    plan = run(mpijob(status=created), launcher_job(status=BACKOFF_FAILED), pod)
+    assert failed_condition(plan) == (
+        "BackoffLimitExceeded/",
+        "Job has reached the specified backoff limit: Launcher (pod pi-launcher-failed) exited with code 3 (Error)",
+    )
+
+
+def test_a_launcher_that_crashed_in_place_names_its_last_exit() -> None:
+    # restartPolicy OnFailure (the launcher's default): no pod failed, the container restarted in it.
+    created = {"conditions": [{"type": "Created", "status": "True", "reason": "MPIJobCreated"}]}
+    crashed = {"restartCount": 1, "state": {"waiting": {"reason": "CrashLoopBackOff"}}, "lastState": exited(3)}
+    plan = run(mpijob(status=created), launcher_job(status=BACKOFF_FAILED), launcher_pod(container=crashed))
+    assert failed_condition(plan) == (
+        "BackoffLimitExceeded",
+        "Job has reached the specified backoff limit: Launcher (pod pi-launcher-running) exited with code 3 (Error)",
+    )
+    # A pod that never got a container status adds nothing, as upstream.
+    plan = run(mpijob(status=created), launcher_job(status=BACKOFF_FAILED), launcher_pod())
+    assert failed_condition(plan) == ("BackoffLimitExceeded", "Job has reached the specified backoff limit")
 
 
 def test_an_evicted_worker_fails_the_job() -> None:
