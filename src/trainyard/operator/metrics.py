@@ -158,6 +158,25 @@ class _JobSeries(Collector):
         self.clock = clock
         self.retention = retention
         self.jobs: dict[tuple[str, str, str], _Job] = {}
+        self._per_root: dict[str, int] = {}  # jobs of each root: whether a root has any left is a look
+
+    def add(self, key: tuple[str, str, str], job: _Job) -> None:
+        self.jobs[key] = job
+        self._per_root[job.root] = self._per_root.get(job.root, 0) + 1
+
+    def remove(self, key: tuple[str, str, str]) -> _Job | None:
+        """Forget the job at ``key``; returns it, if it was known."""
+        gone = self.jobs.pop(key, None)
+        if gone is not None:
+            left = self._per_root[gone.root] - 1
+            if left:
+                self._per_root[gone.root] = left
+            else:
+                del self._per_root[gone.root]
+        return gone
+
+    def holds_root(self, root: str) -> bool:
+        return root in self._per_root
 
     def shown(self, now: datetime) -> Iterator[_Job]:
         for job in list(self.jobs.values()):
@@ -389,7 +408,7 @@ class OperatorMetrics:
                 first_reconciled=_earliest_transition(job.get("status") or {}),
                 sample=sample,
             )
-            self._series.jobs[key] = seen
+            self._series.add(key, seen)
             self._count_created(seen)
         seen.sample, seen.version = sample, version
         if not sample.terminal:
@@ -400,8 +419,8 @@ class OperatorMetrics:
 
     def forget_job(self, kind: str, namespace: str, name: str) -> None:
         """The job is gone: its per-job series go now."""
-        gone = self._series.jobs.pop((kind, namespace, name), None)
-        if gone is not None and all(j.root != gone.root for j in self._series.jobs.values()):
+        gone = self._series.remove((kind, namespace, name))
+        if gone is not None and not self._series.holds_root(gone.root):
             for roots in self._counted.values():
                 roots.discard(gone.root)
 

@@ -251,6 +251,30 @@ def test_compaction_keeps_the_change_that_holds_a_live_objects_body(db: Path) ->
     again.close()
 
 
+def test_a_kept_change_whose_object_moved_on_is_swept_by_later_compactions(
+    db: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(store_module, "COMPACT_EVERY", 2)  # a sweep's slice: two kept changes
+    store = Store(db)
+    for name in ("a", "b", "c"):
+        store.put(CM, "ns", name, cm(name), created=True)  # revisions 1-3
+    store.compact(keep=0)
+    assert store._db.execute("SELECT rv FROM changes").fetchall() == [(1,), (2,), (3,)]  # all live
+    store.put(CM, "ns", "a", cm("a", "2"), created=False)  # 4: a's change 1 is now garbage...
+    store.remove(CM, "ns", "c")  # 5: ...and c's change 3
+    for _ in range(3):
+        store.compact(keep=0)  # ranges of their own are empty: what moves on is the sweep
+        store.put(CM, "ns", "tick", cm("tick"), created=True)
+        store.remove(CM, "ns", "tick")
+    store.compact(keep=0)
+    assert store._db.execute("SELECT rv FROM changes").fetchall() == [(2,), (4,)]  # b's and a's newest
+    store.close()
+    again = Store(db)
+    assert again.get(CM, "ns", "a")["data"] == {"v": "2"}  # type: ignore[index]
+    assert again.get(CM, "ns", "b") is not None and again.get(CM, "ns", "c") is None
+    again.close()
+
+
 EV = "core/events"
 
 
