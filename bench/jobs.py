@@ -9,7 +9,9 @@ peak memory is ``VmHWM``.
 
 ``--jobs 100,300`` (the default) runs each size on a fresh plane and prints the ratio
 time(300) / time(100); ``--jobs 1000`` is the target's size. Targets (issue #19): 1,000 jobs
-≤ 60 s, plane CPU ≤ 30 ms per job, time(300)/time(100) ≤ 3.3, peak RSS ≤ 400 MB. Prints
+≤ 60 s, plane CPU ≤ 30 ms per job, time(300)/time(100) ≤ 3.3, peak RSS ≤ 400 MB; issue #35:
+``--jobs 1000,10000`` keeps time and CPU per job within 1.3x and peak RSS ≤ 150 KB a finished
+job. Prints
 figures and ratios; asserts nothing. ``--profile FILE`` runs the plane under cProfile (CPU
 time) and writes its statistics to FILE (FILE.N for each size N).
 
@@ -46,6 +48,9 @@ TARGET_1000_S = 60.0
 TARGET_CPU_MS = 30.0
 TARGET_RATIO = 3.3
 TARGET_RSS_MB = 400.0
+# Issue #35: from 1,000 to 10,000 jobs, time and CPU per job within 1.3x; peak RSS per finished job.
+TARGET_FLAT = 1.3
+TARGET_KB_PER_JOB = 150.0
 
 
 def job(name: str) -> dict[str, Any]:
@@ -191,6 +196,20 @@ def main() -> None:
     if 100 in results and 300 in results:
         ratio = results[300]["s"] / results[100]["s"]
         print(f"time(300) / time(100) = {ratio:.2f}   {verdict(ratio, TARGET_RATIO, False)}")
+    if len(results) > 1:
+        small, large = min(results), max(results)
+        a, b = results[small], results[large]
+        growth = b["peak RSS MB"] - a["peak RSS MB"]
+        print(f"from {small:,} to {large:,} jobs, per job:")
+        time_ratio = (b["s"] / large) / (a["s"] / small)
+        print(f"   time to all finished {time_ratio:.2f}x   {verdict(time_ratio, TARGET_FLAT, False)}")
+        cpu_ratio = b["cpu ms/job"] / a["cpu ms/job"]
+        print(f"   plane CPU {cpu_ratio:.2f}x   {verdict(cpu_ratio, TARGET_FLAT, False)}")
+        per_job_kb = b["peak RSS MB"] * 1024 / large
+        print(
+            f"   peak RSS {per_job_kb:.0f} KB a finished job at {large:,} ({growth * 1024 / (large - small):.0f} KB"
+            f" a job from {small:,} on)   {verdict(per_job_kb, TARGET_KB_PER_JOB, False)}"
+        )
 
 
 if __name__ == "__main__":
