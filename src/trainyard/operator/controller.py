@@ -208,7 +208,7 @@ class JobController:
                 job = self.plugin.info.model.model_validate(raw)
             except ValidationError:
                 continue
-            self.ports.hold(f"{job.namespace}/{job.name}", _held_ports(job))
+            self.ports.hold(f"{job.namespace}/{job.name}", children.allocated_ports(job).values())
 
     def _informers(self) -> list[tuple[str, Informer]]:
         return [
@@ -289,9 +289,7 @@ class JobController:
                 exc,
             )
             return None
-        if conditions.is_finished(job.status):
-            self.ports.release(owner)  # see _held_ports
-        self.ports.hold(owner, _held_ports(job))
+        self.ports.hold(owner, children.allocated_ports(job).values())
         observed = await self._observe(job, key, self.jobs.parsed(self._defaults, raw))
         plan = reconcile(observed, self.plugin, self.settings.controller)
         if plan.allocate_ports:
@@ -511,11 +509,3 @@ class JobController:
                 component=self.plugin.info.controller_name,
                 now=now,
             )
-
-
-def _held_ports(job: TrainingJob) -> list[int]:
-    """The host ports a job keeps reserved: none once it has finished, whose replicas never start
-    again (its annotation still records them). Finished jobs holding theirs exhausted the default
-    range at 6,384 two-replica jobs; a replica of a finished job still listening (cleanPodPolicy
-    None) keeps its port from the allocator, which tries each port by binding it."""
-    return [] if conditions.is_finished(job.status) else list(children.allocated_ports(job).values())
