@@ -28,9 +28,12 @@ BLOB = 256 * 1024  # each ConfigMap takes this much more room, more than any sla
 CHATTY = """
 import itertools, os, pathlib, time
 progress = pathlib.Path(os.environ['PROGRESS'])
+scratch = progress.with_suffix('.next')
 for i in itertools.count():
     print(f'line {i:06d} ' + 'x' * 8000, flush=True)
-    progress.write_text(str(i))
+    # Replaced whole, never truncated then written: a reader in between would read nothing.
+    scratch.write_text(str(i))
+    os.replace(scratch, progress)
     time.sleep(0.02)
 """
 
@@ -151,8 +154,8 @@ def test_a_pod_logging_onto_a_full_disk_keeps_running_and_its_log_says_what_was_
 
     def printed() -> int:
         try:
-            return int(progress.read_text() or -1)
-        except (FileNotFoundError, ValueError):
+            return int(progress.read_text())
+        except FileNotFoundError:
             return -1
 
     eventually(lambda: printed() >= 3 and "line 000002" in kubectl("logs", "chatty"), what="the pod to log")
