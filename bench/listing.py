@@ -32,7 +32,6 @@ import asyncio
 import json
 import os
 import platform
-import resource
 import shutil
 import statistics
 import subprocess
@@ -42,7 +41,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from apiserver import PHANTOM_NODE, call, cpu_seconds, load, verdict
+from apiserver import PHANTOM_NODE, call, children_cpu, cpu_seconds, load, verdict
 from jobs import job
 from node import Plane, start_plane
 from rawhttp import Connection
@@ -207,11 +206,6 @@ def count_items(output: bytes, form: str) -> int:
         return len(json.loads(output)["items"])
     lines = [line for line in output.splitlines() if line.strip()]
     return len(lines) - 1 if form == "table" else len(lines)
-
-
-def children_cpu() -> float:
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime
 
 
 def measure(plane: Plane, env: dict[str, str], runs: int, jobs: int) -> dict[str, tuple[float, float, float]]:
