@@ -34,6 +34,7 @@ import json
 import multiprocessing as mp
 import os
 import platform
+import resource
 import signal
 import socket
 import statistics
@@ -187,6 +188,12 @@ def cpu_times(pid: int) -> tuple[float, float]:
 
 def cpu_seconds(pid: int) -> float:
     return sum(cpu_times(pid))
+
+
+def children_cpu() -> float:
+    """CPU seconds (user + system) of this process's children that have been waited for (a ``kubectl`` run)."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def cpu_split(pid: int, before: tuple[float, float]) -> str:

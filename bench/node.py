@@ -66,7 +66,10 @@ class Plane:
         subprocess.run([*yard, "down"], check=False, env=env, cwd=REPO, capture_output=True)
 
 
-def start_plane(home: Path, src: Path, profile: str | None, secure: bool) -> tuple[Plane, list[str], dict[str, str]]:
+def start_plane(
+    home: Path, src: Path, profile: str | None, secure: bool, options: tuple[str, ...] = ()
+) -> tuple[Plane, list[str], dict[str, str]]:
+    """``yard up`` in ``home`` running ``src``; ``options``: more of ``yard up``'s flags (``--no-operator``)."""
     env = {**os.environ, "PYTHONPATH": f"{src}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
     yard = [sys.executable, "-m", "trainyard.cli.main", "--home", str(home)]
     with socket.socket() as s:
@@ -75,7 +78,7 @@ def start_plane(home: Path, src: Path, profile: str | None, secure: bool) -> tup
     mode = "--secure" if secure else "--insecure"
     if not profile:
         subprocess.run(
-            [*yard, "up", "--port", str(port), "--workspace", str(home), mode],
+            [*yard, "up", "--port", str(port), "--workspace", str(home), mode, *options],
             check=True,
             env=env,
             cwd=REPO,
@@ -85,7 +88,7 @@ def start_plane(home: Path, src: Path, profile: str | None, secure: bool) -> tup
         trust(home, state["url"])
         return Plane(int(state["pid"]), state["url"], home), yard, env
     argv = [sys.executable, "-m", "cProfile", "-o", profile, "-m", "trainyard.cli.main", "--home", str(home)]
-    argv += ["up", "--foreground", "--port", str(port), "--workspace", str(home), mode]
+    argv += ["up", "--foreground", "--port", str(port), "--workspace", str(home), mode, *options]
     log = (home / "yard.log").open("ab")
     child = subprocess.Popen(argv, env=env, cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
     deadline = time.monotonic() + 60

@@ -169,12 +169,12 @@ class Objects:
         accepts = selection(rt, labels, fields)
         head = codec.type_head(rt.group_version, rt.kind)
         items: list[bytes] = []
-        for i, (ns, name, body) in enumerate(rows):
+        for ns, name, body in rows:
             if accepts is not None and not accepts(body):
                 continue
             items.append(codec.splice(head, body))
             if limit and len(items) == limit:
-                rest = len(rows) - i - 1
+                rest = rows.count_after(ns, name)
                 if rest:
                     token_out = paging.encode(at, paging.start_key(ns, name, across_namespaces=across))
                     return EncodedPage(items, at, token_out, None if accepts is not None else rest)

@@ -287,18 +287,8 @@ class ApiServer:
         if not wants_table(request):
             return _encoded_list(rt, page.items, list_meta)
         include = request.query.get("includeObject", "Metadata")
-        fast = tables.table_encoded(rt, page.items, now=self.now(), list_meta=list_meta, include_object=include)
-        if fast is not None:
-            return web.Response(body=fast, content_type=JSON)
-        table = tables.table(
-            rt,
-            codec.loads_many(page.items),
-            now=self.now(),
-            resource_version=str(page.revision),
-            include_object=include,
-        )
-        table["metadata"] = list_meta
-        return _json(table)
+        table = tables.table_encoded(rt, page.items, now=self.now(), list_meta=list_meta, include_object=include)
+        return web.Response(body=table, content_type=JSON)
 
     def _object(self, request: ApiRequest, rt: ResourceType, obj: Obj, code: int = 200) -> web.Response:
         if wants_table(request):

@@ -3,14 +3,16 @@
 Built-in kinds get kubectl's familiar columns; custom resources get their CRD's
 ``additionalPrinterColumns`` (or Name and Age). Ages are computed against the injected clock.
 
-Pods, the one kind listed by the thousand, also have a fast path (``table_encoded``): the same
-Table straight from the encoded objects, decoding only the fields the columns read and copying
-each row's metadata through undecoded. A test holds it to the generic ``table``.
+Lists are served by ``table_encoded``: the same Table straight from the encoded objects, decoding
+of each only what its columns read (a custom resource's printer columns name their fields; a
+pod is read into the few fields of ``builtin.pods``; other built-in kinds skip
+``managedFields``) and copying each row's metadata through undecoded. Tests hold it to ``table``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from datetime import datetime
 from functools import lru_cache
 from typing import Any
@@ -18,9 +20,9 @@ from typing import Any
 import msgspec
 
 from trainyard.api.meta import parse_time
-from trainyard.cluster.apiserver.builtin import autoscaling, jobs, leases
+from trainyard.cluster.apiserver.builtin import autoscaling, jobs, leases, pods
 from trainyard.cluster.apiserver.registry import ResourceType
-from trainyard.cluster.apiserver.requests.jsonpath import JSONPathError, evaluate
+from trainyard.cluster.apiserver.requests.jsonpath import JSONPathError, evaluate, leading_fields
 from trainyard.cluster.storage import codec
 from trainyard.cluster.storage.store import Obj
 
@@ -66,7 +68,7 @@ def _age(obj: Obj, now: datetime) -> str:
 
 
 def _pod_status(pod: Obj) -> str:
-    return _pod_reason(_as_pod(pod), bool((pod.get("metadata") or {}).get("deletionTimestamp")))
+    return pods.reason(pods.as_pod(pod), bool((pod.get("metadata") or {}).get("deletionTimestamp")))
 
 
 def _pod_ready(pod: Obj) -> str:
@@ -76,7 +78,7 @@ def _pod_ready(pod: Obj) -> str:
 
 
 def _pod_restarts(pod: Obj, now: datetime) -> str:
-    count, finished = _pod_restart_counts(_as_pod(pod))
+    count, finished = pods.restart_counts(pods.as_pod(pod))
     return restarts_cell(count, finished, now)
 
 
@@ -408,201 +410,10 @@ def _row_object(obj: Obj, include: str) -> Obj | None:
     }
 
 
-# -- pods, from their encoded form -------------------------------------------------------------
-# Just the fields the pod columns read (field names as on the wire); the decoder skips the rest
-# without building it. ``gc=False``: these hold no cycles, and tracking 10,000 of them would cost
-# more in collector passes than decoding them.
-
-
-class _Waiting(msgspec.Struct, gc=False):
-    reason: str | None = None
-
-
-class _Terminated(msgspec.Struct, gc=False):
-    reason: str | None = None
-    exitCode: int | None = None
-    signal: int | None = None
-
-
-class _Running(msgspec.Struct, gc=False):
-    pass
-
-
-class _State(msgspec.Struct, gc=False):
-    waiting: _Waiting | None = None
-    running: _Running | None = None
-    terminated: _Terminated | None = None
-
-
-class _LastTerminated(msgspec.Struct, gc=False):
-    finishedAt: str | None = None
-
-
-class _LastState(msgspec.Struct, gc=False):
-    terminated: _LastTerminated | None = None
-
-
-class _ContainerStatus(msgspec.Struct, gc=False):
-    ready: bool | None = None
-    restartCount: int | None = None
-    state: _State | None = None
-    lastState: _LastState | None = None
-
-
-class _Condition(msgspec.Struct, gc=False):
-    type: str | None = None
-    status: str | None = None
-    reason: str | None = None
-
-
-class _PodStatus(msgspec.Struct, gc=False):
-    phase: str | None = None
-    reason: str | None = None
-    podIP: str | None = None
-    nominatedNodeName: str | None = None
-    initContainerStatuses: list[_ContainerStatus] | None = None
-    containerStatuses: list[_ContainerStatus] | None = None
-    conditions: list[_Condition] | None = None
-
-
-class _Gate(msgspec.Struct, gc=False):
-    conditionType: str | None = None
-
-
-class _PodSpec(msgspec.Struct, gc=False):
-    nodeName: str | None = None
-    initContainers: list[msgspec.Raw] | None = None
-    containers: list[msgspec.Raw] | None = None
-    readinessGates: list[_Gate] | None = None
-
-
-class _PodMeta(msgspec.Struct, gc=False):
-    name: str | None = None
-    creationTimestamp: str | None = None
-    deletionTimestamp: str | None = None
-
-
-class _Pod(msgspec.Struct, gc=False):
-    metadata: msgspec.Raw = msgspec.Raw(b"{}")  # Raw cannot be in a union: absent is {}
-    spec: _PodSpec | None = None
-    status: _PodStatus | None = None
-
-
-_pod_decoder = msgspec.json.Decoder(_Pod)
-_meta_decoder = msgspec.json.Decoder(_PodMeta)
-
-
-def _dict(value: Any) -> Obj:
-    return value if isinstance(value, dict) else {}
-
-
-def _as_status(cs: Any) -> _ContainerStatus:
-    """A container status read leniently from a decoded object (the generic path takes any shape)."""
-    cs = _dict(cs)
-    state, last = _dict(cs.get("state")), _dict(_dict(cs.get("lastState")).get("terminated"))
-    waiting, terminated = state.get("waiting"), state.get("terminated")
-    return _ContainerStatus(
-        ready=bool(cs.get("ready")),
-        restartCount=int(cs.get("restartCount") or 0),
-        state=_State(
-            waiting=_Waiting(_dict(waiting).get("reason")) if isinstance(waiting, dict) else None,
-            running=_Running() if isinstance(state.get("running"), dict) else None,
-            terminated=(
-                _Terminated(terminated.get("reason"), terminated.get("exitCode"), terminated.get("signal"))
-                if isinstance(terminated, dict)
-                else None
-            ),
-        ),
-        lastState=_LastState(_LastTerminated(last.get("finishedAt"))) if last else None,
-    )
-
-
-def _as_pod(pod: Obj) -> _Pod:
-    spec, status = _dict(pod.get("spec")), _dict(pod.get("status"))
-    return _Pod(
-        spec=_PodSpec(initContainers=[msgspec.Raw(b"{}")] * len(spec.get("initContainers") or [])),
-        status=_PodStatus(
-            phase=status.get("phase"),
-            reason=status.get("reason"),
-            initContainerStatuses=[_as_status(cs) for cs in status.get("initContainerStatuses") or []],
-            containerStatuses=[_as_status(cs) for cs in status.get("containerStatuses") or []],
-            conditions=[
-                _Condition(c.get("type"), c.get("status"), c.get("reason"))
-                for c in status.get("conditions") or []
-                if isinstance(c, dict)
-            ],
-        ),
-    )
-
-
-def _initializing(status: _PodStatus) -> bool:
-    """Whether kubectl's STATUS column speaks of init containers (``Init:0/2``, ``Init:Error``...)."""
-    for cs in status.initContainerStatuses or []:
-        state = cs.state or _State()
-        if state.terminated is not None and state.terminated.exitCode == 0:
-            continue
-        return not any(c.type == "Initialized" and c.status == "True" for c in status.conditions or [])
-    return False
-
-
-def _pod_reason(pod: _Pod, deleting: bool) -> str:
-    """kubectl's STATUS column (its ``printPod``): phase or reason, refined by init then main containers."""
-    spec, status = pod.spec or _PodSpec(), pod.status or _PodStatus()
-    reason = status.reason or status.phase or "Pending"
-    if any(c.type == "PodScheduled" and c.reason == "SchedulingGated" for c in status.conditions or []):
-        reason = "SchedulingGated"
-    initializing = False
-    for index, cs in enumerate(status.initContainerStatuses or []):
-        state = cs.state or _State()
-        term = state.terminated
-        if term is not None and term.exitCode == 0:
-            continue
-        initializing = True
-        if term is not None:
-            if term.reason:
-                reason = f"Init:{term.reason}"
-            else:
-                reason = f"Init:Signal:{term.signal}" if term.signal else f"Init:ExitCode:{term.exitCode}"
-        elif state.waiting is not None and state.waiting.reason and state.waiting.reason != "PodInitializing":
-            reason = f"Init:{state.waiting.reason}"
-        else:
-            reason = f"Init:{index}/{len(spec.initContainers or [])}"
-        break
-    initialized = any(c.type == "Initialized" and c.status == "True" for c in status.conditions or [])
-    if not initializing or initialized:
-        running = False
-        for cs in reversed(status.containerStatuses or []):
-            state = cs.state or _State()
-            if state.waiting is not None and state.waiting.reason:
-                reason = state.waiting.reason
-            elif state.terminated is not None:
-                term = state.terminated
-                reason = term.reason or (f"Signal:{term.signal}" if term.signal else f"ExitCode:{term.exitCode}")
-            elif cs.ready and state.running is not None:
-                running = True
-        if reason == "Completed" and running:
-            ready = any(c.type == "Ready" and c.status == "True" for c in status.conditions or [])
-            reason = "Running" if ready else "NotReady"
-    if deleting and status.reason == "NodeLost":
-        return "Unknown"
-    if deleting and status.phase not in ("Succeeded", "Failed"):
-        return "Terminating"
-    return str(reason)
-
-
-def _pod_restart_counts(pod: _Pod) -> tuple[int, list[str | None]]:
-    """RESTARTS of init containers while the pod initializes, else of its main containers (as kubectl)."""
-    status = pod.status or _PodStatus()
-    counted = status.initContainerStatuses if _initializing(status) else status.containerStatuses
-    statuses = counted or []
-    finished = [cs.lastState.terminated.finishedAt for cs in statuses if cs.lastState and cs.lastState.terminated]
-    return sum(cs.restartCount or 0 for cs in statuses), finished
-
-
-def _pod_cells(pod: _Pod, meta: _PodMeta, now: datetime) -> list[Any]:
+def _pod_cells(pod: pods.Pod, meta: pods.PodMeta, now: datetime) -> list[Any]:
     """The cells of ``BUILTIN_COLUMNS["core/pods"]``, computed from the decoded subset."""
-    spec = pod.spec or _PodSpec()
-    status = pod.status or _PodStatus()
+    spec = pod.spec or pods.PodSpec()
+    status = pod.status or pods.PodStatus()
     statuses = status.containerStatuses or []
     gates = "<none>"
     if spec.readinessGates:
@@ -611,14 +422,84 @@ def _pod_cells(pod: _Pod, meta: _PodMeta, now: datetime) -> list[Any]:
     return [
         meta.name or "",
         f"{sum(1 for cs in statuses if cs.ready)}/{len(spec.containers or [])}",
-        _pod_reason(pod, bool(meta.deletionTimestamp)),
-        restarts_cell(*_pod_restart_counts(pod), now),
+        pods.reason(pod, bool(meta.deletionTimestamp)),
+        restarts_cell(*pods.restart_counts(pod), now),
         human_age(meta.creationTimestamp, now),
         status.podIP or "<none>",
         spec.nodeName or "<none>",
         status.nominatedNodeName or "<none>",
         gates,
     ]
+
+
+# A stored object's top-level members (or one member's), each left as its encoded bytes.
+_members = msgspec.json.Decoder(dict[str, msgspec.Raw])
+_values = msgspec.json.Decoder()
+
+
+@dataclass(frozen=True)
+class Reads:
+    """What a kind's cells read of an object: ``fields`` maps a top-level field to the fields under
+    it they read (None: all of it); ``fields`` None: every field but ``metadata.managedFields``,
+    which no built-in column reads (half of a typical object's bytes)."""
+
+    fields: Mapping[str, frozenset[str] | None] | None = None
+
+
+def reads(rt: ResourceType) -> Reads | None:
+    """What the cells of ``rt``'s columns can read of an object; None: anything."""
+    if rt.key in BUILTIN_COLUMNS:
+        return Reads()
+    wanted: dict[str, set[str] | None] = {"metadata": {"name"} if rt.printer_columns else {"name", "creationTimestamp"}}
+    for pc in rt.printer_columns or ():
+        try:
+            lead = leading_fields(pc["jsonPath"], 2)
+        except JSONPathError:
+            continue  # its cell is <invalid>, whatever it reads
+        if not lead:
+            return None
+        below = wanted.setdefault(lead[0], set())
+        if len(lead) == 1 or below is None:
+            wanted[lead[0]] = None
+        else:
+            below.add(lead[1])
+    return Reads({root: None if below is None else frozenset(below) for root, below in wanted.items()})
+
+
+def _part(body: bytes, wanted: Reads) -> tuple[Obj, msgspec.Raw]:
+    """The part of an encoded object that ``wanted`` names, decoded, and its metadata as encoded."""
+    members = _members.decode(body)
+    obj: Obj = {}
+    for key, raw in members.items():
+        if wanted.fields is None:
+            if key == "metadata":
+                obj[key] = {k: _values.decode(v) for k, v in _members.decode(raw).items() if k != "managedFields"}
+            else:
+                obj[key] = _values.decode(raw)
+        elif key in wanted.fields:
+            below = wanted.fields[key]
+            if below is None:
+                obj[key] = _values.decode(raw)
+            else:
+                obj[key] = {k: _values.decode(v) for k, v in _members.decode(raw).items() if k in below}
+    return obj, members.get("metadata", msgspec.Raw(b"{}"))
+
+
+def _row(
+    rt: ResourceType, cols: list[Column], wanted: Reads | None, body: bytes, now: datetime
+) -> tuple[list[Any], msgspec.Raw] | None:
+    """A row's cells and the object's metadata as encoded, from the part of it the cells read;
+    None when they must be computed from the whole object."""
+    if wanted is None:
+        return None
+    try:
+        if rt.key == "core/pods":
+            pod = pods.decoder.decode(body)
+            return _pod_cells(pod, pods.meta_decoder.decode(pod.metadata), now), pod.metadata
+        obj, meta = _part(body, wanted)
+    except msgspec.MsgspecError:
+        return None  # a field of an unexpected type (or text msgspec will not read)
+    return [cell(obj, now) for *_, cell in cols], meta
 
 
 def table_encoded(
@@ -628,36 +509,32 @@ def table_encoded(
     now: datetime,
     list_meta: Obj,
     include_object: str = "Metadata",
-) -> bytes | None:
+) -> bytes:
     """``table`` from objects given as served JSON (``Objects.list_encoded``), already encoded.
 
-    None when ``rt`` has no fast path; the caller decodes and uses ``table``.
+    Each object is decoded only as far as its cells read (``reads``; a pod into the fields of
+    ``builtin.pods``), and its metadata, or itself, is copied into its row as it came.
     """
-    if rt.key != "core/pods":
-        return None
+    cols = columns_for(rt)
+    wanted = reads(rt)
     rows = []
     for body in encoded:
-        try:
-            pod = _pod_decoder.decode(body)
-            meta = _meta_decoder.decode(pod.metadata)
-        except msgspec.MsgspecError:
-            # A field of an unexpected type (or text msgspec will not read): the generic path copes.
-            obj = codec.loads(body)
-            cells = [cell(obj, now) for *_, cell in BUILTIN_COLUMNS["core/pods"]]
-            rows.append({"cells": cells, "object": _row_object(obj, include_object)})
+        row = _row(rt, cols, wanted, body, now)
+        if row is None:
+            whole = codec.loads(body)
+            rows.append(
+                {"cells": [cell(whole, now) for *_, cell in cols], "object": _row_object(whole, include_object)}
+            )
             continue
+        cells, meta = row
         row_object: Any
         if include_object == "None":
             row_object = None
         elif include_object == "Object":
             row_object = msgspec.Raw(body)
         else:
-            row_object = {
-                "kind": "PartialObjectMetadata",
-                "apiVersion": "meta.k8s.io/v1",
-                "metadata": pod.metadata,
-            }
-        rows.append({"cells": _pod_cells(pod, meta, now), "object": row_object})
+            row_object = {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": meta}
+        rows.append({"cells": cells, "object": row_object})
     doc = table(rt, [], now=now, resource_version="", include_object=include_object)
     doc["metadata"] = list_meta
     doc["rows"] = rows

@@ -33,7 +33,6 @@ on disk; reads go on being served, and writes succeed again once there is room.
 
 from __future__ import annotations
 
-import bisect
 import builtins
 import contextlib
 import functools
@@ -47,6 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from trainyard.cluster.storage import codec
+from trainyard.cluster.storage.rows import Held, Keys, Rows
 
 Obj = dict[str, Any]
 log = logging.getLogger(__name__)
@@ -121,7 +121,7 @@ COLD = frozenset({"core/events", "events.k8s.io/events"})
 each): Events are the most numerous objects (about twenty a job: the operator's, the scheduler's,
 the node's) and the least read (``describe``, ``get events``); in memory they were a fifth of
 what a finished job held."""
-Held = bytes | int  # an object's stored body, or the revision of the change that holds it (``COLD``)
+# Held (rows): an object's stored body, or the revision of the change that holds it (``COLD``).
 
 
 class Expired(Exception):
@@ -230,6 +230,9 @@ class Store:
                 rv if body is None else _bytes(body)
             )
         self._listeners: list[Listener] = []
+        # First, so that no listener after it (one that lists) reads an order a write has changed.
+        self._keys = Keys(self._objects)
+        self.subscribe(self._keys.changed)
         self._path = path
         self._unchecked = 0  # writes since the WAL last started over
         self._asked: int | None = None  # checkpoints started when the loop asked for one
@@ -284,13 +287,15 @@ class Store:
         *,
         revision: int | None = None,
         start: tuple[str, str] | None = None,
-    ) -> tuple[builtins.list[tuple[str, str, bytes]], int]:
+    ) -> tuple[Rows, int]:
         """Rows ``(namespace, name, body JSON)`` as of ``revision`` (default: now), in key order.
 
         ``start`` is an inclusive lower bound on ``(namespace, name)``. A past revision is rebuilt
         from the change log: a key written since then reads as it was before its first later
         write (absent if that write created it). Raises ``Expired`` when the log no longer
-        reaches back that far and ``ValueError`` for a revision the store has not reached.
+        reaches back that far and ``ValueError`` for a revision the store has not reached. The
+        rows are read as they are iterated (a page reads its own, never the whole resource),
+        so they must be read before the store's next write.
         """
         current = self._revision
         at = current if revision is None else revision
@@ -298,30 +303,19 @@ class Store:
             raise ValueError(f"revision {at} is newer than the store's {current}")
         if at < self._compacted:
             raise Expired(at, self._compacted)
-        spaces = self._objects.get(resource, {})
-        rows = [
-            (ns, name, names[name])
-            for ns in (sorted(spaces) if namespace is None else [namespace])
-            for names in (spaces.get(ns, {}),)
-            for name in sorted(names)
-        ]
+        before: dict[tuple[str, str], bytes | None] = {}
         if at < current:
             where, args = "resource=?", [resource]
             if namespace is not None:
                 where += " AND namespace=?"
                 args.append(namespace)
-            before: dict[tuple[str, str], Held | None] = {}
             for ns, name, kind, old in self._db.execute(
                 f"SELECT namespace, name, type, old_body FROM changes WHERE rv>? AND {where} ORDER BY rv", [at, *args]
             ):
                 before.setdefault((ns, name), None if kind == "ADDED" or old is None else _bytes(old))
-            rows = [r for r in rows if (r[0], r[1]) not in before]
-            rows += [(ns, name, old) for (ns, name), old in before.items() if old is not None]
-            rows.sort(key=lambda r: (r[0], r[1]))
-        if start is not None:
-            rows = rows[bisect.bisect_left(rows, start, key=lambda r: (r[0], r[1])) :]
-        bodies = self._bodies([body for _, _, body in rows])
-        return [(ns, name, body) for (ns, name, _), body in zip(rows, bodies, strict=True)], at
+        bodies = self._bodies if resource in COLD else None
+        rows = Rows(self._keys, resource, namespace, start or ("", ""), before, bodies, lambda: self._revision)
+        return rows, at
 
     def all_objects(self) -> Iterator[tuple[str, Obj]]:
         snapshot = [(r, b) for r, spaces in self._objects.items() for names in spaces.values() for b in names.values()]

@@ -135,7 +135,8 @@ def test_past_snapshots_are_rebuilt_from_the_change_log(db: Path) -> None:
     store = Store(db)
     store.put(CM, "ns", "a", cm("a"), created=True)
     store.put(CM, "ns", "b", cm("b"), created=True)
-    rows_then, at = store.snapshot(CM, "ns")
+    rows, at = store.snapshot(CM, "ns")
+    rows_then = list(rows)
     store.put(CM, "ns", "a", cm("a", "2"), created=False)
     store.remove(CM, "ns", "b")
     store.put(CM, "ns", "c", cm("c"), created=True)
@@ -147,6 +148,41 @@ def test_past_snapshots_are_rebuilt_from_the_change_log(db: Path) -> None:
     assert [name for _, name, _ in store.snapshot(CM, "ns", start=("ns", "b"))[0]] == ["c"]
     with pytest.raises(ValueError):
         store.snapshot(CM, "ns", revision=store.revision + 1)
+    store.close()
+
+
+def test_snapshots_see_keys_that_came_and_went_since_the_last_one(db: Path) -> None:
+    store = Store(db)
+    for name in ("b", "d"):
+        store.put(CM, "ns", name, cm(name), created=True)
+
+    def names(start: tuple[str, str] | None = None) -> list[str]:
+        rows, _ = store.snapshot(CM, None, start=start)
+        return [name for _, name, _ in rows]
+
+    assert names() == ["b", "d"]
+    store.put(CM, "ns", "a", cm("a"), created=True)  # sorts before every key read so far
+    store.put(CM, "ns", "b", cm("b", "2"), created=False)
+    assert names() == ["a", "b", "d"]
+    store.remove(CM, "ns", "b")
+    store.put(CM, "other", "a", cm("a"), created=True)
+    assert names() == ["a", "d", "a"] and names(("ns", "b")) == ["d", "a"]
+    rows, _ = store.snapshot(CM, None)
+    assert rows.count_after("ns", "a") == 2 and rows.count_after("other", "a") == 0
+    store.remove(CM, "other", "a")
+    assert names() == ["a", "d"]
+    store.close()
+
+
+def test_a_snapshots_rows_are_read_before_the_next_write(db: Path) -> None:
+    # They are read from the store's memory as they are iterated: after a write they would mix
+    # two revisions, so reading them then is an error, not a silently wrong list.
+    store = Store(db)
+    store.put(CM, "ns", "a", cm("a"), created=True)
+    rows, _ = store.snapshot(CM, "ns")
+    store.put(CM, "ns", "b", cm("b"), created=True)
+    with pytest.raises(RuntimeError):
+        list(rows)
     store.close()
 
 
@@ -228,7 +264,7 @@ def test_a_format_2_store_keeps_bodies_whose_changes_were_compacted(db: Path) ->
     assert [(c.rv, c.type, c.name) for c in store.changes_since(2, CM)] == [(3, "ADDED", "b")]
     store.close()
     again = Store(db)
-    assert json.loads(again.snapshot(CM, "ns")[0][0][2]) == json.loads(a)
+    assert json.loads(next(iter(again.snapshot(CM, "ns")[0]))[2]) == json.loads(a)
     again.close()
 
 
@@ -298,8 +334,11 @@ def test_cold_bodies_are_read_from_disk_and_tell_the_same_story(db: Path) -> Non
     listed, _ = store.list(EV, "ns")
     assert [o["metadata"]["name"] for o in listed] == [f"e{i:04d}" for i in range(store_module._READ_BATCH + 3)]
     rows, _ = store.snapshot(EV, "ns", start=("ns", "e0500"))
-    assert [name for _, name, _ in rows] == ["e0500", "e0501", "e0502"]
-    assert json.loads(rows[0][2])["metadata"]["name"] == "e0500"
+    read = list(rows)
+    assert [name for _, name, _ in read] == ["e0500", "e0501", "e0502"]
+    assert json.loads(read[0][2])["metadata"]["name"] == "e0500"
+    every, _ = store.snapshot(EV, None)
+    assert [json.loads(body)["metadata"]["name"] for _, _, body in every] == [o["metadata"]["name"] for o in listed]
     before, _ = store.snapshot(EV, "ns", revision=1)
     assert [json.loads(body)["count"] for _, _, body in before] == [1]
     assert store.remove(EV, "ns", "e0001") is not None and store.get(EV, "ns", "e0001") is None

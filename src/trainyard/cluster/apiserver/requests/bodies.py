@@ -10,6 +10,7 @@ deep, so nothing downstream (deepcopy, patching, ``json.dumps``) can hit Python'
 from __future__ import annotations
 
 import base64
+import contextlib
 import datetime
 import json
 import math
@@ -63,6 +64,12 @@ def decode(raw: bytes, content_type: str, *, what: str = "the request body") -> 
     """A JSON or YAML body as a JSON value; 400 ``BadRequest`` when it is neither."""
     try:
         if content_type in YAML_TYPES:
+            if raw.lstrip()[:1] == b"{":
+                # What kubectl apply --server-side sends: JSON under the YAML type. JSON is YAML's
+                # flow style; read as JSON it is the same document (and its numbers, such as 1e3,
+                # are numbers, as kube-apiserver's YAML reader takes them), at a fiftieth of the cost.
+                with contextlib.suppress(msgspec.DecodeError):
+                    return _checked(_json.decode(raw), 0)
             return _jsonable(yaml.load(raw, Loader=_Loader), 0, [MAX_YAML_NODES])
         try:
             value = _json.decode(raw)

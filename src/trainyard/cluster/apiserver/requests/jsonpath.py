@@ -4,7 +4,8 @@ This module owns two things:
 
 * `evaluate`, the JSONPath dialect of CRD `additionalPrinterColumns[].jsonPath` (server-side
   Table conversion for `kubectl get`): field access, `[n]`, `[start:end:step]`, `[*]`, `..`,
-  unions, `['key.with.dots']` and `[?(@.a.b == "x")]` filters.
+  unions, `['key.with.dots']` and `[?(@.a.b == "x")]` filters; and `leading_fields`, the part
+  of an object an expression can read (so a Table decodes only that part of each object).
 * `get_path` and `set_path`, the plain dotted paths of the CRD scale subresource
   (`specReplicasPath`, `statusReplicasPath`, `labelSelectorPath`).
 
@@ -26,7 +27,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["JSONPathError", "evaluate", "get_path", "set_path"]
+__all__ = ["JSONPathError", "evaluate", "get_path", "leading_fields", "set_path"]
 
 
 class JSONPathError(ValueError):
@@ -368,6 +369,14 @@ def _apply(step: _Step, value: object) -> list[object]:
 def _run(steps: tuple[_Step, ...], root: object) -> list[object]:
     values = [root]
     for step in steps:
+        if type(step) is _Field and len(values) == 1:
+            # Most steps of most paths: one field of one object, without the general dispatch
+            # (a printer column is evaluated on every row of a Table).
+            value = values[0]
+            if not isinstance(value, dict) or step.name not in value:
+                return []
+            values = [value[step.name]]
+            continue
         values = [found for value in values for found in _apply(step, value)]
         if not values:
             break
@@ -380,6 +389,18 @@ def evaluate(expr: str, obj: object) -> list[object]:
     Raises JSONPathError for an expression outside the supported syntax.
     """
     return _run(_compile(expr), obj)
+
+
+def leading_fields(expr: str, most: int) -> tuple[str, ...]:
+    """The names of the plain field steps ``expr`` starts with, at most ``most`` of them: what an
+    evaluation can read is under that path. Empty when its first step is anything else (``..``,
+    ``[*]``, a union, a filter) or it is the whole object. Raises JSONPathError as ``evaluate``."""
+    names: list[str] = []
+    for step in _compile(expr)[:most]:
+        if not isinstance(step, _Field):
+            break
+        names.append(step.name)
+    return tuple(names)
 
 
 def _dotted_parts(dotted: str) -> list[str]:

@@ -14,7 +14,6 @@ table for built-ins and from ``x-kubernetes-list-type`` in a CRD's schema; other
 
 from __future__ import annotations
 
-import copy
 import functools
 import json
 from collections.abc import Iterable
@@ -533,6 +532,11 @@ def upgrades_client_side_apply(live: Obj, conflicts: list[Conflict], shape: Shap
     return all(c.manager == CLIENT_SIDE_APPLY and c.path in owned for c in conflicts)
 
 
+def _copy(value: Any) -> Any:
+    """A private copy of a JSON value (``codec.clone`` of a container; a scalar is its own)."""
+    return codec.clone(value) if isinstance(value, dict | list) else value
+
+
 def _merge(live: object, config: object, shape: Shape) -> object:
     if isinstance(live, dict) and isinstance(config, dict):
         out = dict(live)
@@ -542,26 +546,26 @@ def _merge(live: object, config: object, shape: Shape) -> object:
             elif key in out:
                 out[key] = _merge(out[key], value, shape.child(key))
             else:
-                out[key] = copy.deepcopy(value)
+                out[key] = _copy(value)
         return out
     if isinstance(live, list) and isinstance(config, list):
         keys = shape.list_keys()
         if keys is None:
-            return copy.deepcopy(config)
+            return _copy(config)
         if not keys:
-            return live + [copy.deepcopy(v) for v in config if v not in live]
+            return live + [_copy(v) for v in config if v not in live]
         merged = list(live)
         element_shape = shape.items()
         for index, item in enumerate(config):
             element = item_element(item, keys, index)
             found = _find(merged, element) if element[0] == "k" else _MISSING
             if found is _MISSING:
-                merged.append(copy.deepcopy(item))
+                merged.append(_copy(item))
             else:
                 position = next(i for i, x in enumerate(merged) if x is found)
                 merged[position] = _merge(found, item, element_shape)
         return merged
-    return copy.deepcopy(config)
+    return _copy(config)
 
 
 def apply(live: Obj | None, config: Obj, shape: Shape, write: Write, *, force: bool) -> Obj:
@@ -585,7 +589,7 @@ def apply(live: Obj | None, config: Obj, shape: Shape, write: Write, *, force: b
     for entry in entries:
         if entry is not mine:
             others |= entry.fields
-    new: Obj = copy.deepcopy(live) if live is not None else {}
+    new: Obj = _copy(live) if live is not None else {}
     kept = applied | others
     stale = mine.fields - kept
     # Deepest first, but a path under a stale list item goes with the item: removing the item's

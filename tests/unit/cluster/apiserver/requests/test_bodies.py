@@ -29,6 +29,22 @@ def test_yaml_is_read_the_way_kubernetes_reads_it() -> None:
     assert bodies.decode(b"t: !!timestamp 2024-01-02\n", "application/apply-patch+yaml") == {"t": "2024-01-02"}
 
 
+def test_json_under_a_yaml_type_reads_as_the_document_it_is() -> None:
+    # kubectl apply --server-side sends JSON as application/apply-patch+yaml. JSON is YAML's flow
+    # style; its numbers are numbers as kube-apiserver's YAML reader takes them (1e3 too), and
+    # a flow mapping that is not JSON is still read as YAML.
+    doc = {
+        "metadata": {"name": "x", "labels": {"a": "b"}},
+        "spec": {"n": 3, "f": 1.5, "t": True, "z": None, "s": ["é"]},
+    }
+    assert bodies.decode(b"\n  " + json.dumps(doc).encode(), "application/apply-patch+yaml") == doc
+    assert bodies.decode(b'{"n": 1e3, "m": -2E-1}', "application/apply-patch+yaml") == {"n": 1000.0, "m": -0.2}
+    assert bodies.decode(b"{a: 1, 'b': [x, 2024-01-02]}", "application/apply-patch+yaml") == {
+        "a": 1,
+        "b": ["x", "2024-01-02"],
+    }
+
+
 @pytest.mark.parametrize(
     ("raw", "ctype", "message"),
     [

@@ -94,6 +94,45 @@ def test_across_namespaces_the_token_carries_namespace_and_name(objects: Objects
     assert [(o["metadata"]["namespace"], o["metadata"]["name"]) for o in rest.items] == [("other", "cm-1")]
 
 
+def test_across_namespaces_pages_and_counts_stay_at_the_first_pages_revision(objects: Objects) -> None:
+    objects.create(objects._rt("", "v1", "namespaces"), "", {"metadata": {"name": "third"}})
+    for ns in ("default", "other", "third"):
+        for i in range(3):
+            make(objects, ns, f"cm-{i}")
+    rt = cm_type(objects)
+    first = page(objects, None, limit="4")
+    then = [("default", f"cm-{i}") for i in range(3)] + [(ns, f"cm-{i}") for ns in ("other", "third") for i in range(3)]
+    assert first.remaining == len(then) - 4
+    # Writes at and around the boundary (other/cm-0 was the last key read), and a namespace's
+    # objects coming and going behind it, all after the first page.
+    objects.delete(rt, "other", "cm-1")
+    make(objects, "other", "cm-0a")
+    make(objects, "default", "cm-9")
+    for i in range(3):
+        objects.delete(rt, "third", f"cm-{i}")
+    make(objects, "third", "cm-new")
+    objects.patch(rt, "other", "cm-2", "application/merge-patch+json", {"data": {"v": "changed"}})
+    seen = [(o["metadata"]["namespace"], o["metadata"]["name"]) for o in first.items]
+    token, counts = first.continue_token, []
+    while token:
+        nxt = page(objects, None, limit="2", **{"continue": token})
+        assert nxt.revision == first.revision
+        seen += [(o["metadata"]["namespace"], o["metadata"]["name"]) for o in nxt.items]
+        assert all(o["data"] == {"v": "1"} for o in nxt.items)
+        counts.append(nxt.remaining)
+        token = nxt.continue_token
+    assert seen == then
+    assert counts == [3, 1, None]  # what was left at the first page's revision, not now
+    now = page(objects, None, limit="4")
+    assert now.remaining == 8 - 4
+    assert [(o["metadata"]["namespace"], o["metadata"]["name"]) for o in now.items] == [
+        ("default", "cm-0"),
+        ("default", "cm-1"),
+        ("default", "cm-2"),
+        ("default", "cm-9"),
+    ]
+
+
 def test_selectors_fill_pages_with_matches_and_hide_the_remaining_count(objects: Objects) -> None:
     for i in range(6):
         make(objects, "default", f"cm-{i}", tier="a" if i % 2 else "b")
