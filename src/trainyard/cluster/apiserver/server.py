@@ -18,14 +18,14 @@ from typing import Any
 
 from aiohttp import web
 
-from trainyard.cluster.apiserver import connect, discovery, errors, tables, tokens
-from trainyard.cluster.apiserver.objects import Objects, patch_failure
+from trainyard.cluster.apiserver import connect, discovery, errors, subresources, tables, tokens
+from trainyard.cluster.apiserver.objects import Objects
 from trainyard.cluster.apiserver.registry import ResourceType
 from trainyard.cluster.apiserver.requests import bodies, paging
+from trainyard.cluster.apiserver.requests.deleting import delete_options
 from trainyard.cluster.apiserver.requests.fields import check_fields
 from trainyard.cluster.apiserver.requests.incoming import ApiRequest, Outgoing
-from trainyard.cluster.apiserver.requests.jsonpath import get_path, set_path
-from trainyard.cluster.apiserver.requests.query import JSON, flag, int64, wants_table
+from trainyard.cluster.apiserver.requests.query import JSON, flag, wants_table
 from trainyard.cluster.apiserver.requests.selectors import (
     FieldSelector,
     LabelSelector,
@@ -34,7 +34,7 @@ from trainyard.cluster.apiserver.requests.selectors import (
     parse_label_selector,
 )
 from trainyard.cluster.apiserver.streams import BOOKMARK_SECONDS, HttpOut, Streams
-from trainyard.cluster.apiserver.writes import admission, patching
+from trainyard.cluster.apiserver.writes import admission
 from trainyard.cluster.paths import Layout
 from trainyard.cluster.storage import codec
 from trainyard.cluster.storage.store import Obj, StorageFull
@@ -223,9 +223,9 @@ class ApiServer:
         if sub == "eviction":
             if method != "POST":
                 raise errors.method_not_allowed()
-            return await self._evict(request, rt, namespace, name, dry_run)
+            return _json(await subresources.evict(self.objects, request, rt, namespace, name, dry_run), 201)
         if sub == "scale":
-            return await self._scale(request, rt, namespace, name)
+            return _json(await subresources.scale(self.objects, request, rt, namespace, name))
         if sub == "token":
             if method != "POST":
                 raise errors.method_not_allowed()
@@ -253,7 +253,7 @@ class ApiServer:
         if method == "PATCH":
             return await self._patch(request, rt, namespace, name, sub, dry_run)
         if method == "DELETE":
-            opts = await _delete_options(request)
+            opts = await delete_options(request)
             deleted = self.objects.delete(
                 rt,
                 namespace,
@@ -373,7 +373,7 @@ class ApiServer:
 
     async def _delete_collection(self, request: ApiRequest, rt: ResourceType, namespace: str | None) -> web.Response:
         labels, fields = self._selectors(request, rt)
-        opts = await _delete_options(request)
+        opts = await delete_options(request)
         items, revision = self.objects.list(rt, namespace, labels, fields)
         for i, item in enumerate(items):
             if i and i % COLLECTION_SLICE == 0:
@@ -401,96 +401,12 @@ class ApiServer:
             }
         )
 
-    async def _scale(self, request: ApiRequest, rt: ResourceType, namespace: str, name: str) -> web.Response:
-        paths = rt.scale or {}
-        obj = self.objects.get(rt, namespace, name)
-
-        def scale_of(o: Obj) -> Obj:
-            return {
-                "kind": "Scale",
-                "apiVersion": "autoscaling/v1",
-                "metadata": {
-                    k: o["metadata"][k]
-                    for k in ("name", "namespace", "uid", "resourceVersion", "creationTimestamp")
-                    if k in o["metadata"]
-                },
-                "spec": {"replicas": get_path(o, paths["specReplicasPath"]) or 0},
-                "status": {
-                    "replicas": get_path(o, paths.get("statusReplicasPath", ".status.replicas")) or 0,
-                    "selector": get_path(o, paths.get("labelSelectorPath", ".status.selector")) or "",
-                },
-            }
-
-        if request.method == "GET":
-            return _json(scale_of(obj))
-        current = scale_of(obj)
-        wanted: Any
-        if request.method == "PUT":
-            wanted = await _body(request, ("autoscaling/v1", "Scale"))
-        elif request.method == "PATCH":
-            body = bodies.decode(await bodies.read(request) or b"null", "application/json", what="the patch")
-            try:
-                if request.content_type == "application/json-patch+json":
-                    wanted = patching.json_patch(current, body)
-                else:
-                    wanted = patching.merge_patch(current, body)
-            except patching.PatchError as exc:
-                raise patch_failure(exc) from exc
-        else:
-            raise errors.method_not_allowed()
-        spec = wanted.get("spec") if isinstance(wanted, dict) else None
-        replicas = spec.get("replicas") if isinstance(spec, dict) else None
-        if type(replicas) is not int or replicas < 0:
-            raise errors.invalid(
-                rt,
-                name,
-                [
-                    (
-                        "FieldValueInvalid",
-                        "spec.replicas",
-                        f"Invalid value: {replicas}: must be a non-negative integer",
-                    )
-                ],
-            )
-        updated = set_path({k: v for k, v in obj.items()}, paths["specReplicasPath"], replicas)
-        result = self.objects.update(rt, namespace, name, updated, dry_run=request.query.get("dryRun") == "All")
-        return _json(scale_of(result))
-
     def _connect(self, request: ApiRequest, rt: ResourceType, namespace: str, name: str, sub: str) -> web.Response:
         """exec, attach, portforward and proxy: a 404 for a missing object, as a real server, else a refusal."""
         if sub in connect.STREAMING and request.method not in ("GET", "POST"):
             raise errors.method_not_allowed()
         self.objects.get(rt, namespace, connect.object_name(sub, name))
         raise connect.refusal(rt.key, rt.plural, sub, request.headers)
-
-    async def _evict(
-        self, request: ApiRequest, rt: ResourceType, namespace: str, name: str, dry_run: bool
-    ) -> web.Response:
-        """``pods/eviction``: no PodDisruptionBudgets are served, so every eviction is allowed."""
-        body = await _body(request, ("policy/v1", "Eviction"))
-        if body.get("kind", "Eviction") != "Eviction":
-            raise errors.bad_request(f"the body of a pods/eviction request must be an Eviction, not {body['kind']}")
-        if (body.get("metadata") or {}).get("name", name) != name:
-            raise errors.bad_request("name in URL does not match name in Eviction object")
-        opts = body.get("deleteOptions") or {}
-        pre = opts.get("preconditions") or {} if isinstance(opts, dict) else None
-        if not isinstance(pre, dict):
-            raise errors.bad_request("deleteOptions and its preconditions must be objects")
-        m = self.objects.get(rt, namespace, name)["metadata"]
-        for key in ("uid", "resourceVersion"):
-            if pre.get(key) and pre[key] != m.get(key):
-                why = f"Precondition failed: {key}: {pre[key]}, {key} in object meta: {m.get(key)}"
-                raise errors.conflict(rt, name, why)
-        opts = _checked_delete_options(opts)
-        self.objects.delete(
-            rt,
-            namespace,
-            name,
-            propagation=opts.get("propagationPolicy"),
-            grace_seconds=opts.get("gracePeriodSeconds"),
-            dry_run=dry_run or "All" in opts.get("dryRun", ()),
-        )
-        return _json({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}, 201)
 
 
 def _manager(request: ApiRequest) -> str:
@@ -571,40 +487,3 @@ async def _body(request: ApiRequest, endpoint: ResourceType | tuple[str, str] | 
     if isinstance(endpoint, ResourceType):
         endpoint = (endpoint.group_version, endpoint.kind)
     return bodies.decode_object(await bodies.read(request), request.content_type, endpoint)
-
-
-async def _delete_options(request: ApiRequest) -> dict[str, Any]:
-    opts: dict[str, Any] = {}
-    raw = await bodies.read(request)
-    if raw:
-        parsed = bodies.decode(raw, "application/json", what="the DeleteOptions body")
-        if isinstance(parsed, dict):
-            opts.update(parsed)
-    q = request.query
-    if q.get("propagationPolicy"):
-        opts["propagationPolicy"] = q["propagationPolicy"]
-    if q.get("gracePeriodSeconds"):
-        opts["gracePeriodSeconds"] = int64(q, "gracePeriodSeconds")
-    if opts.get("orphanDependents") is True and "propagationPolicy" not in opts:
-        opts["propagationPolicy"] = "Orphan"
-    # kubectl --dry-run=server sends dryRun in the body, the Python clients as a query parameter.
-    if q.get("dryRun"):
-        opts["dryRun"] = q.getall("dryRun")
-    opts = _checked_delete_options(opts)
-    opts["dryRun"] = opts.get("dryRun") or []
-    if opts["dryRun"] not in ([], ["All"]):
-        raise errors.bad_request(f'dryRun: Unsupported value: {opts["dryRun"]!r}: supported values: "All"')
-    return opts
-
-
-def _checked_delete_options(opts: dict[str, Any]) -> dict[str, Any]:
-    """DeleteOptions whose fields have the types the apiserver decodes them into; 400 otherwise."""
-    # null reads as absent, as in a typed decoder
-    grace, policy, dry_run = opts.get("gracePeriodSeconds"), opts.get("propagationPolicy"), opts.get("dryRun")
-    if grace is not None and type(grace) is not int:
-        raise errors.bad_request(f"gracePeriodSeconds must be an integer, not {grace!r}")
-    if policy and policy not in ("Orphan", "Background", "Foreground"):
-        raise errors.bad_request(f"propagationPolicy must be one of Orphan, Background or Foreground, not {policy!r}")
-    if dry_run is not None and (not isinstance(dry_run, list) or not all(isinstance(d, str) for d in dry_run)):
-        raise errors.bad_request(f"dryRun must be a list of strings, not {dry_run!r}")
-    return {k: v for k, v in opts.items() if v is not None}
