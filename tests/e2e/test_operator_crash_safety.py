@@ -6,8 +6,8 @@ thread while the operator is killed once or twice at random moments (during crea
 run, right after a restart) and started again. After each round the system must converge: every
 job Succeeded once, each with exactly its replicas' pods (gang scheduling is on, as in the
 embedded plane, so none runs before all exist; none created after the job finished, none
-restarted), no Service and no PodGroup left once the jobs finished, no two jobs sharing a host
-port, nothing owned by a job that does not exist. The round's jobs are then deleted.
+restarted), no Service and no PodGroup left once the jobs finished, no two jobs holding one host
+port at once, nothing owned by a job that does not exist. The round's jobs are then deleted.
 
 The seed is printed and can be injected (``TRAINYARD_CRASH_SEED``), as can the size
 (``TRAINYARD_CRASH_ROUNDS``, default 5; ``TRAINYARD_CRASH_JOBS``, default 20). Five rounds
@@ -19,6 +19,7 @@ beside the frameworks' real trainings (MPI's included), which share the CI machi
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import random
@@ -81,7 +82,8 @@ def _check_round(api: Api, round_: int, jobs: list[dict[str, Any]], why: str) ->
             f"{why}: {obj['metadata']['name']} is owned by {name} ({uid}), which does not exist (leaked)"
         )
         by_job.setdefault(name, []).append(obj)
-    used_ports: dict[int, str] = {}
+    # port -> (job, when its pods ended, when its first pod was made): each a second-resolution time.
+    used_ports: dict[int, list[tuple[str, str, str]]] = {}
     for job in jobs:
         name = job["metadata"]["name"]
         current = stored[name]
@@ -109,9 +111,24 @@ def _check_round(api: Api, round_: int, jobs: list[dict[str, Any]], why: str) ->
                 f"{why}: {pod['metadata']['name']} created after {name} completed"
             )
         ports = json.loads((current["metadata"].get("annotations") or {}).get(HOST_PORTS) or "{}")
+        ended = max([status["completionTime"], *(_finished_at(p) for p in own_pods)])
+        made = min(p["metadata"]["creationTimestamp"] for p in own_pods)
         for port in ports.values():
-            assert port not in used_ports, f"{why}: port {port} given to both {used_ports[port]} and {name}"
-            used_ports[port] = name
+            used_ports.setdefault(port, []).append((name, ended, made))
+    # A finished job whose pods have all ended gives its ports back; until then no other job may
+    # have them. A job's pods are made after its ports are recorded, so a job given a port
+    # another had has its pods made no earlier than the other's ended.
+    for port, holders in used_ports.items():
+        holders.sort(key=lambda holder: holder[1])
+        for (first, ended, _), (then, _, made) in itertools.pairwise(holders):
+            assert made >= ended, f"{why}: port {port} given to {then} (pods made {made}), {first} ran until {ended}"
+
+
+def _finished_at(pod: dict[str, Any]) -> str:
+    terminated = [
+        (c.get("state") or {}).get("terminated") or {} for c in (pod.get("status") or {}).get("containerStatuses") or []
+    ]
+    return max(t.get("finishedAt") or "" for t in terminated) if terminated else ""
 
 
 # About 5 minutes at the default size on a loaded 2-core machine; the default 300 s is too tight.

@@ -5,12 +5,13 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 
-from trainyard.api import labels
+from trainyard.api import conditions, labels
 from trainyard.api.common import TrainingJob
 from trainyard.api.core import (
     Container,
     ContainerPort,
     Pod,
+    PodPhase,
     RestartPolicy,
     Service,
     ServicePort,
@@ -104,6 +105,22 @@ def allocated_ports(job: TrainingJob) -> dict[str, int]:
     if not isinstance(parsed, dict):
         return {}
     return {str(k): v for k, v in parsed.items() if isinstance(v, int)}
+
+
+def held_ports(job: TrainingJob, pods: Iterable[Pod]) -> dict[str, int]:
+    """The host ports a job keeps from other jobs: those its annotation records, until it has
+    finished and none of its replicas can run again (every pod of it Succeeded or Failed, or gone).
+
+    A finished job's pod may still run (cleanPodPolicy None lets workers finish on their own, and
+    a container restarts as its pod's policy says) and bind its port. Finished jobs that kept
+    theirs exhausted the default range at 6,384 two-replica jobs; the annotation still records
+    them."""
+    if conditions.is_finished(job.status) and all(p.phase in _ENDED for p in pods):
+        return {}
+    return allocated_ports(job)
+
+
+_ENDED = frozenset({PodPhase.SUCCEEDED, PodPhase.FAILED})
 
 
 def build_pod(job: TrainingJob, plugin: Framework, rtype: str, index: int, network: Network) -> Pod:

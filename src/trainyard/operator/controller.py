@@ -208,7 +208,7 @@ class JobController:
                 job = self.plugin.info.model.model_validate(raw)
             except ValidationError:
                 continue
-            self.ports.hold(f"{job.namespace}/{job.name}", children.allocated_ports(job).values())
+            self._hold_ports(job, self._pods(job.namespace, job.name))
 
     def _informers(self) -> list[tuple[str, Informer]]:
         return [
@@ -289,8 +289,8 @@ class JobController:
                 exc,
             )
             return None
-        self.ports.hold(owner, children.allocated_ports(job).values())
         observed = await self._observe(job, key, self.jobs.parsed(self._defaults, raw))
+        self._hold_ports(job, observed.pods)
         plan = reconcile(observed, self.plugin, self.settings.controller)
         if plan.allocate_ports:
             # The one input a pass cannot compute (the allocator is here): recorded first, then the
@@ -305,13 +305,26 @@ class JobController:
         await self.apply(raw, plan, uids=uids, finished=conditions.is_finished(job.status))
         return plan.requeue_after.total_seconds() if plan.requeue_after is not None else None
 
+    def _hold_ports(self, job: TrainingJob, pods: Sequence[Pod]) -> None:
+        """Keep the ports a job recorded from other jobs while it needs them (children.held_ports)."""
+        owner = f"{job.namespace}/{job.name}"
+        held = children.held_ports(job, pods)
+        if held:
+            self.ports.hold(owner, held.values())
+        else:
+            self.ports.release(owner)
+
     # -- reading a job's children, from the caches -----------------------------------------------------
+
+    def _pods(self, namespace: str, name: str) -> tuple[Pod, ...]:
+        cache = self.replicas[POD.kind]
+        return tuple(cache.parsed(Pod.model_validate, p) for p in cache.by_index(JOB_INDEX, f"{namespace}/{name}"))
 
     async def _observe(self, job: TrainingJob, key: Key, defaulted: TrainingJob) -> Observed:
         """The job's replicas by its labels, its other owned children by controller, PriorityClasses if needed."""
         filed = f"{key[0]}/{job.name}"
-        pod_cache, svc_cache = self.replicas[POD.kind], self.replicas[SERVICE.kind]
-        pods = tuple(pod_cache.parsed(Pod.model_validate, p) for p in pod_cache.by_index(JOB_INDEX, filed))
+        svc_cache = self.replicas[SERVICE.kind]
+        pods = self._pods(key[0], job.name)
         services = tuple(svc_cache.parsed(Service.model_validate, s) for s in svc_cache.by_index(JOB_INDEX, filed))
         owned = self._read_owned(key)
         classes = await self._priority_classes(job)

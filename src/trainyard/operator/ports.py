@@ -2,7 +2,9 @@
 
 Ports come from a range below Linux's ephemeral range (so outgoing connections do not take them
 before a training process binds), are checked free by binding, and stay reserved while the job
-that holds them exists, so two jobs never collide (upstream issues #1797, #2282).
+that holds them may still run a replica, so two jobs never collide (upstream issues #1797, #2282);
+a finished job gives them back (``controller.children.held_ports``), else finished jobs would
+exhaust the range.
 """
 
 from __future__ import annotations

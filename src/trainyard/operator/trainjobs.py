@@ -31,7 +31,14 @@ from lightkube.types import PatchType
 from trainyard.api import jobset, labels, trainer
 from trainyard.api.meta import format_time
 from trainyard.client import build, delete, is_status, record_events, reference, to_dict
-from trainyard.controller.trainjob import TrainJobObserved, TrainJobPlan, TrainJobSettings, reconcile, runtime_ref
+from trainyard.controller.trainjob import (
+    TrainJobObserved,
+    TrainJobPlan,
+    TrainJobSettings,
+    finished,
+    reconcile,
+    runtime_ref,
+)
 from trainyard.frameworks.base import OwnedKind
 from trainyard.informer import Caches, Indexer, Informer, controller_of, patch_status
 from trainyard.operator import sshkeys
@@ -197,8 +204,7 @@ class TrainJobController:
             return
         await self.caches.sync({trainer.TRAINJOBS: self.trainjobs})
         for obj in self.trainjobs.items():
-            m = obj["metadata"]
-            self.ports.hold(_port_owner(m["namespace"], m["name"]), _host_ports(obj).values())
+            self._hold_ports(obj)
 
     async def run(self) -> None:
         """Every cache synced first (a pass must not take a child not yet listed for a missing one)."""
@@ -243,7 +249,7 @@ class TrainJobController:
             self.metrics.forget_job(trainer.TRAINJOB, namespace, name)
             return None
         host_ports = _host_ports(tj)
-        self.ports.hold(_port_owner(namespace, name), host_ports.values())
+        self._hold_ports(tj)
         children = self._children(key)
         observed = TrainJobObserved(
             trainjob=tj,
@@ -256,6 +262,17 @@ class TrainJobController:
         plan = reconcile(observed, self.settings)
         await self.apply(tj, plan, uids={k: c["metadata"].get("uid") for k, c in children.items()})
         return plan.requeue_after.total_seconds() if plan.requeue_after is not None else None
+
+    def _hold_ports(self, tj: Obj) -> None:
+        """Keep a TrainJob's recorded port from other jobs until it has finished: a finished
+        TrainJob's JobSet has ended or is stopping its pods, and a pod still listening keeps the
+        port from the allocator, which binds each port it draws. Finished jobs that kept theirs
+        exhausted the range (its annotation still records the port)."""
+        owner = _port_owner(tj["metadata"]["namespace"], tj["metadata"]["name"])
+        if finished(tj.get("status") or {}):
+            self.ports.release(owner)
+        else:
+            self.ports.hold(owner, _host_ports(tj).values())
 
     # -- reading a TrainJob's world, from the caches ----------------------------------------------------
 

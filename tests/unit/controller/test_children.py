@@ -11,7 +11,7 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
-from job_builders import DNS, HOST, JOB_ROLE, child_labels, created, job, run, template
+from job_builders import DNS, HOST, JOB_ROLE, child_labels, created, job, pod, run, stored_status, template
 
 from trainyard.api import PYTORCHJOB
 from trainyard.api.defaults import apply_defaults
@@ -130,3 +130,24 @@ def test_an_elastic_c10d_job_needs_one_more_host_port_for_its_rendezvous_host() 
         ("Service", "mnist-rdzv"),
     ]
     assert not any(children.is_rendezvous(o) for o in host if o.name != "mnist-rdzv")
+
+
+@pytest.mark.parametrize(
+    ("conditions", "phases", "kept"),
+    [
+        (("Created", "Running"), ("Running", "Running"), True),
+        (("Created", "Running=False", "Succeeded"), ("Succeeded", "Running"), True),  # a worker still runs
+        (("Created", "Running=False", "Succeeded"), ("Succeeded", None), True),  # nor has it reported yet
+        (("Created", "Running=False", "Succeeded"), ("Succeeded", "Succeeded"), False),
+        (("Created", "Running=False", "Failed"), ("Failed", "Succeeded"), False),
+        (("Created", "Running=False", "Failed"), (), False),  # cleanPodPolicy deleted them
+    ],
+    ids=["running", "worker-running", "worker-unreported", "all-ended", "failed", "pods-gone"],
+)
+def test_a_job_keeps_its_host_ports_until_it_finished_and_every_pod_ended(
+    conditions: tuple[str, ...], phases: tuple[str | None, ...], kept: bool
+) -> None:
+    owner = job(1, 1, ports=True, status=stored_status(*conditions))
+    pods = [pod(owner, rtype, 0, phase=phase) for rtype, phase in zip(("Master", "Worker"), phases, strict=False)]
+    assert children.held_ports(owner, pods) == (children.allocated_ports(owner) if kept else {})
+    assert children.allocated_ports(owner)  # the annotation records them either way
