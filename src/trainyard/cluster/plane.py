@@ -177,7 +177,7 @@ class ApiPlane:
             assert server is not None and hasattr(server, "sockets")
             self.port = server.sockets[0].getsockname()[1]
         token = self.credentials.token if self.credentials is not None else None
-        self._loopback = Loopback(self.server.handle, self.host, lambda: self.port, token)
+        self._loopback = Loopback(self.server.handle, self.host, lambda: self.port, token, self.server.precedence)
         self._gc_task = asyncio.create_task(self.gc.run())
         log.info("API server listening on %s", self.url)
 

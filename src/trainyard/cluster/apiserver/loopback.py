@@ -37,15 +37,13 @@ from multidict import CIMultiDict, CIMultiDictProxy, MultiDict, MultiDictProxy
 
 from trainyard.client import LEAN, WATCH_OBJECTS, Answer, Call
 from trainyard.cluster.apiserver import auth
+from trainyard.cluster.apiserver.precedence import STREAMED, Precedence
 from trainyard.cluster.apiserver.requests.incoming import ApiRequest, Outgoing
 from trainyard.cluster.apiserver.requests.query import flag
 from trainyard.cluster.storage.watch import Transport
 from trainyard.cluster.tasks import cancel_all
 
 Handler = Callable[[ApiRequest], Awaitable[web.StreamResponse]]
-
-# Subresources answered by writing to the connection as the answer goes (``connect.STREAMING`` and logs).
-STREAMED = frozenset({"log", "exec", "attach", "portforward", "proxy"})
 
 
 class _Body:
@@ -212,8 +210,16 @@ HEADER_SETS = 64
 class Loopback:
     """The API server's handler behind the same bearer-token check its HTTP listener applies."""
 
-    def __init__(self, handle: Handler, host: str, port: Callable[[], int], token: str | None) -> None:
+    def __init__(
+        self,
+        handle: Handler,
+        host: str,
+        port: Callable[[], int],
+        token: str | None,
+        precedence: Precedence,
+    ) -> None:
         self._handle = handle
+        self._precedence = precedence
         self._host = host
         self._port = port
         self._token = token.encode() if token is not None else None
@@ -243,7 +249,9 @@ class Loopback:
     async def send(self, request: httpx2.Request) -> httpx2.Response:
         # A round trip over a socket gives the event loop a turn; without one, a component sending
         # requests in a row would have the loop to itself, and kubectl or a watch would wait for it.
+        # Network requests being served go first (``precedence``).
         await asyncio.sleep(0)
+        await self._precedence.turn()
         body = await request.aread()
         watching = request.method == "GET" and b"watch" in request.url.query and _asks(request.url, "watch")
         out = LocalOut(Pipe(objects=request.extensions.get(WATCH_OBJECTS))) if watching else None
@@ -277,7 +285,8 @@ class Loopback:
         Only what ``send`` serves comes this way: a client sends its lists, watches, logs and exec
         through httpx (``Client``), so every answer here is whole.
         """
-        await asyncio.sleep(0)  # a turn for the loop, as in ``send``
+        await asyncio.sleep(0)  # a turn for the loop, and network requests first, as in ``send``
+        await self._precedence.turn()
         headers = self._header_sets.get(call.headers)
         if headers is None:
             if len(self._header_sets) >= HEADER_SETS:

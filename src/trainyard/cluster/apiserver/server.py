@@ -18,7 +18,7 @@ from typing import Any
 
 from aiohttp import web
 
-from trainyard.cluster.apiserver import connect, discovery, errors, subresources, tables, tokens
+from trainyard.cluster.apiserver import connect, discovery, errors, precedence, subresources, tables, tokens
 from trainyard.cluster.apiserver.objects import Objects
 from trainyard.cluster.apiserver.registry import ResourceType
 from trainyard.cluster.apiserver.requests import bodies, paging
@@ -68,6 +68,7 @@ class ApiServer:
         self.layout = layout
         self._issuer: tokens.TokenIssuer | None = None
         self.streams = Streams(objects, hub, layout, bookmark_seconds=bookmark_seconds)
+        self.precedence = precedence.Precedence()
 
     @property
     def issuer(self) -> tokens.TokenIssuer:
@@ -86,7 +87,9 @@ class ApiServer:
     def app(self) -> web.Application:
         # Bodies are read by ``bodies.read``, which answers 413 with a Status at bodies.MAX_BYTES;
         # aiohttp's own limit (a plain-text 413) must never be the one that fires.
-        app = web.Application(client_max_size=2 * bodies.MAX_BYTES)
+        app = web.Application(
+            client_max_size=2 * bodies.MAX_BYTES, middlewares=[precedence.middleware(self.precedence)]
+        )
         # Every path, including ones with an encoded newline (``.`` would not match it), is ours to answer.
         app.router.add_route("*", r"/{tail:[\s\S]*}", self.handle)
         return app
