@@ -124,6 +124,10 @@ class NodeAgent:
         )
         self.events = PodEvents(client, self.node_name, self.now)
         self.pods: dict[str, PodRun] = {}
+        # Pods whose containers ended here for good: their runs (env, tasks, events, the pod as
+        # taken) are dropped, 20,000 of them after a 10,000-job sweep, and an event of one queued
+        # before it ended (still Running) must not be taken for a pod a previous agent started.
+        self.ended: set[str] = set()
         self._changes: asyncio.Queue[tuple[str, Obj]] = asyncio.Queue()
         self.bound = BoundPods(client, self.node_name, lambda kind, pod: self._changes.put_nowait((kind, pod)))
         self.statuses = podstatus.PodStatuses(
@@ -193,6 +197,7 @@ class NodeAgent:
         uid = m["uid"]
         run = self.pods.get(uid)
         if kind == "DELETED":
+            self.ended.discard(uid)
             if run is not None:
                 await self._kill(run, 0)
             return
@@ -208,7 +213,7 @@ class NodeAgent:
                 run.stopping = True
                 self._spawn(self._stop_and_confirm(run, float(m.get("deletionGracePeriodSeconds") or 0)))
             return
-        if run is not None:
+        if run is not None or uid in self.ended:
             return
         # A Running pod (or a Pending one whose start was interrupted) with no run here was started
         # by a previous agent: _run_pod adopts what is still running and reports what ended.
@@ -285,6 +290,9 @@ class NodeAgent:
             if ended:  # its containers never run again
                 self.container_config.release(run)
                 self.tokens.forget(run.uid)
+                if self.pods.get(run.uid) is run and not run.stopping:
+                    self.ended.add(run.uid)
+                    del self.pods[run.uid]
             run.stopped.set()
 
     async def _supervise(
