@@ -45,7 +45,7 @@ from trainyard.frameworks.base import Framework, OwnedKind
 from trainyard.informer import Caches, Informer, SharedInformers, controller_of, label_index, patch_status
 from trainyard.operator import sshkeys
 from trainyard.operator.metrics import OperatorMetrics
-from trainyard.operator.ports import PortAllocator
+from trainyard.operator.ports import PortAllocator, PortsExhausted
 from trainyard.operator.settings import OperatorSettings
 from trainyard.operator.workqueue import WorkQueue
 
@@ -85,6 +85,18 @@ def resource(kind: OwnedKind) -> Any:
     return create_namespaced_resource(group, version, kind.kind, kind.plural)
 
 
+PORTS_RECHECK_SECONDS = 30.0
+"""How long a job waiting for host ports waits at most before it looks again (it is woken as they come back)."""
+
+
+class Waiting(Exception):
+    """A pass that cannot go on yet for a reason its job's user was told: requeued, not rate-limited."""
+
+    def __init__(self, message: str, after: float) -> None:
+        super().__init__(message)
+        self.after = after
+
+
 async def work(
     queue: WorkQueue[Key], reconcile: Callable[[Key], Awaitable[float | None]], metrics: OperatorMetrics, name: str
 ) -> None:
@@ -97,6 +109,11 @@ async def work(
             requeue = await reconcile(key)
         except asyncio.CancelledError:
             raise
+        except Waiting as waiting:
+            metrics.reconciled(name, time.monotonic() - started, "requeue_after", key)
+            log.debug("%s: %s/%s waits: %s", name, *key, waiting)
+            queue.forget(key)
+            queue.add_after(key, waiting.after)
         except Exception as exc:
             metrics.reconciled(name, time.monotonic() - started, "error", key, exc)
             delay = queue.add_rate_limited(key)
@@ -491,7 +508,13 @@ class JobController:
             raise NotLeading(f"not recording ports of {m['namespace']}/{m['name']}: this replica no longer leads")
         annotations = m.get("annotations") or {}
         current = json.loads(annotations.get(labels.HOST_PORTS) or "{}")
-        fresh = self.ports.allocate(f"{m['namespace']}/{m['name']}", len(keys))
+        key = (m["namespace"], m["name"])
+        try:
+            fresh = self.ports.allocate(f"{key[0]}/{key[1]}", len(keys), wake=functools.partial(self.queue.add, key))
+        except PortsExhausted as exc:
+            if exc.first:
+                await self._emit(job, [("Warning", "PortsExhausted", str(exc))])
+            raise Waiting(str(exc), PORTS_RECHECK_SECONDS) from exc
         current.update(dict(zip(keys, fresh, strict=True)))
         patch = {"metadata": {"annotations": {labels.HOST_PORTS: json.dumps(current, sort_keys=True)}}}
         patched = await self.client.patch(

@@ -42,9 +42,9 @@ from trainyard.controller.trainjob import (
 from trainyard.frameworks.base import OwnedKind
 from trainyard.informer import Caches, Indexer, Informer, controller_of, patch_status
 from trainyard.operator import sshkeys
-from trainyard.operator.controller import OWNER_INDEX, NotLeading, resource, work
+from trainyard.operator.controller import OWNER_INDEX, PORTS_RECHECK_SECONDS, NotLeading, Waiting, resource, work
 from trainyard.operator.metrics import OperatorMetrics
-from trainyard.operator.ports import PortAllocator
+from trainyard.operator.ports import PortAllocator, PortsExhausted
 from trainyard.operator.workqueue import WorkQueue
 
 log = logging.getLogger(__name__)
@@ -368,7 +368,13 @@ class TrainJobController:
     async def _record_ports(self, tj: Obj, keys: tuple[str, ...]) -> None:
         m = tj["metadata"]
         current = json.loads((m.get("annotations") or {}).get(labels.HOST_PORTS) or "{}")
-        fresh = self.ports.allocate(_port_owner(m["namespace"], m["name"]), len(keys))
+        key = (m["namespace"], m["name"])
+        try:
+            fresh = self.ports.allocate(_port_owner(*key), len(keys), wake=functools.partial(self.queue.add, key))
+        except PortsExhausted as exc:
+            if exc.first:
+                await self._emit(tj, [("Warning", "PortsExhausted", str(exc))])
+            raise Waiting(str(exc), PORTS_RECHECK_SECONDS) from exc
         current.update(dict(zip(keys, fresh, strict=True)))
         patch = {"metadata": {"annotations": {labels.HOST_PORTS: json.dumps(current, sort_keys=True)}}}
         patched = await self.client.patch(

@@ -50,3 +50,33 @@ def test_holding_a_port_twice_for_one_job_counts_once() -> None:
     ports.hold("ns/a", [low])  # every pass re-records the job's ports
     ports.release("ns/a")
     assert sorted(ports.allocate("ns/b", 2)) == [low, high]
+
+
+def test_the_last_free_port_of_a_range_is_found() -> None:
+    low, high = _free_range(64)
+    ports = PortAllocator(low=low, high=high, rng=random.Random(3))
+    ports.hold("ns/a", [p for p in range(low, high + 1) if p != low + 41])
+    assert ports.allocate("ns/b", 1) == [low + 41]  # random draws alone would likely miss it
+
+
+def test_owners_that_found_no_ports_are_woken_in_order_as_ports_come_back() -> None:
+    low, high = _free_range(4)
+    ports = PortAllocator(low=low, high=high, rng=random.Random(5))
+    ports.hold("ns/a", [low, low + 1])
+    ports.hold("ns/b", [low + 2, low + 3])
+    woken: list[str] = []
+    for owner, count in (("ns/c", 2), ("ns/d", 1), ("ns/e", 1)):
+        with pytest.raises(PortsExhausted) as told:
+            ports.allocate(owner, count, wake=lambda owner=owner: woken.append(owner))
+        assert told.value.first
+    with pytest.raises(PortsExhausted) as again:
+        ports.allocate("ns/c", 2, wake=lambda: woken.append("ns/c"))
+    assert not again.value.first  # its user was told already
+    ports.release("ns/a")
+    assert woken == ["ns/c"]  # two ports back: the first waiter's two
+    assert len(ports.allocate("ns/c", 2)) == 2
+    ports.release("ns/b")
+    assert woken == ["ns/c", "ns/d", "ns/e"]
+    ports.release("ns/e")  # a waiter that goes away is forgotten
+    ports.release("ns/c")
+    assert woken == ["ns/c", "ns/d", "ns/e"]
