@@ -26,6 +26,7 @@ from trainyard.cluster.apiserver.requests import paging
 from trainyard.cluster.apiserver.requests.fields import matches, selection
 from trainyard.cluster.apiserver.requests.selectors import FieldSelector, LabelSelector
 from trainyard.cluster.apiserver.writes import admission, defaulting, fieldmanager, patching, shapes, updates
+from trainyard.cluster.apiserver.writes.listshapes import shape_of
 from trainyard.cluster.storage import codec
 from trainyard.cluster.storage.store import Expired, Obj, Store
 
@@ -393,7 +394,7 @@ class Objects:
                 "the namespace of the provided object does not match the namespace sent on the request"
             )
         write = self._write(rt, manager, subresource)
-        shape = self._shape(rt)
+        shape = shape_of(rt.kind, rt.schema, custom=rt.custom)
         current = self.store.get(rt.key, namespace if rt.namespaced else "", name)
         try:
             if current is None:
@@ -641,14 +642,10 @@ class Objects:
             status_separate="status" in rt.subresources,
         )
 
-    def _shape(self, rt: ResourceType) -> fieldmanager.Shape:
-        if not rt.custom:
-            return fieldmanager.builtin_shape(rt.kind)
-        return fieldmanager.SchemaShape(rt.schema, root=True)
-
     def _track(self, rt: ResourceType, old: Obj | None, new: Obj, manager: str, subresource: str | None) -> None:
         """Record in ``new`` that ``manager`` owns what this write changed."""
-        managed = updates.track_update(old, new, self._shape(rt), self._write(rt, manager, subresource))
+        shape = shape_of(rt.kind, rt.schema, custom=rt.custom)
+        managed = updates.track_update(old, new, shape, self._write(rt, manager, subresource))
         if managed:
             meta(new)["managedFields"] = managed
         else:

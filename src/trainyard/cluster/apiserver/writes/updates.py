@@ -16,7 +16,8 @@ from __future__ import annotations
 from typing import Any
 
 from trainyard.cluster.apiserver.writes import fieldmanager
-from trainyard.cluster.apiserver.writes.fieldmanager import Path, Shape, Write
+from trainyard.cluster.apiserver.writes.fieldmanager import Path, Write
+from trainyard.cluster.apiserver.writes.listshapes import Shape
 
 Obj = dict[str, Any]
 _MISSING = object()

@@ -5,10 +5,11 @@ from __future__ import annotations
 import pytest
 
 from trainyard.cluster.apiserver.writes import fieldmanager as fm
+from trainyard.cluster.apiserver.writes import listshapes
 
 T0, T1 = "2026-01-01T00:00:00Z", "2026-01-01T00:01:00Z"
-POD = fm.builtin_shape("Pod")
-CM = fm.builtin_shape("ConfigMap")
+POD = listshapes.builtin_shape("Pod")
+CM = listshapes.builtin_shape("ConfigMap")
 
 
 def write(manager: str, now: str = T1, **kw: object) -> fm.Write:
@@ -135,7 +136,7 @@ def test_custom_resources_follow_the_schema_list_types() -> None:
             }
         },
     }
-    shape = fm.SchemaShape(schema, root=True)
+    shape = listshapes.SchemaShape(schema, root=True)
     config = {"spec": {"ports": [{"name": "a", "port": 1}], "args": ["x"]}}
     live = fm.apply(None, config, shape, write("one"), force=False)
     both = fm.apply(live, {"spec": {"ports": [{"name": "b", "port": 2}]}}, shape, write("two"), force=False)
@@ -172,7 +173,7 @@ def test_a_custom_resource_is_walked_by_its_current_schema() -> None:
             "spec": {"type": "object", "properties": {"args": {"type": "array", "x-kubernetes-list-type": "set"}}}
         },
     }
-    one = fm.track_update(None, obj, fm.SchemaShape(atomic, root=True), write("m"))
-    two = fm.track_update(None, obj, fm.SchemaShape(as_set, root=True), write("m"))
+    one = fm.track_update(None, obj, listshapes.SchemaShape(atomic, root=True), write("m"))
+    two = fm.track_update(None, obj, listshapes.SchemaShape(as_set, root=True), write("m"))
     assert one[0]["fieldsV1"] == {"f:spec": {"f:args": {}}}
     assert two[0]["fieldsV1"] == {"f:spec": {"f:args": {'v:"a"': {}, 'v:"b"': {}}}}

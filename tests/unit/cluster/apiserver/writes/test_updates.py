@@ -15,10 +15,10 @@ from typing import Any
 import pytest
 
 from trainyard.cluster.apiserver.writes import fieldmanager as fm
-from trainyard.cluster.apiserver.writes import updates
+from trainyard.cluster.apiserver.writes import listshapes, updates
 
 T = "2026-01-01T00:0{}:00Z"
-POD = fm.builtin_shape("Pod")
+POD = listshapes.builtin_shape("Pod")
 SPEC_LISTS = {
     "ports": {"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"], "items": {"type": "object"}},
     "tags": {"x-kubernetes-list-type": "set", "items": {"type": "string"}},
@@ -111,7 +111,7 @@ WRITERS = [("operator", None), ("node", "status"), ("kubectl", None), ("operator
 @pytest.mark.parametrize("kind", ["pod", "job"])
 def test_comparison_agrees_with_the_whole_object_rule(kind: str, seed: int) -> None:
     rng = random.Random(seed)
-    shape = POD if kind == "pod" else fm.SchemaShape(JOB_SCHEMA, root=True)
+    shape = POD if kind == "pod" else listshapes.SchemaShape(JOB_SCHEMA, root=True)
     obj = pod() if kind == "pod" else job()
     first = fm.Write(manager="creator", api_version="v1", now=T.format(0))
     managed = fm.track_update(None, obj, shape, first)
@@ -143,7 +143,7 @@ def test_an_entry_no_change_reaches_is_kept_as_stored() -> None:
 
 
 def test_a_list_item_that_stops_being_a_map_takes_its_fields_from_their_owner() -> None:
-    shape = fm.SchemaShape(JOB_SCHEMA, root=True)
+    shape = listshapes.SchemaShape(JOB_SCHEMA, root=True)
     obj = {"metadata": {"name": "j"}, "spec": {"ports": [{"port": 1}]}}
     obj["metadata"]["managedFields"] = fm.track_update(None, obj, shape, fm.Write("one", "v1", T.format(0)))
     new = {"metadata": dict(obj["metadata"]), "spec": {"ports": ["no longer a map"]}}
