@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from trainyard.cluster.apiserver import errors
-from trainyard.cluster.apiserver.objects import Objects, Page
+from trainyard.cluster.apiserver.objects import Objects
+from trainyard.cluster.apiserver.reads import Page
 from trainyard.cluster.apiserver.registry import Registry, ResourceType
 from trainyard.cluster.apiserver.requests import paging
 from trainyard.cluster.apiserver.requests.fields import check_fields
