@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import builtins
 from dataclasses import dataclass
+from typing import Generic, TypeVar
 
 from trainyard.cluster.apiserver import errors
 from trainyard.cluster.apiserver.registry import ResourceType
@@ -20,22 +21,17 @@ from trainyard.cluster.apiserver.requests.selectors import FieldSelector, LabelS
 from trainyard.cluster.storage import codec
 from trainyard.cluster.storage.store import Expired, Obj, Store
 
-
-@dataclass(frozen=True)
-class Page:
-    """One chunk of a list: its items, the revision it was read at and how to get the rest."""
-
-    items: list[Obj]
-    revision: int
-    continue_token: str = ""
-    remaining: int | None = None
+Item = TypeVar("Item")
 
 
 @dataclass(frozen=True)
-class EncodedPage:
-    """A ``Page`` whose items are already encoded as served (see ``Objects.list_page_encoded``)."""
+class Page(Generic[Item]):
+    """One chunk of a list: its items, the revision it was read at and how to get the rest.
 
-    items: list[bytes]
+    ``Page[Obj]`` holds decoded objects; ``Page[bytes]`` the items as served JSON.
+    """
+
+    items: list[Item]
     revision: int
     continue_token: str = ""
     remaining: int | None = None
@@ -69,7 +65,7 @@ class Reads:
         labels: LabelSelector | None,
         fields: FieldSelector | None,
         opts: paging.ListOptions,
-    ) -> Page:
+    ) -> Page[Obj]:
         """One chunk of a list, read at the revision the options (or the continue token) name."""
         page = self.list_page_encoded(rt, namespace, labels, fields, opts)
         return Page(codec.loads_many(page.items), page.revision, page.continue_token, page.remaining)
@@ -81,7 +77,7 @@ class Reads:
         labels: LabelSelector | None,
         fields: FieldSelector | None,
         opts: paging.ListOptions,
-    ) -> EncodedPage:
+    ) -> Page[bytes]:
         """``list_page`` with the items as served JSON: stored bytes spliced, never re-encoded."""
         store_ns = namespace if rt.namespaced else None
         across = rt.namespaced and namespace is None
@@ -120,9 +116,9 @@ class Reads:
                 rest = rows.count_after(ns, name)
                 if rest:
                     token_out = paging.encode(at, paging.start_key(ns, name, across_namespaces=across))
-                    return EncodedPage(items, at, token_out, None if accepts is not None else rest)
+                    return Page(items, at, token_out, None if accepts is not None else rest)
                 break
-        return EncodedPage(items, at)
+        return Page(items, at)
 
     def present(self, rt: ResourceType, obj: Obj) -> Obj:
         """Objects are stored version-free; stamp the served apiVersion and kind on the way out."""
