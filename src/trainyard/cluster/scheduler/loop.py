@@ -106,6 +106,9 @@ class Scheduler:
         self.nodes: dict[str, NodeInfo] = {}
         self.classes: dict[str, int] = {}
         self.groups: dict[GroupKey, Obj] = {}
+        # Volcano groups still to be enqueued or placed: every pass judges them, pods pending or
+        # not, so they are kept apart rather than found among all groups (one a job) each pass.
+        self.volcano_open: set[GroupKey] = set()
         self.members: dict[GroupKey, set[str]] = {}
         self.queue = PodQueue()
         self._timer: asyncio.TimerHandle | None = None
@@ -274,7 +277,7 @@ class Scheduler:
         m = obj.get("metadata") or {}
         key: GroupKey = (flavour, m.get("namespace", ""), m.get("name", ""))
         if kind == "DELETED":
-            self.groups.pop(key, None)
+            self._keep_group(key, None)
             self.verdicts.pop(key, None)
             self.enqueued.discard(key)
             timer = self._timers.pop(key, None)
@@ -284,7 +287,7 @@ class Scheduler:
             old = self.groups.get(key)
             if old is not None and not newer(obj, old):
                 return  # the echo of a status write whose answer is already here, or an older one
-            self.groups[key] = obj
+            self._keep_group(key, obj)
             if old is not None and old.get("spec") == obj.get("spec"):
                 # A status change: this scheduler writes the status itself. Only a group that fell
                 # back to Pending needs a new session to be enqueued again: while its operator holds
@@ -294,6 +297,17 @@ class Scheduler:
                 return
             self._touch(key)
         self._requeue_all()
+
+    def _keep_group(self, key: GroupKey, obj: Obj | None) -> None:
+        """The one writer of ``groups`` (``None``: gone), keeping ``volcano_open`` in step."""
+        if obj is None:
+            self.groups.pop(key, None)
+        else:
+            self.groups[key] = obj
+        if obj is not None and key[0] == VOLCANO_GROUP and _phase(obj) in ("", "Pending", "Inqueue"):
+            self.volcano_open.add(key)
+        else:
+            self.volcano_open.discard(key)
 
     def _requeue_all(self) -> None:
         self.queue.move_all(asyncio.get_running_loop().time())
@@ -367,11 +381,7 @@ class Scheduler:
             chosen |= {uid for uid in self.members.get(key, ()) if self._served(self.pods[uid])}
         pending = [self.pods[uid] for uid in chosen]
         keys = {p.group for p in pending if p.group is not None}
-        keys |= {
-            k
-            for k, obj in self.groups.items()
-            if k[0] == VOLCANO_GROUP and ((obj.get("status") or {}).get("phase") or "") in ("", "Pending", "Inqueue")
-        }
+        keys |= self.volcano_open
         groups = {k: self._group(k) for k in keys}
         decision = placement.schedule(list(self.nodes.values()), self.usage, pending, groups, self.classes)
         for pod, node in decision.bindings:
@@ -645,7 +655,7 @@ class Scheduler:
             # The next pass compares with what was written: the watch may not have brought it back yet.
             written, current = to_dict(answer), self.groups.get(key)
             if current is not None and newer(written, current, strictly=True):
-                self.groups[key] = written
+                self._keep_group(key, written)
             self._group_events(key, obj, old, status)
         finally:
             self._group_writing.discard(key)
