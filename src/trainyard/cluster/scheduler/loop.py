@@ -9,11 +9,8 @@ scheduler stay Pending, untouched, as on a cluster without that scheduler.
 
 Work is level-triggered and batched: changes make pods active in the queue (``queueing``); one pass
 decides for every active pod at once (with every pending member of their gangs), binds through
-``pods/binding`` (``Scheduled`` event), and reports the pods it could not place with
-``PodScheduled=False``/``Unschedulable`` and a ``FailedScheduling`` Warning (the condition written when
-the message changes, the event repeated, counted, at most every ``EVENT_REPEAT_SECONDS`` for the same
-message; verdicts are written oldest first, at most ``REPORT_RATE`` a second after a burst, so a flood of
-pending pods costs the plane little and a pod placed before its turn is never reported). A pod that did
+``pods/binding`` (``Scheduled`` event), and reports the pods it could not place (``reports``: their
+``PodScheduled=False`` condition and ``FailedScheduling`` Warnings, rate-limited). A pod that did
 not fit waits, backing off, until something that could make room happens (a pod finishes or goes, a node
 or PodGroup changes), as in kube-scheduler's queue. After each pass the PodGroups of touched gangs get
 their status written.
@@ -25,8 +22,6 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
-import time
-from collections import OrderedDict
 from collections.abc import Callable, Coroutine
 from datetime import UTC, datetime
 from typing import Any
@@ -39,49 +34,26 @@ from lightkube.resources.scheduling_v1 import PriorityClass
 from lightkube.types import PatchType
 
 from trainyard.api.meta import format_time
-from trainyard.client import build, event_body, is_status, plain_resource, to_dict
+from trainyard.client import build, event_body, is_status, to_dict
 from trainyard.cluster.scheduler import placement, podgroups
 from trainyard.cluster.scheduler.placement import COSCHEDULING, VOLCANO_GROUP, GroupKey, NodeInfo, PodInfo, Usage
 from trainyard.cluster.scheduler.queueing import PodQueue
+from trainyard.cluster.scheduler.reports import POD, RETRY_SECONDS, Reports, pod_ref
 from trainyard.informer import Informer, newer
 
 log = logging.getLogger(__name__)
 
 Obj = dict[str, Any]
 # Plain-dict resources: the scheduler reads a few fields of many objects.
-POD = plain_resource("", "v1", "Pod", "pods")
-EVENT = plain_resource("", "v1", "Event", "events")
 NODE = create_global_resource("", "v1", "Node", "nodes")
 X_K8S_GROUP = create_namespaced_resource(podgroups.X_K8S, "v1alpha1", "PodGroup", "podgroups")
 VOLCANO_POD_GROUP = create_namespaced_resource(podgroups.VOLCANO, "v1beta1", "PodGroup", "podgroups")
 GROUP_RESOURCES = {COSCHEDULING: X_K8S_GROUP, VOLCANO_GROUP: VOLCANO_POD_GROUP}
 GROUP_SOURCES = {COSCHEDULING: placement.SCHEDULER_PLUGINS, VOLCANO_GROUP: placement.VOLCANO}
 
-EVENT_REPEAT_SECONDS = 60.0  # the same FailedScheduling message, counted again no sooner than this
 WRITERS = 8  # bindings and PodGroup status writes in flight at once
-# Events (Scheduled, PodGroup warnings) go out behind the writes that matter, from a bounded queue.
-EVENT_WRITERS = 2
-EVENT_QUEUE = 1000  # client-go's event broadcaster queue length
-REPORT_RATE = 10.0  # unschedulable verdicts written per second, beyond a burst of
-REPORT_BURST = 20
 POP_BACKING = 16  # backing-off pods tried at once when no pod is active
-RETRY_SECONDS = 0.5  # before judging again a pod whose status write met a newer version
 NODE_WAIT_SECONDS = 5.0  # at start, how long to wait for the node agent to register its node
-
-
-def _pod_ref(pod: PodInfo) -> Obj:
-    return {"apiVersion": "v1", "kind": "Pod", "name": pod.name, "namespace": pod.namespace, "uid": pod.uid}
-
-
-@dataclasses.dataclass
-class Reported:
-    """What was last said about an unschedulable pod: the message, when, and the event counting it."""
-
-    message: str
-    at: float
-    written: str | None = None  # the message in the pod's PodScheduled condition
-    event: str | None = None
-    count: int = 0
 
 
 class Scheduler:
@@ -113,7 +85,6 @@ class Scheduler:
         self.queue = PodQueue()
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at = 0.0
-        self.reported: dict[str, Reported] = {}
         self.verdicts: dict[GroupKey, str | None] = {}
         self.enqueued: set[GroupKey] = set()
         self.dirty: set[GroupKey] = set()
@@ -121,13 +92,11 @@ class Scheduler:
         # and leave the older status (say Running) on a group whose pods have all finished.
         self._group_writing: set[GroupKey] = set()
         self._group_stale: set[GroupKey] = set()  # touched while its write was in flight
-        self._reports: OrderedDict[str, PodInfo] = OrderedDict()
-        self._report_ready = asyncio.Event()
         self._timers: dict[GroupKey, asyncio.TimerHandle] = {}
         self._wake = asyncio.Event()
         self._node_seen = asyncio.Event()
         self._writes = asyncio.Semaphore(WRITERS)
-        self._outbox: asyncio.Queue[Obj] = asyncio.Queue(maxsize=EVENT_QUEUE)
+        self.reports = Reports(client, now=self.now, versions=self.versions, unplaced=self._unplaced, retry=self._retry)
         self._background: set[asyncio.Task[None]] = set()
 
     def now(self) -> str:
@@ -151,9 +120,7 @@ class Scheduler:
             if not self.nodes:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._node_seen.wait(), NODE_WAIT_SECONDS)
-            helpers = [
-                asyncio.create_task(c) for c in (self._reporter(), *(self._send_events() for _ in range(EVENT_WRITERS)))
-            ]
+            helpers = [asyncio.create_task(c) for c in self.reports.workers()]
             try:
                 await self._loop()
             finally:
@@ -217,8 +184,7 @@ class Scheduler:
             self.versions.pop(uid, None)
             self.assumed.pop(uid, None)
             self.queue.remove(uid)
-            self.reported.pop(uid, None)
-            self._reports.pop(uid, None)
+            self.reports.forget(uid)
             self._leave_group(old, uid)
             if held:
                 self._requeue_all()
@@ -393,7 +359,7 @@ class Scheduler:
             self._spawn(self._bind(pod, node))
         for pod, message in decision.unschedulable:
             self.queue.failed(pod.uid, now)
-            self._report(pod, message)
+            self.reports.report(pod, message)
         for key in decision.enqueued:
             self.enqueued.add(key)
             self._touch(key)
@@ -432,10 +398,10 @@ class Scheduler:
                     self.queue.failed(pod.uid, asyncio.get_running_loop().time())
                     self._arm()
                 return
-            self.reported.pop(pod.uid, None)
-        self._emit(
+            self.reports.placed(pod.uid)
+        self.reports.emit(
             event_body(
-                _pod_ref(pod),
+                pod_ref(pod),
                 type_="Normal",
                 reason="Scheduled",
                 message=f"Successfully assigned {pod.namespace}/{pod.name} to {node}",
@@ -446,7 +412,7 @@ class Scheduler:
 
     def _unplaced(self, uid: str) -> bool:
         info = self.pods.get(uid)
-        return info is not None and uid in self.reported and self._served(info)
+        return info is not None and self.reports.said(uid) and self._served(info)
 
     def _retry(self, uid: str) -> None:
         if uid in self.queue:
@@ -462,134 +428,6 @@ class Scheduler:
         self._charge(current, +1)
         if current is not None and current.group is not None:
             self._touch(current.group)
-
-    def _report(self, pod: PodInfo, message: str) -> None:
-        now = time.monotonic()
-        before = self.reported.get(pod.uid)
-        if before is not None and before.message == message and now - before.at < EVENT_REPEAT_SECONDS:
-            return
-        if before is None or before.message != message:
-            before = self.reported[pod.uid] = Reported(message, now, written=before.written if before else None)
-        before.at = now
-        self._reports[pod.uid] = pod
-        self._report_ready.set()
-
-    async def _reporter(self) -> None:
-        """Write verdicts oldest first, at most ``REPORT_RATE`` a second beyond a burst of ``REPORT_BURST``.
-
-        Under a flood of unschedulable pods (kube-scheduler's client is rate-limited too) the
-        reports lag, and a pod placed before its turn is never reported at all.
-        """
-        tokens, last = float(REPORT_BURST), time.monotonic()
-        while True:
-            if not self._reports:
-                self._report_ready.clear()
-                await self._report_ready.wait()
-                continue
-            uid, pod = self._reports.popitem(last=False)
-            if not self._unplaced(uid):
-                continue
-            now = time.monotonic()
-            tokens = min(float(REPORT_BURST), tokens + (now - last) * REPORT_RATE)
-            last = now
-            if tokens < 1:
-                await asyncio.sleep((1 - tokens) / REPORT_RATE)
-                tokens, last = 1.0, time.monotonic()
-            tokens -= 1
-            record = self.reported.get(uid)
-            if not self._unplaced(uid) or record is None:
-                continue  # placed (or gone) while this report waited its turn
-            try:
-                await self._write_unschedulable(pod, record)
-            except Exception as exc:
-                log.warning("could not report %s/%s unschedulable: %s", pod.namespace, pod.name, exc)
-
-    async def _write_unschedulable(self, pod: PodInfo, record: Reported) -> None:
-        if record.written != record.message:
-            patch = {
-                "metadata": {"resourceVersion": self.versions.get(pod.uid, "")},
-                "status": {
-                    "conditions": [
-                        {
-                            "type": "PodScheduled",
-                            "status": "False",
-                            "reason": "Unschedulable",
-                            "message": record.message,
-                            "lastProbeTime": None,
-                            "lastTransitionTime": self.now(),
-                        }
-                    ]
-                },
-            }
-            try:
-                await self.client.patch(
-                    POD.Status, pod.name, patch, namespace=pod.namespace, patch_type=PatchType.STRATEGIC
-                )
-            except ApiError as exc:
-                if is_status(exc, 409) or is_status(exc, 404):
-                    # The pod changed since this verdict (or this cache lags): judge it again.
-                    self.reported.pop(pod.uid, None)
-                    asyncio.get_running_loop().call_later(RETRY_SECONDS, self._retry, pod.uid)
-                    return
-                raise
-            record.written = record.message
-        await self._count_event(pod, record)
-
-    async def _count_event(self, pod: PodInfo, record: Reported) -> None:
-        """A ``FailedScheduling`` event, or one more count on the one already recorded for this message."""
-        now = self.now()
-        if record.event is not None:
-            record.count += 1
-            try:
-                await self.client.patch(
-                    EVENT,
-                    record.event,
-                    {"count": record.count, "lastTimestamp": now},
-                    namespace=pod.namespace,
-                    patch_type=PatchType.MERGE,
-                )
-                return
-            except ApiError as exc:
-                if not is_status(exc, 404):
-                    raise
-        record.event = f"{pod.name}.{time.time_ns():x}"
-        record.count = 1
-        body = event_body(
-            _pod_ref(pod),
-            type_="Warning",
-            reason="FailedScheduling",
-            message=record.message,
-            component=pod.scheduler,
-            now=now,
-        )
-        body["metadata"]["name"] = record.event
-        if not await self._post(body):
-            record.event = None
-
-    def _emit(self, body: Obj) -> None:
-        """Queue an event; like client-go's broadcaster, a full queue drops it rather than wait."""
-        try:
-            self._outbox.put_nowait(body)
-        except asyncio.QueueFull:
-            ref = body["involvedObject"]
-            log.warning("event queue full; dropped %s on %s/%s", body["reason"], ref["namespace"], ref["name"])
-
-    async def _send_events(self) -> None:
-        while True:
-            body = await self._outbox.get()
-            try:
-                await self._post(body)
-            except Exception as exc:  # events are best effort; the sender must outlive a bad one
-                log.warning("could not record %s: %s", body.get("reason"), exc)
-
-    async def _post(self, body: Obj) -> bool:
-        try:
-            await self.client.create(EVENT.from_dict(body))
-        except ApiError as exc:
-            ref = body["involvedObject"]
-            log.warning("could not record %s on %s/%s: %s", body["reason"], ref["namespace"], ref["name"], exc)
-            return False
-        return True
 
     # -- PodGroups -----------------------------------------------------------------------------------
 
@@ -693,7 +531,9 @@ class Scheduler:
         message = str(after.get("message"))
         source = GROUP_SOURCES[flavour]
         now = self.now()
-        self._emit(event_body(involved, type_="Warning", reason=reason, message=message, component=source, now=now))
+        self.reports.emit(
+            event_body(involved, type_="Warning", reason=reason, message=message, component=source, now=now)
+        )
 
     async def shutdown(self) -> None:
         if self._timer is not None:
