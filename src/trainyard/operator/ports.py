@@ -76,15 +76,18 @@ class PortAllocator:
         """``count`` free ports, held for ``owner``; else ``PortsExhausted``, and ``wake`` is called
         once ports come back (in the order owners found none)."""
         out: list[int] = []
-        for _ in range(20 * count + 100):
+        size = self.high - self.low + 1
+        unheld = size - len(self._holders)
+        # A range held but for a few ports: draws would mostly miss, the walk below finds them.
+        # Held whole (thousands of jobs waiting, each rechecked): nothing to draw or walk.
+        for _ in range(20 * count + 100 if unheld * 8 >= size else 0):
             if len(out) == count:
                 break
             port = self._rng.randint(self.low, self.high)
             if port in self._holders or port in out or not self._free(port):
                 continue
             out.append(port)
-        if len(out) < count:
-            # Random draws miss the few free ports of a range nearly held; a walk finds them.
+        if count <= unheld and len(out) < count:
             for port in self._unheld(out):
                 if len(out) == count:
                     break
