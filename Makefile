@@ -94,9 +94,10 @@ unit: install
 e2e: framework-envs
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest -m e2e -q $(XDIST)
 
-# The checks need only trainyard's own venv: they run while the framework environments download.
-test: install
-	@$(MAKE) --no-print-directory -j3 framework-envs lint typecheck
+test: framework-envs
+	$(BIN)/ruff check src tests examples bench
+	$(BIN)/lint-imports
+	$(BIN)/mypy
 	PATH="$$PATH:$(CURDIR)/$(BIN)" $(BIN)/python -m pytest -q --durations=20 $(XDIST)
 
 bench: install
