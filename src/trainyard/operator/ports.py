@@ -46,6 +46,8 @@ class PortAllocator:
         # How many owners hold each port (two may, after a restart: each job recorded its own),
         # so that a draw checks one port rather than gathering every job's.
         self._holders: dict[int, int] = {}
+        # Held ports inside the range (jobs may hold others, recorded under an earlier range).
+        self._held_in_range = 0
         # Owners that found no free ports, first come first woken as ports come back; ``_spare``
         # counts those given back and not yet promised to a woken waiter.
         self._waiting: dict[str, _Waiter] = {}
@@ -58,6 +60,8 @@ class PortAllocator:
             if port not in held:
                 held.add(port)
                 self._holders[port] = self._holders.get(port, 0) + 1
+                if self._holders[port] == 1 and self.low <= port <= self.high:
+                    self._held_in_range += 1
 
     def release(self, owner: str) -> None:
         self._waiting.pop(owner, None)
@@ -67,6 +71,8 @@ class PortAllocator:
                 self._holders[port] = left
             else:
                 self._spare += 1
+                if self.low <= port <= self.high:
+                    self._held_in_range -= 1
         while self._waiting and (first := next(iter(self._waiting.values()))).count <= self._spare:
             self._spare -= first.count
             del self._waiting[next(iter(self._waiting))]
@@ -77,7 +83,7 @@ class PortAllocator:
         once ports come back (in the order owners found none)."""
         out: list[int] = []
         size = self.high - self.low + 1
-        unheld = size - len(self._holders)
+        unheld = size - self._held_in_range
         # A range held but for a few ports: draws would mostly miss, the walk below finds them.
         # Held whole (thousands of jobs waiting, each rechecked): nothing to draw or walk.
         for _ in range(20 * count + 100 if unheld * 8 >= size else 0):

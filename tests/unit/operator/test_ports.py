@@ -80,3 +80,15 @@ def test_owners_that_found_no_ports_are_woken_in_order_as_ports_come_back() -> N
     ports.release("ns/e")  # a waiter that goes away is forgotten
     ports.release("ns/c")
     assert woken == ["ns/c", "ns/d", "ns/e"]
+
+
+def test_ports_held_outside_the_range_leave_its_own_free() -> None:
+    # After a restart with another --host-ports, jobs still record ports of the earlier range.
+    low, high = _free_range(2)
+    ports = PortAllocator(low=low, high=high, rng=random.Random(3))
+    ports.hold("ns/old", [low - 10, low - 9, low - 8])
+    assert sorted(ports.allocate("ns/new", 2)) == [low, high]
+    with pytest.raises(PortsExhausted):
+        ports.allocate("ns/next", 1)
+    ports.release("ns/new")
+    assert ports.allocate("ns/next", 1) in ([low], [high])
