@@ -46,8 +46,23 @@ def run(job, kind: str) -> dict[str, str]:
     check(f"{kind} wait_for_job_conditions -> Succeeded", client.is_job_succeeded(name, job_kind=kind))
     check(f"{kind} wait returns the job", done.metadata.name == name, done)
     check(f"{kind} list_jobs", name in [j.metadata.name for j in client.list_jobs(job_kind=kind)])
+    # A job can succeed before every replica has (XGBoostJob and TFJob on their master or chief, as
+    # upstream's), and get_job_logs skips a pod still Pending: on a busy machine a worker's process
+    # may start, or its phase reach the API, after the master's has ended. Wait for every replica.
+    replicas = sum(spec.replicas for spec in replica_specs(job).values())
+    check(
+        f"{kind} every replica Succeeded",
+        eventually(lambda: [p.status.phase for p in client.get_job_pods(name)] == ["Succeeded"] * replicas),
+        [(p.metadata.name, p.status.phase) for p in client.get_job_pods(name)],
+    )
     logs, _ = client.get_job_logs(name, job_kind=kind, is_master=False)
     return logs
+
+
+def replica_specs(job) -> dict[str, models.KubeflowOrgV1ReplicaSpec]:
+    """The ``*_replica_specs`` of any kind's typed spec (``tf_replica_specs``, ``xgb_replica_specs``, ...)."""
+    spec = job.spec
+    return next(getattr(spec, a) for a in spec.attribute_map if a.endswith("replica_specs") and getattr(spec, a))
 
 
 # --- TFJob: TF_CONFIG names the task of each replica ------------------------------------------
