@@ -176,13 +176,11 @@ def layout_of(args: argparse.Namespace) -> Layout:
 
 
 def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+    """Whether the plane's process runs. Not a zombie: a plane started by ``yard up`` is init's child,
+    and an init that reaps late (seen in containers: 1.5 s) kept ``yard down`` waiting on it."""
+    from trainyard.cluster.node.runtime.shim import alive
+
+    return alive(pid, None)
 
 
 def running(layout: Layout) -> dict[str, Any] | None:
