@@ -27,7 +27,8 @@ retried after ``RETRY_SECONDS``; an index that fails to follow a change is rebui
 
 Bulk work never holds the event loop, which also serves every request: one item writes at most
 ``SLICE`` objects (a namespace of 3,000 jobs, an owner of thousands of dependents) and queues
-itself again for the rest, and the task gives the loop back after ``TURN_SECONDS`` of items, as
+itself again for the rest, and the task gives the loop back after ``TURN_SECONDS`` of items and
+waits, before its next turn, while a request from the network is served (``Precedence``), as
 kube-controller-manager's namespace controller works in the background of the API server. Every
 step is linear in what it touches: the index answers "what does this namespace hold" and "who
 depends on this owner" without a scan of the store per object.
@@ -39,7 +40,7 @@ import asyncio
 import copy
 import heapq
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 from trainyard.cluster.apiserver import errors
@@ -226,7 +227,9 @@ class GarbageCollector:
 
     # -- the work --------------------------------------------------------------------------------
 
-    async def run(self) -> None:
+    async def run(self, yield_to: Callable[[], Awaitable[object]] | None = None) -> None:
+        """Work the queue until cancelled; before each turn, ``yield_to`` (``Precedence.turn``) lets
+        the API server's requests from the network go first, as the plane's own clients do."""
         loop = asyncio.get_running_loop()
         self._wake.set()
         while True:
@@ -240,6 +243,8 @@ class GarbageCollector:
                 for uid in sorted(self._retry):
                     self._enqueue(uid)
                 self._retry.clear()
+            if yield_to is not None and self._queue:
+                await yield_to()
             self.drain(retry_at=loop.time() + RETRY_SECONDS, until=_turn_over(loop))
             if self._queue:
                 self._wake.set()  # the rest after the API server had its turn

@@ -178,7 +178,7 @@ class ApiPlane:
             self.port = server.sockets[0].getsockname()[1]
         token = self.credentials.token if self.credentials is not None else None
         self._loopback = Loopback(self.server.handle, self.host, lambda: self.port, token, self.server.precedence)
-        self._gc_task = asyncio.create_task(self.gc.run())
+        self._gc_task = asyncio.create_task(self.gc.run(self.server.precedence.turn))
         log.info("API server listening on %s", self.url)
 
     def _extra_paths_middleware(self) -> Any:

@@ -19,6 +19,7 @@ import pytest
 from trainyard.cluster import gc as gc_module
 from trainyard.cluster.apiserver import errors
 from trainyard.cluster.apiserver.objects import Objects
+from trainyard.cluster.apiserver.precedence import Precedence
 from trainyard.cluster.apiserver.registry import Registry, ResourceType
 from trainyard.cluster.gc import GarbageCollector
 from trainyard.cluster.storage.store import Obj, Store
@@ -310,3 +311,27 @@ def test_the_collector_gives_the_event_loop_a_turn_between_slices(
         return ticks
 
     assert asyncio.run(teardown()) >= 6
+
+
+def test_the_collector_waits_while_a_request_from_the_network_is_served(world: World) -> None:
+    ns_rt = world.rt("namespaces")
+    world.objects.create(ns_rt, "", {"metadata": {"name": "big"}})
+    for i in range(gc_module.SLICE * 3):
+        world.cm(f"cm-{i:03d}", ns="big")
+    world.settle()
+
+    async def teardown() -> None:
+        # patience far beyond the test: only the request's end lets the collector go on
+        precedence = Precedence(gap=0.0, patience=3600.0)
+        with precedence.network():  # a request from the network, being answered
+            task = asyncio.create_task(world.gc.run(precedence.turn))
+            world.objects.delete(ns_rt, "", "big")
+            for _ in range(50):
+                await asyncio.sleep(0)
+            assert len(world.names("big")) == gc_module.SLICE * 3  # nothing deleted meanwhile
+        try:
+            await until(lambda: world.store.get("core/namespaces", "", "big") is None)
+        finally:
+            task.cancel()
+
+    asyncio.run(teardown())
