@@ -26,7 +26,8 @@ drained by the task, between requests). Work is level-triggered: an item that fa
 retried after ``RETRY_SECONDS``; an index that fails to follow a change is rebuilt from the store.
 
 Bulk work never holds the event loop, which also serves every request: one item writes at most
-``SLICE`` objects (a namespace of 3,000 jobs, an owner of thousands of dependents) and queues
+``SLICE`` objects (a namespace of 3,000 jobs, an owner of thousands of dependents), fewer when
+its turn ends first (a write costs what every watcher in the process does with it), and queues
 itself again for the rest, and the task gives the loop back after ``TURN_SECONDS`` of items and
 waits, before its next turn, while a request from the network is served (``Precedence``), as
 kube-controller-manager's namespace controller works in the background of the API server. Every
@@ -40,7 +41,7 @@ import asyncio
 import copy
 import heapq
 import logging
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any
 
 from trainyard.cluster.apiserver import errors
@@ -74,6 +75,7 @@ class GarbageCollector:
         self._retry: set[str] = set()
         self._retry_at = 0.0
         self._types_cache: dict[str, ResourceType] | None = None
+        self._over: Callable[[], bool] = _never  # whether the turn of the drain in progress is over
         self._build()
         self.store.subscribe(self._on_change)
 
@@ -258,6 +260,7 @@ class GarbageCollector:
         """
         if self._stale:
             self._build()
+        self._over = until or _never
         done = 0
         while self._queue and (limit is None or done < limit) and (until is None or done == 0 or not until()):
             uid = next(iter(self._queue))
@@ -316,6 +319,17 @@ class GarbageCollector:
         """Whether a live dependent of a served type still blocks its owner's foreground deletion."""
         return any((w := self._live.get(dep)) is not None and w[0] in types for dep in self._dependents.get(uid, ()))
 
+    def _write_each(self, items: Sequence[tuple[Any, ...]], write: Callable[..., None]) -> bool:
+        """``write(*item)`` for each item while the turn lasts (the first always); whether all were.
+
+        One write can cost milliseconds (every watcher in the process hears of it), so a slice is
+        cut short when the turn is over, and its item queued again for the rest."""
+        for i, item in enumerate(items):
+            if i and self._over():
+                return False
+            write(*item)
+        return True
+
     def _delete(self, rt: ResourceType, obj: Obj) -> None:
         m = obj["metadata"]
         if m.get("deletionTimestamp"):
@@ -334,9 +348,10 @@ class GarbageCollector:
         finalizers = list(m.get("finalizers") or [])
         if "orphan" in finalizers:
             stripped = self._dependents_of(m["uid"], types)
-            for dep_rt, namespace, name, _ in stripped:
-                self._strip_owner(dep_rt, namespace, name, m["uid"])
-            if len(stripped) == SLICE:
+            whole = self._write_each(
+                stripped, lambda dep_rt, ns, name, _: self._strip_owner(dep_rt, ns, name, m["uid"])
+            )
+            if len(stripped) == SLICE or not whole:
                 self._enqueue(m["uid"])  # the next slice after the loop had its turn
                 return
             finalizers.remove("orphan")
@@ -344,9 +359,8 @@ class GarbageCollector:
             # Every dependent blocks its owner until it is gone; one already being deleted is
             # waited for, not deleted again.
             doomed = self._dependents_of(m["uid"], types, skip=self._deleting)
-            for dep_rt, namespace, name, _ in doomed:
-                self._delete_at(dep_rt, namespace, name)
-            if len(doomed) == SLICE:
+            whole = self._write_each(doomed, lambda dep_rt, ns, name, _: self._delete_at(dep_rt, ns, name))
+            if len(doomed) == SLICE or not whole:
                 self._enqueue(m["uid"])  # the next slice after the loop had its turn
             if doomed or self._blocked(m["uid"], types):
                 return
@@ -387,13 +401,17 @@ class GarbageCollector:
                 doomed.append((rt, obj_name))
                 if len(doomed) == SLICE:
                     break
-        for rt, obj_name in doomed:  # after the walk: each deletion changes the index
-            self._delete_at(rt, name, obj_name)
-        if len(doomed) == SLICE:
+        # after the walk: each deletion changes the index
+        whole = self._write_each(doomed, lambda rt, obj_name: self._delete_at(rt, name, obj_name))
+        if len(doomed) == SLICE or not whole:
             self._enqueue(ns["metadata"]["uid"])  # the next slice after the loop had its turn
         elif not self._holds(name):
             finalizers = [f for f in ns["metadata"].get("finalizers") or [] if f != "kubernetes"]
             self._set_finalizers(types[NAMESPACES], ns, finalizers)
+
+
+def _never() -> bool:
+    return False
 
 
 def _turn_over(loop: asyncio.AbstractEventLoop) -> Callable[[], bool]:

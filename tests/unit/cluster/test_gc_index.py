@@ -335,3 +335,23 @@ def test_the_collector_waits_while_a_request_from_the_network_is_served(world: W
             task.cancel()
 
     asyncio.run(teardown())
+
+
+def test_a_slice_ends_with_the_turn(world: World) -> None:
+    ns_rt = world.rt("namespaces")
+    world.objects.create(ns_rt, "", {"metadata": {"name": "big"}})
+    count = gc_module.SLICE * 2
+    for i in range(count):
+        world.cm(f"cm-{i:03d}", ns="big")
+    world.settle()
+    world.objects.delete(ns_rt, "", "big")
+    turns, writes = 0, []
+    while world.gc.pending:
+        before = world.store.revision
+        world.gc.drain(until=lambda: True)  # every turn over at once: one write a turn, and no more
+        turns += 1
+        writes.append(world.store.revision - before)
+    assert world.names("big") == set() and world.store.get("core/namespaces", "", "big") is None
+    # One deletion a turn; the turn of the last one also lets the namespace go (its finalizer).
+    last = max(i for i, w in enumerate(writes) if w)
+    assert set(writes[:last]) == {1} and writes[last] <= 2 and turns >= count
