@@ -81,6 +81,15 @@ class World:
         obj["metadata"].pop("finalizers")
         self.objects.update(self.rt("configmaps"), ns, name, obj)
 
+    def big_namespace(self, count: int) -> ResourceType:
+        """Namespace ``big`` holding ``count`` config maps, settled; returns the namespaces' type."""
+        ns_rt = self.rt("namespaces")
+        self.objects.create(ns_rt, "", {"metadata": {"name": "big"}})
+        for i in range(count):
+            self.cm(f"cm-{i:03d}", ns="big")
+        self.settle()
+        return ns_rt
+
     def settle(self) -> int:
         """Drain the collector's queue; how many items it processed."""
         done = self.gc.drain()
@@ -250,12 +259,8 @@ async def until(probe: Callable[[], bool], timeout: float = 10.0) -> None:
 
 
 def test_a_namespace_of_many_objects_is_torn_down_in_slices(world: World) -> None:
-    ns_rt = world.rt("namespaces")
-    world.objects.create(ns_rt, "", {"metadata": {"name": "big"}})
     count = gc_module.SLICE * 5 + 3
-    for i in range(count):
-        world.cm(f"cm-{i:03d}", ns="big")
-    world.settle()
+    ns_rt = world.big_namespace(count)
     world.store.reads.clear()
     world.objects.delete(ns_rt, "", "big")
     items = 0
@@ -292,11 +297,7 @@ def test_the_collector_gives_the_event_loop_a_turn_between_slices(
     world: World, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(gc_module, "TURN_SECONDS", 0.0)  # a turn of one item: what is left is the yielding
-    ns_rt = world.rt("namespaces")
-    world.objects.create(ns_rt, "", {"metadata": {"name": "big"}})
-    for i in range(gc_module.SLICE * 6):
-        world.cm(f"cm-{i:03d}", ns="big")
-    world.settle()
+    ns_rt = world.big_namespace(gc_module.SLICE * 6)
 
     async def teardown() -> int:
         ticks = 0
@@ -314,11 +315,7 @@ def test_the_collector_gives_the_event_loop_a_turn_between_slices(
 
 
 def test_the_collector_waits_while_a_request_from_the_network_is_served(world: World) -> None:
-    ns_rt = world.rt("namespaces")
-    world.objects.create(ns_rt, "", {"metadata": {"name": "big"}})
-    for i in range(gc_module.SLICE * 3):
-        world.cm(f"cm-{i:03d}", ns="big")
-    world.settle()
+    ns_rt = world.big_namespace(gc_module.SLICE * 3)
 
     async def teardown() -> None:
         # patience far beyond the test: only the request's end lets the collector go on
@@ -338,12 +335,8 @@ def test_the_collector_waits_while_a_request_from_the_network_is_served(world: W
 
 
 def test_a_slice_ends_with_the_turn(world: World) -> None:
-    ns_rt = world.rt("namespaces")
-    world.objects.create(ns_rt, "", {"metadata": {"name": "big"}})
     count = gc_module.SLICE * 2
-    for i in range(count):
-        world.cm(f"cm-{i:03d}", ns="big")
-    world.settle()
+    ns_rt = world.big_namespace(count)
     world.objects.delete(ns_rt, "", "big")
     turns, writes = 0, []
     while world.gc.pending:
