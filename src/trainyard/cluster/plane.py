@@ -28,6 +28,7 @@ from trainyard.cluster.apiserver import auth, errors
 from trainyard.cluster.apiserver.builtin import priority
 from trainyard.cluster.apiserver.loopback import Loopback
 from trainyard.cluster.apiserver.objects import SYSTEM_NAMESPACES, Objects
+from trainyard.cluster.apiserver.precedence import Listener
 from trainyard.cluster.apiserver.registry import Registry
 from trainyard.cluster.apiserver.server import ApiServer
 from trainyard.cluster.gc import GarbageCollector
@@ -164,18 +165,15 @@ class ApiPlane:
         # (as kube-apiserver ends watches when it stops), not aiohttp's 60 s, past `yard down`'s patience.
         self._runner = web.AppRunner(app, handler_cancellation=True, access_log=None, shutdown_timeout=SHUTDOWN_GRACE)
         await self._runner.setup()
-        site = web.TCPSite(
+        site = Listener(
             self._runner,
             self.host,
             self.port,
-            reuse_address=True,
-            ssl_context=self.credentials.server_context() if self.credentials else None,
+            self.credentials.server_context() if self.credentials else None,
+            self.server.precedence,
         )
         await site.start()
-        if self.port == 0:
-            server = site._server
-            assert server is not None and hasattr(server, "sockets")
-            self.port = server.sockets[0].getsockname()[1]
+        self.port = site.port
         token = self.credentials.token if self.credentials is not None else None
         self._loopback = Loopback(self.server.handle, self.host, lambda: self.port, token, self.server.precedence)
         self._gc_task = asyncio.create_task(self.gc.run(self.server.precedence.turn))

@@ -3,12 +3,18 @@
 from __future__ import annotations
 
 import asyncio
+import ssl
+from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
-from trainyard.cluster.apiserver.precedence import Precedence, lasts, middleware
+from trainyard.cluster.apiserver import auth
+from trainyard.cluster.apiserver import precedence as precedence_module
+from trainyard.cluster.apiserver.precedence import Listener, Precedence, lasts, middleware
+from trainyard.cluster.paths import Layout
 
 
 async def _settle(rounds: int = 5) -> None:
@@ -97,3 +103,67 @@ def test_the_middleware_counts_network_requests_but_not_watches() -> None:
     asyncio.run(go())
     assert seen == [1, 0, 1]
     assert precedence.serving == 0
+
+
+async def _tls_site(tmp: Path, precedence: Precedence) -> tuple[web.AppRunner, Listener, ssl.SSLContext]:
+    credentials = auth.ensure(Layout(tmp / "home"), "127.0.0.1")
+    client = ssl.create_default_context(cadata=credentials.ca_pem.decode())
+    app = web.Application()
+
+    async def hello(request: web.Request) -> web.Response:
+        return web.Response(text="ok")
+
+    app.router.add_get("/", hello)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = Listener(runner, "127.0.0.1", 0, credentials.server_context(), precedence)
+    await site.start()
+    return runner, site, client
+
+
+async def _until(check: Callable[[], bool]) -> None:
+    """Poll ``check`` (a counter of ``Precedence``, which has no event to wait on) for up to 10 s."""
+    async with asyncio.timeout(10):
+        while not check():  # noqa: ASYNC110
+            await asyncio.sleep(0.01)
+
+
+def test_a_tls_handshake_counts_as_network_work_until_it_is_done(tmp_path: Path) -> None:
+    async def go() -> None:
+        precedence = Precedence(gap=0, patience=60)
+        runner, site, client = await _tls_site(tmp_path, precedence)
+        try:
+            # A connection whose client has not finished its handshake: the plane's clients wait.
+            reader, writer = await asyncio.open_connection("127.0.0.1", site.port)
+            await _until(lambda: precedence.serving == 1)
+            turn = asyncio.create_task(precedence.turn())
+            await _settle()
+            assert not turn.done()
+            await writer.start_tls(client, server_hostname="127.0.0.1")
+            await _until(lambda: precedence.serving == 0)
+            await asyncio.wait_for(turn, 5)
+            writer.write(b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            answer = await reader.read()
+            assert answer.startswith(b"HTTP/1.1 200") and answer.endswith(b"ok")
+            writer.close()
+        finally:
+            await runner.cleanup()
+
+    asyncio.run(go())
+
+
+def test_a_handshake_that_never_ends_stops_counting(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(precedence_module, "HANDSHAKE_SECONDS", 0.05)
+
+    async def go() -> None:
+        precedence = Precedence(gap=0, patience=60)
+        runner, site, _ = await _tls_site(tmp_path, precedence)
+        try:
+            _, writer = await asyncio.open_connection("127.0.0.1", site.port)
+            await _until(lambda: precedence.serving == 1)
+            writer.close()  # gone before its handshake: asyncio tells the HTTP protocol nothing
+            await _until(lambda: precedence.serving == 0)
+        finally:
+            await runner.cleanup()
+
+    asyncio.run(go())
