@@ -123,14 +123,13 @@ class _Handshake(asyncio.Protocol):
         self._inner = inner
         self._precedence = precedence
         precedence.begin()
-        self._shaking = True
+        # Set while the handshake counts: cancelled and cleared when it ends or its time is up.
         self._cap: asyncio.TimerHandle | None = asyncio.get_running_loop().call_later(HANDSHAKE_SECONDS, self._shaken)
 
     def _shaken(self) -> None:
-        if self._shaking:
-            self._shaking = False
-            if self._cap is not None:
-                self._cap.cancel()
+        if self._cap is not None:
+            self._cap.cancel()
+            self._cap = None
             self._precedence.end()
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -182,10 +181,14 @@ class Listener(web.BaseSite):
         assert http is not None
         precedence = self._precedence
 
-        def protocol() -> asyncio.Protocol:
-            inner = http()
-            return _Handshake(inner, precedence) if self._ssl_context is not None else inner
+        def shaking() -> asyncio.Protocol:
+            return _Handshake(http(), precedence)
 
         self._server = await asyncio.get_running_loop().create_server(
-            protocol, self._host, self._port, ssl=self._ssl_context, backlog=self._backlog, reuse_address=True
+            shaking if self._ssl_context is not None else http,
+            self._host,
+            self._port,
+            ssl=self._ssl_context,
+            backlog=self._backlog,
+            reuse_address=True,
         )

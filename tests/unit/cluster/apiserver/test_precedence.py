@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import ssl
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import pytest
@@ -105,7 +106,9 @@ def test_the_middleware_counts_network_requests_but_not_watches() -> None:
     assert precedence.serving == 0
 
 
-async def _tls_site(tmp: Path, precedence: Precedence) -> tuple[web.AppRunner, Listener, ssl.SSLContext]:
+@contextlib.asynccontextmanager
+async def _tls_site(tmp: Path, precedence: Precedence) -> AsyncIterator[tuple[Listener, ssl.SSLContext]]:
+    """A listening ``Listener`` that answers ``GET /``, and a client context that trusts it."""
     credentials = auth.ensure(Layout(tmp / "home"), "127.0.0.1")
     client = ssl.create_default_context(cadata=credentials.ca_pem.decode())
     app = web.Application()
@@ -116,9 +119,12 @@ async def _tls_site(tmp: Path, precedence: Precedence) -> tuple[web.AppRunner, L
     app.router.add_get("/", hello)
     runner = web.AppRunner(app)
     await runner.setup()
-    site = Listener(runner, "127.0.0.1", 0, credentials.server_context(), precedence)
-    await site.start()
-    return runner, site, client
+    try:
+        site = Listener(runner, "127.0.0.1", 0, credentials.server_context(), precedence)
+        await site.start()
+        yield site, client
+    finally:
+        await runner.cleanup()
 
 
 async def _until(check: Callable[[], bool]) -> None:
@@ -131,8 +137,7 @@ async def _until(check: Callable[[], bool]) -> None:
 def test_a_tls_handshake_counts_as_network_work_until_it_is_done(tmp_path: Path) -> None:
     async def go() -> None:
         precedence = Precedence(gap=0, patience=60)
-        runner, site, client = await _tls_site(tmp_path, precedence)
-        try:
+        async with _tls_site(tmp_path, precedence) as (site, client):
             # A connection whose client has not finished its handshake: the plane's clients wait.
             reader, writer = await asyncio.open_connection("127.0.0.1", site.port)
             await _until(lambda: precedence.serving == 1)
@@ -146,8 +151,6 @@ def test_a_tls_handshake_counts_as_network_work_until_it_is_done(tmp_path: Path)
             answer = await reader.read()
             assert answer.startswith(b"HTTP/1.1 200") and answer.endswith(b"ok")
             writer.close()
-        finally:
-            await runner.cleanup()
 
     asyncio.run(go())
 
@@ -157,13 +160,10 @@ def test_a_handshake_that_never_ends_stops_counting(tmp_path: Path, monkeypatch:
 
     async def go() -> None:
         precedence = Precedence(gap=0, patience=60)
-        runner, site, _ = await _tls_site(tmp_path, precedence)
-        try:
+        async with _tls_site(tmp_path, precedence) as (site, _):
             _, writer = await asyncio.open_connection("127.0.0.1", site.port)
             await _until(lambda: precedence.serving == 1)
             writer.close()  # gone before its handshake: asyncio tells the HTTP protocol nothing
             await _until(lambda: precedence.serving == 0)
-        finally:
-            await runner.cleanup()
 
     asyncio.run(go())
