@@ -425,18 +425,31 @@ def wrap_transports(client: AsyncClient, wrap: Wrap, *, watches: bool) -> AsyncC
 
 
 async def delete(
-    client: AsyncClient, res: Any, name: str, *, namespace: str, uid: str | None = None, grace_period: int | None = None
+    client: AsyncClient,
+    res: Any,
+    name: str,
+    *,
+    namespace: str,
+    uid: str | None = None,
+    grace_period: int | None = None,
+    propagation: str | None = None,
 ) -> dict[str, Any] | None:
     """Delete; with ``uid``, only that incarnation (``DeleteOptions.preconditions``), as a controller
     acting on a cache must: a name read from a cache that lags may already belong to a newer object.
+    ``propagation``: the DeleteOptions' ``propagationPolicy`` (``Foreground``: the dependents go first).
     The server's answer (the object, terminating or as it went), for the caller's cache; None when
     what was meant is already gone (404, or a 409 naming another uid): success too."""
     # lightkube's delete sends no body; its own request pipeline does, given one.
     adapter: Any = client._client
     params = {"gracePeriodSeconds": grace_period}
     request = adapter.prepare_request("delete", res=res, name=name, namespace=namespace, params=params)
+    options: dict[str, Any] = {}
     if uid is not None:
-        request.data = {"kind": "DeleteOptions", "apiVersion": "v1", "preconditions": {"uid": uid}}
+        options["preconditions"] = {"uid": uid}
+    if propagation is not None:
+        options["propagationPolicy"] = propagation
+    if options:
+        request.data = {"kind": "DeleteOptions", "apiVersion": "v1", **options}
     try:
         if isinstance(client, Client):
             response: Any = await client.send_prepared(request)

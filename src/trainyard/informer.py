@@ -13,8 +13,8 @@ client-go's mutation cache does): the next pass then reads at least what it wrot
 copy the watch has not replaced yet. A watch event older than what the cache holds is ignored.
 
 The scheduler, the embedded Job and JobSet controllers and the operator all read through these;
-``Caches`` starts a controller's informers and waits for their first lists, ``patch_status`` is
-the status write of a pass that read from a cache; ``SharedInformers`` gives the controllers of
+``Caches`` starts a controller's informers and waits for their first lists (the status write of a
+pass that read from a cache is ``kit.applier``'s); ``SharedInformers`` gives the controllers of
 one manager one informer per resource, as controller-runtime's shared cache does.
 Objects are plain dicts and are shared: readers must not mutate them. They are cached without
 ``metadata.managedFields`` (controller-runtime's ``TransformStripManagedFields``): no controller
@@ -35,7 +35,7 @@ from typing import Any, TypeVar
 from lightkube import ALL_NS, AsyncClient
 from lightkube.core.exceptions import ApiError
 from lightkube.core.resource import api_info
-from lightkube.types import OnErrorAction, OnErrorResult, PatchType
+from lightkube.types import OnErrorAction, OnErrorResult
 
 from trainyard.client import lean_twin, to_dict
 
@@ -402,16 +402,3 @@ class Caches:
 
     async def run(self) -> None:
         await asyncio.gather(*self.tasks.values())
-
-
-async def patch_status(client: AsyncClient, cache: Informer, res: Any, obj: Obj, status: Obj) -> Obj:
-    """Merge-patch ``obj``'s status, guarded by the resourceVersion it was computed from; the answer
-    goes back into ``cache``. ``obj`` was read from the cache, which may lag: a status computed from
-    an older copy must not land, so the server refuses it (409) and the caller's pass runs again."""
-    m = obj["metadata"]
-    body = {"metadata": {"resourceVersion": m["resourceVersion"]}, "status": status}
-    patched = to_dict(
-        await client.patch(res.Status, m["name"], body, namespace=m["namespace"], patch_type=PatchType.MERGE)
-    )
-    cache.mutated(patched)
-    return patched

@@ -15,6 +15,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from trainyard.api.common import ConditionType, JobCondition, JobStatus
+from trainyard.kit.conditions import transition_time
 
 TRUE = "True"
 FALSE = "False"
@@ -42,7 +43,9 @@ def set_condition(
     current = find(status, ctype)
     if current is not None and current.status == value and current.reason == reason:
         return status
-    transition = current.last_transition_time if current and current.status == value else now
+    transition = transition_time(
+        current.status if current else None, current.last_transition_time if current else None, value, now
+    )
     new = JobCondition(
         type=ctype,
         status=value,

@@ -51,9 +51,10 @@ from trainyard.api.quantity import BINARY_SUFFIXES, SUFFIXES
 from trainyard.controller import owned
 from trainyard.controller.children import is_owned, owner_reference
 from trainyard.controller.observed import ControllerSettings, Observed
-from trainyard.controller.plan import EventType, JobEvent, Plan, Told
+from trainyard.controller.plan import Plan
 from trainyard.frameworks.base import Framework, OwnedKind
 from trainyard.frameworks.capabilities import launcher_jobs
+from trainyard.kit.plans import DeletionEvents, Event, EventType
 
 SCHEDULER_NAME_REASON = "SetPodTemplateSchedulerName"
 SCHEDULER_NAME_MESSAGE = "Another scheduler is specified when gang-scheduling is enabled and it will not be overwritten"
@@ -106,7 +107,7 @@ def schedule(observed: Observed, job: TrainingJob, plugin: Framework, settings: 
     creates = tuple(decorate(o, job, kind) if isinstance(o, Pod) else o for o in plan.create)
     events = plan.events
     if any(isinstance(o, Pod) for o in creates) and other_scheduler(job, kind):
-        events = (*events, JobEvent(EventType.WARNING, SCHEDULER_NAME_REASON, SCHEDULER_NAME_MESSAGE))
+        events = (*events, Event(EventType.WARNING, SCHEDULER_NAME_REASON, SCHEDULER_NAME_MESSAGE))
     return dataclasses.replace(plan, create=creates, events=events)
 
 
@@ -138,11 +139,11 @@ def _group(obj: TypedObject) -> PodGroup:
     return obj if isinstance(obj, PodGroup) else PodGroup.model_validate(obj.to_dict())
 
 
-def _deletion(name: str) -> Told:
+def _deletion(name: str) -> DeletionEvents:
     """Upstream's words for a finished or suspended job's group, once it is deleted (or not)."""
-    terminated = JobEvent(EventType.NORMAL, "JobTerminated", "Job has been terminated. Deleting PodGroup")
-    deleted = JobEvent(EventType.NORMAL, "SuccessfulDeletePodGroup", f"Deleted PodGroup: {name}")
-    return Told(done=(terminated, deleted), failed="FailedDeletePodGroup")
+    terminated = Event(EventType.NORMAL, "JobTerminated", "Job has been terminated. Deleting PodGroup")
+    deleted = Event(EventType.NORMAL, "SuccessfulDeletePodGroup", f"Deleted PodGroup: {name}")
+    return DeletionEvents(done=(terminated, deleted), failed="FailedDeletePodGroup")
 
 
 # -- the PodGroup ------------------------------------------------------------------------------------

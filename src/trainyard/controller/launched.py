@@ -41,10 +41,11 @@ from trainyard.api.core import Pod, PodPhase
 from trainyard.api.meta import TypedObject, parse_time
 from trainyard.controller import children, gang, lifecycle, owned, progress, restarts, trainingenv
 from trainyard.controller.observed import ControllerSettings, Observed
-from trainyard.controller.plan import ChildRef, EventType, JobEvent, Plan, StatusPatch
+from trainyard.controller.plan import ChildRef, Plan, StatusPatch
 from trainyard.frameworks.base import Framework
 from trainyard.frameworks.capabilities import LauncherJobs, launcher_jobs
 from trainyard.frameworks.network import Network, replica_name
+from trainyard.kit.plans import Event, EventType
 
 BATCH_JOB = ("batch", "Job")
 EVENT_MESSAGE_LIMIT = 1024
@@ -80,7 +81,7 @@ class _Pass:
             for pod in observed.pods
             if uid and any(r.controller and r.uid == uid for r in pod.metadata.owner_references or [])
         )
-        self.events: list[JobEvent] = []
+        self.events: list[Event] = []
 
     def _launcher(self) -> TypedObject | None:
         name = self.plugin.launcher_name(self.job)
@@ -353,7 +354,7 @@ class _Pass:
             return plan
         old = {(c.type, c.status, c.reason) for c in before.conditions}
         events = tuple(
-            JobEvent(
+            Event(
                 EventType.WARNING if c.type is ConditionType.FAILED else EventType.NORMAL,
                 c.reason or c.type.value,
                 c.message or "",

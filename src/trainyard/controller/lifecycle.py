@@ -20,8 +20,9 @@ from trainyard.api.common import CleanPodPolicy, ConditionType, JobCondition, Jo
 from trainyard.api.core import Pod, PodPhase, Service
 from trainyard.api.kindinfo import KindInfo
 from trainyard.controller import children
-from trainyard.controller.plan import ChildRef, EventType, JobEvent, Plan
+from trainyard.controller.plan import ChildRef, Plan
 from trainyard.frameworks.base import Framework
+from trainyard.kit.plans import Event, EventType
 
 
 def is_managed(job: TrainingJob, info: KindInfo) -> bool:
@@ -142,7 +143,7 @@ def ttl_expiry(job: TrainingJob, status: JobStatus) -> datetime | None:
 
 
 def ttl_deletion(job: TrainingJob, plugin: Framework) -> Plan:
-    event = JobEvent(EventType.NORMAL, plugin.info.ttl_deletion_reason, f"Deleted job: {job.name}")
+    event = Event(EventType.NORMAL, plugin.info.ttl_deletion_reason, f"Deleted job: {job.name}")
     return Plan(delete_job=True, events=(event,))
 
 
@@ -207,9 +208,7 @@ def _until(moment: datetime | None, now: datetime) -> timedelta | None:
     return max(moment - now, timedelta(0))
 
 
-def restart_policy_warnings(
-    job: TrainingJob, plugin: Framework, created: Sequence[Pod | Service]
-) -> tuple[JobEvent, ...]:
+def restart_policy_warnings(job: TrainingJob, plugin: Framework, created: Sequence[Pod | Service]) -> tuple[Event, ...]:
     """Upstream warns, for each pod it creates, that the template's restartPolicy is overwritten."""
     out = []
     for obj in created:
@@ -219,7 +218,7 @@ def restart_policy_warnings(
         spec = next((s for t, s in job.replica_specs.items() if rtype is not None and t.lower() == rtype.lower()), None)
         if spec is not None and spec.template.spec.restart_policy:
             out.append(
-                JobEvent(
+                Event(
                     EventType.WARNING,
                     "SetPodTemplateRestartPolicy",
                     "Restart policy in pod template will be overwritten by restart policy in replica spec",

@@ -38,8 +38,9 @@ from trainyard.api.meta import TypedObject
 from trainyard.api.podgroup import SCHEDULER_PLUGINS_SCHEDULER, VOLCANO_SCHEDULER, flavour
 from trainyard.controller.children import is_owned, owner_reference
 from trainyard.controller.observed import Observed
-from trainyard.controller.plan import SILENT, ChildRef, Plan, Told
+from trainyard.controller.plan import ChildRef, Plan
 from trainyard.frameworks.base import Child, Framework
+from trainyard.kit.plans import UNTOLD, DeletionEvents
 
 Path = tuple[str, ...]
 Fields = dict[Path, Any]
@@ -76,8 +77,8 @@ class Diff:
         return dataclasses.replace(plan, apply=written, delete=(*plan.delete, *self.delete))
 
 
-def _silent(name: str) -> Told:
-    return SILENT
+def _silent(name: str) -> DeletionEvents:
+    return UNTOLD
 
 
 def diff(
@@ -85,7 +86,7 @@ def diff(
     wanted: Iterable[Child],
     observed: Iterable[TypedObject],
     *,
-    told: Callable[[str], Told] = _silent,
+    told: Callable[[str], DeletionEvents] = _silent,
 ) -> Diff:
     """What to write so that ``job`` owns ``wanted`` and nothing else among ``observed``.
 

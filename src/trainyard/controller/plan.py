@@ -11,38 +11,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import timedelta
-from enum import StrEnum
 from typing import Any
 
 from trainyard.api.common import JobStatus
 from trainyard.api.core import Pod, Service
 from trainyard.api.meta import TypedObject
-
-
-class EventType(StrEnum):
-    NORMAL = "Normal"
-    WARNING = "Warning"
-
-
-@dataclass(frozen=True)
-class JobEvent:
-    """An event about the job itself, emitted after the status write."""
-
-    type: EventType
-    reason: str
-    message: str
-
-
-@dataclass(frozen=True)
-class Told:
-    """What users are told about deleting one child: ``done`` once the applier deleted it (not when
-    it was already gone), a Warning ``failed`` (``Error deleting: <error>``) when the delete fails."""
-
-    done: tuple[JobEvent, ...] = ()
-    failed: str = ""
-
-
-SILENT = Told()
+from trainyard.kit.plans import DeletionEvents, Event, EventType
 
 
 @dataclass(frozen=True)
@@ -52,15 +26,15 @@ class ChildRef:
     kind: str
     name: str
     api_version: str = "v1"
-    told: Told | None = field(default=None, compare=False)
+    told: DeletionEvents | None = field(default=None, compare=False)
     """How its deletion is told; None: as upstream's pod and Service controls do. Not part of its
     identity: two references to one object are equal however their deletion is told."""
 
-    def deletion(self) -> Told:
+    def deletion(self) -> DeletionEvents:
         if self.told is not None:
             return self.told
-        done = JobEvent(EventType.NORMAL, f"SuccessfulDelete{self.kind}", f"Deleted {self.kind.lower()}: {self.name}")
-        return Told((done,))
+        done = Event(EventType.NORMAL, f"SuccessfulDelete{self.kind}", f"Deleted {self.kind.lower()}: {self.name}")
+        return DeletionEvents((done,))
 
 
 @dataclass(frozen=True)
@@ -88,7 +62,7 @@ class Plan:
     """The replicas' pods and Services (and the rendezvous host's) to create."""
     status: JobStatus | None = None
     """The new status, only when it differs from the observed one."""
-    events: tuple[JobEvent, ...] = ()
+    events: tuple[Event, ...] = ()
     requeue_after: timedelta | None = None
     """Run the pass again after this long even if nothing changes (deadlines, TTL)."""
     delete_job: bool = False

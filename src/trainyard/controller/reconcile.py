@@ -48,10 +48,11 @@ from trainyard.api.core import Pod, Service
 from trainyard.api.defaults import apply_defaults
 from trainyard.controller import children, gang, launched, lifecycle, owned, progress, rendezvous, restarts, trainingenv
 from trainyard.controller.observed import ControllerSettings, Observed
-from trainyard.controller.plan import ChildRef, EventType, JobEvent, Plan
+from trainyard.controller.plan import ChildRef, Plan
 from trainyard.controller.status import count_replicas, replica_statuses
 from trainyard.frameworks.base import Framework, OwnedKind, Verdict
 from trainyard.frameworks.network import Network, NetworkMode, replica_name
+from trainyard.kit.plans import Event, EventType
 
 _WARNING_CONDITIONS = (ConditionType.FAILED, ConditionType.RESTARTING, ConditionType.PENDING)
 
@@ -217,7 +218,7 @@ def _with_status(plan: Plan, before: JobStatus, after: JobStatus, now: datetime)
         return plan
     old = {(c.type, c.status, c.reason) for c in before.conditions}
     events = tuple(
-        JobEvent(
+        Event(
             EventType.WARNING if c.type in _WARNING_CONDITIONS else EventType.NORMAL,
             c.reason or c.type.value,
             c.message or "",

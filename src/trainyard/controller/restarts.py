@@ -47,8 +47,9 @@ from trainyard.api.common import (
 from trainyard.api.conditions import FALSE, TRUE, find, set_condition
 from trainyard.api.core import ContainerStatus, Pod, PodPhase, RestartPolicy, Service
 from trainyard.controller import children, lifecycle
-from trainyard.controller.plan import ChildRef, EventType, JobEvent
+from trainyard.controller.plan import ChildRef
 from trainyard.frameworks.base import Framework, Verdict
+from trainyard.kit.plans import Event, EventType
 
 NO_EXIT_CODE = 0xBEEF
 """Upstream's stand-in exit code when the default container never terminated (eviction, init
@@ -78,7 +79,7 @@ class RestartDecision:
     """A whole-job restart is under way: no pod is created until every old one is gone."""
     restarting: Verdict | None = None
     """Whole-job restart under way: this replaces the plugin's Running/Restarting verdicts."""
-    events: tuple[JobEvent, ...] = field(default_factory=tuple)
+    events: tuple[Event, ...] = field(default_factory=tuple)
 
     def adjust(self, verdicts: Sequence[Verdict]) -> list[Verdict]:
         """The plugin's verdicts, with a whole-job restart's Restarting in place of Running/Restarting."""
@@ -149,7 +150,7 @@ class _Seen:
 
     entries: dict[str, PodLedgerEntry]
     """The ledger brought up to date, by pod uid (marks not added yet)."""
-    events: tuple[JobEvent, ...]
+    events: tuple[Event, ...]
     in_place: int
     """Container restarts the kubelet performed and nobody counted yet."""
     fresh_failures: tuple[Pod, ...]
@@ -161,7 +162,7 @@ class _Seen:
 def _scan(job: TrainingJob, plugin: Framework, pods: Sequence[Pod], status: JobStatus) -> _Seen:
     ledger = {e.uid: e for e in status.pod_ledger or []}
     entries: dict[str, PodLedgerEntry] = {}
-    events: list[JobEvent] = []
+    events: list[Event] = []
     in_place = 0
     fresh_failures: list[Pod] = []
     restarted: list[Pod] = []
@@ -180,7 +181,7 @@ def _scan(job: TrainingJob, plugin: Framework, pods: Sequence[Pod], status: JobS
         if exits > entry.exits:
             if code is not None:
                 message = f"Pod: {pod.namespace}.{pod.name} exited with code {code}"
-                events.append(JobEvent(EventType.NORMAL, EXITED_WITH_CODE, message))
+                events.append(Event(EventType.NORMAL, EXITED_WITH_CODE, message))
             entry = entry.model_copy(update={"exits": exits})
         verdict = _failure(job, plugin, pod)
         if verdict == "permanent":
@@ -227,12 +228,12 @@ def _whole_job_verdict(job: TrainingJob, plugin: Framework, failures: Sequence[P
     )
 
 
-def _gang_restart_event(job: TrainingJob, plugin: Framework, failed: Sequence[Pod], count: int) -> JobEvent:
+def _gang_restart_event(job: TrainingJob, plugin: Framework, failed: Sequence[Pod], count: int) -> Event:
     limit = job.run_policy.backoff_limit
     budget = f"restart {count} of backoffLimit {limit}" if limit is not None else f"restart {count}"
     what = "; ".join(failure_detail(p, plugin) for p in failed) or "a replica failed"
     message = f"Restarting every replica of {plugin.info.kind} {job.name} together ({budget}): {what}"
-    return JobEvent(EventType.WARNING, RESTARTING_ALL, message)
+    return Event(EventType.WARNING, RESTARTING_ALL, message)
 
 
 def failure_detail(pod: Pod, plugin: Framework) -> str:

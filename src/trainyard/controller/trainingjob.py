@@ -25,10 +25,10 @@ from typing import Any
 
 from trainyard.api import trainingjob as tj
 from trainyard.api.meta import format_time, parse_time
-from trainyard.controller.plan import EventType, JobEvent
 from trainyard.controller.trainjob import condition, is_true, set_condition
 from trainyard.frameworks.trainingjob import build
 from trainyard.frameworks.trainingjob.build import checkpoint_location
+from trainyard.kit.plans import Event, EventType
 
 Obj = dict[str, Any]
 
@@ -57,7 +57,7 @@ class TrainingJobPlan:
     """The owned job to create (no ``resourceVersion``) or replace as read (with one)."""
     status: Obj | None = None
     """The whole new status, only when it differs from the observed one."""
-    events: tuple[JobEvent, ...] = ()
+    events: tuple[Event, ...] = ()
 
 
 def reconcile(observed: TrainingJobObserved) -> TrainingJobPlan:
@@ -67,7 +67,7 @@ def reconcile(observed: TrainingJobObserved) -> TrainingJobPlan:
     old: Obj = tjob.get("status") or {}
     status = copy.deepcopy(old)
     now = format_time(observed.now)
-    events: list[JobEvent] = []
+    events: list[Event] = []
     job = observed.job
     apply: tuple[Obj, ...] = ()
     if job is None and old.get("state") not in FINISHED:
@@ -84,7 +84,7 @@ def reconcile(observed: TrainingJobObserved) -> TrainingJobPlan:
     return TrainingJobPlan(apply=apply, status=status if status != old else None, events=tuple(events))
 
 
-def _creation_notes(tjob: Obj) -> list[JobEvent]:
+def _creation_notes(tjob: Obj) -> list[Event]:
     """What the owned job will not do as the spec may suggest: said once, when it is created."""
     _, uri = checkpoint_location(tjob)
     if uri is None:
@@ -93,7 +93,7 @@ def _creation_notes(tjob: Obj) -> list[JobEvent]:
         f"checkpoints go to {uri} (TRAINYARD_CHECKPOINT_URI): an object store the training code writes itself; "
         "trainyard's stand-in trainer and CheckpointManager write only directories (pvc, nfs, local storage)"
     )
-    return [JobEvent(EventType.WARNING, "CheckpointStorageNotLocal", message)]
+    return [Event(EventType.WARNING, "CheckpointStorageNotLocal", message)]
 
 
 def _suspend_write(tjob: Obj, job: Obj) -> tuple[Obj, ...]:
@@ -176,7 +176,7 @@ def _progress(status: Obj, progress: Obj) -> None:
         status["checkpoint"] = copy.deepcopy(progress["lastCheckpoint"])
 
 
-def _transition(status: Obj, before: Any, after: str, job: Obj | None, now: str, events: list[JobEvent]) -> None:
+def _transition(status: Obj, before: Any, after: str, job: Obj | None, now: str, events: list[Event]) -> None:
     status["state"] = after
     if after in (tj.COMPLETED, tj.FAILED) and job is not None:
         found = condition(job.get("status") or {}, "Succeeded" if after == tj.COMPLETED else "Failed") or {}
@@ -194,4 +194,4 @@ def _transition(status: Obj, before: Any, after: str, job: Obj | None, now: str,
             set_condition(status, type_, "False", after, f"TrainingJob is {after.lower()}", now)
     if before != after:
         kind = EventType.WARNING if after == tj.FAILED else EventType.NORMAL
-        events.append(JobEvent(kind, after, message or f"TrainingJob is {after.lower()}"))
+        events.append(Event(kind, after, message or f"TrainingJob is {after.lower()}"))

@@ -30,10 +30,11 @@ from typing import Any
 
 from trainyard.api import jobset, trainer
 from trainyard.api.meta import format_time, parse_time
-from trainyard.controller.plan import ChildRef, EventType, JobEvent
+from trainyard.controller.plan import ChildRef
 from trainyard.frameworks.network import NetworkMode
 from trainyard.frameworks.trainer.build import Built, Rendezvous, StatusServer, UnsupportedRuntime, build
 from trainyard.frameworks.trainer.template import cluster_rendezvous
+from trainyard.kit.plans import Event, EventType
 
 Obj = dict[str, Any]
 
@@ -74,7 +75,7 @@ class TrainJobPlan:
     delete: tuple[ChildRef, ...] = ()
     status: Obj | None = None
     """The whole new status, only when it differs from the observed one."""
-    events: tuple[JobEvent, ...] = ()
+    events: tuple[Event, ...] = ()
     requeue_after: timedelta | None = None
 
 
@@ -140,7 +141,7 @@ def reconcile(observed: TrainJobObserved, settings: TrainJobSettings) -> TrainJo
     now = format_time(observed.now)
     spec = tj.get("spec") or {}
     suspended = bool(spec.get("suspend"))
-    events: list[JobEvent] = []
+    events: list[Event] = []
     apply: tuple[Obj, ...] = ()
     delete: tuple[ChildRef, ...] = ()
     requeue: timedelta | None = None
@@ -148,14 +149,14 @@ def reconcile(observed: TrainJobObserved, settings: TrainJobSettings) -> TrainJo
     if group != trainer.GROUP or kind not in (trainer.TRAINING_RUNTIME, trainer.CLUSTER_TRAINING_RUNTIME):
         message = f"unsupported runtime: {kind}.{group}"
         if set_condition(status, trainer.FAILED, "True", trainer.RUNTIME_NOT_SUPPORTED_REASON, message, now):
-            events.append(JobEvent(EventType.WARNING, trainer.RUNTIME_NOT_SUPPORTED_REASON, message))
+            events.append(Event(EventType.WARNING, trainer.RUNTIME_NOT_SUPPORTED_REASON, message))
     elif not finished(status):
         point = rendezvous(observed, settings)
         if point is None:
             return TrainJobPlan(allocate_ports=(PORT_KEY,))
         apply, problem = _converge(observed, point, settings.status_server)
         if problem:
-            events.append(JobEvent(EventType.WARNING, "TrainJobResourcesCreationFailed", problem))
+            events.append(Event(EventType.WARNING, "TrainJobResourcesCreationFailed", problem))
             requeue = RETRY
     _suspended_condition(status, suspended, now, events)
     _from_jobset(status, observed.children.get((jobset.KIND, tj["metadata"]["name"])), now, events)
@@ -256,16 +257,16 @@ def _companions(built: Built, observed: TrainJobObserved) -> list[Obj]:
     return writes
 
 
-def _suspended_condition(status: Obj, suspended: bool, now: str, events: list[JobEvent]) -> None:
+def _suspended_condition(status: Obj, suspended: bool, now: str, events: list[Event]) -> None:
     if suspended:
         if set_condition(status, trainer.SUSPENDED, "True", trainer.SUSPENDED_REASON, trainer.SUSPENDED_MESSAGE, now):
-            events.append(JobEvent(EventType.NORMAL, trainer.SUSPENDED_REASON, trainer.SUSPENDED_MESSAGE))
+            events.append(Event(EventType.NORMAL, trainer.SUSPENDED_REASON, trainer.SUSPENDED_MESSAGE))
     elif is_true(status, trainer.SUSPENDED):
         set_condition(status, trainer.SUSPENDED, "False", trainer.RESUMED_REASON, trainer.RESUMED_MESSAGE, now)
-        events.append(JobEvent(EventType.NORMAL, trainer.RESUMED_REASON, trainer.RESUMED_MESSAGE))
+        events.append(Event(EventType.NORMAL, trainer.RESUMED_REASON, trainer.RESUMED_MESSAGE))
 
 
-def _from_jobset(status: Obj, js: Obj | None, now: str, events: list[JobEvent]) -> None:
+def _from_jobset(status: Obj, js: Obj | None, now: str, events: list[Event]) -> None:
     if js is None:
         return
     js_status = js.get("status") or {}
@@ -277,7 +278,7 @@ def _from_jobset(status: Obj, js: Obj | None, now: str, events: list[JobEvent]) 
         message = found.get("message") or ""
         set_condition(status, target, "True", reason, message, found.get("lastTransitionTime") or now)
         kind = EventType.NORMAL if target == trainer.COMPLETE else EventType.WARNING
-        events.append(JobEvent(kind, f"TrainJob{target}", message or f"TrainJob {target.lower()}"))
+        events.append(Event(kind, f"TrainJob{target}", message or f"TrainJob {target.lower()}"))
     rows = [
         {
             "name": row.get("name", ""),
@@ -289,7 +290,7 @@ def _from_jobset(status: Obj, js: Obj | None, now: str, events: list[JobEvent]) 
         status["jobsStatus"] = rows
 
 
-def _deadline(tj: Obj, status: Obj, now: datetime, stamp: str, events: list[JobEvent]) -> timedelta | bool:
+def _deadline(tj: Obj, status: Obj, now: datetime, stamp: str, events: list[Event]) -> timedelta | bool:
     """False: no deadline applies; True: it passed (the TrainJob just failed); else the time left."""
     seconds = (tj.get("spec") or {}).get("activeDeadlineSeconds")
     if not seconds or finished(status) or (tj.get("spec") or {}).get("suspend"):
@@ -305,7 +306,7 @@ def _deadline(tj: Obj, status: Obj, now: datetime, stamp: str, events: list[JobE
         return left
     message = trainer.DEADLINE_EXCEEDED_MESSAGE
     set_condition(status, trainer.FAILED, "True", trainer.DEADLINE_EXCEEDED_REASON, message, stamp)
-    events.append(JobEvent(EventType.WARNING, trainer.DEADLINE_EXCEEDED_REASON, message))
+    events.append(Event(EventType.WARNING, trainer.DEADLINE_EXCEEDED_REASON, message))
     return True
 
 

@@ -20,8 +20,7 @@ import functools
 import importlib
 import json
 import logging
-import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -29,30 +28,31 @@ from lightkube import AsyncClient
 from lightkube.core.exceptions import ApiError
 from lightkube.generic_resource import create_namespaced_resource
 from lightkube.resources.scheduling_v1 import PriorityClass
-from lightkube.types import PatchType
 from pydantic import ValidationError
 
 from trainyard.api import conditions, labels
 from trainyard.api.common import TrainingJob
 from trainyard.api.core import Pod, Service
 from trainyard.api.defaults import apply_defaults
-from trainyard.api.meta import TypedObject, format_time
+from trainyard.api.meta import TypedObject
 from trainyard.api.podgroup import flavour
-from trainyard.client import build, delete, is_status, job_resource, record_event, selector, to_dict
+from trainyard.client import is_status, job_resource, reference, selector
 from trainyard.controller import ChildRef, Observed, Plan, children, gang, owned_kinds, reconcile
 from trainyard.controller.children import POD, REPLICA_KINDS, SERVICE
 from trainyard.frameworks.base import Framework, OwnedKind
-from trainyard.informer import Caches, Informer, SharedInformers, controller_of, label_index, patch_status
+from trainyard.informer import Caches, Informer, SharedInformers, controller_of, label_index
+from trainyard.kit.applier import Applier
+from trainyard.kit.plans import Event
+from trainyard.kit.queue import WorkQueue
+from trainyard.kit.worker import Waiting, work
 from trainyard.operator import sshkeys
 from trainyard.operator.metrics import OperatorMetrics
 from trainyard.operator.ports import PortAllocator, PortsExhausted
 from trainyard.operator.settings import OperatorSettings
-from trainyard.operator.workqueue import WorkQueue
 
 log = logging.getLogger(__name__)
 
 Key = tuple[str, str]
-Event = tuple[str, str, str]
 JOB_INDEX = "job"
 """Replicas filed by ``namespace/job-name`` (their job-name label)."""
 JOB_MODELS = 2048
@@ -85,56 +85,10 @@ def resource(kind: OwnedKind) -> Any:
     return create_namespaced_resource(group, version, kind.kind, kind.plural)
 
 
+STATUS_SERVER_FIELD = "trainingProgress"
+"""The status field training code reports through the status server; the one field this controller never writes."""
 PORTS_RECHECK_SECONDS = 30.0
 """How long a job waiting for host ports waits at most before it looks again (it is woken as they come back)."""
-
-
-class Waiting(Exception):
-    """A pass that cannot go on yet for a reason its job's user was told: requeued, not rate-limited."""
-
-    def __init__(self, message: str, after: float) -> None:
-        super().__init__(message)
-        self.after = after
-
-
-async def work(
-    queue: WorkQueue[Key], reconcile: Callable[[Key], Awaitable[float | None]], metrics: OperatorMetrics, name: str
-) -> None:
-    """One worker: keys from ``queue`` through ``reconcile`` forever; a failure is retried rate-limited,
-    a pass that asks for it runs again after its delay; ``metrics`` count each under ``name``."""
-    while True:
-        key = await queue.get()
-        started = time.monotonic()
-        try:
-            requeue = await reconcile(key)
-        except asyncio.CancelledError:
-            raise
-        except Waiting as waiting:
-            metrics.reconciled(name, time.monotonic() - started, "requeue_after", key)
-            log.debug("%s: %s/%s waits: %s", name, *key, waiting)
-            queue.forget(key)
-            queue.add_after(key, waiting.after)
-        except Exception as exc:
-            metrics.reconciled(name, time.monotonic() - started, "error", key, exc)
-            delay = queue.add_rate_limited(key)
-            stale = isinstance(exc, ApiError) and is_status(exc, 409)
-            log.log(
-                logging.DEBUG if stale else logging.WARNING,  # a cache behind a write: routine, soon retried
-                "%s: reconcile %s/%s failed (%s); retrying in %.2fs",
-                name,
-                *key,
-                exc,
-                delay,
-                exc_info=not isinstance(exc, (ApiError, NotLeading)),
-            )
-        else:
-            result = "success" if requeue is None else "requeue_after"
-            metrics.reconciled(name, time.monotonic() - started, result, key)
-            queue.forget(key)
-            if requeue is not None:
-                queue.add_after(key, requeue)
-        finally:
-            queue.done(key)
 
 
 @functools.cache
@@ -146,10 +100,6 @@ def _typed(api_version: str, kind: str) -> Callable[[dict[str, Any]], TypedObjec
         return TypedObject.model_validate({"apiVersion": api_version, "kind": kind, **body})
 
     return parse
-
-
-class NotLeading(RuntimeError):
-    """Raised instead of writing when leader election says this replica may have lost the lease."""
 
 
 class JobController:
@@ -175,7 +125,14 @@ class JobController:
         self.metrics = metrics or OperatorMetrics()
         self.metrics.watch_queue(plugin.info.controller_name, lambda: len(self.queue), kind=plugin.info.kind)
         # Leader election's fence: a replica that is no longer sure it leads writes nothing.
-        self.may_write = may_write
+        # trainingProgress is the status server's (training code reports it): never written here.
+        self.applier = Applier(
+            client,
+            component=plugin.info.controller_name,
+            clock=clock,
+            may_write=may_write,
+            owned_elsewhere=(STATUS_SERVER_FIELD,),
+        )
         self.owned_kinds = owned_kinds(plugin, settings.controller)
         self.resources = {(k.api_version, k.kind): resource(k) for k in (*REPLICA_KINDS, *self.owned_kinds)}
         # What the operator reads between events, it reads from these caches, never the API server.
@@ -284,7 +241,8 @@ class JobController:
     # -- the worker loop -----------------------------------------------------------------------------
 
     async def _worker(self) -> None:
-        await work(self.queue, self.reconcile, self.metrics, self.plugin.info.controller_name)
+        name = self.plugin.info.controller_name
+        await work(self.queue, self.reconcile, name=name, observe=self.metrics.observer(name))
 
     async def reconcile(self, key: Key) -> float | None:
         namespace, name = key
@@ -393,21 +351,20 @@ class JobController:
         """
         m = job["metadata"]
         namespace, name = m["namespace"], m["name"]
-        if not self.may_write():
-            raise NotLeading(f"not applying the plan of {namespace}/{name}: this replica no longer leads")
+        self.applier.fence(f"applying the plan of {namespace}/{name}")
         if plan.delete_job:
             await self._delete_job(job, plan)
             return
         if plan.allocate_ports:
             job = await self._record_ports(job, plan.allocate_ports)
         for obj in plan.apply:
-            await self._write(obj)
+            kind = (obj.api_version or "", obj.kind or "")
+            await self.applier.write(self._resource(*kind), obj.to_dict(), self._cache(*kind))
         for patch in plan.patch_status:
-            res = self._resource(patch.child.api_version, patch.child.kind)
-            patched = await self.client.patch(
-                res.Status, patch.child.name, {"status": patch.patch}, namespace=namespace, patch_type=PatchType.MERGE
-            )
-            self._cache(patch.child.api_version, patch.child.kind).mutated(to_dict(patched))
+            target = patch.child
+            res = self._resource(target.api_version, target.kind)
+            cache = self._cache(target.api_version, target.kind)
+            await self.applier.patch(res.Status, target.name, {"status": patch.patch}, namespace=namespace, cache=cache)
         events: list[Event] = []
         for ref in plan.delete:
             events += await self._delete(job, ref, namespace, (uids or {}).get((ref.kind, ref.name)), tell=not finished)
@@ -421,8 +378,7 @@ class JobController:
                     await self._emit(job, events)  # what this pass did happened; its verdict is recomputed
                 raise
         self.metrics.observe_job(job, self.clock())
-        events += [(e.type.value, e.reason, e.message) for e in plan.events]
-        await self._emit(job, events)
+        await self._emit(job, [*events, *plan.events])
 
     async def _write_status(self, job: dict[str, Any], status: dict[str, Any]) -> dict[str, Any]:
         """The pass's one status write, guarded by the resourceVersion it was computed from.
@@ -432,41 +388,21 @@ class JobController:
         pass runs again on the newer job.
         """
         m = job["metadata"]
-        # Written only by the status server: the copy read at the start of this pass may be
-        # older than what training code reported since, and a merge patch would put it back.
-        status.pop("trainingProgress", None)
         for rtype in (job.get("status") or {}).get("replicaStatuses") or {}:
             status.setdefault("replicaStatuses", {}).setdefault(rtype, None)
-        patched = await patch_status(self.client, self.jobs, self.res, job, status)
+        patched = await self.applier.write_status(self.res, job, status, self.jobs)
         self.metrics.status_written(self.plugin.info.kind, m["namespace"], job.get("status"), status)
         return patched
 
-    async def _write(self, obj: TypedObject) -> None:
-        """Create an owned child, or replace it as read (a newer version gets a conflict, and a retry)."""
-        body = build(self._resource(obj.api_version or "", obj.kind or ""), obj.to_dict())
-        written = await self._create(body) if obj.metadata.resource_version is None else await self.client.replace(body)
-        if written is not None:
-            self._cache(obj.api_version or "", obj.kind or "").mutated(to_dict(written))
-
     async def _create_replica(self, job: dict[str, Any], child: Pod | Service) -> list[Event]:
         kind = child.kind or "Pod"
+        res = self._resource(child.api_version or "v1", kind)
         try:
-            created = await self._create(build(self._resource(child.api_version or "v1", kind), child.to_dict()))
-            if created is not None:
-                self.replicas[kind].mutated(to_dict(created))
+            created = await self.applier.create(res, child.to_dict(), self.replicas[kind])
         except ApiError as exc:
-            await self._emit(job, [("Warning", f"FailedCreate{kind}", f"Error creating: {exc}")])
+            await self._emit(job, [Event.warning(f"FailedCreate{kind}", f"Error creating: {exc}")])
             raise
-        return [("Normal", f"SuccessfulCreate{kind}", f"Created {kind.lower()}: {child.name}")] if created else []
-
-    async def _create(self, body: Any) -> Any:
-        """Create; None when it was already there (that is success too: the next pass sees it)."""
-        try:
-            return await self.client.create(body)
-        except ApiError as exc:
-            if is_status(exc, 409):
-                return None
-            raise
+        return [Event.normal(f"SuccessfulCreate{kind}", f"Created {kind.lower()}: {child.name}")] if created else []
 
     async def _delete(
         self, job: dict[str, Any], ref: ChildRef, namespace: str, uid: str | None, *, tell: bool = True
@@ -476,72 +412,54 @@ class JobController:
         ``tell`` False: the watch's DELETED of a replica deleted here enqueues no pass (``Informer.removed``).
         """
         told = ref.deletion()
-        try:
-            res = self._resource(ref.api_version, ref.kind)
-            deleted = await delete(self.client, res, ref.name, namespace=namespace, uid=uid)
-        except ApiError as exc:
-            if told.failed:
-                await self._emit(job, [("Warning", told.failed, f"Error deleting: {exc}")])
-            raise
-        if deleted is None:
-            return []
         # The next pass must see it terminating or gone, not delete (and tell) it again before the watch says so.
         cache = self._cache(ref.api_version, ref.kind)
-        # Silence only for this controller's own replica caches: the owned kinds' are shared.
-        cache.removed(deleted, tell=tell or cache not in self.replicas.values())
-        return [(e.type.value, e.reason, e.message) for e in told.done]
+        try:
+            res = self._resource(ref.api_version, ref.kind)
+            # Silence only for this controller's own replica caches: the owned kinds' are shared.
+            tell = tell or cache not in self.replicas.values()
+            deleted = await self.applier.delete(res, ref.name, namespace=namespace, uid=uid, cache=cache, tell=tell)
+        except ApiError as exc:
+            if told.failed:
+                await self._emit(job, [Event.warning(told.failed, f"Error deleting: {exc}")])
+            raise
+        return [] if deleted is None else list(told.done)
 
     async def _delete_job(self, job: dict[str, Any], plan: Plan) -> None:
         """TTL: the job goes (its children follow through ownerReferences); the event only if we deleted it."""
         m = job["metadata"]
-        deleted = await delete(self.client, self.res, m["name"], namespace=m["namespace"], uid=m.get("uid"))
+        deleted = await self.applier.delete(
+            self.res, m["name"], namespace=m["namespace"], uid=m.get("uid"), cache=self.jobs
+        )
         if deleted is None:
             return
-        self.jobs.removed(deleted)
         self.metrics.job_deleted(self.plugin.info.kind, m["namespace"])
-        await self._emit(job, [(e.type.value, e.reason, e.message) for e in plan.events])
+        await self._emit(job, plan.events)
 
     async def _record_ports(self, job: dict[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
         """Ports for ``keys`` from the allocator, into the job's annotation; the job as cached after."""
         m = job["metadata"]
-        if not self.may_write():
-            raise NotLeading(f"not recording ports of {m['namespace']}/{m['name']}: this replica no longer leads")
-        annotations = m.get("annotations") or {}
-        current = json.loads(annotations.get(labels.HOST_PORTS) or "{}")
+        self.applier.fence(f"recording ports of {m['namespace']}/{m['name']}")
         key = (m["namespace"], m["name"])
         try:
             fresh = self.ports.allocate(f"{key[0]}/{key[1]}", len(keys), wake=functools.partial(self.queue.add, key))
         except PortsExhausted as exc:
             if exc.first:
-                await self._emit(job, [("Warning", "PortsExhausted", str(exc))])
+                await self._emit(job, [Event.warning("PortsExhausted", str(exc))])
             raise Waiting(str(exc), PORTS_RECHECK_SECONDS) from exc
-        current.update(dict(zip(keys, fresh, strict=True)))
-        patch = {"metadata": {"annotations": {labels.HOST_PORTS: json.dumps(current, sort_keys=True)}}}
-        patched = await self.client.patch(
-            self.res, m["name"], patch, namespace=m["namespace"], patch_type=PatchType.MERGE
-        )
-        answer = to_dict(patched)
-        self.jobs.mutated(answer)
+        await record_ports(self.applier, self.res, job, dict(zip(keys, fresh, strict=True)), self.jobs)
         # As cached (its model shared through ``parsed``), unless the watch brought a newer one.
-        return self.jobs.get(m["namespace"], m["name"]) or answer
+        return self.jobs.get(m["namespace"], m["name"]) or job
 
     async def _emit(self, job: dict[str, Any], events: Sequence[Event]) -> None:
-        m = job["metadata"]
-        involved = {
-            "apiVersion": job.get("apiVersion", self.plugin.info.api_version),
-            "kind": self.plugin.info.kind,
-            "name": m["name"],
-            "namespace": m["namespace"],
-            "uid": m.get("uid"),
-        }
-        now = format_time(self.clock())
-        for type_, reason, message in events:
-            await record_event(
-                self.client,
-                involved,
-                type_=type_,
-                reason=reason,
-                message=message,
-                component=self.plugin.info.controller_name,
-                now=now,
-            )
+        involved = reference(job, job.get("apiVersion", self.plugin.info.api_version), self.plugin.info.kind)
+        await self.applier.emit(involved, events)
+
+
+async def record_ports(applier: Applier, res: Any, job: dict[str, Any], ports: dict[str, int], cache: Informer) -> None:
+    """Add ``ports`` (by key) to the host ports a job's annotation records: what its pods are built with."""
+    m = job["metadata"]
+    current = json.loads((m.get("annotations") or {}).get(labels.HOST_PORTS) or "{}")
+    current.update(ports)
+    patch = {"metadata": {"annotations": {labels.HOST_PORTS: json.dumps(current, sort_keys=True)}}}
+    await applier.patch(res, m["name"], patch, namespace=m["namespace"], cache=cache)

@@ -382,6 +382,14 @@ class OperatorMetrics:
         if job is not None:
             job.reconciles.add(seconds, result, error_type(error) if error is not None else None)
 
+    def observer(self, controller: str) -> Callable[[str, float, tuple[str, str], BaseException | None], None]:
+        """What a controller kit's worker reports each pass to (``kit.worker.Observe``)."""
+
+        def observe(result: str, seconds: float, key: tuple[str, str], error: BaseException | None) -> None:
+            self.reconciled(controller, seconds, result, key, error)
+
+        return observe
+
     # -- seed 004's per-job series ---------------------------------------------------------------
 
     def observe_job(self, job: Mapping[str, Any], now: datetime) -> None:

@@ -24,15 +24,16 @@ from lightkube.generic_resource import create_namespaced_resource
 
 from trainyard.api import trainingjob as tj
 from trainyard.api.kinds import KINDS
-from trainyard.api.meta import format_time
-from trainyard.client import build, is_status, record_events, reference, to_dict
+from trainyard.client import is_status, reference
 from trainyard.controller.trainingjob import TrainingJobObserved, TrainingJobPlan, reconcile
 from trainyard.frameworks.base import OwnedKind
 from trainyard.frameworks.trainingjob import owned_kind
-from trainyard.informer import Caches, Informer, SharedInformers, patch_status
-from trainyard.operator.controller import NotLeading, work
+from trainyard.informer import Caches, Informer, SharedInformers
+from trainyard.kit.applier import Applier, owned_by
+from trainyard.kit.plans import Event
+from trainyard.kit.queue import WorkQueue
+from trainyard.kit.worker import work
 from trainyard.operator.metrics import OperatorMetrics
-from trainyard.operator.workqueue import WorkQueue
 
 log = logging.getLogger(__name__)
 
@@ -69,7 +70,7 @@ class TrainingJobController:
         self.workers = workers
         self.clock = clock
         self.metrics = metrics or OperatorMetrics()
-        self.may_write = may_write
+        self.applier = Applier(client, component=tj.CONTROLLER_NAME, clock=clock, may_write=may_write)
         self.queue: WorkQueue[Key] = WorkQueue()
         self.metrics.watch_queue(tj.CONTROLLER_NAME, lambda: len(self.queue), kind=tj.KIND)
         self.res = create_namespaced_resource(tj.GROUP, tj.VERSION, tj.KIND, tj.PLURAL)
@@ -102,10 +103,11 @@ class TrainingJobController:
                 log.warning("%s not served by this cluster: install its CRD (deploy/)", tj.KIND)
                 told = True
             await asyncio.sleep(recheck)
+        name, observe = tj.CONTROLLER_NAME, self.metrics.observer(tj.CONTROLLER_NAME)
         await self.caches.sync({tj.PLURAL: self.trainingjobs, **{k.plural: self.owned[k.kind] for k in OWNED}})
         await asyncio.gather(
             self.caches.run(),
-            *(work(self.queue, self.reconcile, self.metrics, tj.CONTROLLER_NAME) for _ in range(self.workers)),
+            *(work(self.queue, self.reconcile, name=name, observe=observe) for _ in range(self.workers)),
         )
 
     # -- event sources: every one only enqueues a key ------------------------------------------------
@@ -141,50 +143,35 @@ class TrainingJobController:
     async def apply(self, tjob: Obj, plan: TrainingJobPlan) -> None:
         """The owned job written, then the one status write, then events."""
         m = tjob["metadata"]
-        if not self.may_write():
-            raise NotLeading(f"not applying the plan of TrainingJob {m['namespace']}/{m['name']}: not leading")
-        events: list[tuple[str, str, str]] = []
+        self.applier.fence(f"applying the plan of TrainingJob {m['namespace']}/{m['name']}")
+        events: list[Event] = []
         for obj in plan.apply:
             events += await self._write(tjob, obj)
         if plan.status is not None:
             try:
-                tjob = await patch_status(self.client, self.trainingjobs, self.res, tjob, plan.status)
+                tjob = await self.applier.write_status(self.res, tjob, plan.status, self.trainingjobs)
             except ApiError as exc:
                 if is_status(exc, 409):
                     await self._emit(tjob, events)  # what this pass did happened; its verdict is recomputed
                 raise
         self.metrics.observe_job(tjob, self.clock())
-        events += [(e.type.value, e.reason, e.message) for e in plan.events]
-        await self._emit(tjob, events)
+        await self._emit(tjob, [*events, *plan.events])
 
-    async def _write(self, tjob: Obj, obj: Obj) -> list[tuple[str, str, str]]:
-        m = tjob["metadata"]
+    async def _write(self, tjob: Obj, obj: Obj) -> list[Event]:
+        name = tjob["metadata"]["name"]
         kind = obj["kind"]
-        body = {**obj, "metadata": {**obj["metadata"], "namespace": m["namespace"]}}
-        body["metadata"]["ownerReferences"] = [
-            {
-                "apiVersion": tj.API_VERSION,
-                "kind": tj.KIND,
-                "name": m["name"],
-                "uid": m["uid"],
-                "controller": True,
-                "blockOwnerDeletion": True,
-            }
-        ]
+        body = owned_by(obj, tjob, tj.API_VERSION, tj.KIND)
         res = self.jobs[kind]
         if obj["metadata"].get("resourceVersion"):
             # replaced as read: a newer version gets a conflict, and the pass runs again on it
-            self.owned[kind].mutated(to_dict(await self.client.replace(build(res, body))))
+            await self.applier.replace(res, body, self.owned[kind])
             return []
         try:
-            self.owned[kind].mutated(to_dict(await self.client.create(build(res, body))))
+            created = await self.applier.create(res, body, self.owned[kind])
         except ApiError as exc:
-            if is_status(exc, 409):
-                return []
-            await self._emit(tjob, [("Warning", f"FailedCreate{kind}", f"Error creating {kind} {m['name']}: {exc}")])
+            await self._emit(tjob, [Event.warning(f"FailedCreate{kind}", f"Error creating {kind} {name}: {exc}")])
             raise
-        return [("Normal", f"SuccessfulCreate{kind}", f"Created {kind}: {m['name']}")]
+        return [Event.normal(f"SuccessfulCreate{kind}", f"Created {kind}: {name}")] if created else []
 
-    async def _emit(self, tjob: Obj, events: Sequence[tuple[str, str, str]]) -> None:
-        involved = reference(tjob, tj.API_VERSION, tj.KIND)
-        await record_events(self.client, involved, events, component=tj.CONTROLLER_NAME, now=format_time(self.clock()))
+    async def _emit(self, tjob: Obj, events: Sequence[Event]) -> None:
+        await self.applier.emit(reference(tjob, tj.API_VERSION, tj.KIND), events)

@@ -26,11 +26,9 @@ from typing import Any
 from lightkube import AsyncClient
 from lightkube.core.exceptions import ApiError
 from lightkube.generic_resource import create_global_resource, create_namespaced_resource
-from lightkube.types import PatchType
 
 from trainyard.api import jobset, labels, trainer
-from trainyard.api.meta import format_time
-from trainyard.client import build, delete, is_status, record_events, reference, to_dict
+from trainyard.client import is_status, reference
 from trainyard.controller.trainjob import (
     TrainJobObserved,
     TrainJobPlan,
@@ -40,12 +38,15 @@ from trainyard.controller.trainjob import (
     runtime_ref,
 )
 from trainyard.frameworks.base import OwnedKind
-from trainyard.informer import Caches, Indexer, Informer, controller_of, patch_status
+from trainyard.informer import Caches, Indexer, Informer, controller_of
+from trainyard.kit.applier import Applier, owned_by
+from trainyard.kit.plans import Event
+from trainyard.kit.queue import WorkQueue
+from trainyard.kit.worker import Waiting, work
 from trainyard.operator import sshkeys
-from trainyard.operator.controller import OWNER_INDEX, PORTS_RECHECK_SECONDS, NotLeading, Waiting, resource, work
+from trainyard.operator.controller import OWNER_INDEX, PORTS_RECHECK_SECONDS, record_ports, resource
 from trainyard.operator.metrics import OperatorMetrics
 from trainyard.operator.ports import PortAllocator, PortsExhausted
-from trainyard.operator.workqueue import WorkQueue
 
 log = logging.getLogger(__name__)
 
@@ -74,6 +75,8 @@ OWNED: tuple[OwnedKind, ...] = (
     ),
 )
 """Every kind a TrainJob owns (``deploy/``'s RBAC grants what the controller asks of each)."""
+STATUS_SERVER_FIELD = "trainerStatus"
+"""The status field training code reports through the status server; the one field this controller never writes."""
 RUNTIME_VERBS = ("list", "watch")
 """What the controller asks of (Cluster)TrainingRuntimes: their informers."""
 RUNTIME_INDEX = "runtime"
@@ -115,7 +118,14 @@ class TrainJobController:
         self.ports = ports
         self.clock = clock
         self.metrics = metrics or OperatorMetrics()
-        self.may_write = may_write
+        # trainerStatus is the status server's (training code reports it): never written here.
+        self.applier = Applier(
+            client,
+            component=trainer.CONTROLLER_NAME,
+            clock=clock,
+            may_write=may_write,
+            owned_elsewhere=(STATUS_SERVER_FIELD,),
+        )
         self.queue: WorkQueue[Key] = WorkQueue()
         self.metrics.watch_queue(trainer.CONTROLLER_NAME, lambda: len(self.queue), kind=trainer.TRAINJOB)
         self.res = create_namespaced_resource(trainer.GROUP, trainer.VERSION, trainer.TRAINJOB, trainer.TRAINJOBS)
@@ -239,7 +249,8 @@ class TrainJobController:
     # -- the worker loop ----------------------------------------------------------------------------
 
     async def _worker(self) -> None:
-        await work(self.queue, self.reconcile, self.metrics, trainer.CONTROLLER_NAME)
+        name = trainer.CONTROLLER_NAME
+        await work(self.queue, self.reconcile, name=name, observe=self.metrics.observer(name))
 
     async def reconcile(self, key: Key) -> float | None:
         namespace, name = key
@@ -305,88 +316,60 @@ class TrainJobController:
         """
         m = tj["metadata"]
         namespace, name = m["namespace"], m["name"]
-        if not self.may_write():
-            raise NotLeading(f"not applying the plan of TrainJob {namespace}/{name}: this replica no longer leads")
+        self.applier.fence(f"applying the plan of TrainJob {namespace}/{name}")
         if plan.allocate_ports:
             await self._record_ports(tj, plan.allocate_ports)
             return
-        events: list[tuple[str, str, str]] = []
+        events: list[Event] = []
         for obj in plan.apply:
             events += await self._write(tj, obj)
         for ref in plan.delete:
-            res = self.resources[ref.api_version, ref.kind]
+            res, cache = self.resources[ref.api_version, ref.kind], self.owned[ref.api_version, ref.kind]
             uid = (uids or {}).get((ref.kind, ref.name))
-            deleted = await delete(self.client, res, ref.name, namespace=namespace, uid=uid)
+            deleted = await self.applier.delete(res, ref.name, namespace=namespace, uid=uid, cache=cache)
             if deleted is not None:
-                self.owned[ref.api_version, ref.kind].removed(deleted)
-                events.append(("Normal", f"SuccessfulDelete{ref.kind}", f"Deleted {ref.kind}: {ref.name}"))
+                events.append(Event.normal(f"SuccessfulDelete{ref.kind}", f"Deleted {ref.kind}: {ref.name}"))
         if plan.status is not None:
             try:
-                tj = await self._write_status(tj, plan.status)
+                tj = await self.applier.write_status(self.res, tj, plan.status, self.trainjobs)
             except ApiError as exc:
                 if is_status(exc, 409):
                     await self._emit(tj, events)  # what this pass did happened; its verdict is recomputed
                 raise
         self.metrics.observe_job(tj, self.clock())
-        events += [(e.type.value, e.reason, e.message) for e in plan.events]
-        await self._emit(tj, events)
+        await self._emit(tj, [*events, *plan.events])
 
-    async def _write_status(self, tj: Obj, status: Obj) -> Obj:
-        # trainerStatus belongs to the status server: the copy read here may be older than its last write
-        kept = {k: v for k, v in status.items() if k != "trainerStatus"}
-        return await patch_status(self.client, self.trainjobs, self.res, tj, kept)
-
-    async def _write(self, tj: Obj, obj: Obj) -> list[tuple[str, str, str]]:
-        m = tj["metadata"]
-        body = {**obj, "metadata": {**obj["metadata"], "namespace": m["namespace"]}}
-        body["metadata"]["ownerReferences"] = [
-            {
-                "apiVersion": trainer.API_VERSION,
-                "kind": trainer.TRAINJOB,
-                "name": m["name"],
-                "uid": m["uid"],
-                "controller": True,
-                "blockOwnerDeletion": True,
-            }
-        ]
+    async def _write(self, tj: Obj, obj: Obj) -> list[Event]:
+        body = owned_by(obj, tj, trainer.API_VERSION, trainer.TRAINJOB)
         kind = obj["kind"]
         res, cache = self.resources[obj["apiVersion"], kind], self.owned[obj["apiVersion"], kind]
         if obj["metadata"].get("resourceVersion"):
             # replaced as read: a newer version gets a conflict, and the pass runs again on it
-            cache.mutated(to_dict(await self.client.replace(build(res, body))))
+            await self.applier.replace(res, body, cache)
             return []
         try:
-            cache.mutated(to_dict(await self.client.create(build(res, body))))
+            created = await self.applier.create(res, body, cache)
         except ApiError as exc:
-            if is_status(exc, 409):
-                return []
             message = f"Error creating {kind} {body['metadata']['name']}: {exc}"
-            await self._emit(tj, [("Warning", f"FailedCreate{kind}", message)])
+            await self._emit(tj, [Event.warning(f"FailedCreate{kind}", message)])
             raise
-        return [("Normal", f"SuccessfulCreate{kind}", f"Created {kind}: {obj['metadata']['name']}")]
+        return (
+            [Event.normal(f"SuccessfulCreate{kind}", f"Created {kind}: {obj['metadata']['name']}")] if created else []
+        )
 
     async def _record_ports(self, tj: Obj, keys: tuple[str, ...]) -> None:
         m = tj["metadata"]
-        current = json.loads((m.get("annotations") or {}).get(labels.HOST_PORTS) or "{}")
         key = (m["namespace"], m["name"])
         try:
             fresh = self.ports.allocate(_port_owner(*key), len(keys), wake=functools.partial(self.queue.add, key))
         except PortsExhausted as exc:
             if exc.first:
-                await self._emit(tj, [("Warning", "PortsExhausted", str(exc))])
+                await self._emit(tj, [Event.warning("PortsExhausted", str(exc))])
             raise Waiting(str(exc), PORTS_RECHECK_SECONDS) from exc
-        current.update(dict(zip(keys, fresh, strict=True)))
-        patch = {"metadata": {"annotations": {labels.HOST_PORTS: json.dumps(current, sort_keys=True)}}}
-        patched = await self.client.patch(
-            self.res, m["name"], patch, namespace=m["namespace"], patch_type=PatchType.MERGE
-        )
-        self.trainjobs.mutated(to_dict(patched))
+        await record_ports(self.applier, self.res, tj, dict(zip(keys, fresh, strict=True)), self.trainjobs)
 
-    async def _emit(self, tj: Obj, events: Sequence[tuple[str, str, str]]) -> None:
-        involved = reference(tj, trainer.API_VERSION, trainer.TRAINJOB)
-        await record_events(
-            self.client, involved, events, component=trainer.CONTROLLER_NAME, now=format_time(self.clock())
-        )
+    async def _emit(self, tj: Obj, events: Sequence[Event]) -> None:
+        await self.applier.emit(reference(tj, trainer.API_VERSION, trainer.TRAINJOB), events)
 
 
 def _host_ports(tj: Obj) -> dict[str, int]:

@@ -32,8 +32,9 @@ from job_builders import (
 from trainyard.api import PyTorchJob
 from trainyard.api.meta import TypedObject
 from trainyard.api.podgroup import PodGroup
-from trainyard.controller import ControllerSettings, EventType, JobEvent, Observed, Plan, gang, reconcile
+from trainyard.controller import ControllerSettings, Observed, Plan, gang, reconcile
 from trainyard.frameworks.network import NetworkMode
+from trainyard.kit.plans import Event, EventType
 
 PLUGINS = ControllerSettings(network_mode=NetworkMode.CLUSTER_DNS, gang_scheduler_name="scheduler-plugins-scheduler")
 VOLCANO = ControllerSettings(network_mode=NetworkMode.CLUSTER_DNS, gang_scheduler_name="volcano")
@@ -42,7 +43,7 @@ OFF = ControllerSettings(network_mode=NetworkMode.CLUSTER_DNS)
 GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
 GROUP_ANNOTATION = "scheduling.k8s.io/group-name"
 TASK_ANNOTATION = "volcano.sh/task-spec"
-WRONG_SCHEDULER = JobEvent(
+WRONG_SCHEDULER = Event(
     EventType.WARNING,
     "SetPodTemplateSchedulerName",
     "Another scheduler is specified when gang-scheduling is enabled and it will not be overwritten",

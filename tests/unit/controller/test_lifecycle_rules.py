@@ -31,7 +31,8 @@ from job_builders import (
 )
 
 from trainyard.api.meta import parse_time
-from trainyard.controller import ChildRef, EventType, JobEvent, Plan
+from trainyard.controller import ChildRef, Plan
+from trainyard.kit.plans import Event, EventType
 
 STARTED = "2025-12-31T23:59:30Z"
 """``stored_status``'s startTime: 30 s before ``NOW``."""
@@ -148,7 +149,7 @@ def test_past_the_deadline_the_job_fails_with_upstreams_message_and_its_replicas
     }
     assert plan.create == ()
     assert plan.events == (
-        JobEvent(
+        Event(
             EventType.WARNING,
             "PyTorchJobFailed",
             "Job mnist has failed because it was active longer than specified deadline",
@@ -313,7 +314,7 @@ def test_ttl_after_finished(
     assert seconds(plan.requeue_after) == requeue
     if deleted:
         assert plan == Plan(
-            delete_job=True, events=(JobEvent(EventType.NORMAL, "SuccessfulDeletePod", "Deleted job: mnist"),)
+            delete_job=True, events=(Event(EventType.NORMAL, "SuccessfulDeletePod", "Deleted job: mnist"),)
         )
 
 
@@ -347,7 +348,7 @@ def test_suspending_a_running_job() -> None:
     ]
     assert plan.status is not None
     assert plan.status.replica_statuses["Worker"].active == 0
-    assert plan.events == (JobEvent(EventType.NORMAL, "PyTorchJobSuspended", "PyTorchJob mnist is suspended."),)
+    assert plan.events == (Event(EventType.NORMAL, "PyTorchJobSuspended", "PyTorchJob mnist is suspended."),)
     assert plan.requeue_after is None  # a suspended job's clock is stopped
 
 
@@ -361,7 +362,7 @@ def test_resuming_emits_resumed_and_starts_the_clock_again() -> None:
 
     assert conds(plan)[-1] == ("Suspended", "False", "PyTorchJobResumed")
     assert plan.status is not None and plan.status.start_time == NOW
-    assert plan.events == (JobEvent(EventType.NORMAL, "PyTorchJobResumed", "PyTorchJob mnist is resumed."),)
+    assert plan.events == (Event(EventType.NORMAL, "PyTorchJobResumed", "PyTorchJob mnist is resumed."),)
     assert {o.name for o in plan.create if o.kind == "Pod"} == {"mnist-master-0", "mnist-worker-0", "mnist-worker-1"}
     assert seconds(plan.requeue_after) == 600.0
 
@@ -423,7 +424,7 @@ def test_a_template_restart_policy_is_overwritten_with_a_warning(template_policy
     plan = run(owner)
 
     assert {p.spec.restart_policy for p in plan.create if p.kind == "Pod"} == {"OnFailure"}
-    warning = JobEvent(
+    warning = Event(
         EventType.WARNING,
         "SetPodTemplateRestartPolicy",
         "Restart policy in pod template will be overwritten by restart policy in replica spec",

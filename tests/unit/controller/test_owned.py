@@ -14,8 +14,9 @@ import pytest
 from job_builders import NAME, NAMESPACE, OTHER_UID, job, owner_references
 
 from trainyard.api.meta import TypedObject
-from trainyard.controller import ChildRef, EventType, JobEvent, Plan, Told
+from trainyard.controller import ChildRef, Plan
 from trainyard.controller.owned import Diff, diff
+from trainyard.kit.plans import DeletionEvents, Event, EventType
 
 OWNER = job()
 CONFIG = f"{NAME}-config"
@@ -82,13 +83,13 @@ def test_quantities_compare_by_value_only_where_the_kind_says_so() -> None:
 
 def test_a_child_no_longer_wanted_is_deleted_and_told_as_asked() -> None:
     have = stored({"hostfile": "x\n"})
-    told = Told(done=(JobEvent(EventType.NORMAL, "Gone", "config"),))
+    told = DeletionEvents(done=(Event(EventType.NORMAL, "Gone", "config"),))
 
     silent = diff(OWNER, [], [have])
     announced = diff(OWNER, [], [have], told=lambda name: told)
 
     assert silent.delete == (ChildRef("ConfigMap", CONFIG, "v1"),)
-    assert silent.delete[0].deletion() == Told()
+    assert silent.delete[0].deletion() == DeletionEvents()
     assert announced.delete[0].deletion() == told
     assert silent.create == () and silent.replace == ()
 

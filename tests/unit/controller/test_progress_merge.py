@@ -12,7 +12,7 @@ from job_builders import DNS, NOW, created, env_of, job, replicas, run, stored_s
 
 from trainyard.api.common import EarlyStopping
 from trainyard.api.kinds import KINDS
-from trainyard.controller import ChildRef, ControllerSettings, EventType, JobEvent
+from trainyard.controller import ChildRef, ControllerSettings
 from trainyard.controller.progress import (
     EARLY_STOPPED,
     TARGET_REACHED,
@@ -25,6 +25,7 @@ from trainyard.controller.progress import (
     stop_decision,
 )
 from trainyard.frameworks.trainer.status import StatusServer
+from trainyard.kit.plans import Event, EventType
 
 T = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
 PYTORCH = KINDS["PyTorchJob"]
@@ -203,7 +204,7 @@ def test_a_policy_that_fires_succeeds_the_job_and_stops_running_replicas(clean: 
     assert {r.name for r in plan.delete if r.kind == "Pod"} == stopped
     assert {r for r in plan.delete if r.kind == "Service"} == {ChildRef("Service", s.name) for s in services}
     assert plan.create == ()
-    assert JobEvent(EventType.NORMAL, TARGET_REACHED, succeeded.message) in plan.events
+    assert Event(EventType.NORMAL, TARGET_REACHED, succeeded.message) in plan.events
 
     # The next pass sees a finished job: nothing is recreated, cleanPodPolicy takes over.
     finished = job(1, 2, clean=clean, status=plan.status.to_dict(), extra_spec={"runPolicy": {"earlyStopping": {}}})

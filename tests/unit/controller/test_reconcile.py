@@ -41,7 +41,8 @@ from job_builders import (
 )
 
 from trainyard.api import ConditionType, Pod
-from trainyard.controller import ChildRef, EventType, JobEvent
+from trainyard.controller import ChildRef
+from trainyard.kit.plans import Event, EventType
 
 SELECTOR = "training.kubeflow.org/job-name=mnist,training.kubeflow.org/operator-name=pytorchjob-controller"
 
@@ -882,7 +883,7 @@ def test_events_for_conditions_that_became_true(
 
     plan = run(owner, pods, services)
 
-    assert list(plan.events) == [JobEvent(*e) for e in events]
+    assert list(plan.events) == [Event(*e) for e in events]
 
 
 def test_failed_job_emits_a_warning() -> None:

@@ -30,8 +30,9 @@ from job_builders import (
 )
 
 from trainyard.api import Pod, PyTorchJob
-from trainyard.controller import ChildRef, ControllerSettings, EventType, JobEvent, Plan
+from trainyard.controller import ChildRef, ControllerSettings, Plan
 from trainyard.controller.restarts import failure_detail
+from trainyard.kit.plans import Event, EventType
 
 BACKOFF = f"Job {NAME} has failed because it has reached the specified backoff limit"
 
@@ -370,7 +371,7 @@ def test_backoff_limit(
         # As upstream since v1.9.4 (#3420): cleanPodPolicy (default None) decides; Services always go.
         assert set(plan.delete) == {ChildRef("Service", s.name) for s in services}
         assert plan.create == ()
-        assert JobEvent(EventType.WARNING, "PyTorchJobFailed", BACKOFF) in plan.events
+        assert Event(EventType.WARNING, "PyTorchJobFailed", BACKOFF) in plan.events
     else:
         assert last.message != BACKOFF
         assert all(r.kind == "Pod" for r in plan.delete)
@@ -470,7 +471,7 @@ def test_whole_job_restart_marks_every_pod_and_counts_once() -> None:
     )
     assert [c.type for c in plan.status.conditions].count("Running") == 0
     assert (
-        JobEvent(
+        Event(
             EventType.WARNING,
             "RestartingAllReplicas",
             "Restarting every replica of PyTorchJob mnist together (restart 1): "
@@ -582,7 +583,7 @@ def test_a_static_world_restarts_every_replica_by_default() -> None:
         " (Worker 1 (pod mnist-worker-1) exited with code 137 (OOMKilled))."
     )
     assert (
-        JobEvent(
+        Event(
             EventType.WARNING,
             "RestartingAllReplicas",
             "Restarting every replica of PyTorchJob mnist together (restart 1 of backoffLimit 3): "
@@ -705,7 +706,7 @@ def test_exited_with_code_once_per_exit(container: dict[str, Any], reported: int
     plan = run(owner, (pod(owner, "Master", 0), worker), all_services(owner))
 
     assert [e for e in plan.events if e.reason == "ExitedWithCode"] == [
-        JobEvent(EventType.NORMAL, "ExitedWithCode", f"Pod: team-a.mnist-worker-0 exited with code {c}") for c in codes
+        Event(EventType.NORMAL, "ExitedWithCode", f"Pod: team-a.mnist-worker-0 exited with code {c}") for c in codes
     ]
     status = plan.status if plan.status is not None else owner.status
     assert [e.exits for e in status.pod_ledger or []] == ([exits] if exits else [])
@@ -803,7 +804,7 @@ def test_pending_too_long_names_the_reason(fields: dict[str, Any], reason: str, 
     assert last.message is not None
     assert last.message.startswith("PyTorchJob mnist: pod mnist-worker-0 has been pending for more than 300s")
     assert detail in last.message
-    assert JobEvent(EventType.WARNING, reason, last.message) in plan.events
+    assert Event(EventType.WARNING, reason, last.message) in plan.events
 
 
 def test_pending_not_yet_late_asks_to_look_again_when_it_would_be() -> None:
