@@ -84,6 +84,10 @@ def stripped(obj: Obj) -> Obj:
     return {**obj, "metadata": {k: v for k, v in m.items() if k != "managedFields"}}
 
 
+OWNER_INDEX = "controller"
+"""The index every controller files children under: ``controller_of``."""
+
+
 def controller_of(obj: Obj) -> Iterable[str]:
     """Indexer: ``kind/namespace/name`` of the object's controller owner, if it has one."""
     m = obj.get("metadata") or {}

@@ -59,6 +59,15 @@ class Applier:
         if not self.may_write():
             raise NotLeading(f"not {what}: this replica no longer leads")
 
+    async def get(self, res: Any, name: str, *, namespace: str | None) -> Obj | None:
+        """Read one object from the server (past every cache); None when it is not there."""
+        try:
+            return to_dict(await self.client.get(res, name, namespace=namespace))
+        except ApiError as exc:
+            if is_status(exc, 404):
+                return None
+            raise
+
     async def create(self, res: Any, body: Obj, cache: Informer | None = None) -> Obj | None:
         """Create; the server's answer, or None when it was already there (success too)."""
         try:
@@ -125,11 +134,18 @@ class Applier:
             cache.removed(deleted, tell=tell)
         return deleted
 
-    async def write_status(self, res: Any, obj: Obj, status: Obj, cache: Informer) -> Obj:
+    async def write_status(self, res: Any, obj: Obj, status: Obj, cache: Informer, *, whole: bool = False) -> Obj:
         """Merge-patch ``obj``'s status, guarded by the resourceVersion it was computed from; the
-        answer goes back into ``cache``. A status from an older copy gets 409 (a conflict, retried)."""
+        answer goes back into ``cache``. A status from an older copy gets 409 (a conflict, retried).
+
+        ``whole``: ``status`` is the entire new status (what it lacks is removed), not only the
+        fields this writer sets.
+        """
         m = obj["metadata"]
         sent = {k: v for k, v in status.items() if k not in self.owned_elsewhere}
+        if whole:
+            kept = {k: v for k, v in (obj.get("status") or {}).items() if k not in self.owned_elsewhere}
+            sent = merge_patch(kept, sent)
         body = {"metadata": {"resourceVersion": m["resourceVersion"]}, "status": sent}
         patched = to_dict(
             await self.client.patch(
@@ -159,3 +175,12 @@ def owned_by(obj: Obj, owner: Obj, api_version: str, kind: str) -> Obj:
         "blockOwnerDeletion": True,
     }
     return {**obj, "metadata": {**obj["metadata"], "namespace": m["namespace"], "ownerReferences": [ref]}}
+
+
+def merge_patch(old: Any, new: Any) -> Any:
+    """The JSON merge patch (RFC 7386) that turns ``old`` into ``new``: what ``new`` has, and a null
+    for each key it dropped (a value that is no object replaces whatever was there)."""
+    if not isinstance(old, dict) or not isinstance(new, dict):
+        return new
+    patch: Obj = {k: None for k in old if k not in new}
+    return patch | {k: merge_patch(old.get(k), v) for k, v in new.items()}

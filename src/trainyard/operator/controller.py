@@ -40,7 +40,7 @@ from trainyard.client import is_status, job_resource, reference, selector
 from trainyard.controller import ChildRef, Observed, Plan, children, gang, owned_kinds, reconcile
 from trainyard.controller.children import POD, REPLICA_KINDS, SERVICE
 from trainyard.frameworks.base import Framework, OwnedKind
-from trainyard.informer import Caches, Informer, SharedInformers, controller_of, label_index
+from trainyard.informer import OWNER_INDEX, Caches, Informer, SharedInformers, controller_of, label_index
 from trainyard.kit.applier import Applier
 from trainyard.kit.plans import Event
 from trainyard.kit.queue import WorkQueue
@@ -59,8 +59,6 @@ JOB_MODELS = 2048
 """Jobs whose models (as read, and defaulted) the jobs' informer keeps: every job of a sweep is
 worked on in turn, so fewer than the sweep's size were all dropped before the job's next pass
 (a 1,000-job sweep parsed and defaulted each job again on every pass); 30 KB a job."""
-OWNER_INDEX = "controller"
-"""Other owned children filed by ``Kind/namespace/name`` of their controller owner."""
 
 REPLICA_VERBS: tuple[str, ...] = ("list", "watch", "create", "delete")
 """What this controller asks of pods and Services (``deploy/``'s RBAC grants exactly that)."""

@@ -50,6 +50,7 @@ from trainyard.api.kinds import KINDS
 from trainyard.client import is_status, job_resource, to_dict
 from trainyard.controller import progress
 from trainyard.frameworks.trainer import status
+from trainyard.kit.applier import merge_patch
 from trainyard.operator.serving import Endpoint
 
 log = logging.getLogger(__name__)
@@ -194,7 +195,7 @@ class StatusHandler:
             return _failure(422, "Invalid", str(exc))
         patch = {
             "metadata": {"resourceVersion": job["metadata"]["resourceVersion"]},
-            "status": {"trainingProgress": replacing(old, merged)},
+            "status": {"trainingProgress": merge_patch(old, merged)},
         }
         try:
             await self.client.patch(res.Status, name, patch, namespace=namespace, patch_type=PatchType.MERGE)
@@ -218,14 +219,6 @@ def _early_stopping(job: dict[str, Any]) -> EarlyStopping | None:
         return EarlyStopping.model_validate(raw)
     except ValidationError:  # admission checks it; a job stored before that has no policy here
         return None
-
-
-def replacing(old: Any, new: Any) -> Any:
-    """A JSON merge patch that turns ``old`` into ``new``: what ``new`` has, and a null for each key it dropped."""
-    if not isinstance(old, dict) or not isinstance(new, dict):
-        return new
-    patch = {key: None for key in old if key not in new}
-    return patch | {key: replacing(old.get(key), value) for key, value in new.items()}
 
 
 async def serve_status(client: AsyncClient, address: tuple[str, int], context: ssl.SSLContext) -> Endpoint:

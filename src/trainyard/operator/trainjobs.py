@@ -38,13 +38,13 @@ from trainyard.controller.trainjob import (
     runtime_ref,
 )
 from trainyard.frameworks.base import OwnedKind
-from trainyard.informer import Caches, Indexer, Informer, controller_of
+from trainyard.informer import OWNER_INDEX, Caches, Indexer, Informer, controller_of
 from trainyard.kit.applier import Applier, owned_by
 from trainyard.kit.plans import Event
 from trainyard.kit.queue import WorkQueue
 from trainyard.kit.worker import Waiting, work
 from trainyard.operator import sshkeys
-from trainyard.operator.controller import OWNER_INDEX, PORTS_RECHECK_SECONDS, record_ports, resource
+from trainyard.operator.controller import PORTS_RECHECK_SECONDS, record_ports, resource
 from trainyard.operator.metrics import OperatorMetrics
 from trainyard.operator.ports import PortAllocator, PortsExhausted
 

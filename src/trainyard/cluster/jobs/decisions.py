@@ -37,6 +37,8 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from trainyard.api.meta import format_time, parse_time
+from trainyard.kit.conditions import set_condition
+from trainyard.kit.plans import Event
 
 Obj = dict[str, Any]
 
@@ -61,13 +63,6 @@ class Backoff:
 
     def delay(self, failures: int) -> float:
         return 0.0 if failures <= 0 else min(self.base * 2 ** (failures - 1), self.cap)
-
-
-@dataclass(frozen=True)
-class Event:
-    type: str
-    reason: str
-    message: str
 
 
 @dataclass
@@ -225,18 +220,10 @@ def _find(conditions: list[Obj], kind: str) -> Obj | None:
 
 def _ensure(conditions: list[Obj], kind: str, status: str, why: tuple[str, str], now: str) -> bool:
     """upstream's ``ensureJobConditionStatus``: set an existing condition, add only a True one."""
-    found = _find(conditions, kind)
-    if found is None:
-        if status != "True":
-            return False
-        conditions.append(condition(kind, status, *why, now))
-        return True
-    if (found.get("status"), found.get("reason"), found.get("message")) == (status, *why):
+    if _find(conditions, kind) is None and status != "True":
         return False
-    if found.get("status") != status:
-        found["lastTransitionTime"] = now
-    found.update({"status": status, "reason": why[0], "message": why[1], "lastProbeTime": now})
-    return True
+    conditions[:], changed = set_condition(conditions, kind, status, *why, now, lastProbeTime=now)
+    return changed
 
 
 def _ttl(job: Obj, now: datetime, plan: Plan) -> None:
@@ -320,9 +307,9 @@ def sync(job: Obj, pods: list[Obj], now: datetime, backoff: Backoff | None = Non
         _ensure(conditions, final["type"], "True", (final["reason"], final["message"]), stamp)
         if final["type"] == "Complete":
             status["completionTime"] = stamp
-            plan.events.append(Event("Normal", "Completed", "Job completed"))
+            plan.events.append(Event.normal("Completed", "Job completed"))
         else:
-            plan.events.append(Event("Warning", final["reason"], final["message"]))
+            plan.events.append(Event.warning(final["reason"], final["message"]))
     status["active"] = active_count
     status["ready"] = ready
     status["terminating"] = terminating
@@ -419,7 +406,7 @@ def _manage(
             return _success_criteria_met(conditions, stamp), 0, 0
     if spec.get("suspend") is True:
         if _ensure(conditions, "Suspended", "True", SUSPENDED, stamp):
-            plan.events.append(Event("Normal", "Suspended", "Job suspended"))
+            plan.events.append(Event.normal("Suspended", "Job suspended"))
     else:
         _resume(status, conditions, plan, stamp)
     return None, terminating, count
@@ -433,7 +420,7 @@ def _success_criteria_met(conditions: list[Obj], stamp: str) -> Obj:
 
 def _resume(status: Obj, conditions: list[Obj], plan: Plan, stamp: str) -> None:
     if _ensure(conditions, "Suspended", "False", RESUMED, stamp):
-        plan.events.append(Event("Normal", "Resumed", "Job resumed"))
+        plan.events.append(Event.normal("Resumed", "Job resumed"))
         # The deadline counts the time a Job is continuously active: it starts again on resume.
         status["startTime"] = stamp
 

@@ -44,6 +44,8 @@ from typing import Any
 
 from trainyard.api import jobset as api
 from trainyard.api.meta import format_time, parse_time
+from trainyard.kit.conditions import find, set_condition
+from trainyard.kit.plans import Event, EventType
 
 Obj = dict[str, Any]
 
@@ -65,13 +67,6 @@ RESTARTING = "RestartingJobSet"
 TERMINAL = ("Completed", "Failed")
 # Conditions that cannot both be True (upstream's exclusiveConditions).
 EXCLUSIVE = ({"StartupPolicyInProgress", "StartupPolicyCompleted"},)
-
-
-@dataclass(frozen=True)
-class Event:
-    type: str
-    reason: str
-    message: str
 
 
 @dataclass
@@ -218,26 +213,16 @@ def build_service(jobset: Obj) -> Obj:
 def _set(status: Obj, kind: str, value: str, why: tuple[str, str], now: str, plan: Plan, type_: str) -> bool:
     """Upstream's ``updateCondition`` + event: add only a True condition; exclusive ones turn False."""
     conditions: list[Obj] = status.setdefault("conditions", [])
-    changed, found = False, False
+    changed = False
     for c in conditions:
-        if c.get("type") == kind:
-            found = True
-            if c.get("status") != value:
-                c.update({"status": value, "reason": why[0], "message": why[1], "lastTransitionTime": now})
-                changed = True
-            elif (c.get("reason"), c.get("message")) != why:
-                c.update({"reason": why[0], "message": why[1]})
-                changed = True
-        elif value == "True" and c.get("status") == "True" and any({kind, c.get("type")} == e for e in EXCLUSIVE):
+        if value == "True" and c.get("status") == "True" and any({kind, c.get("type")} == e for e in EXCLUSIVE):
             c["status"] = "False"
             changed = True
-    if not found and value == "True":
-        conditions.append(
-            {"type": kind, "status": value, "reason": why[0], "message": why[1], "lastTransitionTime": now}
-        )
-        changed = True
+    if find(conditions, kind) is not None or value == "True":
+        conditions[:], updated = set_condition(conditions, kind, value, *why, now)
+        changed = changed or updated
     if changed:
-        plan.events.append(Event(type_, why[0], why[1]))
+        plan.events.append(Event(EventType(type_), why[0], why[1]))
     return changed
 
 
@@ -366,7 +351,7 @@ def _failure_policy(jobset: Obj, status: Obj, failed: list[Obj], now: str, plan:
         status["restartsCountTowardsMax"] = int(status.get("restartsCountTowardsMax") or 0) + 1
     reason = f"FailurePolicy_{rule['name']}" if rule is not None else "DefaultFailurePolicy"
     _set(status, RESTARTING, "True", (reason, message), now, plan, "Warning")
-    plan.events.append(Event("Warning", why[0], message))
+    plan.events.append(Event.warning(why[0], message))
 
 
 def _success(jobset: Obj, succeeded: list[Obj]) -> bool:
