@@ -5,24 +5,20 @@ The operator gives every replica container ``TRAINYARD_PROGRESS_URL`` (this job'
 projected service-account token whose audience names that route) and ``TRAINYARD_PROGRESS_CA``
 (the PEM text of the CA that signed the server). Each send POSTs ``{"report": {...}}``: epoch and
 step counters, the latest metrics, progress and ETA as the reporter derived them, the last
-checkpoint and the snapshot's time; the server merges it into the job's status. The token file is
-read on every send (``tokenfile``: the node replaces the token before it expires).
-Stdlib only (``urllib``), so training images need nothing else.
+checkpoint and the snapshot's time; the server merges it into the job's status. The POST itself,
+the token, the TLS trust and what a failure does are ``statushttp``'s, as for Trainer v2's sink.
 """
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import ssl
-import urllib.error
-import urllib.request
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from trainyard.runtime import tokenfile
+from trainyard.runtime import statushttp
 from trainyard.runtime.snapshots import Snapshot
 
 ENV_URL = "TRAINYARD_PROGRESS_URL"
@@ -74,7 +70,7 @@ class ProgressSink:
     """POSTs :func:`build_report` to the job's progress route with the pod's token.
 
     ``ca_pem`` is the CA's PEM text (``None`` with an ``https`` URL: the system's trust store);
-    ``ssl_context`` overrides both. Plain ``http`` URLs are allowed for local servers.
+    ``ssl_context`` overrides it.
     """
 
     def __init__(
@@ -85,11 +81,7 @@ class ProgressSink:
         ca_pem: str | None = None,
         ssl_context: ssl.SSLContext | None = None,
     ) -> None:
-        self.url = url
-        self.token_path = token_path
-        if ssl_context is None and url.startswith("https:"):
-            ssl_context = ssl.create_default_context(cadata=ca_pem or None)
-        self.ssl_context = ssl_context
+        self._poster = statushttp.StatusPoster(url, token_path=token_path, ca_pem=ca_pem, ssl_context=ssl_context)
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str] | None = None) -> ProgressSink | None:
@@ -101,21 +93,4 @@ class ProgressSink:
         return cls(url, token_path=env.get(ENV_TOKEN) or None, ca_pem=env.get(ENV_CA) or None)
 
     def send(self, snapshot: Snapshot, timeout: float) -> None:
-        body = json.dumps(build_report(snapshot)).encode()
-        headers = {"Content-Type": "application/json", **tokenfile.bearer(self.token_path)}
-        request = urllib.request.Request(self.url, data=body, headers=headers, method="POST")
-        try:
-            with urllib.request.urlopen(request, timeout=timeout, context=self.ssl_context) as response:
-                if response.status != 200:
-                    raise RuntimeError(f"status server answered HTTP {response.status}")
-        except urllib.error.HTTPError as exc:
-            # The server's Status message says what was wrong (which field, which token).
-            raise RuntimeError(f"status server answered HTTP {exc.code}: {_message(exc)}") from None
-
-
-def _message(exc: urllib.error.HTTPError) -> str:
-    try:
-        body = json.loads(exc.read(4096) or b"{}")
-    except (OSError, ValueError):
-        return exc.reason if isinstance(exc.reason, str) else ""
-    return str(body.get("message") or "") if isinstance(body, dict) else ""
+        self._poster.post(build_report(snapshot), timeout)

@@ -6,27 +6,22 @@ The controller injects ``KUBEFLOW_TRAINER_SERVER_URL`` (an HTTPS endpoint),
 the official SDK's ``update_trainjob_status`` posts: ``{"trainerStatus": {"lastUpdatedTime",
 "progressPercentage", "estimatedRemainingSeconds", "metrics": [{"name", "value"}]}}``, metric
 values as strings, at most 256 metrics. Upstream's status has no checkpoint field, so the last
-checkpoint is not sent here. The token file is read on every send (``tokenfile``), where the SDK
-keeps a token five minutes: a token refreshed at 80 % of a ten-minute life would be sent after it
-expired. Stdlib only (``urllib``), so training images need no ``requests``.
+checkpoint is not sent here. The POST itself, the TLS trust and what a failure does are
+``statushttp``'s, as for trainyard's own sink; it reads the token file on every send, where the
+SDK keeps a token five minutes: a token refreshed at 80 % of a ten-minute life would be sent after
+it expired.
 """
 
 from __future__ import annotations
 
-import json
-import logging
 import os
 import ssl
-import urllib.request
 from collections.abc import Mapping
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
-from trainyard.runtime import tokenfile
+from trainyard.runtime import statushttp
 from trainyard.runtime.snapshots import Snapshot
-
-_logger = logging.getLogger(__name__)
 
 ENV_SERVER_URL = "KUBEFLOW_TRAINER_SERVER_URL"
 ENV_TOKEN_PATH = "KUBEFLOW_TRAINER_SERVER_TOKEN"
@@ -50,9 +45,8 @@ def build_trainer_status(snapshot: Snapshot) -> dict[str, Any]:
 class TrainerStatusSink:
     """POSTs :func:`build_trainer_status` to the status server with the pod's token.
 
-    ``ssl_context`` overrides the one built from the CA file (``None`` with an ``https`` URL uses
-    the system's trust store, as the SDK's ``verify=True`` does); plain ``http`` URLs are allowed
-    for local servers.
+    ``ssl_context`` overrides the one built from the CA file (``None``, or a file that does not
+    exist, with an ``https`` URL uses the system's trust store, as the SDK's ``verify=True`` does).
     """
 
     def __init__(
@@ -63,12 +57,7 @@ class TrainerStatusSink:
         ca_cert: str | None = None,
         ssl_context: ssl.SSLContext | None = None,
     ) -> None:
-        self.url = url
-        self.token_path = token_path
-        if ssl_context is None and url.startswith("https:"):
-            cafile = ca_cert if ca_cert and Path(ca_cert).exists() else None
-            ssl_context = ssl.create_default_context(cafile=cafile)
-        self.ssl_context = ssl_context
+        self._poster = statushttp.StatusPoster(url, token_path=token_path, ca_file=ca_cert, ssl_context=ssl_context)
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str] | None = None) -> TrainerStatusSink | None:
@@ -79,9 +68,4 @@ class TrainerStatusSink:
         return cls(url, token_path=env.get(ENV_TOKEN_PATH), ca_cert=env.get(ENV_CA_CERT))
 
     def send(self, snapshot: Snapshot, timeout: float) -> None:
-        body = json.dumps(build_trainer_status(snapshot)).encode()
-        headers = {"Content-Type": "application/json", **tokenfile.bearer(self.token_path)}
-        request = urllib.request.Request(self.url, data=body, headers=headers, method="POST")
-        with urllib.request.urlopen(request, timeout=timeout, context=self.ssl_context) as response:
-            if response.status != 200:
-                raise RuntimeError(f"status server answered HTTP {response.status}")
+        self._poster.post(build_trainer_status(snapshot), timeout)

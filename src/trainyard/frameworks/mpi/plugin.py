@@ -3,12 +3,9 @@
 A launcher batch/v1 Job runs ``mpirun``; worker pods host the ranks, reached by name through one
 headless Service; a ConfigMap holds the ``hostfile`` (and ``discover_hosts.sh`` for elastic
 Horovod) and a Secret the SSH key pair both sides mount. What happens when is
-``controller.launched``'s; this module only describes the objects.
-
-Beside upstream's launcher env for Open MPI (``OMPI_MCA_orte_*``, which only Open MPI 4 reads),
-the launcher gets the same three settings under Open MPI 5's names (``PRTE_MCA_*``): an Open MPI
-5 ``mpirun`` ignores the ``orte`` ones and would start every rank in the launcher itself
-(measured with 5.0.11: the hostfile is not read). Both versions ignore the other's.
+``controller.launched``'s; this module only describes the objects. Open MPI's launcher env, its
+hostfile lines and the key pair's volume are ``frameworks.openmpi``'s, shared with Trainer v2's
+MPI policy; Intel MPI's and MPICH's are this module's.
 """
 
 from __future__ import annotations
@@ -32,6 +29,7 @@ from trainyard.api.kubeflow.mpi import (
     MPIJob,
 )
 from trainyard.api.meta import TypedObject
+from trainyard.frameworks import openmpi
 from trainyard.frameworks.base import Child, EnvScope, OwnedKind, ReplicaCounts, Verdict
 from trainyard.frameworks.capabilities import KeyPairs
 from trainyard.frameworks.network import Network
@@ -42,26 +40,13 @@ SSH_SUFFIX = "-ssh"
 LAUNCHER_SUFFIX = "-launcher"
 CONFIG_VOLUME = "mpi-job-config"
 CONFIG_MOUNT = "/etc/mpi"
-HOSTFILE = "hostfile"
 DISCOVER_HOSTS = "discover_hosts.sh"
 SSH_VOLUME = "ssh-auth"
-SSH_PRIVATE_KEY = "ssh-privatekey"
-SSH_PUBLIC_KEY = "ssh-publickey"
 ROLE_ENV = "K_MPI_JOB_ROLE"
-SSH_RETRIES = "-o ConnectionAttempts=10"
 SSHD = ["/usr/sbin/sshd", "-De"]
 """What a worker whose first container names no command runs: the launcher reaches it over SSH."""
 
-_HOSTFILE_PATH = f"{CONFIG_MOUNT}/{HOSTFILE}"
-_CONFIG_ITEMS = [
-    {"key": HOSTFILE, "path": HOSTFILE, "mode": 0o444},
-    {"key": DISCOVER_HOSTS, "path": DISCOVER_HOSTS, "mode": 0o555},
-]
-_SSH_ITEMS = [
-    {"key": SSH_PRIVATE_KEY, "path": "id_rsa"},
-    {"key": SSH_PUBLIC_KEY, "path": "id_rsa.pub"},
-    {"key": SSH_PUBLIC_KEY, "path": "authorized_keys"},
-]
+_HOSTFILE_PATH = f"{CONFIG_MOUNT}/{openmpi.HOSTFILE}"
 _CLUSTER_LOCAL = "cluster.local"  # the mpi-operator writes it into every pod's DNS search list as is
 
 
@@ -209,9 +194,11 @@ class MPI(StaticWorld):
         workers = job.replica_specs.get(WORKER)
         names = [f"{job.name}-worker-{i}" for i in range((workers.replicas or 0) if workers else 0)]
         first = [self.launcher_name(job)] if job.spec.run_launcher_as_worker else []
-        openmpi = job.spec.mpi_implementation == MPIImplementation.OPEN_MPI
-        line = "{host} slots={slots}\n" if openmpi else "{host}:{slots}\n"
-        hostfile = "".join(line.format(host=self.host(job, n, domain), slots=slots) for n in [*first, *names])
+        hosts = [self.host(job, n, domain) for n in [*first, *names]]
+        if job.spec.mpi_implementation == MPIImplementation.OPEN_MPI:
+            hostfile = openmpi.hostfile(hosts, slots)
+        else:
+            hostfile = "".join(f"{host}:{slots}\n" for host in hosts)
         discover = "#!/bin/sh\n" + "".join(
             f"echo {self.host(job, n, domain)}\n" for n in [*first, *sorted(running_workers)]
         )
@@ -219,7 +206,7 @@ class MPI(StaticWorld):
             "apiVersion": "v1",
             "kind": "ConfigMap",
             "metadata": {"name": job.name + CONFIG_SUFFIX, "labels": {"app": job.name}},
-            "data": {HOSTFILE: hostfile, DISCOVER_HOSTS: discover},
+            "data": {openmpi.HOSTFILE: hostfile, DISCOVER_HOSTS: discover},
         }
 
     def _ssh_secret(self, job: MPIJob, existing: Sequence[TypedObject], keys: KeyPairs) -> Child:
@@ -233,7 +220,7 @@ class MPI(StaticWorld):
             "kind": "Secret",
             "metadata": {"name": name, "labels": {"app": job.name}},
             "type": "kubernetes.io/ssh-auth",
-            "data": {SSH_PRIVATE_KEY: _base64(private), SSH_PUBLIC_KEY: _base64(public)},
+            "data": {openmpi.SSH_PRIVATE_KEY: _base64(private), openmpi.SSH_PUBLIC_KEY: _base64(public)},
         }
 
     def _launcher_template(self, job: MPIJob) -> dict[str, Any]:
@@ -256,8 +243,9 @@ class MPI(StaticWorld):
         first["env"] = [*(first.get("env") or []), *self._launcher_env(job)]
         self._mount_ssh(job, spec)
         spec["restartPolicy"] = launcher.restart_policy
+        items = [openmpi.hostfile_item(), {"key": DISCOVER_HOSTS, "path": DISCOVER_HOSTS, "mode": 0o555}]
         spec.setdefault("volumes", []).append(
-            {"name": CONFIG_VOLUME, "configMap": {"name": job.name + CONFIG_SUFFIX, "items": _CONFIG_ITEMS}}
+            {"name": CONFIG_VOLUME, "configMap": {"name": job.name + CONFIG_SUFFIX, "items": items}}
         )
         first.setdefault("volumeMounts", []).append({"name": CONFIG_VOLUME, "mountPath": CONFIG_MOUNT})
         return template
@@ -267,23 +255,15 @@ class MPI(StaticWorld):
         env = {ROLE_ENV: "launcher"}
         implementation = job.spec.mpi_implementation
         if implementation == MPIImplementation.OPEN_MPI:
-            env |= {
-                "OMPI_MCA_orte_keep_fqdn_hostnames": "true",
-                "OMPI_MCA_orte_default_hostfile": _HOSTFILE_PATH,
-                "OMPI_MCA_plm_rsh_args": SSH_RETRIES,
-                "OMPI_MCA_orte_set_default_slots": slots,
-                "PRTE_MCA_prte_keep_fqdn_hostnames": "true",
-                "PRTE_MCA_prte_default_hostfile": _HOSTFILE_PATH,
-                "PRTE_MCA_plm_ssh_args": SSH_RETRIES,
-            }
+            env |= openmpi.launcher_env(hostfile=_HOSTFILE_PATH, slots=_slots(job))
         elif implementation == MPIImplementation.INTEL:
             env |= {
                 "I_MPI_HYDRA_HOST_FILE": _HOSTFILE_PATH,
-                "I_MPI_HYDRA_BOOTSTRAP_EXEC_EXTRA_ARGS": SSH_RETRIES,
+                "I_MPI_HYDRA_BOOTSTRAP_EXEC_EXTRA_ARGS": openmpi.SSH_RETRIES,
                 "I_MPI_PERHOST": slots,
             }
         elif implementation == MPIImplementation.MPICH:
-            env |= {"HYDRA_HOST_FILE": _HOSTFILE_PATH, "HYDRA_LAUNCH_EXTRA_ARGS": SSH_RETRIES}
+            env |= {"HYDRA_HOST_FILE": _HOSTFILE_PATH, "HYDRA_LAUNCH_EXTRA_ARGS": openmpi.SSH_RETRIES}
         out = [{"name": k, "value": v} for k, v in env.items()]
         if not job.spec.run_launcher_as_worker:
             # A launcher that hosts no rank must not take the node's GPUs by accident.
@@ -304,9 +284,9 @@ class MPI(StaticWorld):
 
     def _mount_ssh(self, job: MPIJob, spec: dict[str, Any]) -> None:
         path = job.spec.ssh_auth_mount_path or ROOT_SSH_PATH
-        secret: dict[str, Any] = {"secretName": job.name + SSH_SUFFIX, "items": _SSH_ITEMS}
-        if path == ROOT_SSH_PATH:
-            secret["defaultMode"] = 0o600  # sshd refuses keys others can read; elsewhere the image's user decides
-        spec.setdefault("volumes", []).append({"name": SSH_VOLUME, "secret": secret})
+        mode = (
+            0o600 if path == ROOT_SSH_PATH else None
+        )  # sshd refuses keys others can read; elsewhere the image's user decides
+        spec.setdefault("volumes", []).append(openmpi.ssh_volume(SSH_VOLUME, job.name + SSH_SUFFIX, default_mode=mode))
         first = spec["containers"][0]
         first.setdefault("volumeMounts", []).append({"name": SSH_VOLUME, "mountPath": path})

@@ -11,8 +11,8 @@ replicated Job and injects its environment into the ``node`` container:
 * XGBoost: ``DMLC_TRACKER_URI``/``_PORT``, ``DMLC_TASK_ID``, ``DMLC_NUM_WORKER`` (one worker per GPU,
   else one per node);
 * MPI (OpenMPI): a hostfile ConfigMap listing the node pods with their slots, the SSH Secret
-  mounted at ``sshAuthMountPath``, the launcher told where the hostfile is (under Open MPI 4's
-  names, as upstream, and Open MPI 5's, so a bare ``mpirun`` finds it too).
+  mounted at ``sshAuthMountPath``, the launcher told where the hostfile is; the env, the hostfile
+  lines and the Secret's volume are ``frameworks.openmpi``'s, as the MPIJob's are.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from typing import Any
 from trainyard.api import trainer
 from trainyard.api.podgroup import POD_GROUP_LABEL
 from trainyard.api.quantity import parse_quantity
+from trainyard.frameworks import openmpi
 from trainyard.frameworks.trainer.template import (
     Built,
     Rendezvous,
@@ -41,7 +42,8 @@ Obj = dict[str, Any]
 
 SSH_VOLUME = "mpi-ssh-auth"
 HOSTFILE_VOLUME = "mpi-hostfile"
-HOSTFILE = "hostfile"
+# The key files' modes as Trainer v2 sets them (an MPIJob keeps the Secret volume's defaults).
+_KEY_MODES = (0o640, 0o644)
 
 
 def gpus(resources: Obj) -> int:
@@ -182,27 +184,11 @@ def mpi(trainjob: Obj, runtime: Obj, js: Obj, rendezvous: Rendezvous) -> Built:
         pod = rjob["template"]["spec"]["template"]["spec"]
         volumes = pod.setdefault("volumes", [])
         volumes[:] = [v for v in volumes if v.get("name") not in (SSH_VOLUME, HOSTFILE_VOLUME)]
-        volumes.append(
-            {
-                "name": SSH_VOLUME,
-                "secret": {
-                    "secretName": secret,
-                    "defaultMode": 0o400,
-                    "items": [
-                        {"key": "ssh-privatekey", "path": "id_rsa", "mode": 0o640},
-                        {"key": "ssh-publickey", "path": "id_rsa.pub", "mode": 0o644},
-                        {"key": "ssh-publickey", "path": "authorized_keys", "mode": 0o644},
-                    ],
-                },
-            }
-        )
+        volumes.append(openmpi.ssh_volume(SSH_VOLUME, secret, default_mode=0o400, key_modes=_KEY_MODES))
         is_launcher = rjob is launcher
         if is_launcher:
             volumes.append(
-                {
-                    "name": HOSTFILE_VOLUME,
-                    "configMap": {"name": hostfile, "items": [{"key": HOSTFILE, "path": HOSTFILE, "mode": 0o444}]},
-                }
+                {"name": HOSTFILE_VOLUME, "configMap": {"name": hostfile, "items": [openmpi.hostfile_item()]}}
             )
         for container in containers(rjob, trainer.NODE):
             mounts = [
@@ -211,26 +197,15 @@ def mpi(trainjob: Obj, runtime: Obj, js: Obj, rendezvous: Rendezvous) -> Built:
             mounts.append({"name": SSH_VOLUME, "mountPath": mount})
             if is_launcher:
                 mounts.append({"name": HOSTFILE_VOLUME, "mountPath": trainer.MPI_HOSTFILE_DIR})
-                upsert_env(
-                    container,
-                    [
-                        {"name": "OMPI_MCA_orte_default_hostfile", "value": f"{trainer.MPI_HOSTFILE_DIR}/{HOSTFILE}"},
-                        {"name": "OMPI_MCA_orte_keep_fqdn_hostnames", "value": "true"},
-                        {"name": "OMPI_MCA_orte_set_default_slots", "value": str(slots)},
-                        {"name": "OMPI_MCA_plm_rsh_args", "value": "-o ConnectionAttempts=10"},
-                        # trainyard: upstream's names are Open MPI 4's; Open MPI 5's launcher reads these
-                        {"name": "PRTE_MCA_prte_default_hostfile", "value": f"{trainer.MPI_HOSTFILE_DIR}/{HOSTFILE}"},
-                        {"name": "PRTE_MCA_prte_keep_fqdn_hostnames", "value": "true"},
-                        {"name": "PRTE_MCA_plm_ssh_args", "value": "-o ConnectionAttempts=10"},
-                    ],
-                )
+                env = openmpi.launcher_env(hostfile=f"{trainer.MPI_HOSTFILE_DIR}/{openmpi.HOSTFILE}", slots=slots)
+                upsert_env(container, [{"name": name, "value": value} for name, value in env.items()])
             container["volumeMounts"] = mounts
     hosts = [*(_endpoints(js, name, launcher) if as_node else []), *_endpoints(js, name, node_job)]
     config: Obj = {
         "apiVersion": "v1",
         "kind": "ConfigMap",
         "metadata": {"name": hostfile},
-        "data": {HOSTFILE: "".join(f"{host} slots={slots}\n" for host in hosts)},
+        "data": {openmpi.HOSTFILE: openmpi.hostfile(hosts, slots)},
     }
     return Built(js, companions=(config,), ssh_secret=secret)
 
