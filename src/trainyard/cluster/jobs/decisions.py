@@ -65,14 +65,31 @@ class Backoff:
         return 0.0 if failures <= 0 else min(self.base * 2 ** (failures - 1), self.cap)
 
 
-@dataclass
+@dataclass(frozen=True)
 class Plan:
+    """What one pass decided, as the controller applies it (in this order)."""
+
+    release: tuple[str, ...] = ()  # pods to delete without counting them (suspend): finalizer first
+    delete: tuple[str, ...] = ()  # active pods to delete, finalizers kept (they count)
     create: int = 0
-    create_indexes: list[int] = field(default_factory=list)  # Indexed: the completion index of each new pod
-    delete: list[str] = field(default_factory=list)  # active pods to delete, finalizers kept (they count)
-    release: list[str] = field(default_factory=list)  # pods to delete without counting them (suspend)
-    unfinalize: list[str] = field(default_factory=list)  # pods whose tracking finalizer goes, after status
+    create_indexes: tuple[int, ...] = ()  # Indexed: the completion index of each new pod
     status: Obj | None = None  # the whole new status, when it changed
+    unfinalize: tuple[str, ...] = ()  # pods whose tracking finalizer goes, after status
+    events: tuple[Event, ...] = ()
+    delete_job: bool = False
+    requeue_after: float | None = None
+
+
+@dataclass
+class Draft:
+    """A plan as one pass builds it, step by step; ``done`` is the ``Plan`` it returns."""
+
+    create: int = 0
+    create_indexes: list[int] = field(default_factory=list)
+    delete: list[str] = field(default_factory=list)
+    release: list[str] = field(default_factory=list)
+    unfinalize: list[str] = field(default_factory=list)
+    status: Obj | None = None
     events: list[Event] = field(default_factory=list)
     delete_job: bool = False
     requeue_after: float | None = None
@@ -80,6 +97,19 @@ class Plan:
     def wake(self, seconds: float) -> None:
         seconds = max(seconds, 0.0)
         self.requeue_after = seconds if self.requeue_after is None else min(self.requeue_after, seconds)
+
+    def done(self) -> Plan:
+        return Plan(
+            release=tuple(self.release),
+            delete=tuple(self.delete),
+            create=self.create,
+            create_indexes=tuple(self.create_indexes),
+            status=self.status,
+            unfinalize=tuple(self.unfinalize),
+            events=tuple(self.events),
+            delete_job=self.delete_job,
+            requeue_after=self.requeue_after,
+        )
 
 
 def _meta(obj: Obj) -> Obj:
@@ -226,7 +256,7 @@ def _ensure(conditions: list[Obj], kind: str, status: str, why: tuple[str, str],
     return changed
 
 
-def _ttl(job: Obj, now: datetime, plan: Plan) -> None:
+def _ttl(job: Obj, now: datetime, plan: Draft) -> None:
     ttl = (job.get("spec") or {}).get("ttlSecondsAfterFinished")
     if ttl is None or _meta(job).get("deletionTimestamp"):
         return
@@ -243,9 +273,14 @@ def _ttl(job: Obj, now: datetime, plan: Plan) -> None:
 
 
 def sync(job: Obj, pods: list[Obj], now: datetime, backoff: Backoff | None = None) -> Plan:
+    """One level-triggered pass over a Job and the pods it controls: the plan."""
+    return _draft(job, pods, now, backoff).done()
+
+
+def _draft(job: Obj, pods: list[Obj], now: datetime, backoff: Backoff | None) -> Draft:
     """One level-triggered pass over a Job and the pods it controls (``pods``: ownerReference to its uid)."""
     backoff = backoff or Backoff()
-    plan = Plan()
+    plan = Draft()
     stamp = format_time(now)
     if _meta(job).get("deletionTimestamp") or finished(job):
         # Nothing more to count: release every finalizer so the pods can go.
@@ -331,7 +366,7 @@ def _target(
     failed: int,
     suspended: bool,
     now: datetime,
-    plan: Plan,
+    plan: Draft,
 ) -> Obj | None:
     """The end the Job is already heading to (its interim condition written), a failure found now, or None."""
     stamp = format_time(now)
@@ -364,7 +399,7 @@ def _manage(
     active: list[Obj],
     succeeded: int,
     now: datetime,
-    plan: Plan,
+    plan: Draft,
     backoff: Backoff,
 ) -> tuple[Obj | None, int, int]:
     """upstream's ``manageJob`` and what follows it: pods to run, completion, suspension.
@@ -418,7 +453,7 @@ def _success_criteria_met(conditions: list[Obj], stamp: str) -> Obj:
     return {"type": "Complete", "reason": COMPLETIONS_REACHED[0], "message": COMPLETIONS_REACHED[1]}
 
 
-def _resume(status: Obj, conditions: list[Obj], plan: Plan, stamp: str) -> None:
+def _resume(status: Obj, conditions: list[Obj], plan: Draft, stamp: str) -> None:
     if _ensure(conditions, "Suspended", "False", RESUMED, stamp):
         plan.events.append(Event.normal("Resumed", "Job resumed"))
         # The deadline counts the time a Job is continuously active: it starts again on resume.
@@ -432,7 +467,7 @@ def _manage_indexed(
     pods: list[Obj],
     active: list[Obj],
     now: datetime,
-    plan: Plan,
+    plan: Draft,
     backoff: Backoff,
 ) -> tuple[Obj | None, int, int]:
     """``manageJob`` for ``completionMode: Indexed``: one pod per index not yet succeeded."""

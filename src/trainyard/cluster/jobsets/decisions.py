@@ -38,6 +38,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -69,18 +70,48 @@ TERMINAL = ("Completed", "Failed")
 EXCLUSIVE = ({"StartupPolicyInProgress", "StartupPolicyCompleted"},)
 
 
-@dataclass
+@dataclass(frozen=True)
 class Plan:
-    create: list[Obj] = field(default_factory=list)  # whole Job objects
-    delete: list[str] = field(default_factory=list)  # Job names, deleted in the foreground
-    suspend: dict[str, bool] = field(default_factory=dict)  # Job name -> new spec.suspend
-    # Job name -> pod-template fields to merge as it is unsuspended (a merge patch of spec.template)
-    templates: dict[str, Obj] = field(default_factory=dict)
+    """What one pass decided, as the controller applies it (in this order)."""
+
+    delete: tuple[str, ...] = ()  # Job names, deleted in the foreground
     service: Obj | None = None  # the headless Service to create
+    create: tuple[Obj, ...] = ()  # whole Job objects
+    suspend: Mapping[str, bool] = field(default_factory=dict)  # Job name -> new spec.suspend
+    # Job name -> pod-template fields to merge as it is unsuspended (a merge patch of spec.template)
+    templates: Mapping[str, Obj] = field(default_factory=dict)
     status: Obj | None = None  # the whole new status, when it changed
+    events: tuple[Event, ...] = ()
+    delete_jobset: bool = False
+    requeue_after: float | None = None
+
+
+@dataclass
+class Draft:
+    """A plan as one pass builds it, step by step; ``done`` is the ``Plan`` it returns."""
+
+    create: list[Obj] = field(default_factory=list)
+    delete: list[str] = field(default_factory=list)
+    suspend: dict[str, bool] = field(default_factory=dict)
+    templates: dict[str, Obj] = field(default_factory=dict)
+    service: Obj | None = None
+    status: Obj | None = None
     events: list[Event] = field(default_factory=list)
     delete_jobset: bool = False
     requeue_after: float | None = None
+
+    def done(self) -> Plan:
+        return Plan(
+            delete=tuple(self.delete),
+            service=self.service,
+            create=tuple(self.create),
+            suspend=dict(self.suspend),
+            templates=dict(self.templates),
+            status=self.status,
+            events=tuple(self.events),
+            delete_jobset=self.delete_jobset,
+            requeue_after=self.requeue_after,
+        )
 
 
 def _meta(obj: Obj) -> Obj:
@@ -210,7 +241,7 @@ def build_service(jobset: Obj) -> Obj:
 # -- conditions -----------------------------------------------------------------------------------------
 
 
-def _set(status: Obj, kind: str, value: str, why: tuple[str, str], now: str, plan: Plan, type_: str) -> bool:
+def _set(status: Obj, kind: str, value: str, why: tuple[str, str], now: str, plan: Draft, type_: str) -> bool:
     """Upstream's ``updateCondition`` + event: add only a True condition; exclusive ones turn False."""
     conditions: list[Obj] = status.setdefault("conditions", [])
     changed = False
@@ -226,13 +257,13 @@ def _set(status: Obj, kind: str, value: str, why: tuple[str, str], now: str, pla
     return changed
 
 
-def _fail(status: Obj, why: tuple[str, str], now: str, plan: Plan) -> None:
+def _fail(status: Obj, why: tuple[str, str], now: str, plan: Draft) -> None:
     _set(status, "Failed", "True", why, now, plan, "Warning")
     _set(status, RESTARTING, "False", ("JobSetFailed", "jobset failed"), now, plan, "Normal")
     status["terminalState"] = "Failed"
 
 
-def _complete(status: Obj, now: str, plan: Plan) -> None:
+def _complete(status: Obj, now: str, plan: Draft) -> None:
     _set(status, "Completed", "True", COMPLETED, now, plan, "Normal")
     _set(status, RESTARTING, "False", ("JobSetCompleted", COMPLETED[1]), now, plan, "Normal")
     status["terminalState"] = "Completed"
@@ -328,7 +359,7 @@ def _matching_rule(rules: list[Obj], failed: list[Obj]) -> tuple[Obj | None, Obj
     return None, ordered[0]
 
 
-def _failure_policy(jobset: Obj, status: Obj, failed: list[Obj], now: str, plan: Plan) -> None:
+def _failure_policy(jobset: Obj, status: Obj, failed: list[Obj], now: str, plan: Draft) -> None:
     policy = _spec(jobset).get("failurePolicy")
     if not policy:
         first = sorted(failed, key=_failure_time)[0]
@@ -368,7 +399,7 @@ def _success(jobset: Obj, succeeded: list[Obj]) -> bool:
     return matching >= expected
 
 
-def _ttl(jobset: Obj, status: Obj, now: datetime, plan: Plan) -> None:
+def _ttl(jobset: Obj, status: Obj, now: datetime, plan: Draft) -> None:
     ttl = _spec(jobset).get("ttlSecondsAfterFinished")
     if ttl is None or _meta(jobset).get("deletionTimestamp"):
         return
@@ -440,7 +471,7 @@ def resume_template(job: Obj, rjob: Obj) -> Obj:
     return out
 
 
-def _replicated_jobs(jobset: Obj, children: Children, rows: list[Obj], status: Obj, now: str, plan: Plan) -> None:
+def _replicated_jobs(jobset: Obj, children: Children, rows: list[Obj], status: Obj, now: str, plan: Draft) -> None:
     """``reconcileReplicatedJobs``: create the missing Jobs, in order under InOrder."""
     spec = _spec(jobset)
     in_order = (spec.get("startupPolicy") or {}).get("startupPolicyOrder") == "InOrder"
@@ -462,7 +493,7 @@ def _replicated_jobs(jobset: Obj, children: Children, rows: list[Obj], status: O
         _set(status, "StartupPolicyCompleted", "True", IN_ORDER_DONE, now, plan, "Normal")
 
 
-def _suspend_or_resume(jobset: Obj, children: Children, rows: list[Obj], status: Obj, now: str, plan: Plan) -> None:
+def _suspend_or_resume(jobset: Obj, children: Children, rows: list[Obj], status: Obj, now: str, plan: Draft) -> None:
     spec = _spec(jobset)
     if spec.get("suspend") is True:
         for job in children.active:
@@ -492,7 +523,11 @@ def _suspend_or_resume(jobset: Obj, children: Children, rows: list[Obj], status:
 
 def sync(jobset: Obj, jobs: list[Obj], now: datetime, *, service_exists: bool = False) -> Plan:
     """One level-triggered pass over a JobSet and the Jobs it controls (``jobs``: ownerReference to its uid)."""
-    plan = Plan()
+    return _draft(jobset, jobs, now, service_exists=service_exists).done()
+
+
+def _draft(jobset: Obj, jobs: list[Obj], now: datetime, *, service_exists: bool) -> Draft:
+    plan = Draft()
     if managed_elsewhere(jobset) or _meta(jobset).get("deletionTimestamp"):
         return plan
     stamp = format_time(now)
@@ -512,7 +547,7 @@ def sync(jobset: Obj, jobs: list[Obj], now: datetime, *, service_exists: bool = 
 
 
 def _reconcile(
-    jobset: Obj, children: Children, rows: list[Obj], status: Obj, now: str, plan: Plan, *, service_exists: bool
+    jobset: Obj, children: Children, rows: list[Obj], status: Obj, now: str, plan: Draft, *, service_exists: bool
 ) -> None:
     plan.delete = [_meta(j)["name"] for j in children.previous if not _meta(j).get("deletionTimestamp")]
     total = sum(int(r.get("replicas") or 1) for r in _spec(jobset).get("replicatedJobs") or [])

@@ -67,7 +67,7 @@ def test_a_new_job_starts_its_clock_and_creates_one_pod() -> None:
 
 def test_a_succeeded_pod_is_listed_uncounted_then_counted_once_its_finalizer_is_gone() -> None:
     first = sync(job({"startTime": stamp(0)}), [ended("p", "Succeeded", 5)], at(6))
-    assert first.create == 0 and first.unfinalize == ["p"]
+    assert first.create == 0 and list(first.unfinalize) == ["p"]
     assert first.status is not None
     assert first.status["uncountedTerminatedPods"] == {"succeeded": ["uid-p"]}
     assert kinds(first.status) == [("SuccessCriteriaMet", "True", "CompletionsReached")]
@@ -91,7 +91,7 @@ def test_restart_never_replaces_a_failed_pod_after_the_back_off() -> None:
     early = sync(job({"startTime": stamp(0)}), failed, at(12), Backoff(base=10))
     assert early.create == 0 and early.requeue_after == pytest.approx(8)
     later = sync(job({"startTime": stamp(0)}), failed, at(20), Backoff(base=10))
-    assert later.create == 1 and later.unfinalize == ["a"]
+    assert later.create == 1 and list(later.unfinalize) == ["a"]
 
 
 def test_failures_past_the_backoff_limit_fail_the_job_through_failure_target() -> None:
@@ -112,16 +112,16 @@ def test_failures_past_the_backoff_limit_fail_the_job_through_failure_target() -
 def test_restart_on_failure_counts_container_restarts(restarts: int, limit: int, fails: bool) -> None:
     running = pod("a", containerStatuses=[{"restartCount": restarts}])
     plan = sync(job({"startTime": stamp(0)}, policy="OnFailure", backoffLimit=limit), [running], at(1))
-    assert (plan.delete == ["a"]) is fails
+    assert (list(plan.delete) == ["a"]) is fails
     assert (("FailureTarget", "True", "BackoffLimitExceeded") in kinds(plan.status)) is fails
 
 
 def test_the_deadline_deletes_active_pods_and_waits_for_them_before_failed() -> None:
     spec = {"activeDeadlineSeconds": 30}
     waiting = sync(job({"startTime": stamp(0)}, **spec), [pod("a")], at(10))
-    assert waiting.requeue_after == pytest.approx(20) and waiting.delete == []
+    assert waiting.requeue_after == pytest.approx(20) and list(waiting.delete) == []
     passed = sync(job({"startTime": stamp(0)}, **spec), [pod("a")], at(30))
-    assert passed.delete == ["a"] and passed.unfinalize == ["a"]
+    assert list(passed.delete) == ["a"] and list(passed.unfinalize) == ["a"]
     assert passed.status is not None and passed.status["terminating"] == 1
     assert passed.status["uncountedTerminatedPods"] == {"failed": ["uid-a"]}
     assert kinds(passed.status) == [("FailureTarget", "True", "DeadlineExceeded")]
@@ -135,7 +135,7 @@ def test_the_deadline_deletes_active_pods_and_waits_for_them_before_failed() -> 
 
 def test_suspend_releases_active_pods_uncounted_and_resume_restarts_the_clock() -> None:
     plan = sync(job({"startTime": stamp(0)}, suspend=True), [pod("a")], at(5))
-    assert plan.release == ["a"] and plan.delete == [] and plan.create == 0
+    assert list(plan.release) == ["a"] and list(plan.delete) == [] and plan.create == 0
     assert plan.status is not None and kinds(plan.status) == [("Suspended", "True", "JobSuspended")]
     assert plan.status["conditions"][0]["message"] == "Job suspended"
     assert [e.reason for e in plan.events] == ["Suspended"]
@@ -158,7 +158,7 @@ def test_replacement_policy_failed_waits_for_terminating_pods() -> None:
     both = sync(job({"startTime": stamp(0)}), [deleting], at(2), Backoff(base=0.001))
     assert both.create == 1  # TerminatingOrFailed: a pod being deleted already counts as failed
     only = sync(job({"startTime": stamp(0)}, podReplacementPolicy="Failed"), [deleting], at(2))
-    assert only.create == 0 and only.unfinalize == []
+    assert only.create == 0 and list(only.unfinalize) == []
 
 
 def test_parallel_completions_run_at_most_what_remains() -> None:
@@ -170,5 +170,5 @@ def test_parallel_completions_run_at_most_what_remains() -> None:
 def test_ttl_after_finished_deletes_the_job_when_due() -> None:
     done = {"completionTime": stamp(10), "conditions": [{"type": "Complete", "status": "True"}]}
     early = sync(job(done, ttlSecondsAfterFinished=5), [pod("p", "Succeeded")], at(12))
-    assert not early.delete_job and early.requeue_after == pytest.approx(3) and early.unfinalize == ["p"]
+    assert not early.delete_job and early.requeue_after == pytest.approx(3) and list(early.unfinalize) == ["p"]
     assert sync(job(done, ttlSecondsAfterFinished=5), [], at(15)).delete_job

@@ -84,7 +84,7 @@ def test_child_jobs_carry_upstreams_labels_annotations_subdomain_and_owner() -> 
 def test_existing_jobs_are_not_created_again_nor_the_service() -> None:
     owner = jobset()
     plan = sync(owner, all_children(owner), T0, service_exists=True)
-    assert plan.create == [] and plan.service is None
+    assert list(plan.create) == [] and plan.service is None
 
 
 def test_all_jobs_succeeded_completes_the_jobset() -> None:
@@ -128,7 +128,7 @@ def test_max_restarts_restarts_then_fails() -> None:
     # The next pass deletes the previous attempt's Jobs; their replacements wait until they are gone.
     restarted = jobset(first.status, failurePolicy={"maxRestarts": 1})
     second = sync(restarted, failing, T0, service_exists=True)
-    assert sorted(second.delete) == ["js-leader-0", "js-workers-0", "js-workers-1"] and second.create == []
+    assert sorted(second.delete) == ["js-leader-0", "js-workers-0", "js-workers-1"] and list(second.create) == []
     third = sync(restarted, [], T0, service_exists=True)
     assert len(third.create) == 3
     assert {j["metadata"]["labels"][api.RESTARTS] for j in third.create} == {"1"}
@@ -176,7 +176,7 @@ def test_in_order_startup_waits_for_each_replicated_job_to_be_ready() -> None:
 
 def test_managed_by_another_controller_is_left_alone() -> None:
     plan = sync(jobset(managedBy="kueue.x-k8s.io/multikueue"), [], T0)
-    assert plan.create == [] and plan.status is None
+    assert list(plan.create) == [] and plan.status is None
 
 
 def test_a_finished_jobset_deletes_active_jobs_and_itself_after_its_ttl() -> None:
@@ -193,7 +193,7 @@ def test_a_finished_jobset_deletes_active_jobs_and_itself_after_its_ttl() -> Non
     }
     owner = jobset(done, ttlSecondsAfterFinished=30)
     early = sync(owner, [child(owner, 1, 0)], T0 + timedelta(seconds=10))
-    assert early.delete == ["js-workers-0"] and not early.delete_jobset and early.requeue_after == 20
+    assert list(early.delete) == ["js-workers-0"] and not early.delete_jobset and early.requeue_after == 20
     assert sync(owner, [], T0 + timedelta(seconds=31)).delete_jobset
 
 
@@ -219,7 +219,7 @@ def test_depends_on_ready_creates_the_launcher_only_once_every_node_job_is_ready
     assert names(sync(owner, [], T0).create) == ["js-node-0", "js-node-1"]
     one_ready = [child(owner, 0, 0, ready=2, active=2), child(owner, 0, 1, ready=1, active=2)]
     plan = sync(owner, one_ready, T0, service_exists=True)
-    assert plan.create == []
+    assert list(plan.create) == []
     assert plan.status is not None and plan.status["replicatedJobsStatus"][0]["ready"] == 1
     # A Job is ready when ready + succeeded pods reach min(parallelism, completions); failed Jobs count too.
     reached = [child(owner, 0, 0, ready=1, succeeded=1, active=1), child(owner, 0, 1, "Failed")]
@@ -232,7 +232,7 @@ def test_depends_on_ready_creates_the_launcher_only_once_every_node_job_is_ready
 def test_depends_on_complete_waits_for_every_node_job_to_succeed() -> None:
     owner = launcher_after_node(dep="Complete")
     running = [child(owner, 0, 0, ready=2, active=2), child(owner, 0, 1, "Complete", succeeded=2)]
-    assert sync(owner, running, T0, service_exists=True).create == []
+    assert list(sync(owner, running, T0, service_exists=True).create) == []
     done = [child(owner, 0, 0, "Complete", succeeded=2), child(owner, 0, 1, "Complete", succeeded=2)]
     assert names(sync(owner, done, T0, service_exists=True).create) == ["js-launcher-0"]
 
@@ -243,7 +243,7 @@ def test_a_suspended_jobset_with_depends_on_creates_only_what_is_reached_and_res
     assert names(created.create) == ["js-node-0", "js-node-1"] and all(j["spec"]["suspend"] for j in created.create)
     nodes = [child(suspended, 0, 0), child(suspended, 0, 1)]
     resumed = sync(launcher_after_node(created.status), nodes, T0, service_exists=True)
-    assert resumed.suspend == {"js-node-0": False, "js-node-1": False} and resumed.create == []
+    assert resumed.suspend == {"js-node-0": False, "js-node-1": False} and list(resumed.create) == []
 
 
 def test_resuming_copies_the_replicated_jobs_scheduling_directives_into_the_jobs() -> None:
