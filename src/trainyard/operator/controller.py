@@ -38,7 +38,9 @@ from trainyard.api.core import Pod, Service
 from trainyard.api.defaults import apply_defaults
 from trainyard.api.meta import TypedObject, format_time
 from trainyard.api.podgroup import flavour
-from trainyard.client import build, delete, is_status, job_resource, record_event, selector, to_dict
+from trainyard.client.events import record_event
+from trainyard.client.resources import build, is_status, job_resource, selector, to_dict
+from trainyard.client.transport import delete
 from trainyard.controller import ChildRef, Observed, Plan, children, gang, owned_kinds, reconcile
 from trainyard.controller.children import POD, REPLICA_KINDS, SERVICE
 from trainyard.frameworks.base import Framework, OwnedKind

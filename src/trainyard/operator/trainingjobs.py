@@ -25,7 +25,8 @@ from lightkube.generic_resource import create_namespaced_resource
 from trainyard.api import trainingjob as tj
 from trainyard.api.kinds import KINDS
 from trainyard.api.meta import format_time
-from trainyard.client import build, is_status, record_events, reference, to_dict
+from trainyard.client.events import record_events, reference
+from trainyard.client.resources import build, is_status, to_dict
 from trainyard.controller.trainingjob import TrainingJobObserved, TrainingJobPlan, reconcile
 from trainyard.frameworks.base import OwnedKind
 from trainyard.frameworks.trainingjob import owned_kind

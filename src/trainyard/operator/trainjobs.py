@@ -30,7 +30,9 @@ from lightkube.types import PatchType
 
 from trainyard.api import jobset, labels, trainer
 from trainyard.api.meta import format_time
-from trainyard.client import build, delete, is_status, record_events, reference, to_dict
+from trainyard.client.events import record_events, reference
+from trainyard.client.resources import build, is_status, to_dict
+from trainyard.client.transport import delete
 from trainyard.controller.trainjob import (
     TrainJobObserved,
     TrainJobPlan,

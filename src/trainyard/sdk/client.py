@@ -35,7 +35,7 @@ from trainyard.api import labels
 from trainyard.api.common import ConditionType
 from trainyard.api.kindinfo import KindInfo
 from trainyard.api.kinds import DEFAULT_KIND
-from trainyard.client import build, resource_for_kind, to_dict
+from trainyard.client.resources import build, resource_for_kind, to_dict
 from trainyard.sdk import events, functions, logs
 from trainyard.sdk.errors import (
     JobFailedError,

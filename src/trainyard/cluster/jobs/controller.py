@@ -24,7 +24,8 @@ from lightkube.core.exceptions import ApiError
 from lightkube.types import CascadeType, PatchType
 
 from trainyard.api.meta import format_time
-from trainyard.client import build, is_status, plain_resource, record_event, reference, to_dict
+from trainyard.client.events import record_event, reference
+from trainyard.client.resources import build, is_status, plain_resource, to_dict
 from trainyard.cluster.jobs import decisions
 from trainyard.cluster.tasks import cancel_all
 from trainyard.informer import Informer

@@ -53,7 +53,8 @@ from lightkube.core.exceptions import ApiError
 from lightkube.types import PatchType
 
 from trainyard.api.meta import format_time
-from trainyard.client import delete, is_status, to_dict
+from trainyard.client.resources import is_status, to_dict
+from trainyard.client.transport import delete
 from trainyard.cluster import qos
 from trainyard.cluster.environments import EnvironmentsError
 from trainyard.cluster.node import adoption, containerlogs, gpus, lifecycle, podexec, podstatus, tokens

@@ -34,7 +34,8 @@ from lightkube.resources.scheduling_v1 import PriorityClass
 from lightkube.types import PatchType
 
 from trainyard.api.meta import format_time
-from trainyard.client import build, event_body, is_status, to_dict
+from trainyard.client.events import event_body
+from trainyard.client.resources import build, is_status, to_dict
 from trainyard.cluster.scheduler import placement, podgroups
 from trainyard.cluster.scheduler.placement import COSCHEDULING, VOLCANO_GROUP, GroupKey, NodeInfo, PodInfo, Usage
 from trainyard.cluster.scheduler.queueing import PodQueue
