@@ -52,28 +52,6 @@ CONFIG_LIMIT = 1024 * 1024
 NameCheck = Callable[[str], list[str]]
 
 
-FIELD_VALIDATION = ("", "Ignore", "Strict", "Warn")
-
-
-def field_validation(value: str | None, options_kind: str) -> str:
-    """The ``fieldValidation`` directive of a write; unset means Warn, as on a v1.32 server."""
-    value = value or ""
-    if value not in FIELD_VALIDATION:
-        problem = causes.not_supported("fieldValidation", value, FIELD_VALIDATION)
-        raise errors.ApiError(
-            422,
-            "Invalid",
-            f'{options_kind}.meta.k8s.io "" is invalid: {causes.render([problem])}',
-            {
-                "name": "",
-                "group": "meta.k8s.io",
-                "kind": options_kind,
-                "causes": [{"reason": problem[0], "field": problem[1], "message": problem[2]}],
-            },
-        )
-    return value or "Warn"
-
-
 def cannot_handle(rt: ResourceType, why: str) -> errors.ApiError:
     return errors.bad_request(f'{rt.kind} in version "{rt.version}" cannot be handled as a {rt.kind}: {why}')
 

@@ -362,17 +362,6 @@ def test_strict_patch_errors_are_422_naming_the_patched_object() -> None:
     )
 
 
-def test_unknown_field_validation_directive() -> None:
-    with pytest.raises(errors.ApiError) as caught:
-        admission.field_validation("Loud", "PatchOptions")
-    assert caught.value.code == 422
-    assert caught.value.message == (
-        'PatchOptions.meta.k8s.io "" is invalid: fieldValidation: Unsupported value: "Loud": '
-        'supported values: "", "Ignore", "Strict", "Warn"'
-    )
-    assert admission.field_validation(None, "CreateOptions") == "Warn"
-
-
 def test_custom_resource_status_writes_validate_status_only() -> None:
     obj = {"metadata": {"name": "w"}, "spec": {"size": "bad"}, "status": {"ready": "yes"}}
     assert lines(WIDGETS, obj, "status") == [
