@@ -36,10 +36,10 @@ from lightkube.types import PatchType
 from trainyard.api.meta import format_time
 from trainyard.client.events import event_body
 from trainyard.client.resources import build, is_status, to_dict
-from trainyard.cluster.scheduler import placement, podgroups
-from trainyard.cluster.scheduler.placement import COSCHEDULING, VOLCANO_GROUP, GroupKey, NodeInfo, PodInfo, Usage
+from trainyard.cluster.scheduler import placement, podgroups, snapshot
 from trainyard.cluster.scheduler.queueing import PodQueue
 from trainyard.cluster.scheduler.reports import POD, RETRY_SECONDS, Reports, pod_ref
+from trainyard.cluster.scheduler.snapshot import COSCHEDULING, VOLCANO_GROUP, GroupKey, NodeInfo, PodInfo, Usage
 from trainyard.informer import Informer, newer
 
 log = logging.getLogger(__name__)
@@ -50,7 +50,7 @@ NODE = create_global_resource("", "v1", "Node", "nodes")
 X_K8S_GROUP = create_namespaced_resource(podgroups.X_K8S, "v1alpha1", "PodGroup", "podgroups")
 VOLCANO_POD_GROUP = create_namespaced_resource(podgroups.VOLCANO, "v1beta1", "PodGroup", "podgroups")
 GROUP_RESOURCES = {COSCHEDULING: X_K8S_GROUP, VOLCANO_GROUP: VOLCANO_POD_GROUP}
-GROUP_SOURCES = {COSCHEDULING: placement.SCHEDULER_PLUGINS, VOLCANO_GROUP: placement.VOLCANO}
+GROUP_SOURCES = {COSCHEDULING: snapshot.SCHEDULER_PLUGINS, VOLCANO_GROUP: snapshot.VOLCANO}
 
 WRITERS = 8  # bindings and PodGroup status writes in flight at once
 POP_BACKING = 16  # backing-off pods tried at once when no pod is active
@@ -62,7 +62,7 @@ class Scheduler:
         self,
         client: AsyncClient,
         *,
-        names: tuple[str, ...] = placement.SCHEDULERS,
+        names: tuple[str, ...] = snapshot.SCHEDULERS,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         pods: Informer | None = None,
     ) -> None:
@@ -178,7 +178,7 @@ class Scheduler:
     def _on_pod(self, kind: str, obj: Obj) -> None:
         uid = (obj.get("metadata") or {}).get("uid", "")
         old = self.pods.get(uid)
-        info = placement.pod_info(obj)
+        info = snapshot.pod_info(obj)
         held = self._charge(old, -1)
         if kind == "DELETED":
             self.pods.pop(uid, None)
@@ -224,7 +224,7 @@ class Scheduler:
         if kind == "DELETED":
             changed = self.nodes.pop(name, None) is not None
         else:
-            info = placement.node_info(obj)
+            info = snapshot.node_info(obj)
             changed = self.nodes.get(name) != info
             self.nodes[name] = info
             self.usage.setdefault(name, Usage())

@@ -25,7 +25,7 @@ from lightkube.types import PatchType
 
 from trainyard.client.events import event_body
 from trainyard.client.resources import is_status, plain_resource
-from trainyard.cluster.scheduler.placement import PodInfo
+from trainyard.cluster.scheduler.snapshot import PodInfo
 
 log = logging.getLogger(__name__)
 
