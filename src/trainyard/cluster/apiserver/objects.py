@@ -24,7 +24,7 @@ from trainyard.cluster.apiserver.builtin import priority
 from trainyard.cluster.apiserver.reads import Reads
 from trainyard.cluster.apiserver.registry import Registry, ResourceType
 from trainyard.cluster.apiserver.requests.writing import INTERNAL, WriteOptions
-from trainyard.cluster.apiserver.writes import admission, defaulting, fieldmanager, patching, shapes, updates
+from trainyard.cluster.apiserver.writes import admission, decoding, defaulting, fieldmanager, patching, shapes, updates
 from trainyard.cluster.apiserver.writes.listshapes import shape_of
 from trainyard.cluster.storage import codec
 from trainyard.cluster.storage.store import Obj, Store
@@ -101,7 +101,7 @@ class Objects(Reads):
         obj.pop("kind", None)
         # Decoding first words type errors as the apiserver's JSON decoder does; the shape check
         # then reads the nulls the decoder let through as zero values.
-        admission.decode_body(rt, obj, options.field_validation, options.warnings)
+        decoding.decode_body(rt, obj, options.field_validation, options.warnings)
         obj = shapes.check(rt, obj)
         m = meta(obj)
         if rt.namespaced:
@@ -174,7 +174,7 @@ class Objects(Reads):
         current = self._current(rt, namespace, name)
         self._check_type(rt, body)
         body = codec.clone(body)
-        admission.decode_body(rt, body, options.field_validation, options.warnings)
+        decoding.decode_body(rt, body, options.field_validation, options.warnings)
         body = shapes.check(rt, body)
         wanted_rv = (body.get("metadata") or {}).get("resourceVersion")
         if wanted_rv and wanted_rv != current["metadata"]["resourceVersion"]:
@@ -224,7 +224,7 @@ class Objects(Reads):
             # The rest is the stored object's, decoded when it was written, and a status write
             # keeps the stored rest whatever the patch leaves there: only this part is decoded.
             patched = {k: v for k, v in patched.items() if k in _STATUS_WRITE}
-        admission.decode_body(rt, patched, options.field_validation, options.warnings, patch=True)
+        decoding.decode_body(rt, patched, options.field_validation, options.warnings, patch=True)
         patched = shapes.check(rt, patched)
         wanted_rv = (patched.get("metadata") or {}).get("resourceVersion")
         if wanted_rv and wanted_rv != current["metadata"]["resourceVersion"]:
@@ -294,7 +294,7 @@ class Objects(Reads):
                 for c in exc.conflicts
             ]
             raise errors.ApiError(409, "Conflict", str(exc), {"causes": causes}) from exc
-        admission.decode_body(rt, applied, options.field_validation, options.warnings, patch=True)
+        decoding.decode_body(rt, applied, options.field_validation, options.warnings, patch=True)
         new = self._merge_update(rt, current, applied, subresource)
         meta(new)["managedFields"] = applied["metadata"]["managedFields"]
         return self._commit(rt, current, new, options=untracked), False
