@@ -538,7 +538,8 @@ class Objects(Reads):
         return removed
 
 
-_STATUS_WRITE = frozenset({"apiVersion", "kind", "metadata", "status"})  # what a status write takes
+_STATUS_WRITE = frozenset({"apiVersion", "kind", "metadata", "status"})
+"""What a write through the status subresource takes from its body."""
 
 
 def _names_only(body: object, keys: frozenset[str]) -> bool:

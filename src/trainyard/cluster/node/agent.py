@@ -29,6 +29,7 @@ one by one before the main containers. Probes come from ``probes`` (wired to the
 processes, status and events by ``probing``), pod conditions from
 ``conditions``, GPU device assignment from ``gpus``. What the agent knows of each pod and
 container run, and how a container's status reads, is ``runs``.
+
 Commands exec'd into a running pod (``podexec``, served beside the agent) are the pod's and stop with it.
 
 Not yet here (documented as absent): CPU limits without cgroup v2, sidecar init containers.

@@ -1,19 +1,20 @@
 """The scheduler: kube-scheduler, scheduler-plugins' coscheduling and Volcano's gang scheduler for the local plane.
 
-The I/O shell around ``placement.schedule``. It keeps informer caches of pods, nodes, priority classes and
-both projects' PodGroups (``informer``), with what every node's bound pods request kept incrementally (no
-re-listing per pod); the pod informer may be one the process shares (``pods=``). Pods it serves are those
-whose ``schedulerName`` is ``default-scheduler``, ``scheduler-plugins-scheduler`` (both with coscheduling,
-as scheduler-plugins installed in place of the default scheduler) or ``volcano``; pods naming any other
-scheduler stay Pending, untouched, as on a cluster without that scheduler.
+The I/O shell around ``placement.schedule``. It keeps informer caches of pods, nodes, priority
+classes and both projects' PodGroups (``informer``), with what every node's bound pods request
+kept incrementally (no re-listing per pod); the pod informer may be one the process shares
+(``pods=``). Pods it serves are those whose ``schedulerName`` is ``default-scheduler``,
+``scheduler-plugins-scheduler`` (both with coscheduling, as scheduler-plugins installed in place
+of the default scheduler) or ``volcano``; pods naming any other scheduler stay Pending, untouched,
+as on a cluster without that scheduler.
 
-Work is level-triggered and batched: changes make pods active in the queue (``queueing``); one pass
-decides for every active pod at once (with every pending member of their gangs), binds through
-``pods/binding`` (``Scheduled`` event), and reports the pods it could not place (``reports``: their
-``PodScheduled=False`` condition and ``FailedScheduling`` Warnings, rate-limited). A pod that did
-not fit waits, backing off, until something that could make room happens (a pod finishes or goes, a node
-or PodGroup changes), as in kube-scheduler's queue. After each pass the PodGroups of touched gangs get
-their status written.
+Work is level-triggered and batched: changes make pods active in the queue (``queueing``); one
+pass decides for every active pod at once (with every pending member of their gangs), binds
+through ``pods/binding`` (``Scheduled`` event), and reports the pods it could not place
+(``reports``: their ``PodScheduled=False`` condition and ``FailedScheduling`` Warnings,
+rate-limited). A pod that did not fit waits, backing off, until something that could make room
+happens (a pod finishes or goes, a node or PodGroup changes), as in kube-scheduler's queue. After
+each pass the PodGroups of touched gangs get their status written.
 """
 
 from __future__ import annotations
