@@ -24,14 +24,22 @@ from trainyard.cluster.apiserver.builtin import priority
 from trainyard.cluster.apiserver.reads import Reads
 from trainyard.cluster.apiserver.registry import Registry, ResourceType
 from trainyard.cluster.apiserver.requests.writing import INTERNAL, WriteOptions
-from trainyard.cluster.apiserver.writes import admission, decoding, defaulting, fieldmanager, patching, shapes, updates
+from trainyard.cluster.apiserver.writes import (
+    admission,
+    decoding,
+    defaulting,
+    deletion,
+    fieldmanager,
+    patching,
+    shapes,
+    updates,
+)
 from trainyard.cluster.apiserver.writes.listshapes import shape_of
 from trainyard.cluster.storage import codec
 from trainyard.cluster.storage.store import Obj, Store
 
 Clock = Callable[[], datetime]
 
-TERMINAL_POD_PHASES = ("Succeeded", "Failed")
 SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 _SUFFIX = string.ascii_lowercase + string.digits
 
@@ -338,39 +346,24 @@ class Objects(Reads):
     ) -> Obj:
         current = self._current(rt, namespace, name)
         m = current["metadata"]
-        _check_preconditions(rt, m, preconditions)
+        deletion.check_preconditions(rt, m, preconditions)
         if dry_run:
             return self.present(rt, current)
-        finalizers = list(m.get("finalizers") or [])
-        if propagation == "Orphan" and "orphan" not in finalizers:
-            finalizers.append("orphan")
-        elif propagation == "Foreground" and "foregroundDeletion" not in finalizers:
-            finalizers.append("foregroundDeletion")
-        if rt.key == "core/namespaces":
-            finalizers = finalizers or ["kubernetes"]
+        finalizers = deletion.finalizers_after(rt, m, propagation)
         deleting = bool(m.get("deletionTimestamp"))
         # A pod whose processes may still run is gone only once its node has stopped them and
         # confirmed with grace period 0 (as the kubelet does); anything else goes at once.
-        graceful = self._awaiting_node(rt, current) and not (deleting and grace_seconds == 0)
+        graceful = deletion.awaiting_node(rt, current) and not (deleting and grace_seconds == 0)
         if not finalizers and not graceful:
             return self.present(rt, self._remove(rt, current))
         if deleting and finalizers == (m.get("finalizers") or []):
             return self.present(rt, current)
-        new = codec.clone(current)
-        nm = new["metadata"]
-        nm.setdefault("deletionTimestamp", format_time(self.clock()))
-        if graceful:
-            default_grace = (current.get("spec") or {}).get("terminationGracePeriodSeconds", 30)
-            nm.setdefault("deletionGracePeriodSeconds", default_grace if grace_seconds is None else grace_seconds)
-        else:
-            nm.setdefault("deletionGracePeriodSeconds", 0)
-        if finalizers:
-            nm["finalizers"] = finalizers
-        if rt.key == "core/namespaces":
-            new.setdefault("status", {})["phase"] = "Terminating"
-        if rt.has_spec and "generation" in nm:
-            nm["generation"] += 1
-        return self.present(rt, self.store.put(rt.key, nm.get("namespace", ""), name, new, created=False, old=current))
+        now = format_time(self.clock())
+        new = deletion.marked(
+            rt, current, finalizers=finalizers, graceful=graceful, grace_seconds=grace_seconds, now=now
+        )
+        stored = self.store.put(rt.key, new["metadata"].get("namespace", ""), name, new, created=False, old=current)
+        return self.present(rt, stored)
 
     # -- helpers -------------------------------------------------------------------------------
 
@@ -488,7 +481,7 @@ class Objects(Reads):
         self._check_priority_class(rt, new)
         if options.dry_run:
             return self.present(rt, new)
-        if m.get("deletionTimestamp") and not m.get("finalizers") and not self._awaiting_node(rt, new):
+        if m.get("deletionTimestamp") and not m.get("finalizers") and not deletion.awaiting_node(rt, new):
             if rt.key == "core/pods":
                 # The node's last status (how each container ended) is seen before the pod goes, as upstream.
                 self.store.put(rt.key, m.get("namespace", ""), m["name"], new, created=False, old=current)
@@ -523,13 +516,6 @@ class Objects(Reads):
         if rt.key == priority.KEY and (refused := priority.second_default(obj, self._priority_classes())):
             raise refused
 
-    def _awaiting_node(self, rt: ResourceType, obj: Obj) -> bool:
-        return (
-            rt.key == "core/pods"
-            and bool((obj.get("spec") or {}).get("nodeName"))
-            and ((obj.get("status") or {}).get("phase") not in TERMINAL_POD_PHASES)
-        )
-
     def _remove(self, rt: ResourceType, obj: Obj) -> Obj:
         m = obj["metadata"]
         removed = self.store.remove(rt.key, m.get("namespace", ""), m["name"]) or obj
@@ -545,19 +531,3 @@ _STATUS_WRITE = frozenset({"apiVersion", "kind", "metadata", "status"})
 def _names_only(body: object, keys: frozenset[str]) -> bool:
     """Whether a (merge or strategic merge) patch touches no top-level field but ``keys``."""
     return isinstance(body, dict) and all(k in keys for k in body)
-
-
-def _check_preconditions(rt: ResourceType, meta: dict[str, Any], preconditions: Any) -> None:
-    """``DeleteOptions.preconditions``: delete only the object the client means (uid) or saw (RV)."""
-    if preconditions is None:
-        return
-    if not isinstance(preconditions, dict):
-        raise errors.bad_request("DeleteOptions.preconditions must be an object")
-    for key, label in (("uid", "UID"), ("resourceVersion", "ResourceVersion")):
-        wanted = preconditions.get(key)
-        if wanted is not None and wanted != meta.get(key):
-            raise errors.conflict(
-                rt,
-                meta["name"],
-                f"Precondition failed: {label} in precondition: {wanted}, {label} in object meta: {meta.get(key)}",
-            )
