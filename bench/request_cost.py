@@ -2,7 +2,7 @@
 
 A sweep of jobs (``jobs.py``) is about 47 API requests a job, most of them sent by the plane's own
 scheduler, node agent and operator through ``cluster.apiserver.loopback``: their cost is most of
-the plane's CPU per job. This runs an ``ApiPlane`` in this process, a ``trainyard.client.Client``
+the plane's CPU per job. This runs an ``ApiPlane`` in this process, a ``trainyard.client.transport.Client``
 routed to it as the plane routes its components', and times three requests those components send
 most: an Event create, a pod status merge patch, a GET of one pod. Each is sent ``--count`` times
 per round, on distinct pods, for three rounds; the least CPU of the three rounds is reported, per
@@ -30,10 +30,12 @@ from lightkube.resources.core_v1 import Pod, PodStatus
 from lightkube.types import PatchType
 
 import trainyard
-from trainyard.client import Client, build, record_event, wrap_transports
+from trainyard.client.events import record_event
+from trainyard.client.resources import build
+from trainyard.client.transport import Client, wrap_transports
 
 try:
-    from trainyard.client import route_directly
+    from trainyard.client.transport import route_directly
 except ImportError:  # sources from before Client.direct: their plane sent everything through httpx
     route_directly = None  # type: ignore[assignment]
 from trainyard.cluster.paths import Layout

@@ -27,7 +27,8 @@ from lightkube import AsyncClient, KubeConfig
 
 from trainyard import heap
 from trainyard.api.podgroup import SCHEDULER_PLUGINS_SCHEDULER
-from trainyard.client import Client, plain_resource, route_directly, wrap_transports
+from trainyard.client.resources import plain_resource
+from trainyard.client.transport import Client, route_directly, wrap_transports
 from trainyard.cluster.apiserver.auth import Credentials, write_private
 from trainyard.cluster.jobs.controller import JobController
 from trainyard.cluster.jobs.decisions import Backoff

@@ -37,7 +37,7 @@ from lightkube.core.exceptions import ApiError
 from lightkube.core.resource import api_info
 from lightkube.types import OnErrorAction, OnErrorResult
 
-from trainyard.client import lean_twin, to_dict
+from trainyard.client.resources import lean_twin, to_dict
 
 log = logging.getLogger(__name__)
 

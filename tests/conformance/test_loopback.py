@@ -22,18 +22,9 @@ from lightkube import ApiError, AsyncClient, KubeConfig
 from lightkube.resources.core_v1 import ConfigMap, Namespace
 from lightkube.types import OnErrorAction, OnErrorResult
 
-from trainyard.client import (
-    WATCH_OBJECTS,
-    Answer,
-    Call,
-    Client,
-    delete,
-    lean_twin,
-    plain_twin,
-    route_directly,
-    to_dict,
-    wrap_transports,
-)
+from trainyard.client.resources import lean_twin, plain_twin, to_dict
+from trainyard.client.transport import Answer, Call, Client, delete, route_directly, wrap_transports
+from trainyard.client.watches import WATCH_OBJECTS
 from trainyard.cluster.apiserver.loopback import Loopback, Pipe
 from trainyard.cluster.apiserver.server import COLLECTION_SLICE
 from trainyard.cluster.paths import Layout

@@ -98,7 +98,7 @@ def test_any_kubeconfig_with_its_context_and_namespace(
     # The namespace must exist for a job to be created in it.
     from lightkube.resources.core_v1 import Namespace
 
-    from trainyard.client import build
+    from trainyard.client.resources import build
 
     sdk.client.create(build(Namespace, {"metadata": {"name": "team-a"}}))
     team = TrainingClient(context="team-a")

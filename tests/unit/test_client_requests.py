@@ -20,7 +20,8 @@ from lightkube.core.generic_client import GenericAsyncClient, WatchDriver
 from lightkube.resources.core_v1 import ConfigMap, Node, Pod, PodStatus
 from lightkube.types import OnErrorAction, OnErrorResult, PatchType
 
-from trainyard.client import Answer, Call, Client, UrlMemo, delete, plain_twin, route_directly, to_dict, wrap_transports
+from trainyard.client.resources import plain_twin, to_dict
+from trainyard.client.transport import Answer, Call, Client, UrlMemo, delete, route_directly, wrap_transports
 from trainyard.embedded import kubeconfig
 
 CALLS: list[tuple[str, str, dict[str, Any] | None, bytes | None]] = [
@@ -157,7 +158,7 @@ def test_only_our_client_sends_in_process() -> None:
     async def nothing(call: Call) -> Answer:
         raise AssertionError("not reached")
 
-    with pytest.raises(TypeError, match=r"trainyard\.client\.Client"):
+    with pytest.raises(TypeError, match=r"trainyard\.client\.transport\.Client"):
         route_directly(plain, nothing)
     asyncio.run(plain.close())
 

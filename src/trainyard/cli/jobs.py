@@ -23,7 +23,7 @@ from trainyard.api import labels
 from trainyard.cli.common import age, api, err, fail, handled, kinds_of, out, styled, table
 from trainyard.cli.lookup import NotFoundError, find_job, split_target
 from trainyard.cli.progress import pod_status_word, wait_for
-from trainyard.client import is_status, to_dict
+from trainyard.client.resources import is_status, to_dict
 from trainyard.sdk import explain, jobstate, manifests, training, views
 from trainyard.sdk.kinds import JobKind, builtin_kinds, default_kind, resolve
 from trainyard.sdk.views import COMMON_COLUMNS, REPLICA_JOBS

@@ -8,7 +8,7 @@ from lightkube import Client
 from lightkube.core.exceptions import ApiError
 
 from trainyard.cli.common import UserError, kinds_of
-from trainyard.client import is_status, to_dict
+from trainyard.client.resources import is_status, to_dict
 from trainyard.sdk.kinds import JobKind, resolve
 
 Obj = dict[str, Any]

@@ -503,7 +503,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     from lightkube.resources.core_v1 import Pod
 
     from trainyard.api.labels import JOB_NAME
-    from trainyard.client import to_dict
+    from trainyard.client.resources import to_dict
     from trainyard.sdk.kinds import builtin_kinds
 
     client = Client(KubeConfig.from_file(layout.kubeconfig), field_manager="yard")

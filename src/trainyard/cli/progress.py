@@ -14,7 +14,7 @@ from lightkube import Client
 from rich.text import Text
 
 from trainyard.cli.common import err, out
-from trainyard.client import to_dict
+from trainyard.client.resources import to_dict
 from trainyard.sdk import explain, jobstate, logs, training
 from trainyard.sdk.kinds import JobKind
 

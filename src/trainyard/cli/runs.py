@@ -20,7 +20,7 @@ from rich.text import Text
 from trainyard.cli.common import api, err, fail, handled, kinds_of
 from trainyard.cli.lookup import NotFoundError, find_job, split_target
 from trainyard.cli.progress import Prefixes, follow_run, print_line
-from trainyard.client import is_status, to_dict
+from trainyard.client.resources import is_status, to_dict
 from trainyard.sdk import jobstate, logs, manifests
 from trainyard.sdk.kinds import JobKind
 

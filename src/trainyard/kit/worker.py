@@ -27,7 +27,7 @@ from typing import TypeVar
 
 from lightkube.core.exceptions import ApiError
 
-from trainyard.client import is_status
+from trainyard.client.resources import is_status
 from trainyard.kit.queue import WorkQueue
 
 log = logging.getLogger(__name__)

@@ -36,7 +36,8 @@ from trainyard.api.core import Pod, Service
 from trainyard.api.defaults import apply_defaults
 from trainyard.api.meta import TypedObject
 from trainyard.api.podgroup import flavour
-from trainyard.client import is_status, job_resource, reference, selector
+from trainyard.client.events import reference
+from trainyard.client.resources import is_status, job_resource, selector
 from trainyard.controller import ChildRef, Observed, Plan, children, gang, owned_kinds, reconcile
 from trainyard.controller.children import POD, REPLICA_KINDS, SERVICE
 from trainyard.frameworks.base import Framework, OwnedKind

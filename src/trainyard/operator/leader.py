@@ -28,7 +28,7 @@ from lightkube import AsyncClient
 from lightkube.core.exceptions import ApiError
 from lightkube.resources.coordination_v1 import Lease
 
-from trainyard.client import build, is_status, to_dict
+from trainyard.client.resources import build, is_status, to_dict
 from trainyard.operator.metrics import OperatorMetrics
 
 log = logging.getLogger(__name__)

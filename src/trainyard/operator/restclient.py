@@ -13,9 +13,9 @@ What upstream's operator gets from client-go (``--kube-api-qps``/``--kube-api-bu
 
 Both sit in an httpx transport that wraps the one lightkube's client built, so they see each HTTP
 round trip exactly once (an auth retry or a redirect is a request of its own, as in client-go).
-The built transports are wrapped in place (``trainyard.client.wrap_transports``, which says why and
+The built transports are wrapped in place (``trainyard.client.transport.wrap_transports``, which says why and
 what private attributes that reaches). In the embedded plane the client's requests skip httpx
-(``trainyard.client.Client.direct``): ``MeteredDirect`` does the same there, so each request is
+(``trainyard.client.transport.Client.direct``): ``MeteredDirect`` does the same there, so each request is
 counted once whichever way it went.
 """
 
@@ -31,7 +31,7 @@ from typing import TypeVar
 import httpx2
 from lightkube import AsyncClient, KubeConfig
 
-from trainyard.client import Answer, Call, Client, Direct, Wrap, route_directly, wrap_direct, wrap_transports
+from trainyard.client.transport import Answer, Call, Client, Direct, Wrap, route_directly, wrap_direct, wrap_transports
 from trainyard.operator.metrics import OperatorMetrics
 
 R = TypeVar("R")
@@ -146,7 +146,7 @@ class MeteredTransport(httpx2.AsyncBaseTransport):
 
 
 class MeteredDirect:
-    """Wraps the requests a ``Client`` sends in-process (``trainyard.client.Client.direct``) in the
+    """Wraps the requests a ``Client`` sends in-process (``trainyard.client.transport.Client.direct``) in the
     ``Meter`` of its transports: the same tokens, the same counts, once per request whichever way it went."""
 
     def __init__(self, inner: Direct, meter: Meter) -> None:
@@ -159,7 +159,7 @@ class MeteredDirect:
 
 def instrument(client: AsyncClient, metrics: OperatorMetrics, limit: RateLimit) -> AsyncClient:
     """Meter (and, when ``limit.limited``, rate-limit) every request ``client`` sends; one bucket for all,
-    watches included where they have a pool of their own (``trainyard.client.Client``)."""
+    watches included where they have a pool of their own (``trainyard.client.transport.Client``)."""
     meter = Meter(metrics, TokenBucket(limit.qps, limit.burst) if limit.limited else None)
 
     def wrap(transport: httpx2.AsyncBaseTransport) -> httpx2.AsyncBaseTransport:
@@ -189,7 +189,7 @@ def api_client(
 ) -> AsyncClient:
     """The operator's lightkube client for ``config``, metered into ``metrics`` and limited by ``limit``;
     ``route`` wraps its transports first and ``direct`` serves its requests (the embedded plane's
-    in-process route, ``trainyard.client.Client.direct``), so the meter counts those requests too."""
+    in-process route, ``trainyard.client.transport.Client.direct``), so the meter counts those requests too."""
     client = Client(config, field_manager=field_manager)
     if route is not None:
         wrap_transports(client, route, watches=True)

@@ -47,7 +47,7 @@ from trainyard.api import trainer
 from trainyard.api.common import EarlyStopping
 from trainyard.api.kindinfo import KindInfo
 from trainyard.api.kinds import KINDS
-from trainyard.client import is_status, job_resource, to_dict
+from trainyard.client.resources import is_status, job_resource, to_dict
 from trainyard.controller import progress
 from trainyard.frameworks.trainer import status
 from trainyard.kit.applier import merge_patch

@@ -24,7 +24,8 @@ from lightkube.generic_resource import create_namespaced_resource
 
 from trainyard.api import trainingjob as tj
 from trainyard.api.kinds import KINDS
-from trainyard.client import is_status, reference
+from trainyard.client.events import reference
+from trainyard.client.resources import is_status
 from trainyard.controller.trainingjob import TrainingJobObserved, TrainingJobPlan, reconcile
 from trainyard.frameworks.base import OwnedKind
 from trainyard.frameworks.trainingjob import owned_kind

@@ -28,7 +28,8 @@ from lightkube.core.exceptions import ApiError
 from lightkube.generic_resource import create_global_resource, create_namespaced_resource
 
 from trainyard.api import jobset, labels, trainer
-from trainyard.client import is_status, reference
+from trainyard.client.events import reference
+from trainyard.client.resources import is_status
 from trainyard.controller.trainjob import (
     TrainJobObserved,
     TrainJobPlan,

@@ -14,7 +14,7 @@ from lightkube.core.exceptions import ApiError
 from lightkube.resources.batch_v1 import Job as BatchJob
 from lightkube.resources.core_v1 import Event, Pod
 
-from trainyard.client import to_dict
+from trainyard.client.resources import to_dict
 from trainyard.sdk import views
 from trainyard.sdk.kinds import JobKind
 from trainyard.sdk.views import REPLICA_JOBS, JobView

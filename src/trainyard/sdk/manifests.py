@@ -16,7 +16,7 @@ import yaml
 from lightkube import Client
 from lightkube.core.exceptions import ApiError
 
-from trainyard.client import build, is_status, to_dict
+from trainyard.client.resources import build, is_status, to_dict
 from trainyard.sdk.kinds import JobKind, by_kind
 
 Obj = dict[str, Any]

@@ -15,7 +15,7 @@ from lightkube.core.exceptions import ApiError
 from lightkube.types import PatchType
 
 from trainyard.api.kinds import KINDS
-from trainyard.client import is_status, job_resource, plain_resource, to_dict
+from trainyard.client.resources import is_status, job_resource, plain_resource, to_dict
 from trainyard.cluster.paths import Layout
 from trainyard.cluster.plane import ApiPlane
 from trainyard.embedded import kubeconfig

@@ -19,7 +19,7 @@ from lightkube.resources.core_v1 import Pod
 from prometheus_client.parser import text_string_to_metric_families
 
 from conftest import free_port
-from trainyard.client import Answer, Call
+from trainyard.client.transport import Answer, Call
 from trainyard.embedded import kubeconfig
 from trainyard.operator.main import parser
 from trainyard.operator.metrics import OperatorMetrics

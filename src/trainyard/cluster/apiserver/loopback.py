@@ -9,13 +9,13 @@ through lightkube on the client side and through the server's authentication and
 ``ApiServer.handle`` (admission, field managers, errors as ``Status``) on the other, so a
 component cannot tell, and the one on a real cluster runs the same code over the network.
 A request (not a list, watch or stream) skips httpx too: lightkube's prepared request reaches
-``Loopback.call`` as a ``trainyard.client.Call`` (``Client.direct``), since httpx's request and
+``Loopback.call`` as a ``trainyard.client.transport.Call`` (``Client.direct``), since httpx's request and
 response objects were a third of its CPU; everything else comes through the httpx transport.
 
 A watch is served in-process too: the server's handler runs as a task of its own and writes
 its lines into a ``Pipe`` that the client reads as the response body (about a tenth of the
 plane's CPU in that sweep went to TLS and HTTP framing of watch events, on both ends). A client
-watch that asks for objects (``trainyard.client.WATCH_OBJECTS``, a request extension, which no
+watch that asks for objects (``trainyard.client.watches.WATCH_OBJECTS``, a request extension, which no
 network transport sends) gets each event decoded (the change's one decoding, shared with its other
 readers in this process, none of which changes it) instead of a line to parse. Logs,
 exec and the other streams write to a real connection: they stay on the network transport this
@@ -35,7 +35,8 @@ import httpx2
 from aiohttp import web
 from multidict import CIMultiDict, CIMultiDictProxy, MultiDict, MultiDictProxy
 
-from trainyard.client import LEAN, WATCH_OBJECTS, Answer, Call
+from trainyard.client.transport import Answer, Call
+from trainyard.client.watches import LEAN, WATCH_OBJECTS
 from trainyard.cluster.apiserver import auth
 from trainyard.cluster.apiserver.precedence import STREAMED, Precedence
 from trainyard.cluster.apiserver.requests.incoming import ApiRequest, Outgoing
@@ -72,7 +73,7 @@ class Pipe(httpx2.AsyncByteStream):
         self._ended = False
         self._aborted = False
         self.on_close: Callable[[], object] = lambda: None  # the reader is done: stop the writer
-        # The reader (``trainyard.client``'s watch) asked for events as objects (``WHOLE`` or
+        # The reader (``trainyard.client.watches``'s watch) asked for events as objects (``WHOLE`` or
         # ``LEAN``, without managedFields): it reads ``items``.
         self.carries_objects = objects is not None
         self.lean = objects == LEAN
@@ -188,7 +189,8 @@ class LoopbackRequest:
 
 
 class CallRequest:
-    """A ``Call`` (``trainyard.client``: a request sent in-process without HTTP) as the API server reads a request."""
+    """A ``Call`` (``trainyard.client.transport``: a request sent in-process without HTTP) as the API
+    server reads a request."""
 
     outgoing = None
 
@@ -280,7 +282,8 @@ class Loopback:
         return httpx2.Response(answer.status, headers=answer.headers, content=answer.body, request=request)
 
     async def call(self, call: Call) -> Answer:
-        """Serve a request sent without HTTP (``trainyard.client.Client.direct``), behind the same token check.
+        """Serve a request sent without HTTP (``trainyard.client.transport.Client.direct``), behind the
+        same token check.
 
         Only what ``send`` serves comes this way: a client sends its lists, watches, logs and exec
         through httpx (``Client``), so every answer here is whole.

@@ -10,6 +10,7 @@ lists, in ``reads``.
 from __future__ import annotations
 
 import builtins
+import dataclasses
 import random
 import string
 import uuid
@@ -22,15 +23,23 @@ from trainyard.cluster.apiserver import errors
 from trainyard.cluster.apiserver.builtin import priority
 from trainyard.cluster.apiserver.reads import Reads
 from trainyard.cluster.apiserver.registry import Registry, ResourceType
-from trainyard.cluster.apiserver.writes import admission, defaulting, fieldmanager, patching, shapes, updates
+from trainyard.cluster.apiserver.requests.writing import INTERNAL, WriteOptions
+from trainyard.cluster.apiserver.writes import (
+    admission,
+    decoding,
+    defaulting,
+    deletion,
+    fieldmanager,
+    patching,
+    shapes,
+    updates,
+)
 from trainyard.cluster.apiserver.writes.listshapes import shape_of
 from trainyard.cluster.storage import codec
 from trainyard.cluster.storage.store import Obj, Store
 
 Clock = Callable[[], datetime]
-Warnings = list[str]  # the Warning headers a write collects (unknown fields under fieldValidation=Warn)
 
-TERMINAL_POD_PHASES = ("Succeeded", "Failed")
 SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 _SUFFIX = string.ascii_lowercase + string.digits
 
@@ -89,10 +98,7 @@ class Objects(Reads):
         namespace: str,
         body: Obj,
         *,
-        dry_run: bool = False,
-        field_validation: str = "",
-        warnings: Warnings | None = None,
-        manager: str | None = None,
+        options: WriteOptions = INTERNAL,
     ) -> Obj:
         if not isinstance(body, dict):
             raise errors.bad_request("the request body must be a JSON object")
@@ -103,7 +109,7 @@ class Objects(Reads):
         obj.pop("kind", None)
         # Decoding first words type errors as the apiserver's JSON decoder does; the shape check
         # then reads the nulls the decoder let through as zero values.
-        admission.decode_body(rt, obj, field_validation, warnings)
+        decoding.decode_body(rt, obj, options.field_validation, options.warnings)
         obj = shapes.check(rt, obj)
         m = meta(obj)
         if rt.namespaced:
@@ -141,10 +147,10 @@ class Objects(Reads):
         defaulting.on_write(rt.key, obj)
         if rt.key == "core/pods":
             priority.admit_pod(obj, self._priority_classes())
-        admission.admit(rt, obj, warnings=warnings)
+        admission.admit(rt, obj, warnings=options.warnings)
         self._check_priority_class(rt, obj)
-        if manager is not None and "managedFields" not in m:
-            self._track(rt, None, obj, manager, None)
+        if options.manager is not None and "managedFields" not in m:
+            self._track(rt, None, obj, options.manager, None)
         space = m.get("namespace", "")
         # A generated name that is taken is drawn again, as kube-apiserver does since 1.32
         # (RetryGenerateName, at most 8 tries in all); chosen or still taken, it is 409.
@@ -154,7 +160,7 @@ class Objects(Reads):
             tries += 1
         if self.store.exists(rt.key, space, name):
             raise errors.already_exists(rt, name)
-        if dry_run:
+        if options.dry_run:
             return self.present(rt, obj)
         stored = self.store.put(rt.key, space, name, obj, created=True)
         if rt.key == "apiextensions.k8s.io/customresourcedefinitions":
@@ -168,18 +174,15 @@ class Objects(Reads):
         name: str,
         body: Obj,
         *,
+        options: WriteOptions = INTERNAL,
         subresource: str | None = None,
-        dry_run: bool = False,
-        field_validation: str = "",
-        warnings: Warnings | None = None,
-        manager: str | None = None,
     ) -> Obj:
         if not isinstance(body, dict):
             raise errors.bad_request("the request body must be a JSON object")
         current = self._current(rt, namespace, name)
         self._check_type(rt, body)
         body = codec.clone(body)
-        admission.decode_body(rt, body, field_validation, warnings)
+        decoding.decode_body(rt, body, options.field_validation, options.warnings)
         body = shapes.check(rt, body)
         wanted_rv = (body.get("metadata") or {}).get("resourceVersion")
         if wanted_rv and wanted_rv != current["metadata"]["resourceVersion"]:
@@ -189,9 +192,7 @@ class Objects(Reads):
                 f"the name of the object ({body['metadata']['name']}) does not match the name on the URL ({name})"
             )
         new = self._merge_update(rt, current, body, subresource, owned=True)
-        return self._commit(
-            rt, current, new, dry_run=dry_run, manager=manager, subresource=subresource, warnings=warnings
-        )
+        return self._commit(rt, current, new, options=options, subresource=subresource)
 
     def patch(
         self,
@@ -201,11 +202,8 @@ class Objects(Reads):
         content_type: str,
         body: Any,
         *,
+        options: WriteOptions = INTERNAL,
         subresource: str | None = None,
-        dry_run: bool = False,
-        field_validation: str = "",
-        warnings: Warnings | None = None,
-        manager: str | None = None,
     ) -> Obj:
         current = self._current(rt, namespace, name)
         # ``current`` is compared with the result later, so the patch works on a private copy:
@@ -230,19 +228,17 @@ class Objects(Reads):
             raise patch_failure(exc) from exc
         if not isinstance(patched, dict):
             raise errors.bad_request("the patch must leave a JSON object")
-        if subresource == "status" and field_validation != "Strict" and _names_only(body, _STATUS_WRITE):
+        if subresource == "status" and options.field_validation != "Strict" and _names_only(body, _STATUS_WRITE):
             # The rest is the stored object's, decoded when it was written, and a status write
             # keeps the stored rest whatever the patch leaves there: only this part is decoded.
             patched = {k: v for k, v in patched.items() if k in _STATUS_WRITE}
-        admission.decode_body(rt, patched, field_validation, warnings, patch=True)
+        decoding.decode_body(rt, patched, options.field_validation, options.warnings, patch=True)
         patched = shapes.check(rt, patched)
         wanted_rv = (patched.get("metadata") or {}).get("resourceVersion")
         if wanted_rv and wanted_rv != current["metadata"]["resourceVersion"]:
             raise errors.conflict(rt, name)
         new = self._merge_update(rt, current, patched, subresource, owned=True)
-        return self._commit(
-            rt, current, new, dry_run=dry_run, manager=manager, subresource=subresource, warnings=warnings
-        )
+        return self._commit(rt, current, new, options=options, subresource=subresource)
 
     def apply(
         self,
@@ -251,14 +247,16 @@ class Objects(Reads):
         name: str,
         config: Any,
         *,
-        manager: str,
-        force: bool = False,
+        options: WriteOptions,
         subresource: str | None = None,
-        dry_run: bool = False,
-        field_validation: str = "",
-        warnings: Warnings | None = None,
     ) -> tuple[Obj, bool]:
-        """Server-side apply of ``config`` by ``manager``; returns the object and whether it was created."""
+        """Server-side apply of ``config`` by ``options.manager``; returns the object and whether it was
+        created. The applied fields are recorded by the apply itself, so the write that stores them
+        tracks no manager of its own."""
+        manager, force = options.manager, options.force
+        if manager is None:
+            raise ValueError("server-side apply needs a field manager")
+        untracked = dataclasses.replace(options, manager=None)
         if not isinstance(config, dict):
             raise errors.bad_request("the applied configuration must be an object")
         self._check_type(rt, config)
@@ -282,10 +280,7 @@ class Objects(Reads):
                     raise errors.not_found(rt, name)
                 fresh = fieldmanager.apply(None, config, shape, write, force=force)
                 meta(fresh)["name"] = name
-                created = self.create(
-                    rt, namespace, fresh, dry_run=dry_run, field_validation=field_validation, warnings=warnings
-                )
-                return created, True
+                return self.create(rt, namespace, fresh, options=untracked), True
             wanted_rv = m.get("resourceVersion")
             if wanted_rv and wanted_rv != current["metadata"]["resourceVersion"]:
                 raise errors.conflict(rt, name)
@@ -307,10 +302,10 @@ class Objects(Reads):
                 for c in exc.conflicts
             ]
             raise errors.ApiError(409, "Conflict", str(exc), {"causes": causes}) from exc
-        admission.decode_body(rt, applied, field_validation, warnings, patch=True)
+        decoding.decode_body(rt, applied, options.field_validation, options.warnings, patch=True)
         new = self._merge_update(rt, current, applied, subresource)
         meta(new)["managedFields"] = applied["metadata"]["managedFields"]
-        return self._commit(rt, current, new, dry_run=dry_run, warnings=warnings), False
+        return self._commit(rt, current, new, options=untracked), False
 
     def bind(self, namespace: str, name: str, body: Obj) -> Obj:
         """``pods/binding``: the scheduler's one way to set ``spec.nodeName``."""
@@ -351,39 +346,24 @@ class Objects(Reads):
     ) -> Obj:
         current = self._current(rt, namespace, name)
         m = current["metadata"]
-        _check_preconditions(rt, m, preconditions)
+        deletion.check_preconditions(rt, m, preconditions)
         if dry_run:
             return self.present(rt, current)
-        finalizers = list(m.get("finalizers") or [])
-        if propagation == "Orphan" and "orphan" not in finalizers:
-            finalizers.append("orphan")
-        elif propagation == "Foreground" and "foregroundDeletion" not in finalizers:
-            finalizers.append("foregroundDeletion")
-        if rt.key == "core/namespaces":
-            finalizers = finalizers or ["kubernetes"]
+        finalizers = deletion.finalizers_after(rt, m, propagation)
         deleting = bool(m.get("deletionTimestamp"))
         # A pod whose processes may still run is gone only once its node has stopped them and
         # confirmed with grace period 0 (as the kubelet does); anything else goes at once.
-        graceful = self._awaiting_node(rt, current) and not (deleting and grace_seconds == 0)
+        graceful = deletion.awaiting_node(rt, current) and not (deleting and grace_seconds == 0)
         if not finalizers and not graceful:
             return self.present(rt, self._remove(rt, current))
         if deleting and finalizers == (m.get("finalizers") or []):
             return self.present(rt, current)
-        new = codec.clone(current)
-        nm = new["metadata"]
-        nm.setdefault("deletionTimestamp", format_time(self.clock()))
-        if graceful:
-            default_grace = (current.get("spec") or {}).get("terminationGracePeriodSeconds", 30)
-            nm.setdefault("deletionGracePeriodSeconds", default_grace if grace_seconds is None else grace_seconds)
-        else:
-            nm.setdefault("deletionGracePeriodSeconds", 0)
-        if finalizers:
-            nm["finalizers"] = finalizers
-        if rt.key == "core/namespaces":
-            new.setdefault("status", {})["phase"] = "Terminating"
-        if rt.has_spec and "generation" in nm:
-            nm["generation"] += 1
-        return self.present(rt, self.store.put(rt.key, nm.get("namespace", ""), name, new, created=False, old=current))
+        now = format_time(self.clock())
+        new = deletion.marked(
+            rt, current, finalizers=finalizers, graceful=graceful, grace_seconds=grace_seconds, now=now
+        )
+        stored = self.store.put(rt.key, new["metadata"].get("namespace", ""), name, new, created=False, old=current)
+        return self.present(rt, stored)
 
     # -- helpers -------------------------------------------------------------------------------
 
@@ -478,18 +458,16 @@ class Objects(Reads):
         current: Obj,
         new: Obj,
         *,
-        dry_run: bool = False,
-        manager: str | None = None,
+        options: WriteOptions = INTERNAL,
         subresource: str | None = None,
-        warnings: Warnings | None = None,
     ) -> Obj:
         m = new["metadata"]
         m["resourceVersion"] = current["metadata"]["resourceVersion"]
         owned = current["metadata"].get("managedFields")
         if "managedFields" not in m and owned is not None:
             m["managedFields"] = owned  # a write that omits managedFields keeps them, as upstream
-        if manager is not None and m.get("managedFields") == owned:
-            self._track(rt, current, new, manager, subresource)
+        if options.manager is not None and m.get("managedFields") == owned:
+            self._track(rt, current, new, options.manager, subresource)
         if rt.has_spec and "generation" in current["metadata"]:
 
             def essence(o: Obj) -> Obj:
@@ -499,11 +477,11 @@ class Objects(Reads):
                 m["generation"] = current["metadata"]["generation"] + 1
         if _unversioned(new) == _unversioned(current):
             return self.present(rt, current)  # a no-op write bumps nothing and emits no event
-        admission.admit(rt, new, subresource, current, warnings=warnings)
+        admission.admit(rt, new, subresource, current, warnings=options.warnings)
         self._check_priority_class(rt, new)
-        if dry_run:
+        if options.dry_run:
             return self.present(rt, new)
-        if m.get("deletionTimestamp") and not m.get("finalizers") and not self._awaiting_node(rt, new):
+        if m.get("deletionTimestamp") and not m.get("finalizers") and not deletion.awaiting_node(rt, new):
             if rt.key == "core/pods":
                 # The node's last status (how each container ended) is seen before the pod goes, as upstream.
                 self.store.put(rt.key, m.get("namespace", ""), m["name"], new, created=False, old=current)
@@ -538,13 +516,6 @@ class Objects(Reads):
         if rt.key == priority.KEY and (refused := priority.second_default(obj, self._priority_classes())):
             raise refused
 
-    def _awaiting_node(self, rt: ResourceType, obj: Obj) -> bool:
-        return (
-            rt.key == "core/pods"
-            and bool((obj.get("spec") or {}).get("nodeName"))
-            and ((obj.get("status") or {}).get("phase") not in TERMINAL_POD_PHASES)
-        )
-
     def _remove(self, rt: ResourceType, obj: Obj) -> Obj:
         m = obj["metadata"]
         removed = self.store.remove(rt.key, m.get("namespace", ""), m["name"]) or obj
@@ -553,25 +524,10 @@ class Objects(Reads):
         return removed
 
 
-_STATUS_WRITE = frozenset({"apiVersion", "kind", "metadata", "status"})  # what a status write takes
+_STATUS_WRITE = frozenset({"apiVersion", "kind", "metadata", "status"})
+"""What a write through the status subresource takes from its body."""
 
 
 def _names_only(body: object, keys: frozenset[str]) -> bool:
     """Whether a (merge or strategic merge) patch touches no top-level field but ``keys``."""
     return isinstance(body, dict) and all(k in keys for k in body)
-
-
-def _check_preconditions(rt: ResourceType, meta: dict[str, Any], preconditions: Any) -> None:
-    """``DeleteOptions.preconditions``: delete only the object the client means (uid) or saw (RV)."""
-    if preconditions is None:
-        return
-    if not isinstance(preconditions, dict):
-        raise errors.bad_request("DeleteOptions.preconditions must be an object")
-    for key, label in (("uid", "UID"), ("resourceVersion", "ResourceVersion")):
-        wanted = preconditions.get(key)
-        if wanted is not None and wanted != meta.get(key):
-            raise errors.conflict(
-                rt,
-                meta["name"],
-                f"Precondition failed: {label} in precondition: {wanted}, {label} in object meta: {meta.get(key)}",
-            )

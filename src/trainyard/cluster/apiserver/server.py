@@ -33,8 +33,8 @@ from trainyard.cluster.apiserver.requests.selectors import (
     parse_field_selector,
     parse_label_selector,
 )
+from trainyard.cluster.apiserver.requests.writing import WriteOptions, write_options
 from trainyard.cluster.apiserver.streams import BOOKMARK_SECONDS, HttpOut, Streams
-from trainyard.cluster.apiserver.writes import admission
 from trainyard.cluster.paths import Layout
 from trainyard.cluster.storage import codec
 from trainyard.cluster.storage.store import Obj, StorageFull
@@ -199,18 +199,9 @@ class ApiServer:
                 return self._list(request, rt, ns)
             if method == "POST" and (ns is not None or not rt.namespaced):
                 body = await _body(request, rt)
-                directive = admission.field_validation(query.get("fieldValidation"), "CreateOptions")
-                warnings: list[str] = []
-                created = self.objects.create(
-                    rt,
-                    ns or "",
-                    body,
-                    dry_run=dry_run,
-                    field_validation=directive,
-                    warnings=warnings,
-                    manager=_manager(request),
-                )
-                return _warn(self._object(request, rt, created, 201), warnings)
+                options = write_options(request, "CreateOptions")
+                created = self.objects.create(rt, ns or "", body, options=options)
+                return _warn(self._object(request, rt, created, 201), options)
             if method == "DELETE" and (ns is not None or not rt.namespaced):
                 return await self._delete_collection(request, rt, ns)
             raise errors.method_not_allowed()
@@ -239,22 +230,11 @@ class ApiServer:
             return self._object(request, rt, self.objects.get(rt, namespace, name))
         if method == "PUT":
             body = await _body(request, rt if sub is None else None)
-            directive = admission.field_validation(query.get("fieldValidation"), "UpdateOptions")
-            warnings = []
-            updated = self.objects.update(
-                rt,
-                namespace,
-                name,
-                body,
-                subresource=sub,
-                dry_run=dry_run,
-                field_validation=directive,
-                warnings=warnings,
-                manager=_manager(request),
-            )
-            return _warn(self._object(request, rt, updated), warnings)
+            options = write_options(request, "UpdateOptions")
+            updated = self.objects.update(rt, namespace, name, body, options=options, subresource=sub)
+            return _warn(self._object(request, rt, updated), options)
         if method == "PATCH":
-            return await self._patch(request, rt, namespace, name, sub, dry_run)
+            return await self._patch(request, rt, namespace, name, sub)
         if method == "DELETE":
             opts = await delete_options(request)
             deleted = self.objects.delete(
@@ -315,28 +295,15 @@ class ApiServer:
         namespace: str,
         name: str,
         sub: str | None,
-        dry_run: bool,
     ) -> web.Response:
         ctype = request.content_type
         raw = await bodies.read(request)
         if ctype == "application/apply-patch+yaml":
-            return self._apply(request, rt, namespace, name, sub, raw, dry_run)
+            return self._apply(request, rt, namespace, name, sub, raw)
         body = bodies.decode(raw or b"null", "application/json", what="the patch")
-        directive = admission.field_validation(request.query.get("fieldValidation"), "PatchOptions")
-        warnings: list[str] = []
-        patched = self.objects.patch(
-            rt,
-            namespace,
-            name,
-            ctype,
-            body,
-            subresource=sub,
-            dry_run=dry_run,
-            field_validation=directive,
-            warnings=warnings,
-            manager=_manager(request),
-        )
-        return _warn(self._object(request, rt, patched), warnings)
+        options = write_options(request, "PatchOptions")
+        patched = self.objects.patch(rt, namespace, name, ctype, body, options=options, subresource=sub)
+        return _warn(self._object(request, rt, patched), options)
 
     def _apply(
         self,
@@ -346,11 +313,9 @@ class ApiServer:
         name: str,
         sub: str | None,
         raw: bytes,
-        dry_run: bool,
     ) -> web.Response:
         """Server-side apply: field ownership, removal of unapplied fields and conflicts live in ``fieldmanager``."""
-        manager = request.query.get("fieldManager")
-        if not manager:
+        if not request.query.get("fieldManager"):
             raise errors.bad_request("PATCH, fieldManager is required for apply requests")
         body = bodies.decode(raw, "application/apply-patch+yaml", what="the applied configuration")
         if not isinstance(body, dict):
@@ -359,20 +324,9 @@ class ApiServer:
             body["metadata"] = {}  # no opinion on metadata, as a typed decoder reads null
         if not isinstance(body["metadata"], dict):
             raise errors.bad_request("metadata of the applied configuration must be an object")
-        warnings: list[str] = []
-        obj, created = self.objects.apply(
-            rt,
-            namespace,
-            name,
-            body,
-            manager=manager,
-            force=flag(request.query.get("force")),
-            subresource=sub,
-            dry_run=dry_run,
-            field_validation=admission.field_validation(request.query.get("fieldValidation"), "PatchOptions"),
-            warnings=warnings,
-        )
-        return _warn(self._object(request, rt, obj, 201 if created else 200), warnings)
+        options = write_options(request, "PatchOptions", applying=True)
+        obj, created = self.objects.apply(rt, namespace, name, body, options=options, subresource=sub)
+        return _warn(self._object(request, rt, obj, 201 if created else 200), options)
 
     async def _delete_collection(self, request: ApiRequest, rt: ResourceType, namespace: str | None) -> web.Response:
         labels, fields = self._selectors(request, rt)
@@ -412,17 +366,6 @@ class ApiServer:
         raise connect.refusal(rt.key, rt.plural, sub, request.headers)
 
 
-def _manager(request: ApiRequest) -> str:
-    """The field manager of a write: ``?fieldManager=``, else the client's User-Agent product, as upstream."""
-    manager = request.query.get("fieldManager")
-    if manager:
-        if len(manager) > 128:
-            raise errors.bad_request("fieldManager: Too long: may not be more than 128 bytes")
-        return manager
-    agent = request.headers.get("User-Agent", "")
-    return agent.split("/", 1)[0].strip() or "unknown"
-
-
 def _connection(request: ApiRequest) -> web.Request:
     """The HTTP request a log writes to as it goes; a request from this process (``loopback``) has none."""
     if not isinstance(request, web.Request):
@@ -451,9 +394,10 @@ def _at(parts: list[str], index: int) -> str | None:
     return parts[index] if len(parts) > index else None
 
 
-def _warn(response: web.Response, warnings: list[str]) -> web.Response:
-    """Warning headers as kube-apiserver sends them; kubectl prints each as ``Warning: ...``."""
-    for text in dict.fromkeys(warnings):
+def _warn(response: web.Response, options: WriteOptions) -> web.Response:
+    """The write's warnings as Warning headers, as kube-apiserver sends them; kubectl prints each as
+    ``Warning: ...``."""
+    for text in dict.fromkeys(options.warnings or ()):
         # kube-apiserver drops a warning it cannot put in a header (control characters), as here.
         if any(unicodedata.category(c) == "Cc" for c in text):
             continue

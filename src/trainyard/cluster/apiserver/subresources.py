@@ -14,6 +14,7 @@ from trainyard.cluster.apiserver.requests import bodies
 from trainyard.cluster.apiserver.requests.deleting import checked_delete_options
 from trainyard.cluster.apiserver.requests.incoming import ApiRequest
 from trainyard.cluster.apiserver.requests.jsonpath import get_path, set_path
+from trainyard.cluster.apiserver.requests.writing import WriteOptions
 from trainyard.cluster.apiserver.writes import patching
 from trainyard.cluster.storage.store import Obj
 
@@ -71,7 +72,8 @@ async def scale(objects: Objects, request: ApiRequest, rt: ResourceType, namespa
             ],
         )
     updated = set_path({k: v for k, v in obj.items()}, paths["specReplicasPath"], replicas)
-    result = objects.update(rt, namespace, name, updated, dry_run=request.query.get("dryRun") == "All")
+    dry_run = request.query.get("dryRun") == "All"
+    result = objects.update(rt, namespace, name, updated, options=WriteOptions(dry_run=dry_run))
     return scale_of(result)
 
 

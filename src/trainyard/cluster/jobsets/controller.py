@@ -19,7 +19,8 @@ from typing import Any
 from lightkube import AsyncClient
 
 from trainyard.api import jobset as api
-from trainyard.client import plain_resource, reference
+from trainyard.client.events import reference
+from trainyard.client.resources import plain_resource
 from trainyard.cluster.jobsets import decisions
 from trainyard.cluster.tasks import cancel_all
 from trainyard.informer import OWNER_INDEX, Caches, Informer, controller_of, key_of

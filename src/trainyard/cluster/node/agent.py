@@ -29,6 +29,7 @@ one by one before the main containers. Probes come from ``probes`` (wired to the
 processes, status and events by ``probing``), pod conditions from
 ``conditions``, GPU device assignment from ``gpus``. What the agent knows of each pod and
 container run, and how a container's status reads, is ``runs``.
+
 Commands exec'd into a running pod (``podexec``, served beside the agent) are the pod's and stop with it.
 
 Not yet here (documented as absent): CPU limits without cgroup v2, sidecar init containers.
@@ -53,7 +54,8 @@ from lightkube.core.exceptions import ApiError
 from lightkube.types import PatchType
 
 from trainyard.api.meta import format_time
-from trainyard.client import delete, is_status, to_dict
+from trainyard.client.resources import is_status, to_dict
+from trainyard.client.transport import delete
 from trainyard.cluster import qos
 from trainyard.cluster.environments import EnvironmentsError
 from trainyard.cluster.node import adoption, containerlogs, gpus, lifecycle, podexec, podstatus, tokens

@@ -23,7 +23,7 @@ from typing import Any
 from lightkube import AsyncClient
 from lightkube.core.exceptions import ApiError
 
-from trainyard.client import is_status, plain_resource, to_dict
+from trainyard.client.resources import is_status, plain_resource, to_dict
 from trainyard.cluster.node import threads
 from trainyard.informer import Informer
 

@@ -16,7 +16,7 @@ from typing import Any
 
 from lightkube import AsyncClient
 
-from trainyard.client import event_body
+from trainyard.client.events import event_body
 from trainyard.cluster.node.caches import EVENT
 from trainyard.cluster.node.threads import REASON as THREADS_SET
 

@@ -34,7 +34,9 @@ from lightkube.resources.storage_v1 import StorageClass
 from lightkube.types import PatchType
 
 from trainyard.api.quantity import parse_quantity
-from trainyard.client import build, is_status, record_event, watch_forever
+from trainyard.client.events import record_event
+from trainyard.client.resources import build, is_status
+from trainyard.client.watches import watch_forever
 
 log = logging.getLogger(__name__)
 

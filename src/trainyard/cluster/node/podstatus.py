@@ -29,7 +29,7 @@ from lightkube import AsyncClient
 from lightkube.core.exceptions import ApiError
 from lightkube.types import PatchType
 
-from trainyard.client import is_status, to_dict
+from trainyard.client.resources import is_status, to_dict
 from trainyard.cluster import qos
 from trainyard.cluster.node.caches import POD, BoundPods
 from trainyard.cluster.node.conditions import TERMINAL, pod_conditions

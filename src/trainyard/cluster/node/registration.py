@@ -21,7 +21,7 @@ from lightkube.core.exceptions import ApiError
 from lightkube.resources.core_v1 import Node
 from lightkube.types import PatchType
 
-from trainyard.client import build, is_status
+from trainyard.client.resources import build, is_status
 from trainyard.cluster.node import capacity as node_capacity
 from trainyard.cluster.node import nodestatus
 

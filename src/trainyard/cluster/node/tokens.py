@@ -24,7 +24,7 @@ from typing import Any
 from lightkube import ApiError, AsyncClient
 from lightkube.resources.core_v1 import ServiceAccount
 
-from trainyard.client import is_status
+from trainyard.client.resources import is_status
 from trainyard.cluster.node import volumes
 from trainyard.cluster.node.podenv import token_requests
 

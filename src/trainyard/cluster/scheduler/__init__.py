@@ -2,7 +2,8 @@
 
 ``loop`` is the I/O shell: informer caches (``informer``), the queue of pending pods
 (``queueing``), bindings, events and PodGroup status writes. ``placement`` decides where pods go
-as a pure function, and ``podgroups`` holds the gang kinds the plane installs and how their
+as a pure function (``filters``: whether and where one pod fits; ``snapshot``: what it reads of
+pods and nodes), and ``podgroups`` holds the gang kinds the plane installs and how their
 status follows their pods. Everything but ``loop`` and ``informer`` is pure.
 
 Like kube-scheduler it talks to the API server only through the Kubernetes client: it imports

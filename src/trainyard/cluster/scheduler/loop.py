@@ -1,19 +1,20 @@
 """The scheduler: kube-scheduler, scheduler-plugins' coscheduling and Volcano's gang scheduler for the local plane.
 
-The I/O shell around ``placement.schedule``. It keeps informer caches of pods, nodes, priority classes and
-both projects' PodGroups (``informer``), with what every node's bound pods request kept incrementally (no
-re-listing per pod); the pod informer may be one the process shares (``pods=``). Pods it serves are those
-whose ``schedulerName`` is ``default-scheduler``, ``scheduler-plugins-scheduler`` (both with coscheduling,
-as scheduler-plugins installed in place of the default scheduler) or ``volcano``; pods naming any other
-scheduler stay Pending, untouched, as on a cluster without that scheduler.
+The I/O shell around ``placement.schedule``. It keeps informer caches of pods, nodes, priority
+classes and both projects' PodGroups (``informer``), with what every node's bound pods request
+kept incrementally (no re-listing per pod); the pod informer may be one the process shares
+(``pods=``). Pods it serves are those whose ``schedulerName`` is ``default-scheduler``,
+``scheduler-plugins-scheduler`` (both with coscheduling, as scheduler-plugins installed in place
+of the default scheduler) or ``volcano``; pods naming any other scheduler stay Pending, untouched,
+as on a cluster without that scheduler.
 
-Work is level-triggered and batched: changes make pods active in the queue (``queueing``); one pass
-decides for every active pod at once (with every pending member of their gangs), binds through
-``pods/binding`` (``Scheduled`` event), and reports the pods it could not place (``reports``: their
-``PodScheduled=False`` condition and ``FailedScheduling`` Warnings, rate-limited). A pod that did
-not fit waits, backing off, until something that could make room happens (a pod finishes or goes, a node
-or PodGroup changes), as in kube-scheduler's queue. After each pass the PodGroups of touched gangs get
-their status written.
+Work is level-triggered and batched: changes make pods active in the queue (``queueing``); one
+pass decides for every active pod at once (with every pending member of their gangs), binds
+through ``pods/binding`` (``Scheduled`` event), and reports the pods it could not place
+(``reports``: their ``PodScheduled=False`` condition and ``FailedScheduling`` Warnings,
+rate-limited). A pod that did not fit waits, backing off, until something that could make room
+happens (a pod finishes or goes, a node or PodGroup changes), as in kube-scheduler's queue. After
+each pass the PodGroups of touched gangs get their status written.
 """
 
 from __future__ import annotations
@@ -34,11 +35,12 @@ from lightkube.resources.scheduling_v1 import PriorityClass
 from lightkube.types import PatchType
 
 from trainyard.api.meta import format_time
-from trainyard.client import build, event_body, is_status, to_dict
-from trainyard.cluster.scheduler import placement, podgroups
-from trainyard.cluster.scheduler.placement import COSCHEDULING, VOLCANO_GROUP, GroupKey, NodeInfo, PodInfo, Usage
+from trainyard.client.events import event_body
+from trainyard.client.resources import build, is_status, to_dict
+from trainyard.cluster.scheduler import placement, podgroups, snapshot
 from trainyard.cluster.scheduler.queueing import PodQueue
 from trainyard.cluster.scheduler.reports import POD, RETRY_SECONDS, Reports, pod_ref
+from trainyard.cluster.scheduler.snapshot import COSCHEDULING, VOLCANO_GROUP, GroupKey, NodeInfo, PodInfo, Usage
 from trainyard.informer import Informer, newer
 
 log = logging.getLogger(__name__)
@@ -49,7 +51,7 @@ NODE = create_global_resource("", "v1", "Node", "nodes")
 X_K8S_GROUP = create_namespaced_resource(podgroups.X_K8S, "v1alpha1", "PodGroup", "podgroups")
 VOLCANO_POD_GROUP = create_namespaced_resource(podgroups.VOLCANO, "v1beta1", "PodGroup", "podgroups")
 GROUP_RESOURCES = {COSCHEDULING: X_K8S_GROUP, VOLCANO_GROUP: VOLCANO_POD_GROUP}
-GROUP_SOURCES = {COSCHEDULING: placement.SCHEDULER_PLUGINS, VOLCANO_GROUP: placement.VOLCANO}
+GROUP_SOURCES = {COSCHEDULING: snapshot.SCHEDULER_PLUGINS, VOLCANO_GROUP: snapshot.VOLCANO}
 
 WRITERS = 8  # bindings and PodGroup status writes in flight at once
 POP_BACKING = 16  # backing-off pods tried at once when no pod is active
@@ -61,7 +63,7 @@ class Scheduler:
         self,
         client: AsyncClient,
         *,
-        names: tuple[str, ...] = placement.SCHEDULERS,
+        names: tuple[str, ...] = snapshot.SCHEDULERS,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         pods: Informer | None = None,
     ) -> None:
@@ -177,7 +179,7 @@ class Scheduler:
     def _on_pod(self, kind: str, obj: Obj) -> None:
         uid = (obj.get("metadata") or {}).get("uid", "")
         old = self.pods.get(uid)
-        info = placement.pod_info(obj)
+        info = snapshot.pod_info(obj)
         held = self._charge(old, -1)
         if kind == "DELETED":
             self.pods.pop(uid, None)
@@ -223,7 +225,7 @@ class Scheduler:
         if kind == "DELETED":
             changed = self.nodes.pop(name, None) is not None
         else:
-            info = placement.node_info(obj)
+            info = snapshot.node_info(obj)
             changed = self.nodes.get(name) != info
             self.nodes[name] = info
             self.usage.setdefault(name, Usage())

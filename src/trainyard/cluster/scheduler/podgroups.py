@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from trainyard.cluster.scheduler.placement import COSCHEDULING, VOLCANO_GROUP, PodInfo
+from trainyard.cluster.scheduler.snapshot import COSCHEDULING, VOLCANO_GROUP, PodInfo
 
 Obj = dict[str, Any]
 

@@ -23,8 +23,9 @@ from lightkube import AsyncClient
 from lightkube.core.exceptions import ApiError
 from lightkube.types import PatchType
 
-from trainyard.client import event_body, is_status, plain_resource
-from trainyard.cluster.scheduler.placement import PodInfo
+from trainyard.client.events import event_body
+from trainyard.client.resources import is_status, plain_resource
+from trainyard.cluster.scheduler.snapshot import PodInfo
 
 log = logging.getLogger(__name__)
 

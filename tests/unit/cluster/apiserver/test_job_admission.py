@@ -20,6 +20,7 @@ from trainyard.api.kinds import KINDS
 from trainyard.cluster.apiserver import errors
 from trainyard.cluster.apiserver.objects import Objects
 from trainyard.cluster.apiserver.registry import Registry, ResourceType
+from trainyard.cluster.apiserver.requests.writing import WriteOptions
 from trainyard.cluster.storage.store import Store
 
 MERGE = "application/merge-patch+json"
@@ -72,7 +73,7 @@ def test_create_with_the_deprecated_field_warns(objects: Objects) -> None:
     body["spec"]["elasticPolicy"] = {"nProcPerNode": 2}
     warnings: list[str] = []
 
-    objects.create(jobs(objects), "ns", body, warnings=warnings)
+    objects.create(jobs(objects), "ns", body, options=WriteOptions(warnings=warnings))
 
     assert warnings == [DEPRECATED]
 
@@ -80,7 +81,7 @@ def test_create_with_the_deprecated_field_warns(objects: Objects) -> None:
 def test_create_without_it_does_not(objects: Objects) -> None:
     warnings: list[str] = []
 
-    objects.create(jobs(objects), "ns", copy.deepcopy(JOB), warnings=warnings)
+    objects.create(jobs(objects), "ns", copy.deepcopy(JOB), options=WriteOptions(warnings=warnings))
 
     assert warnings == []
 
@@ -105,7 +106,7 @@ def test_update_that_keeps_managed_by_is_accepted_and_warns(objects: Objects) ->
     body["spec"]["elasticPolicy"] = {"nProcPerNode": 2}
     warnings: list[str] = []
 
-    updated = objects.update(jobs(objects), "ns", "mnist", body, warnings=warnings)
+    updated = objects.update(jobs(objects), "ns", "mnist", body, options=WriteOptions(warnings=warnings))
 
     assert updated["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] == 4
     assert warnings == [DEPRECATED]
@@ -136,8 +137,13 @@ def test_the_webhook_runs_for_a_registered_kind_by_its_group_and_kind(
     warned_other: list[str] = []
     warned_kubeflow: list[str] = []
 
-    objects.create(lookup(objects, other.group, other.version, other.plural), "ns", in_other, warnings=warned_other)
-    objects.create(jobs(objects), "ns", in_kubeflow, warnings=warned_kubeflow)
+    objects.create(
+        lookup(objects, other.group, other.version, other.plural),
+        "ns",
+        in_other,
+        options=WriteOptions(warnings=warned_other),
+    )
+    objects.create(jobs(objects), "ns", in_kubeflow, options=WriteOptions(warnings=warned_kubeflow))
 
     assert warned_other == [DEPRECATED]
     assert warned_kubeflow == []  # kubeflow.org's PyTorchJob is no longer a registered kind here

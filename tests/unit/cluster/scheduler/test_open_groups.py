@@ -13,7 +13,7 @@ from lightkube import AsyncClient
 from lightkube.config.kubeconfig import KubeConfig
 
 from trainyard.cluster.scheduler.loop import Scheduler
-from trainyard.cluster.scheduler.placement import COSCHEDULING, VOLCANO_GROUP
+from trainyard.cluster.scheduler.snapshot import COSCHEDULING, VOLCANO_GROUP
 
 
 def group(name: str, phase: str, version: str, min_member: int = 2) -> dict[str, Any]:

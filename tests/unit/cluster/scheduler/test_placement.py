@@ -7,19 +7,17 @@ from typing import Any
 
 import pytest
 
-from trainyard.cluster.scheduler import placement
-from trainyard.cluster.scheduler.placement import (
+from trainyard.cluster.scheduler import snapshot
+from trainyard.cluster.scheduler.filters import fit_error, place
+from trainyard.cluster.scheduler.placement import Group, schedule
+from trainyard.cluster.scheduler.snapshot import (
     COSCHEDULING,
     VOLCANO_GROUP,
-    Group,
     NodeInfo,
     PodInfo,
     Usage,
-    fit_error,
-    place,
     pod_info,
     pod_requests,
-    schedule,
 )
 
 NODE = NodeInfo("box", {"cpu": 4000, "memory": 8 * 2**30, "pods": 110, "nvidia.com/gpu": 0}, {"zone": "a"})
@@ -198,7 +196,7 @@ def test_prefer_no_schedule_is_only_a_preference() -> None:
 
 def test_a_node_not_ready_is_tainted_and_a_cordoned_node_refuses() -> None:
     node = {"metadata": {"name": "box"}, "status": {"allocatable": {"cpu": "4", "pods": "110"}}}
-    message = verdict(pod(), placement.node_info(node))
+    message = verdict(pod(), snapshot.node_info(node))
     assert message is not None and "1 node(s) had untolerated taint {node.kubernetes.io/not-ready: }." in message
     cordoned = NodeInfo("box", NODE.allocatable, unschedulable=True)
     message = verdict(pod(), cordoned)

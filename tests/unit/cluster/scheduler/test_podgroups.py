@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from trainyard.cluster.scheduler import podgroups
-from trainyard.cluster.scheduler.placement import PodInfo
+from trainyard.cluster.scheduler.snapshot import PodInfo
 
 NOW = "2026-01-01T00:00:10Z"
 

@@ -8,7 +8,7 @@ import pytest
 
 from trainyard.cluster.apiserver import errors
 from trainyard.cluster.apiserver.registry import BUILTINS, ResourceType, from_crd
-from trainyard.cluster.apiserver.writes import admission, shapes
+from trainyard.cluster.apiserver.writes import admission, decoding, shapes
 
 RT = {rt.kind: rt for rt in BUILTINS}
 WIDGETS = from_crd(
@@ -319,13 +319,13 @@ def test_crd_rules() -> None:
 )
 def test_undecodable_values_are_bad_requests(kind: str, obj: dict[str, Any], message: str) -> None:
     with pytest.raises(errors.ApiError) as caught:
-        admission.decode_body(RT[kind], obj, "Strict", None)
+        decoding.decode_body(RT[kind], obj, "Strict", None)
     assert (caught.value.code, caught.value.message) == (400, message)
 
 
 def test_secret_string_data_is_folded_into_data() -> None:
     obj: dict[str, Any] = {"metadata": {"name": "s"}, "data": {"a": "eA=="}, "stringData": {"b": "hello"}}
-    admission.decode_body(RT["Secret"], obj, "Strict", None)
+    decoding.decode_body(RT["Secret"], obj, "Strict", None)
     assert obj == {"metadata": {"name": "s"}, "data": {"a": "eA==", "b": "aGVsbG8="}}
 
 
@@ -338,14 +338,14 @@ def test_field_validation_directives(directive: str, outcome: str) -> None:
     warnings: list[str] = []
     if outcome == "rejected":
         with pytest.raises(errors.ApiError) as caught:
-            admission.decode_body(WIDGETS, obj, directive, warnings)
+            decoding.decode_body(WIDGETS, obj, directive, warnings)
         assert caught.value.code == 400
         assert caught.value.message == (
             'Widget in version "v1" cannot be handled as a Widget: strict decoding error: '
             'unknown field "metadata.tyop", unknown field "spec.sise"'
         )
         return
-    admission.decode_body(WIDGETS, obj, directive, warnings)
+    decoding.decode_body(WIDGETS, obj, directive, warnings)
     assert obj["spec"] == {"size": 1}  # pruned, then defaulted
     assert warnings == ([] if outcome == "pruned" else ['unknown field "metadata.tyop"', 'unknown field "spec.sise"'])
 
@@ -353,24 +353,13 @@ def test_field_validation_directives(directive: str, outcome: str) -> None:
 def test_strict_patch_errors_are_422_naming_the_patched_object() -> None:
     obj = {"apiVersion": "test.dev/v1", "kind": "Widget", "metadata": {"name": "w"}, "spec": {"sise": 2}}
     with pytest.raises(errors.ApiError) as caught:
-        admission.decode_body(WIDGETS, obj, "Strict", None, patch=True)
+        decoding.decode_body(WIDGETS, obj, "Strict", None, patch=True)
     patched = '{"apiVersion":"test.dev/v1","kind":"Widget","metadata":{"name":"w"},"spec":{"sise":2}}'
     quoted = patched.replace('"', '\\"')
     assert caught.value.code == 422
     assert caught.value.message == (
         f' "" is invalid: patch: Invalid value: "{quoted}": strict decoding error: unknown field "spec.sise"'
     )
-
-
-def test_unknown_field_validation_directive() -> None:
-    with pytest.raises(errors.ApiError) as caught:
-        admission.field_validation("Loud", "PatchOptions")
-    assert caught.value.code == 422
-    assert caught.value.message == (
-        'PatchOptions.meta.k8s.io "" is invalid: fieldValidation: Unsupported value: "Loud": '
-        'supported values: "", "Ignore", "Strict", "Warn"'
-    )
-    assert admission.field_validation(None, "CreateOptions") == "Warn"
 
 
 def test_custom_resource_status_writes_validate_status_only() -> None:
@@ -406,7 +395,7 @@ def test_volumes_and_mounts() -> None:
 )
 def test_wrongly_typed_scalars_fail_decoding(kind: str, obj: dict[str, Any], struct_field: str) -> None:
     with pytest.raises(errors.ApiError) as caught:
-        admission.decode_body(RT[kind], obj, "Strict", None)
+        decoding.decode_body(RT[kind], obj, "Strict", None)
     assert caught.value.code == 400
     assert f"into Go struct field {struct_field} of type" in caught.value.message
 
@@ -432,12 +421,12 @@ def test_claims_and_volumes_need_access_modes_and_a_size() -> None:
 
 
 def test_storage_objects_of_the_wrong_shape_cannot_be_decoded() -> None:
-    with pytest.raises(admission.DecodeError, match=r"spec of type v1\.PersistentVolumeClaimSpec"):
-        admission.decode(RT["PersistentVolumeClaim"], {"metadata": {}, "spec": 1.5})
-    with pytest.raises(admission.DecodeError, match=r"accessModes of type \[\]v1\.PersistentVolumeAccessMode"):
-        admission.decode(RT["PersistentVolume"], {"metadata": {}, "spec": {"accessModes": "ReadWriteOnce"}})
-    with pytest.raises(admission.DecodeError, match=r"StorageClass\.provisioner of type string"):
-        admission.decode(RT["StorageClass"], {"metadata": {}, "provisioner": 3})
+    with pytest.raises(decoding.DecodeError, match=r"spec of type v1\.PersistentVolumeClaimSpec"):
+        decoding.decode(RT["PersistentVolumeClaim"], {"metadata": {}, "spec": 1.5})
+    with pytest.raises(decoding.DecodeError, match=r"accessModes of type \[\]v1\.PersistentVolumeAccessMode"):
+        decoding.decode(RT["PersistentVolume"], {"metadata": {}, "spec": {"accessModes": "ReadWriteOnce"}})
+    with pytest.raises(decoding.DecodeError, match=r"StorageClass\.provisioner of type string"):
+        decoding.decode(RT["StorageClass"], {"metadata": {}, "provisioner": 3})
 
 
 @pytest.mark.parametrize(

@@ -1,100 +1,27 @@
-"""Shared use of the one Kubernetes client (lightkube): resources for our kinds, config, watches.
+"""How the client's requests travel: ``Client``, lightkube's AsyncClient with a watch pool of its
+own, idle connections kept, URLs built once and an in-process route to a server in this process
+(``Call`` and ``Answer``); the in-place wrapping of the transports lightkube built; and ``delete``,
+the one request lightkube's own verbs cannot send (a delete with a body).
 
-The operator, the node agent and the SDK all reach the API only through this client, the same
-way in the embedded plane and on a real cluster.
+This is the one module that reaches into lightkube's and httpx's private attributes, and each
+reach is checked where it is made, so a change in either library fails at start.
 """
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import json
-import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from functools import cache
 from typing import Any
 
 import httpx2
-from lightkube import ALL_NS, AsyncClient
+from lightkube import AsyncClient
 from lightkube.core.exceptions import ApiError
-from lightkube.core.generic_client import BasicRequest, GenericAsyncClient, WatchDriver, json_encode
-from lightkube.core.resource import GlobalResource, NamespacedResource
-from lightkube.generic_resource import (
-    GenericGlobalResource,
-    GenericNamespacedResource,
-    create_namespaced_resource,
-    get_generic_resource,
-)
-from lightkube.resources.core_v1 import Event
-from lightkube.types import OnErrorAction, OnErrorHandler, OnErrorResult, on_error_raise
+from lightkube.core.generic_client import BasicRequest, GenericAsyncClient, json_encode
 
-from trainyard.api.kindinfo import KindInfo
-from trainyard.api.kinds import KINDS
-
-log = logging.getLogger(__name__)
-
-
-@cache
-def job_resource(info: KindInfo) -> Any:
-    """The lightkube resource class of a job kind (``kubeflow.org/v1`` and friends)."""
-    return create_namespaced_resource(info.group, info.version, info.kind, info.plural)
-
-
-def resource_for_kind(kind: str) -> Any:
-    return job_resource(KINDS[kind])
-
-
-def plain_resource(group: str, version: str, kind: str, plural: str) -> Any:
-    """A namespaced plain-dict resource; lightkube keeps one class per kind, so a second caller gets the first's."""
-    found = get_generic_resource(f"{group}/{version}" if group else version, kind)  # type: ignore[no-untyped-call]
-    return found if found is not None else create_namespaced_resource(group, version, kind, plural)
-
-
-class _Metadata:
-    """A plain object's metadata as lightkube reads it (``metadata.namespace``, ``.resourceVersion``):
-    attributes over the dict, None where absent; lightkube's generic class converts the whole
-    metadata (managedFields and all) into its typed model on every read instead."""
-
-    __slots__ = ("_fields",)
-
-    def __init__(self, fields: Any) -> None:
-        self._fields = fields if isinstance(fields, dict) else {}
-
-    def __getattr__(self, name: str) -> Any:
-        return self._fields.get(name)
-
-
-@cache
-def plain_twin(res: Any) -> Any:
-    """A resource class at ``res``'s URL whose objects are the plain dicts of the JSON (lightkube's
-    generic kind of class, not registered under ``res``'s kind: its own typed class stays the one
-    lightkube decodes manifests into).
-
-    A reader that keeps dicts (an informer) pays once for decoding, instead of once into
-    lightkube's typed model and again for ``to_dict``'s walk back out of it: half the cost of a
-    pod's watch event, which every informer on pods decodes.
-    """
-    if not isinstance(res, type) or issubclass(res, dict) or not issubclass(res, NamespacedResource | GlobalResource):
-        return res  # already plain, or a subresource (``PodStatus``): left as it is
-    base = GenericNamespacedResource if issubclass(res, NamespacedResource) else GenericGlobalResource
-    return type(
-        f"Plain{res.__name__}",
-        (base,),
-        {"_api_info": res._api_info, "metadata": property(lambda self: _Metadata(self.get("metadata")))},
-    )
-
-
-@cache
-def lean_twin(res: Any) -> Any:
-    """``plain_twin(res)`` whose watches, served in this process, bring objects without
-    ``metadata.managedFields``: for a reader that drops them anyway (an informer, as
-    controller-runtime's ``TransformStripManagedFields``), half of a pod it need not decode."""
-    plain = plain_twin(res)
-    if not (isinstance(plain, type) and issubclass(plain, dict)):
-        return plain
-    return type(f"Lean{plain.__name__}", (plain,), {"without_managed_fields": True})
-
+from trainyard.client.resources import is_status
+from trainyard.client.watches import watch_lines
 
 KEEPALIVE_SECONDS = 60.0
 
@@ -145,7 +72,7 @@ class Client(AsyncClient):
     which stay on httpx and its transports): lightkube still prepares the request and decodes the
     answer, and an error comes back as the same ``ApiError``. httpx's request and response objects
     were over a third of such a request's CPU, and the plane's own components send dozens per job.
-    Its watches split their streams into lines as bytes (``_watch_lines``), not through httpx's
+    Its watches split their streams into lines as bytes (``watches.watch_lines``), not through httpx's
     text decoding, which cost an informer as much as decoding the events themselves.
     """
 
@@ -177,7 +104,7 @@ class Client(AsyncClient):
         watching: Any = self.watches._client
         if not isinstance(watching, GenericAsyncClient):
             raise TypeError("lightkube.AsyncClient no longer keeps its GenericAsyncClient at ._client")
-        watching.watch = functools.partial(_watch_lines, watching)  # type: ignore[method-assign]
+        watching.watch = functools.partial(watch_lines, watching)  # type: ignore[method-assign]
 
     def watch(self, *args: Any, **kwargs: Any) -> Any:
         return self.watches.watch(*args, **kwargs)
@@ -257,89 +184,6 @@ class Client(AsyncClient):
         return known
 
 
-WATCH_OBJECTS = "trainyard.watch_objects"
-"""A watch request's extension (never sent: httpx extensions stay in the process) asking a server
-in this process for its events as objects, ``WHOLE`` or ``LEAN`` (without ``managedFields``); the
-response's extension of the same name is then the stream to read them from (``items``, in
-``cluster.apiserver.loopback``)."""
-WHOLE, LEAN = "whole", "lean"
-
-
-async def _watch_lines(
-    adapter: Any, br: BasicRequest, on_error: OnErrorHandler = on_error_raise
-) -> AsyncIterator[tuple[str, Any]]:
-    """``GenericAsyncClient.watch`` (pinned lightkube's: the same driver, the same answers to
-    ``on_error``, a 410 starting over without a version), with the stream's lines split as bytes:
-    httpx's text decoding and line splitting cost an informer as much as decoding the events.
-
-    A watch of plain objects asks a server in this process for them decoded (``WATCH_OBJECTS``):
-    the events an informer reads most, without a line encoded, framed, split and parsed again.
-    """
-    driver: Any = WatchDriver(br, adapter._client.build_request)
-    res: Any = br.response_type
-    plain = isinstance(res, type) and issubclass(res, dict)
-    lean = plain and getattr(res, "without_managed_fields", False)
-    failures = 0
-    while True:
-        request = driver.get_request(timeout=adapter._watch_timeout)
-        if plain:
-            request.extensions[WATCH_OBJECTS] = LEAN if lean else WHOLE
-        response = await adapter.send(request, stream=True)
-        try:
-            response.raise_for_status()
-            failures = 0
-            objects = response.extensions.get(WATCH_OBJECTS)
-            if objects is None:
-                async for line in _lines(response.aiter_bytes()):
-                    yield driver.process_one_line(line)
-                continue
-            async for batch in objects.items():
-                for item in batch:
-                    if isinstance(item, bytes):  # whole lines: bookmarks, errors, a backlog
-                        for line in _whole_lines(item):
-                            kind, obj = driver.process_one_line(line)
-                            if lean and isinstance(obj.get("metadata"), dict):
-                                obj["metadata"].pop("managedFields", None)
-                            yield kind, obj
-                        continue
-                    kind, obj = item
-                    # What ``process_one_line`` keeps to resume from, as it would have read it.
-                    driver._version = (obj.get("metadata") or {}).get("resourceVersion")
-                    yield kind, res(obj)
-        except httpx2.HTTPError as exc:
-            failures += 1
-            decision = on_error(exc, failures)
-            if decision.action is OnErrorAction.RAISE:
-                raise
-            if decision.action is OnErrorAction.STOP:
-                break
-            if isinstance(exc, ApiError) and exc.status.code == 410:
-                driver.reset_version()
-            if decision.sleep > 0:
-                await asyncio.sleep(decision.sleep)
-        finally:
-            await response.aclose()
-
-
-async def _lines(chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
-    """The non-blank lines of a byte stream (``\n``-ended, a ``\r`` before it dropped)."""
-    rest = b""
-    async for chunk in chunks:
-        if b"\n" not in chunk:
-            rest += chunk
-            continue
-        complete, _, rest = (rest + chunk).rpartition(b"\n")
-        for line in _whole_lines(complete):
-            yield line
-    for line in _whole_lines(rest):
-        yield line
-
-
-def _whole_lines(data: bytes) -> list[bytes]:
-    """The non-blank lines of ``data``, whole lines only, a ``\r`` before each end dropped."""
-    return [line.rstrip(b"\r") for line in data.split(b"\n") if line.strip()]
-
-
 def _query_values(value: Any) -> list[str]:
     """A query parameter's values as httpx writes them (a list repeats the key; booleans in lower case)."""
     values = value if isinstance(value, list | tuple) else [value]
@@ -349,7 +193,9 @@ def _query_values(value: Any) -> list[str]:
 def route_directly(client: AsyncClient, direct: Direct) -> AsyncClient:
     """Serve ``client``'s requests with ``direct`` (a server in this process); a ``Client`` only."""
     if not isinstance(client, Client):
-        raise TypeError(f"only a trainyard.client.Client can send requests in-process, not a {type(client).__name__}")
+        raise TypeError(
+            f"only a trainyard.client.transport.Client can send requests in-process, not a {type(client).__name__}"
+        )
     client.direct = direct
     return client
 
@@ -462,117 +308,3 @@ async def delete(
         raise
     answer = json.loads(response.content)
     return answer if isinstance(answer, dict) else {}
-
-
-def build(res: Any, body: dict[str, Any]) -> Any:
-    """A lightkube object of resource ``res`` from a plain manifest."""
-    return res.from_dict(body)
-
-
-def selector(labels: dict[str, str]) -> dict[str, Any]:
-    return dict(labels)
-
-
-def event_body(
-    involved: dict[str, Any],
-    *,
-    type_: str,
-    reason: str,
-    message: str,
-    component: str,
-    now: str,
-    host: str | None = None,
-) -> dict[str, Any]:
-    """A core/v1 Event about ``involved``; ``kubectl describe`` shows ``component`` (and ``host``) as From."""
-    return {
-        "apiVersion": "v1",
-        "kind": "Event",
-        "metadata": {"generateName": f"{involved['name']}.", "namespace": involved["namespace"]},
-        "involvedObject": involved,
-        "type": type_,
-        "reason": reason,
-        "message": message,
-        "source": {"component": component, **({"host": host} if host else {})},
-        "reportingComponent": component,
-        # kubectl prints reportingInstance where the source has no host ("From: a, a" if it repeats).
-        **({"reportingInstance": host} if host else {}),
-        "firstTimestamp": now,
-        "lastTimestamp": now,
-        "count": 1,
-    }
-
-
-def reference(obj: dict[str, Any], api_version: str, kind: str) -> dict[str, Any]:
-    """The object reference an Event about ``obj`` names (``involvedObject``), as controllers write it."""
-    m = obj["metadata"]
-    return {
-        "apiVersion": api_version,
-        "kind": kind,
-        "name": m["name"],
-        "namespace": m["namespace"],
-        "uid": m["uid"],
-        "resourceVersion": m.get("resourceVersion", ""),
-    }
-
-
-async def record_events(
-    client: AsyncClient,
-    involved: dict[str, Any],
-    events: Sequence[tuple[str, str, str]],
-    *,
-    component: str,
-    now: str,
-) -> None:
-    """Post one Event per ``(type, reason, message)`` about ``involved`` (``reference``), in order."""
-    for type_, reason, message in events:
-        await record_event(client, involved, type_=type_, reason=reason, message=message, component=component, now=now)
-
-
-async def record_event(
-    client: AsyncClient,
-    involved: dict[str, Any],
-    *,
-    type_: str,
-    reason: str,
-    message: str,
-    component: str,
-    now: str,
-    host: str | None = None,
-) -> None:
-    """Post a core/v1 Event about ``involved`` (an object reference); failures are only logged."""
-    event = event_body(involved, type_=type_, reason=reason, message=message, component=component, now=now, host=host)
-    try:
-        await client.create(build(Event, event))
-    except ApiError as exc:
-        log.warning("could not record event %s on %s/%s: %s", reason, involved["namespace"], involved["name"], exc)
-
-
-def to_dict(obj: Any) -> dict[str, Any]:
-    return dict(obj) if isinstance(obj, dict) else obj.to_dict()
-
-
-def is_status(exc: ApiError, code: int) -> bool:
-    return getattr(exc.status, "code", None) == code
-
-
-def _retry(exc: Exception, count: int) -> OnErrorResult:
-    # Reconnect from the last revision; lightkube falls back to a fresh watch on 410.
-    delay = min(0.2 * 2 ** min(count, 5), 5.0)
-    if count:
-        log.warning("watch interrupted (%s); reconnecting in %.1fs", exc, delay)
-    return OnErrorResult(OnErrorAction.RETRY, sleep=delay)
-
-
-async def watch_forever(
-    client: AsyncClient, res: Any, *, namespace: str | None = ALL_NS, labels: dict[str, Any] | None = None
-) -> AsyncIterator[tuple[str, dict[str, Any]]]:
-    """(event type, object dict) for every change, reconnecting for as long as the caller iterates."""
-    while True:
-        try:
-            async for kind, obj in client.watch(res, namespace=namespace, labels=labels, on_error=_retry):
-                yield kind, to_dict(obj)
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:  # a stream that ends for good is restarted, never fatal
-            log.warning("watch on %s ended (%s); restarting", getattr(res, "__name__", res), exc)
-            await asyncio.sleep(1.0)
