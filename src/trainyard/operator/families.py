@@ -14,10 +14,10 @@ from datetime import datetime
 
 from lightkube import AsyncClient
 
+from trainyard.api import replicaspecs as replica_specs
 from trainyard.api import trainer, trainingjob
 from trainyard.api.families import FAMILIES
 from trainyard.api.kinds import KINDS
-from trainyard.api.kubeflow import family as replica_specs
 from trainyard.api.trainer import family as trainjobs_family
 from trainyard.api.trainingjob import family as trainingjobs_family
 from trainyard.controller.children import REPLICA_KINDS

@@ -11,7 +11,7 @@ and a README.
 
 Everything is derived from what the operator is: the families and their kinds from
 ``api.families`` and ``operator.families``, the PodGroup groups from ``api.podgroup.flavour``,
-ports and paths from the webhook and process defaults, and the RBAC from ``RULES`` — one entry per
+ports and paths from the webhook and process defaults, and the RBAC from ``cluster_rules()`` — one entry per
 API call site of the operator, checked against the requests of a real run
 (tests/e2e/test_deploy_rbac.py). Each family's rules are its row's; the rules for what jobs own
 follow from the code: the verbs of the controller's owned-children path, for the kinds every
@@ -65,25 +65,27 @@ def _pod_group_rules() -> list[Rule]:
     ]
 
 
-RULES: tuple[Rule, ...] = (
-    *(rule for _name, _kinds, family in rows() for rule in family.rules()),
-    Rule("", ("events",), ("create",), "events about jobs (core/v1, as the operator's client writes them)"),
-    *_pod_group_rules(),
-    *owned_rules(kind for _name, _kinds, family in rows() for kind in family.owned()),
-    Rule(
-        "authentication.k8s.io",
-        ("tokenreviews",),
-        ("create",),
-        "the status server checks a pod's projected token (its audience names the TrainJob or v1 job it reports for)",
-    ),
-    Rule(
-        "scheduling.k8s.io",
-        ("priorityclasses",),
-        ("list",),
-        "PodGroup minResources ordered by the replicas' PriorityClass values",
-    ),
-)
-"""The operator's ClusterRole."""
+def cluster_rules() -> tuple[Rule, ...]:
+    """The operator's ClusterRole: every family's rules and its jobs' owned kinds', then the operator's own."""
+    return (
+        *(rule for _name, _kinds, family in rows() for rule in family.rules()),
+        Rule("", ("events",), ("create",), "events about jobs (core/v1, as the operator's client writes them)"),
+        *_pod_group_rules(),
+        *owned_rules(kind for _name, _kinds, family in rows() for kind in family.owned()),
+        Rule(
+            "authentication.k8s.io",
+            ("tokenreviews",),
+            ("create",),
+            "the status server checks a pod's projected token (its audience names the job it reports for)",
+        ),
+        Rule(
+            "scheduling.k8s.io",
+            ("priorityclasses",),
+            ("list",),
+            "PodGroup minResources ordered by the replicas' PriorityClass values",
+        ),
+    )
+
 
 LEASE_RULES: tuple[Rule, ...] = (
     Rule("coordination.k8s.io", ("leases",), ("get", "create", "update"), "--leader-elect: the Lease it holds"),
@@ -116,7 +118,7 @@ def rbac() -> list[dict[str, Any]]:
             "apiVersion": "rbac.authorization.k8s.io/v1",
             "kind": "ClusterRole",
             "metadata": _meta(NAME),
-            "rules": [rule.manifest() for rule in RULES],
+            "rules": [rule.manifest() for rule in cluster_rules()],
         },
         {
             "apiVersion": "rbac.authorization.k8s.io/v1",

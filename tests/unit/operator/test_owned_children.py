@@ -50,5 +50,5 @@ def test_rbac_for_owned_kinds_follows_the_declared_kinds() -> None:
         {"apiGroups": ["autoscaling"], "resources": ["horizontalpodautoscalers"], "verbs": list(OWNED_VERBS)},
     ]
     # The HPA rule of deploy/ is the PyTorch plugin's declaration.
-    granted = {(r.group, r.resources) for r in manifests.RULES}
+    granted = {(r.group, r.resources) for r in manifests.cluster_rules()}
     assert ("autoscaling", ("horizontalpodautoscalers",)) in granted

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from trainyard.api.kubeflow import family as replica_specs
+from trainyard.api import replicaspecs as replica_specs
 from trainyard.sdk.explain import why
 from trainyard.sdk.jobstate import replica_name, state
 

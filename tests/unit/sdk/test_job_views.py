@@ -7,7 +7,7 @@ from typing import Any
 import httpx2 as httpx
 import pytest
 
-from trainyard.api.kubeflow import family as replica_specs
+from trainyard.api import replicaspecs as replica_specs
 from trainyard.api.trainer import family as trainjobs
 from trainyard.cli.jobs import job_columns, job_headers, job_row
 from trainyard.sdk import kinds as sdk_kinds

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
+from trainyard.api import replicaspecs as replica_specs
 from trainyard.api import training
-from trainyard.api.kubeflow import family as replica_specs
 from trainyard.api.trainer import family as trainjobs
 from trainyard.api.training import Best, Checkpoint, Training
 from trainyard.cli.jobs import job_columns, job_headers, job_row, print_training
