@@ -31,7 +31,7 @@ from operator_process import OperatorProcess
 
 from conftest import Kubectl, Plane, eventually, own_plane
 from trainyard.api.kinds import KINDS
-from trainyard.operator.manifests import LEASE_RULES, RULES
+from trainyard.operator.manifests import LEASE_RULES, cluster_rules
 
 pytestmark = pytest.mark.e2e
 
@@ -420,7 +420,7 @@ def test_the_roles_cover_exactly_what_the_operator_asks_for(
     with recorder.lock:
         requests = list(recorder.requests)
     observed = {t for method, target in requests if (t := authorization(method, target)) is not None}
-    granted = set().union(*(r.triples() for r in (*RULES, *LEASE_RULES)))
+    granted = set().union(*(r.triples() for r in (*cluster_rules(), *LEASE_RULES)))
     print(f"{len(requests)} requests, {len(observed)} distinct (group, resource, verb):")
     for triple in sorted(observed):
         print("  ", triple)

@@ -19,8 +19,8 @@ from lightkube.core.exceptions import ApiError, ConfigError
 from rich.console import Console
 from rich.text import Text
 
+from trainyard.api import jobview
 from trainyard.cluster.paths import Layout, default_home
-from trainyard.sdk import views
 from trainyard.sdk.kinds import JobKind, UnknownKindError, served_kinds
 from trainyard.sdk.manifests import ManifestError
 
@@ -109,7 +109,7 @@ def fail(message: str, code: int = 1) -> NoReturn:
     raise typer.Exit(code)
 
 
-age = views.age  # kubectl's short ages (45s, 3m, 2h, 4d), shared with the SDK's columns
+age = jobview.age  # kubectl's short ages (45s, 3m, 2h, 4d), shared with the SDK's columns
 
 
 def styled(value: str) -> Text:

@@ -19,14 +19,16 @@ from lightkube.core.exceptions import ApiError
 from lightkube.resources.core_v1 import Event, Pod
 from rich.text import Text
 
-from trainyard.api import labels
+from trainyard.api import jobview, training
+from trainyard.api.families import default_family
+from trainyard.api.jobview import COMMON_COLUMNS
 from trainyard.cli.common import age, api, err, fail, handled, kinds_of, out, styled, table
 from trainyard.cli.lookup import NotFoundError, find_job, split_target
 from trainyard.cli.progress import pod_status_word, wait_for
 from trainyard.client.resources import is_status, to_dict
-from trainyard.sdk import explain, jobstate, manifests, training, views
+from trainyard.sdk import explain, jobstate, manifests
+from trainyard.sdk import replicas as pod_views
 from trainyard.sdk.kinds import JobKind, builtin_kinds, default_kind, resolve
-from trainyard.sdk.views import COMMON_COLUMNS, REPLICA_JOBS
 
 Obj = dict[str, Any]
 POD_WORDS = ("pod", "pods", "po")
@@ -114,7 +116,7 @@ def _training(header: str) -> Cell:
 
 def job_columns(kinds: list[JobKind], *, wide: bool) -> list[tuple[str, Cell]]:
     """The columns after NAME and STATE: a family's own when every kind listed is of it, else the
-    common ones (training progress read per family, each job's summary as REPLICAS; ``sdk.views``)."""
+    common ones (training progress read per family, each job's summary as REPLICAS; ``api.jobview``)."""
     families = {id(k.view): k.view for k in kinds}
     if len(families) == 1:
         (view,) = families.values()
@@ -125,7 +127,7 @@ def job_columns(kinds: list[JobKind], *, wide: bool) -> list[tuple[str, Cell]]:
     if wide:
         common += [(header, _training(header)) for header in training.WIDE_COLUMNS]
         own = set(training.COLUMNS + training.WIDE_COLUMNS)
-        common += [(header, _of_job(read)) for header, read in REPLICA_JOBS.wide_columns if header not in own]
+        common += [(header, _of_job(read)) for header, read in default_family().view.wide_columns if header not in own]
     return common
 
 
@@ -164,8 +166,8 @@ def pod_row(pod: Obj, *, wide: bool, all_ns: bool) -> list[str | Text]:
         row += [
             status.get("podIP") or "<none>",
             (pod.get("spec") or {}).get("nodeName") or "<none>",
-            views.job_of(pod) or "<none>",
-            jobstate.replica_name(pod) if views.is_replica(pod) else "<none>",
+            pod_views.job_of(pod) or "<none>",
+            jobstate.replica_name(pod) if pod_views.is_replica(pod) else "<none>",
         ]
     return ([meta.get("namespace", "")] if all_ns else []) + row
 
@@ -417,12 +419,12 @@ def _get_jobs(
 
 
 def _job_pod_labels(client: Client, job: str) -> dict[str, str]:
-    """``--job [KIND/]NAME``: the labels its family puts on its pods (a v1 job's when none is found here)."""
+    """``--job [KIND/]NAME``: the labels its family puts on its pods (the default family's when none is found)."""
     kind_word, name = split_target(job, None)
     try:
         kind, _ = find_job(client, kind_word, name, client.namespace)
     except NotFoundError:
-        return {labels.JOB_NAME: name}
+        return dict(default_family().view.pod_labels(name))
     return dict(kind.view.pod_labels(name))
 
 
@@ -580,7 +582,7 @@ def describe_job(client: Client, kind: JobKind, job: Obj) -> None:
     )
 
 
-def print_training(view: views.JobView, job: Obj) -> None:
+def print_training(view: jobview.JobView, job: Obj) -> None:
     """``describe``'s Training section: what the job's training code last reported, if anything."""
     reported = view.training(job)
     if reported is None:

@@ -1,7 +1,7 @@
 """A running job as the terminal shows it: the one-line progress, log lines with replica prefixes,
 and following a job to its end (``yard run`` and ``yard wait``).
 
-The progress line is the job's state, what its training code reported (``sdk.training``: percent,
+The progress line is the job's state, what its training code reported (``api.training``: percent,
 epoch, loss, accuracy, ETA) once it has, and its replicas' states.
 """
 
@@ -13,9 +13,10 @@ from typing import Any
 from lightkube import Client
 from rich.text import Text
 
+from trainyard.api import training
 from trainyard.cli.common import err, out
 from trainyard.client.resources import to_dict
-from trainyard.sdk import explain, jobstate, logs, training
+from trainyard.sdk import explain, jobstate, logs
 from trainyard.sdk.kinds import JobKind
 
 Obj = dict[str, Any]

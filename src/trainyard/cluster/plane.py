@@ -1,12 +1,11 @@
 """The embedded API server as one object: store, registry, garbage collector, HTTP listener.
 
-On start it reloads every stored CRD into the registry, installs or upgrades trainyard's own
-CRDs (generated from the pydantic models), the PodGroup and Queue CRDs of the gang schedulers
-(``podgroups``), JobSet's CRD (``api.jobset``), Kubeflow Trainer v2's three CRDs
-(``api.trainer``), the seed's TrainingJob CRD (``api.trainingjob``), the system
-namespaces, the system PriorityClasses, Volcano's ``default`` queue,
-and what Trainer v2's clients expect to find: the ``kubeflow-system`` namespace with the
-``kubeflow-trainer-public`` ConfigMap and the shipped ClusterTrainingRuntimes; then listens.
+On start it reloads every stored CRD into the registry, installs or upgrades the CRDs of every
+job family (``api.families``: generated from the models), the PodGroup and Queue CRDs of the gang
+schedulers (``podgroups``), JobSet's CRD (``api.jobset``), the system namespaces, the system
+PriorityClasses, Volcano's ``default`` queue, and the objects the families' clients expect to
+find (their ``seeds``: Trainer v2's ``kubeflow-system`` namespace with the
+``kubeflow-trainer-public`` ConfigMap and the shipped ClusterTrainingRuntimes); then listens.
 """
 
 from __future__ import annotations
@@ -20,10 +19,7 @@ from typing import Any
 
 from aiohttp import web
 
-from trainyard.api import jobset, trainer, trainingjob
-from trainyard.api.crd import crd_for
-from trainyard.api.kinds import KINDS
-from trainyard.api.trainer import catalog
+from trainyard.api import families, jobset
 from trainyard.cluster.apiserver import auth, errors
 from trainyard.cluster.apiserver.builtin import priority
 from trainyard.cluster.apiserver.loopback import Loopback
@@ -89,13 +85,7 @@ class ApiPlane:
         stored, _ = self.store.list(crd_rt.key)
         for crd in stored:
             self.registry.add_crd(crd)
-        for wanted in [
-            *(crd_for(info) for info in KINDS.values()),
-            *podgroups.crds(),
-            jobset.crd(),
-            *trainer.crds(),
-            trainingjob.crd(),
-        ]:
+        for wanted in [*families.crds(), *podgroups.crds(), jobset.crd()]:
             name = wanted["metadata"]["name"]
             try:
                 current = self.objects.get(crd_rt, "", name)
@@ -117,41 +107,23 @@ class ApiPlane:
                 if plural == "queues":  # Volcano's queue controller opens a new queue
                     opened = {**created, "status": {"state": "Open"}}
                     self.objects.update(rt, "", obj["metadata"]["name"], opened, subresource="status")
-        self._install_trainer()
+        self._install_seeds()
 
-    def _install_trainer(self) -> None:
-        """The namespace, public ConfigMap and ClusterTrainingRuntimes that Kubeflow Trainer v2 installs."""
-        ns_rt = self.registry.lookup("", "v1", "namespaces")
-        cm_rt = self.registry.lookup("", "v1", "configmaps")
-        runtime_rt = self.registry.lookup(trainer.GROUP, trainer.VERSION, trainer.CLUSTER_TRAINING_RUNTIMES)
-        assert ns_rt is not None and cm_rt is not None and runtime_rt is not None
-        with contextlib.suppress(errors.ApiError):
-            self.objects.create(ns_rt, "", {"metadata": {"name": trainer.SYSTEM_NAMESPACE}})
-        public = {
-            "metadata": {"name": trainer.TRAINER_PUBLIC_CONFIGMAP, "namespace": trainer.SYSTEM_NAMESPACE},
-            "data": {"kubeflow_trainer_version": trainer.TRAINER_VERSION},
-        }
-        try:
-            current = self.objects.get(cm_rt, trainer.SYSTEM_NAMESPACE, trainer.TRAINER_PUBLIC_CONFIGMAP)
-        except errors.ApiError:
-            self.objects.create(cm_rt, trainer.SYSTEM_NAMESPACE, public)
-        else:
-            if current.get("data") != public["data"]:
-                updated = {**current, "data": public["data"]}
-                self.objects.update(cm_rt, trainer.SYSTEM_NAMESPACE, trainer.TRAINER_PUBLIC_CONFIGMAP, updated)
-        # A shipped runtime is created when absent. One that is present is brought up to date only if
-        # trainyard installed it and nobody changed it since (its annotation says so, see
-        # ``api.trainer.catalog.upgrade``): a runtime the user edited or wrote under that name is left alone.
-        for wanted in trainer.runtimes():
-            name = wanted["metadata"]["name"]
+    def _install_seeds(self) -> None:
+        """What each job family's installer puts beside its CRDs (``api.families``: Trainer v2's
+        namespace, public ConfigMap and ClusterTrainingRuntimes): created when absent, else brought
+        up to date as the family's ``Seed.refresh`` says."""
+        for seed in families.seeds():
+            rt = self.registry.lookup(seed.group, seed.version, seed.plural)
+            assert rt is not None
             try:
-                current = self.objects.get(runtime_rt, "", name)
+                current = self.objects.get(rt, seed.namespace, seed.name)
             except errors.ApiError:
-                self.objects.create(runtime_rt, "", catalog.shipped(wanted))
+                self.objects.create(rt, seed.namespace, seed.obj)
                 continue
-            upgraded = catalog.upgrade(current, wanted)
-            if upgraded is not None:
-                self.objects.update(runtime_rt, "", name, upgraded)
+            updated = seed.refresh(current)
+            if updated is not None:
+                self.objects.update(rt, seed.namespace, seed.name, updated)
 
     async def start(self) -> None:
         self.bootstrap()

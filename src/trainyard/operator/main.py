@@ -28,11 +28,11 @@ from lightkube import AsyncClient, KubeConfig
 from lightkube.config.kubeconfig import DEFAULT_KUBECONFIG, SERVICE_ACCOUNT
 
 from trainyard import heap
-from trainyard.api import trainer, trainingjob
+from trainyard.api.families import job_kinds
 from trainyard.api.kinds import KINDS, UPSTREAM_FRAMEWORKS
 from trainyard.controller import ControllerSettings
 from trainyard.frameworks.network import NetworkMode
-from trainyard.frameworks.registry import kinds, operator_flags
+from trainyard.frameworks.registry import operator_flags
 from trainyard.frameworks.trainer import status
 from trainyard.operator.leader import LeaderElectionConfig, LeaderElector
 from trainyard.operator.manager import Operator
@@ -104,8 +104,7 @@ def parser() -> argparse.ArgumentParser:
         action="append",
         default=[],
         metavar="KIND",
-        help="reconcile this kind (repeatable, case-insensitive; default: all of "
-        f"{', '.join(kinds())}, TrainJob, TrainingJob)",
+        help=f"reconcile this kind (repeatable, case-insensitive; default: all of {', '.join(job_kinds())})",
     )
     p.add_argument("--controller-threads", type=int, default=1, help="reconcile workers per kind (default 1)")
     # client-go's flowcontrol.NewTokenBucketRateLimiter(qps, burst), as upstream's main.go builds it
@@ -196,7 +195,7 @@ def parser() -> argparse.ArgumentParser:
 
 
 def settings_from(args: argparse.Namespace) -> OperatorSettings:
-    known = {k.lower(): k for k in (*kinds(), trainer.TRAINJOB, trainingjob.KIND)}
+    known = {k.lower(): k for k in job_kinds()}
     enabled: list[str] = []
     for scheme in args.enable_scheme:
         name = scheme.strip().lower()

@@ -14,7 +14,7 @@ upstream operator keep working: ``controller_runtime_reconcile_total``/``_errors
 
 Beside them, seed 004's per-job series (``trainingjob_*``), fed by ``observe_job`` (every job the
 controllers reconcile, after their status write) and ``forget_job`` (the job is gone). What they
-read of a job is ``jobshapes``' business; here is how they are kept:
+read of a job is its family's ``sample`` (``api.families``); here is how they are kept:
 
 * Per-job series (labels ``namespace``, ``training_job``, ``kind``): progress, epoch, loss,
   accuracy, duration (plus ``state``), allocated workers and GPUs, and the per-job reconcile count,
@@ -52,9 +52,9 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 
+from trainyard.api import families, jobshapes
+from trainyard.api.jobshapes import JobSample
 from trainyard.api.kinds import framework_label
-from trainyard.operator import jobshapes
-from trainyard.operator.jobshapes import JobSample
 
 # Counters are exposed as ``<name>_total`` only, as Go's client does; no ``_created`` series.
 prometheus_client.disable_created_metrics()  # type: ignore[no-untyped-call]
@@ -393,7 +393,7 @@ class OperatorMetrics:
     # -- seed 004's per-job series ---------------------------------------------------------------
 
     def observe_job(self, job: Mapping[str, Any], now: datetime) -> None:
-        """Take what a job (any shape ``jobshapes`` reads; others are ignored) shows now."""
+        """Take what a job (of any kind a family of ``api.families`` serves; others are ignored) shows now."""
         metadata = job.get("metadata") or {}
         key = (str(job.get("kind") or ""), str(metadata.get("namespace") or ""), str(metadata.get("name") or ""))
         uid = str(metadata.get("uid") or "")
@@ -401,7 +401,7 @@ class OperatorMetrics:
         seen = self._series.jobs.get(key)
         if version and seen is not None and (seen.uid, seen.version) == (uid, version):
             return  # a version already taken: every pass after a write sees it again
-        sample = jobshapes.sample(job)
+        sample = families.sample(job)
         if sample is None or not metadata.get("name"):
             return
         if seen is not None and seen.uid != uid:  # deleted and made again under the same name

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from trainyard.api.jobview import JobView
 from trainyard.sdk.jobstate import condition, container_state, finished, replica_name, state, true_conditions
-from trainyard.sdk.views import REPLICA_JOBS, JobView
 
 Obj = dict[str, Any]
 
@@ -92,11 +92,11 @@ def _warning_events(events: list[Obj], said: list[str], limit: int = 3) -> list[
 
 
 def why(
-    job: Obj, pods: list[Obj], events: list[Obj], *, container: str | None = None, view: JobView = REPLICA_JOBS
+    job: Obj, pods: list[Obj], events: list[Obj], *, view: JobView, container: str | None = None
 ) -> list[str] | None:
     """Plain-language reasons a job is Pending, Restarting or Failed; None when it needs none.
 
-    ``view`` is the job's family (``sdk.views``): its success word, STATE and the fields named.
+    ``view`` is the job's family's (``api.jobview``): its success word, STATE and the fields named.
     """
     current = state(job, view)
     true = true_conditions(job)

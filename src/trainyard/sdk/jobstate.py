@@ -1,7 +1,7 @@
 """Reading a job's state from the API: its State word, its pods by replica, its events.
 
 These are the views ``yard get/describe/logs/run`` show; they read whatever the operator wrote
-and work for any job kind (``sdk.kinds``), each read the way its family's ``views.JobView`` says.
+and work for any job kind (``sdk.kinds``), each read the way its family's ``jobview.JobView`` says.
 """
 
 from __future__ import annotations
@@ -14,26 +14,27 @@ from lightkube.core.exceptions import ApiError
 from lightkube.resources.batch_v1 import Job as BatchJob
 from lightkube.resources.core_v1 import Event, Pod
 
+from trainyard.api import jobview
+from trainyard.api.jobview import JobView
 from trainyard.client.resources import to_dict
-from trainyard.sdk import views
+from trainyard.sdk import replicas as pod_views
 from trainyard.sdk.kinds import JobKind
-from trainyard.sdk.views import REPLICA_JOBS, JobView
 
 Obj = dict[str, Any]
 FINISHED = ("Succeeded", "Failed")
 
-# Pure readings of one job or pod, per family of kinds (``sdk.views``), under the names callers use.
-conditions = views.conditions
-true_conditions = views.true_conditions
-replica_name = views.replica_name
+# Pure readings of one job or pod (``api.jobview``, ``sdk.replicas``), under the names callers use.
+conditions = jobview.conditions
+true_conditions = jobview.true_conditions
+replica_name = pod_views.replica_name
 
 
-def state(job: Obj, view: JobView = REPLICA_JOBS) -> str:
+def state(job: Obj, view: JobView) -> str:
     """The STATE column: a v1 job's last condition type ("Created" before any), a TrainJob's ``status.state``."""
     return view.state(job)
 
 
-def finished(job: Obj, view: JobView = REPLICA_JOBS) -> str | None:
+def finished(job: Obj, view: JobView) -> str | None:
     """The kind's success word ("Succeeded", "Complete") or "Failed" once the job is over, else None."""
     return view.outcome(job)
 
@@ -52,7 +53,7 @@ def job_pods(client: Client, kind: JobKind, name: str, namespace: str) -> list[O
     selected = client.list(Pod, namespace=namespace, labels=selector)
     pods = [to_dict(p) for p in selected]
     if not kind.view.owned_pods_only:
-        return sorted(pods, key=views.pod_order)
+        return sorted(pods, key=pod_views.pod_order)
     # The job-name label alone could match another kind's job of the same name.
     launchers: dict[str, bool] = {}
 
@@ -80,7 +81,7 @@ def job_pods(client: Client, kind: JobKind, name: str, namespace: str) -> list[O
             for o in p["metadata"]["ownerReferences"]
         )
     ]
-    return sorted(owned, key=views.pod_order)
+    return sorted(owned, key=pod_views.pod_order)
 
 
 def event_names(kind: JobKind, name: str, pods: list[Obj]) -> set[str]:

@@ -1,37 +1,35 @@
 """Which training-job kinds a cluster serves, and how a user's word ("ptj", "jobs", "TFJob") names them.
 
-Two tables feed it: ``api.kinds.KINDS`` (Kubeflow v1's replica-spec kinds) and ``JOB_LIKE_KINDS``
-here, kinds that are jobs to a user but have no replica specs (Kubeflow Trainer v2's TrainJob, the
-seed's TrainingJob).
-Each kind carries the ``views.JobView`` of its family: how its STATE, outcome, pods, replicas and
-columns are read, so no verb of the CLI names a kind.
+The job families of ``api.families.FAMILIES`` list the kinds trainyard knows; each kind carries
+the ``JobView`` of its family: how its STATE, outcome, pods, replicas and columns are read, so no
+verb of the CLI names a kind or a family.
 
-The kinds come from API discovery of the groups those kinds live in. A v1 group is open: a kind
-the operator serves there works in the CLI without a table entry. A job-like kind's group also
-serves objects that are no jobs (a TrainJob's TrainingRuntimes), so only its listed kinds are
-taken, and a cluster that does not serve the group (404) has none of them. trainyard's own kinds
-are the fallback when discovery is refused (RBAC on a real cluster). Nothing here assumes a v1
-kind: a job's replica specs are the ``*ReplicaSpecs`` field of its spec, its pods are found
-through upstream's labels and ownerReferences, and which replica is the master is its plugin's
-word (``master_replica``).
+The kinds come from API discovery of the groups those kinds live in. An open family's group
+(``Family.open_groups``, v1's) is open: a kind the operator serves there works in the CLI without a
+table entry, read by that family's view. A closed family's group also serves objects that are no
+jobs (a TrainJob's TrainingRuntimes), so only its listed kinds are taken, and a cluster that does
+not serve the group (404) has none of them. trainyard's own kinds are the fallback when discovery
+is refused (RBAC on a real cluster). Nothing here assumes a v1 kind: a job's replica specs are the
+``*ReplicaSpecs`` field of its spec, its pods are found through upstream's labels and
+ownerReferences, and which replica is the master is its plugin's word (``master_replica``).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from functools import cache
 from typing import Any
 
 from lightkube import Client
 from lightkube.generic_resource import create_namespaced_resource
 
-from trainyard.api import trainer, trainingjob
 from trainyard.api.defaults import apply_defaults
+from trainyard.api.families import FAMILIES, default_family
+from trainyard.api.family import FamilyKind
+from trainyard.api.jobview import JobView
 from trainyard.api.kindinfo import KindInfo
 from trainyard.api.kinds import DEFAULT_KIND, KINDS
 from trainyard.frameworks.registry import plugin_for
-from trainyard.sdk.views import REPLICA_JOBS, TRAININGJOBS, TRAINJOBS, JobView
-from trainyard.sdk.views import replica_specs as replica_specs  # where the CLI has always found it
 
 # Words that mean "every job kind", as `yard get jobs`.
 # ("trainingjob(s)" name the seed's TrainingJob kind, not every job.)
@@ -39,19 +37,12 @@ ALL_JOBS = ("job", "jobs")
 
 
 @dataclass(frozen=True)
-class JobKind:
-    kind: str
-    plural: str
-    singular: str
-    group: str
-    version: str
-    short_names: tuple[str, ...] = ()
-    default_container: str | None = field(default=None, compare=False)
-    view: JobView = field(default=REPLICA_JOBS, compare=False)
+class JobKind(FamilyKind):
+    """A kind as a cluster serves it, with its family's view (one of ``api.families``' or discovered)."""
 
-    @property
-    def api_version(self) -> str:
-        return f"{self.group}/{self.version}"
+    view: JobView = field(default_factory=lambda: default_family().view, compare=False)
+    open_group: bool = field(default=False, compare=False)
+    """Whether discovery in its group takes kinds trainyard lists no entry for (its family's ``open_groups``)."""
 
     @property
     def resource(self) -> Any:
@@ -91,43 +82,13 @@ def master_replica(job: dict[str, Any], info: KindInfo) -> tuple[str, int] | Non
     return None
 
 
-JOB_LIKE_KINDS: tuple[JobKind, ...] = (
-    JobKind(
-        kind=trainer.TRAINJOB,
-        plural=trainer.TRAINJOBS,
-        singular=trainer.TRAINJOB.lower(),
-        group=trainer.GROUP,
-        version=trainer.VERSION,
-        default_container=trainer.NODE,
-        view=TRAINJOBS,
-    ),
-    JobKind(
-        kind=trainingjob.KIND,
-        plural=trainingjob.PLURAL,
-        singular=trainingjob.SINGULAR,
-        short_names=trainingjob.SHORT_NAMES,
-        group=trainingjob.GROUP,
-        version=trainingjob.VERSION,
-        view=TRAININGJOBS,
-    ),
-)
-"""Kinds that are jobs to a user but no ``TrainingJob`` (no replica specs), so not in ``api.kinds.KINDS``."""
-
-
 def builtin_kinds() -> list[JobKind]:
-    """Every kind trainyard knows: Kubeflow v1's, then the job-like ones."""
+    """Every kind trainyard knows, family by family in the table's order."""
     return [
-        JobKind(
-            kind=i.kind,
-            plural=i.plural,
-            singular=i.singular,
-            short_names=i.short_names,
-            group=i.group,
-            version=i.version,
-            default_container=i.default_container,
-        )
-        for i in KINDS.values()
-    ] + list(JOB_LIKE_KINDS)
+        JobKind(**asdict(k), view=family.view, open_group=family.open_groups)
+        for family in FAMILIES.values()
+        for k in family.kinds()
+    ]
 
 
 def get_json(client: Client, path: str) -> Any:
@@ -149,17 +110,22 @@ def served_kinds(client: Client) -> list[JobKind]:
     out: list[JobKind] = []
     for group, version in dict.fromkeys((k.group, k.version) for k in builtin):
         known = {k.kind: k for k in builtin if (k.group, k.version) == (group, version)}
-        # A group of v1 kinds is open to kinds trainyard has no entry for; a job-like kind's is not.
-        open_group = any(k.view is REPLICA_JOBS for k in known.values())
-        found = _discovered(client, group, version, known, open_group)
+        # A group of an open family's kinds is open to kinds trainyard has no entry for; others are not.
+        opener = next((k for k in known.values() if k.open_group), None)
+        found = _discovered(client, group, version, known, opener)
         out += list(known.values()) if found is None else found
     return out
 
 
 def _discovered(
-    client: Client, group: str, version: str, known: dict[str, JobKind], open_group: bool
+    client: Client, group: str, version: str, known: dict[str, JobKind], opener: JobKind | None
 ) -> list[JobKind] | None:
-    """The group's job kinds as discovery lists them; None when discovery gives no answer to go by."""
+    """The group's job kinds as discovery lists them; None when discovery gives no answer to go by.
+
+    ``opener``: a kind of the open family the group is of (None: a closed group); a kind the table
+    does not list is read as that family reads its jobs.
+    """
+    open_group = opener is not None
     try:
         listing = get_json(client, f"/apis/{group}/{version}")
     except Exception as exc:  # discovery refused or absent: the kinds this trainyard knows
@@ -170,9 +136,9 @@ def _discovered(
         if "/" in res.get("name", "") or not res.get("namespaced", True):
             continue  # subresources (status, scale) and anything cluster-scoped
         kind = res["kind"]
-        if kind not in known and not open_group:
+        mine = known.get(kind) or opener
+        if mine is None:
             continue  # not a job (a TrainingRuntime)
-        mine = known.get(kind)
         out.append(
             JobKind(
                 kind=kind,
@@ -181,8 +147,9 @@ def _discovered(
                 short_names=tuple(res.get("shortNames") or ()),
                 group=group,
                 version=version,
-                default_container=mine.default_container if mine else None,
-                view=mine.view if mine else REPLICA_JOBS,
+                default_container=mine.default_container if kind in known else None,
+                view=mine.view,
+                open_group=open_group,
             )
         )
     return out if out or not open_group else None

@@ -48,7 +48,7 @@ def test_kind_words() -> None:
     assert [k.kind for k in resolve("pytorchjobs.kubeflow.org", kinds)] == ["PyTorchJob"]
     assert resolve("jobs", kinds) == kinds
     assert [k.kind for k in resolve("tfjobs", kinds)] == ["TFJob"]
-    assert [k.kind for k in resolve("trainjob", kinds)] == ["TrainJob"]  # a job-like kind (sdk.kinds.JOB_LIKE_KINDS)
+    assert [k.kind for k in resolve("trainjob", kinds)] == ["TrainJob"]  # a kind of a closed family (api.families)
     with pytest.raises(UnknownKindError, match="this cluster serves: pytorchjobs, tfjobs, xgboostjobs, paddlejobs"):
         resolve("jobsets", kinds)
 

@@ -10,8 +10,9 @@ from lightkube.core.exceptions import ApiError
 from lightkube.models.meta_v1 import Status
 from prometheus_client.parser import text_string_to_metric_families
 
+from trainyard.api import jobshapes
+from trainyard.api.families import sample
 from trainyard.api.meta import format_time
-from trainyard.operator import jobshapes
 from trainyard.operator.metrics import OperatorMetrics
 
 T0 = datetime(2025, 3, 1, 12, 0, 0, tzinfo=UTC)
@@ -108,7 +109,7 @@ def test_a_v1_job_shows_progress_metrics_and_its_replicas_gpus() -> None:
         progress={"progressPercentage": 45, "currentEpoch": 2, "metrics": {"loss": 0.45, "accuracy": "0.89"}},
         startTime=format_time(T0 + timedelta(seconds=3)),
     )
-    got = jobshapes.sample(job)
+    got = sample(job)
     assert got == jobshapes.JobSample(
         state="Running",
         progress=45.0,
@@ -134,14 +135,14 @@ def test_a_v1_job_shows_progress_metrics_and_its_replicas_gpus() -> None:
     ],
 )
 def test_v1_conditions_read_as_seed_states(conditions: list[dict[str, Any]], state: str) -> None:
-    got = jobshapes.sample(v1_job(conditions=conditions))
+    got = sample(v1_job(conditions=conditions))
     assert got is not None and got.state == state
 
 
 def test_a_failed_v1_job_ends_at_completion_time_with_its_condition_reason() -> None:
     end = T0 + timedelta(minutes=3)
     job = v1_job(conditions=[cond("Failed", T0, "DeadlineExceeded")], completionTime=format_time(end))
-    got = jobshapes.sample(job)
+    got = sample(job)
     assert got is not None and (got.finished, got.failure_reason) == (end, "DeadlineExceeded")
 
 
@@ -157,17 +158,15 @@ def test_a_trainjob_shows_trainer_status_and_num_nodes() -> None:
             ],
         },
     )
-    assert jobshapes.sample(job) == jobshapes.JobSample(
-        state="Running", progress=30.0, epoch=3.0, loss=0.25, workers=2, gpus=8.0
-    )
-    done = jobshapes.sample(trainjob(state="Complete", conditions=[cond("Complete", T0)]))
+    assert sample(job) == jobshapes.JobSample(state="Running", progress=30.0, epoch=3.0, loss=0.25, workers=2, gpus=8.0)
+    done = sample(trainjob(state="Complete", conditions=[cond("Complete", T0)]))
     assert done is not None and (done.state, done.finished) == ("Completed", T0)
 
 
 def test_a_trainjob_without_num_nodes_leaves_its_size_unsaid() -> None:
     job = trainjob(state="Pending")
     del job["spec"]["trainer"]
-    got = jobshapes.sample(job)
+    got = sample(job)
     assert got is not None and (got.workers, got.gpus) == (None, None)
 
 
@@ -175,21 +174,21 @@ def test_the_seeds_trainingjob_shows_its_flat_status() -> None:
     job = seed_job(
         "Running", progress="45%", currentEpoch=2, metrics={"loss": 0.45, "accuracy": 0.89}, startTime=format_time(T0)
     )
-    assert jobshapes.sample(job) == jobshapes.JobSample(
+    assert sample(job) == jobshapes.JobSample(
         state="Running", progress=45.0, epoch=2.0, loss=0.45, accuracy=0.89, workers=4, gpus=8.0, started=T0
     )
-    failed = jobshapes.sample(seed_job("Failed", failureReason="OOMKilled", completionTime=format_time(T0)))
+    failed = sample(seed_job("Failed", failureReason="OOMKilled", completionTime=format_time(T0)))
     assert failed is not None and (failed.failure_reason, failed.finished) == ("OOMKilled", T0)
     # free text in a status does not become a label value
-    prose = jobshapes.sample(seed_job("Failed", failureReason="worker 3 ran out of memory"))
+    prose = sample(seed_job("Failed", failureReason="worker 3 ran out of memory"))
     assert prose is not None and prose.failure_reason == "Unknown"
-    assert jobshapes.sample(seed_job("it is running")) == jobshapes.JobSample(state="Pending", workers=4, gpus=8.0)
+    assert sample(seed_job("it is running")) == jobshapes.JobSample(state="Pending", workers=4, gpus=8.0)
 
 
 def test_objects_of_no_known_shape_are_not_jobs() -> None:
     metrics = OperatorMetrics(clock=Clock(T0))
     for obj in ({"kind": "ConfigMap", "metadata": {"name": "x"}, "data": {}}, {"spec": {"replicas": 2}}):
-        assert jobshapes.sample(obj) is None
+        assert sample(obj) is None
         metrics.observe_job(obj, T0)
     assert "trainingjob_total" not in families(metrics)
 

@@ -12,7 +12,7 @@ from lightkube.resources.core_v1 import ConfigMap, Pod
 from lightkube.resources.rbac_authorization_v1 import RoleBinding
 
 from trainyard.frameworks.base import OwnedKind
-from trainyard.operator import manifests
+from trainyard.operator import manifests, rbac
 from trainyard.operator.controller import OWNED_VERBS, resource
 
 CONFIG_MAP = OwnedKind("v1", "ConfigMap", "configmaps", purpose="an MPIJob's hostfile")
@@ -43,12 +43,12 @@ def test_a_crd_kind_is_a_generic_resource_at_its_plural() -> None:
 
 
 def test_rbac_for_owned_kinds_follows_the_declared_kinds() -> None:
-    rules = manifests.owned_rules([CONFIG_MAP, HPA, CONFIG_MAP])
+    rules = rbac.owned_rules([CONFIG_MAP, HPA, CONFIG_MAP])
 
     assert [r.manifest() for r in rules] == [
         {"apiGroups": [""], "resources": ["configmaps"], "verbs": list(OWNED_VERBS)},
         {"apiGroups": ["autoscaling"], "resources": ["horizontalpodautoscalers"], "verbs": list(OWNED_VERBS)},
     ]
     # The HPA rule of deploy/ is the PyTorch plugin's declaration.
-    granted = {(r.group, r.resources) for r in manifests.RULES}
+    granted = {(r.group, r.resources) for r in manifests.cluster_rules()}
     assert ("autoscaling", ("horizontalpodautoscalers",)) in granted

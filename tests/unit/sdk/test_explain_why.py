@@ -4,8 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from trainyard.api import replicaspecs as replica_specs
 from trainyard.sdk.explain import why
 from trainyard.sdk.jobstate import replica_name, state
+
+V1 = replica_specs.VIEW
 
 
 def job(*conditions: tuple[str, str, str], backoff: int | None = None, restarts: int | None = None) -> dict[str, Any]:
@@ -51,13 +54,13 @@ def test_replica_names_come_from_upstream_labels() -> None:
 
 def test_a_running_or_succeeded_job_needs_no_explanation() -> None:
     running = pod("master", 0, "Running", state={"running": {}})
-    assert why(job(CREATED, RUNNING), [running], []) is None
-    assert why(job(CREATED, ("Succeeded", "True", "done")), [], []) is None
+    assert why(job(CREATED, RUNNING), [running], [], view=V1) is None
+    assert why(job(CREATED, ("Succeeded", "True", "done")), [], [], view=V1) is None
 
 
 def test_pending_names_the_unschedulable_pod_and_what_to_do() -> None:
     pods = [unschedulable("worker", 0, "0/1 nodes are available: 1 Insufficient cpu.")]
-    reasons = why(job(CREATED, ("Pending", "True", "pod j-worker-0 is Unschedulable")), pods, [])
+    reasons = why(job(CREATED, ("Pending", "True", "pod j-worker-0 is Unschedulable")), pods, [], view=V1)
     assert reasons is not None
     assert reasons[0].startswith("The job is Pending")
     assert any(
@@ -68,8 +71,8 @@ def test_pending_names_the_unschedulable_pod_and_what_to_do() -> None:
 
 def test_a_job_no_operator_touched_says_so() -> None:
     untouched = {"metadata": {"name": "j"}, "spec": {}, "status": {}}
-    assert state(untouched) == "Created"
-    reasons = why(untouched, [], [])
+    assert state(untouched, V1) == "Created"
+    reasons = why(untouched, [], [], view=V1)
     assert reasons is not None and "yard operator" in reasons[0]
 
 
@@ -83,7 +86,7 @@ def test_restarting_lists_the_failed_replica_exit_code_and_backoff() -> None:
         lastState={"terminated": {"exitCode": 3, "reason": "Error"}},
     )
     restarting = ("Restarting", "True", "PyTorchJob j is restarting because 1 Worker replica(s) failed.")
-    reasons = why(job(CREATED, restarting, backoff=3, restarts=2), [crashed], [])
+    reasons = why(job(CREATED, restarting, backoff=3, restarts=2), [crashed], [], view=V1)
     assert reasons == [
         "The job is restarting: PyTorchJob j is restarting because 1 Worker replica(s) failed.",
         "worker-0 restarted 2 time(s); last time it exited with code 3.",
@@ -100,7 +103,7 @@ def test_failed_explains_backoff_limit_and_shows_warnings() -> None:
         "message": "Back-off restarting",
         "involvedObject": {"name": "j-worker-0"},
     }
-    reasons = why(job(CREATED, failed, backoff=1), [dead], [warning])
+    reasons = why(job(CREATED, failed, backoff=1), [dead], [warning], view=V1)
     assert reasons is not None
     assert reasons[0] == f"The job failed: {failed[2]}"
     assert "raise backoffLimit" in reasons[1]
@@ -109,5 +112,5 @@ def test_failed_explains_backoff_limit_and_shows_warnings() -> None:
 
 
 def test_suspended_jobs_say_how_to_resume() -> None:
-    reasons = why(job(CREATED, ("Suspended", "True", "suspended")), [], [])
+    reasons = why(job(CREATED, ("Suspended", "True", "suspended")), [], [], view=V1)
     assert reasons is not None and "spec.runPolicy.suspend" in reasons[0]

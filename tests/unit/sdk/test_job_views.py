@@ -7,15 +7,18 @@ from typing import Any
 import httpx2 as httpx
 import pytest
 
+from trainyard.api import replicaspecs as replica_specs
+from trainyard.api.trainer import family as trainjobs
 from trainyard.cli.jobs import job_columns, job_headers, job_row
 from trainyard.sdk import kinds as sdk_kinds
-from trainyard.sdk import views
+from trainyard.sdk import replicas as pod_views
 from trainyard.sdk.explain import why
 from trainyard.sdk.jobstate import event_names, finished, state
-from trainyard.sdk.kinds import JOB_LIKE_KINDS, builtin_kinds, resolve, served_kinds
-from trainyard.sdk.views import REPLICA_JOBS, TRAINJOBS
+from trainyard.sdk.kinds import builtin_kinds, resolve, served_kinds
 
 Obj = dict[str, Any]
+REPLICA_JOBS = replica_specs.VIEW
+TRAINJOBS = trainjobs.VIEW
 TRAINJOB = resolve("trainjobs", builtin_kinds())[0]
 PYTORCHJOB = resolve("pytorchjobs", builtin_kinds())[0]
 
@@ -54,7 +57,7 @@ def node_pod(index: int, phase: str = "Running", rjob: str = "node", owner: str 
 
 
 def test_trainjob_is_a_job_like_kind_with_its_own_view() -> None:
-    assert [(k.kind, k.plural, k.api_version, k.default_container) for k in JOB_LIKE_KINDS] == [
+    assert [(k.kind, k.plural, k.api_version, k.default_container) for k in builtin_kinds() if not k.open_group] == [
         ("TrainJob", "trainjobs", "trainer.kubeflow.org/v1alpha1", "node"),
         ("TrainingJob", "trainingjobs", "ml.example.com/v1", None),
     ]
@@ -83,15 +86,15 @@ def test_a_trainjob_is_over_on_complete_or_failed_true() -> None:
 
 
 def test_pods_of_a_jobset_are_named_by_replicated_job_and_completion_index() -> None:
-    assert views.replica_name(node_pod(1)) == "node-1"
-    assert views.replica_name(node_pod(0, rjob="launcher")) == "launcher-0"
+    assert pod_views.replica_name(node_pod(1)) == "node-1"
+    assert pod_views.replica_name(node_pod(0, rjob="launcher")) == "launcher-0"
     initializer = node_pod(0, rjob="dataset-initializer")
     del initializer["metadata"]["labels"]["batch.kubernetes.io/job-completion-index"]
-    assert views.replica_name(initializer) == "dataset-initializer"
-    assert views.job_of(node_pod(0)) == "tj" and views.is_replica(node_pod(0))
+    assert pod_views.replica_name(initializer) == "dataset-initializer"
+    assert pod_views.job_of(node_pod(0)) == "tj" and pod_views.is_replica(node_pod(0))
     assert TRAINJOBS.pod_labels("tj") == {"jobset.sigs.k8s.io/jobset-name": "tj"}
     pods = [node_pod(1), node_pod(0), node_pod(10), initializer]
-    assert [views.replica_name(p) for p in sorted(pods, key=views.pod_order)] == [
+    assert [pod_views.replica_name(p) for p in sorted(pods, key=pod_views.pod_order)] == [
         "dataset-initializer",
         "node-0",
         "node-1",
@@ -105,7 +108,11 @@ def test_v1_pods_keep_their_names_and_order() -> None:
         return {"metadata": {"name": f"j-{rtype}-{index}", "labels": labels}}
 
     pods = [pod("worker", 1), pod("worker", 0), pod("master", 0)]
-    assert [views.replica_name(p) for p in sorted(pods, key=views.pod_order)] == ["master-0", "worker-0", "worker-1"]
+    assert [pod_views.replica_name(p) for p in sorted(pods, key=pod_views.pod_order)] == [
+        "master-0",
+        "worker-0",
+        "worker-1",
+    ]
     assert REPLICA_JOBS.pod_labels("j") == {"training.kubeflow.org/job-name": "j"}
 
 
@@ -150,10 +157,10 @@ def test_columns_of_trainjobs_of_v1_jobs_and_of_both() -> None:
 
 def test_summary_before_any_status_and_a_namespaced_runtime() -> None:
     tj = trainjob()
-    assert views.jobs_summary(tj) == "node: 2 wanted"
+    assert trainjobs.jobs_summary(tj) == "node: 2 wanted"
     tj["spec"] = {"runtimeRef": {"name": "mine", "kind": "TrainingRuntime"}}
-    assert views.runtime_of(tj) == "mine (TrainingRuntime)"
-    assert (views.nodes_column(tj), views.jobs_summary(tj)) == ("-", "-")
+    assert trainjobs.runtime_of(tj) == "mine (TrainingRuntime)"
+    assert (trainjobs.nodes_column(tj), trainjobs.jobs_summary(tj)) == ("-", "-")
     assert TRAINJOBS.wanted(tj) == [] and TRAINJOBS.wanted(trainjob()) == ["node-0", "node-1"]
 
 
@@ -171,7 +178,7 @@ def test_describe_fields_and_sections() -> None:
     sections = {title: (headers, rows) for title, headers, rows in TRAINJOBS.sections(tj)}
     assert sections["Jobs"][0] == ["NAME", "ACTIVE", "READY", "SUCCEEDED", "FAILED", "SUSPENDED"]
     assert sections["Jobs"][1] == [["node", "2", "1", "0", "0", "0"]]
-    # The trainer's report is describe's Training section (tests/unit/sdk/test_training_views.py), no table.
+    # The trainer's report is describe's Training section (tests/unit/sdk/test_training_trainjobs.py), no table.
     assert list(sections) == ["Jobs"]
     assert TRAINJOBS.training(tj) is not None and TRAINJOBS.training(trainjob()) is None
 

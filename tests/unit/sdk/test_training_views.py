@@ -8,14 +8,17 @@ from typing import Any
 
 import pytest
 
+from trainyard.api import replicaspecs as replica_specs
+from trainyard.api import training
+from trainyard.api.trainer import family as trainjobs
+from trainyard.api.training import Best, Checkpoint, Training
 from trainyard.cli.jobs import job_columns, job_headers, job_row, print_training
 from trainyard.cli.progress import progress_line
-from trainyard.sdk import training
 from trainyard.sdk.kinds import builtin_kinds, resolve
-from trainyard.sdk.training import Best, Checkpoint, Training
-from trainyard.sdk.views import REPLICA_JOBS, TRAINJOBS
 
 Obj = dict[str, Any]
+REPLICA_JOBS = replica_specs.VIEW
+TRAINJOBS = trainjobs.VIEW
 NOW = datetime(2026, 1, 1, 0, 10, 0, tzinfo=UTC)
 PYTORCHJOB = resolve("pytorchjobs", builtin_kinds())[0]
 TRAINJOB = resolve("trainjobs", builtin_kinds())[0]

@@ -15,9 +15,9 @@ writes it into the job's status in one of three shapes:
 
 Each reader gives a :class:`Training` (None when the job never reported), and the rest of this
 module turns one into the table cells of ``yard get``, the lines of ``yard describe`` and the
-progress line of ``yard run``/``wait``. A family of kinds (``views.JobView.training``) picks its
-reader by its status shape, never by a kind's name. Pure: status dicts in, text out; the one
-clock read is the ages' ``now`` default.
+progress line of ``yard run``/``wait``. A family of kinds (``jobview.JobView.training``) picks its
+reader by its status shape, never by a kind's name. Pure: status dicts in, text out; the one clock
+read is the ages' ``now`` default.
 """
 
 from __future__ import annotations
@@ -132,6 +132,11 @@ def from_training_progress(job: Obj) -> Training | None:
     raw = _status(job).get("trainingProgress")
     if not isinstance(raw, dict) or not raw:
         return None
+    return _progress(raw, _checkpoint(raw.get("lastCheckpoint")))
+
+
+def _progress(raw: Obj, checkpoint: Checkpoint | None) -> Training:
+    """A report in trainyard's own words (``trainingProgress``'s, which seed 004's flat status shares)."""
     percent = _int(raw.get("progressPercentage"))
     return Training(
         percent=percent if percent is not None else _int(raw.get("progress")),
@@ -141,7 +146,7 @@ def from_training_progress(job: Obj) -> Training | None:
         total_steps=_int(raw.get("totalSteps")),
         metrics=_metrics(raw.get("metrics")),
         eta_seconds=_int(raw.get("estimatedRemainingSeconds")),
-        checkpoint=_checkpoint(raw.get("lastCheckpoint")),
+        checkpoint=checkpoint,
         best=_best(raw.get("best")),
         updated=_text(raw.get("lastUpdateTime")),
     )
@@ -176,19 +181,7 @@ def from_flat_status(job: Obj) -> Training | None:
     reported = ("progress", "progressPercentage", "currentEpoch", "metrics", "currentStep")
     if not any(raw.get(key) not in (None, "", {}) for key in reported) and checkpoint is None:
         return None
-    percent = _int(raw.get("progressPercentage"))
-    return Training(
-        percent=percent if percent is not None else _int(raw.get("progress")),
-        epoch=_int(raw.get("currentEpoch")),
-        total_epochs=_int(raw.get("totalEpochs")),
-        step=_int(raw.get("currentStep")),
-        total_steps=_int(raw.get("totalSteps")),
-        metrics=_metrics(raw.get("metrics")),
-        eta_seconds=_int(raw.get("estimatedRemainingSeconds")),
-        checkpoint=checkpoint,
-        best=_best(raw.get("best")),
-        updated=_text(raw.get("lastUpdateTime")),
-    )
+    return _progress(raw, checkpoint)
 
 
 # -- text ----------------------------------------------------------------------------------------
