@@ -26,7 +26,7 @@ from trainyard.api.kindinfo import KindInfo, PrinterColumn
 from trainyard.api.kinds import KINDS, framework_label, kind_for_plural
 from trainyard.api.meta import K8sModel
 from trainyard.api.validation import review_job
-from trainyard.cli.jobs import complete_kind
+from trainyard.cli.get import complete_kind
 from trainyard.controller.lifecycle import ttl_deletion
 from trainyard.frameworks import registry
 from trainyard.frameworks.base import EnvScope, RendezvousHost, ReplicaCounts, Verdict

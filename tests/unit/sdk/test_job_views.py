@@ -7,7 +7,7 @@ from typing import Any
 import httpx2 as httpx
 import pytest
 
-from trainyard.cli.jobs import job_columns, job_headers, job_row
+from trainyard.cli.tables import job_columns, job_headers, job_row
 from trainyard.sdk import kinds as sdk_kinds
 from trainyard.sdk import views
 from trainyard.sdk.explain import why

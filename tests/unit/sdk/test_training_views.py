@@ -8,8 +8,9 @@ from typing import Any
 
 import pytest
 
-from trainyard.cli.jobs import job_columns, job_headers, job_row, print_training
+from trainyard.cli.describe import print_training
 from trainyard.cli.progress import progress_line
+from trainyard.cli.tables import job_columns, job_headers, job_row
 from trainyard.sdk import training
 from trainyard.sdk.kinds import builtin_kinds, resolve
 from trainyard.sdk.training import Best, Checkpoint, Training
