@@ -39,7 +39,7 @@ def run(
     """Parse ``argv`` (default: this process's arguments) and run ``command``.
 
     Standalone, the process ends with the command's exit code, with 2 and the usage for a flag it
-    refuses, and with 0 after ``-h``/``--help``, as with argparse before. Otherwise ``command``'s
+    refuses, and with 0 after ``-h``/``--help``, as before typer. Otherwise ``command``'s
     code is returned and a refused flag raises (``typer.BadParameter`` or its siblings).
     """
     app = typer.Typer(

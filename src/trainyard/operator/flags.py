@@ -72,7 +72,7 @@ def go_style(argv: Sequence[str]) -> list[str]:
     """``argv`` with a ``GO_BOOLS`` flag that stands alone given its value, ``=true``.
 
     typer's options either always or never take a value; these take one when it follows (``--leader-elect
-    false``, as the argparse parser before took it) and mean true when an option or nothing follows.
+    false``, as the parser before typer took it) and mean true when an option or nothing follows.
     """
     out: list[str] = []
     for i, arg in enumerate(argv):
@@ -278,7 +278,7 @@ def _command(then: Callable[[OperatorOptions], int]) -> Callable[..., None]:
 def run_with(then: Callable[[OperatorOptions], int], argv: Sequence[str] | None = None) -> None:
     """Parse ``argv`` (default: this process's arguments) and exit with the code ``then`` gives for its options.
 
-    A flag refused ends the process with 2 and the usage, ``-h``/``--help`` with 0, as argparse did.
+    A flag refused ends the process with 2 and the usage, ``-h``/``--help`` with 0, as before typer.
     """
     run(_command(then), go_style(sys.argv[1:] if argv is None else argv), prog=PROG, help=DESCRIPTION)
 
