@@ -23,7 +23,8 @@ from trainyard.api import families
 from trainyard.api.family import Family, FamilyKind, Seed
 from trainyard.api.jobshapes import JobSample, number
 from trainyard.api.jobview import JobView, job_age, status_of
-from trainyard.cli.jobs import complete_kind, job_columns, job_headers, job_row
+from trainyard.cli.get import complete_kind
+from trainyard.cli.tables import job_columns, job_headers, job_row
 from trainyard.cluster.paths import Layout
 from trainyard.cluster.plane import ApiPlane
 from trainyard.embedded import kubeconfig
@@ -31,7 +32,8 @@ from trainyard.frameworks.base import OwnedKind
 from trainyard.operator import families as operator_families
 from trainyard.operator import manifests
 from trainyard.operator.families import OperatorFamily, Running, Wiring
-from trainyard.operator.main import parser, settings_from
+from trainyard.operator.flags import parse
+from trainyard.operator.main import settings_from
 from trainyard.operator.manager import Operator
 from trainyard.operator.metrics import OperatorMetrics
 from trainyard.operator.rbac import Rule
@@ -189,7 +191,7 @@ def test_rbac_generation_grants_what_its_controller_and_jobs_ask(toy: None) -> N
 
 
 def test_the_operator_accepts_its_kind_and_runs_its_controller(toy: None) -> None:
-    settings = settings_from(parser().parse_args(["--enable-scheme", "bakejob"]))
+    settings = settings_from(parse(["--enable-scheme", "bakejob"]))
     assert tuple(settings.kinds) == ("BakeJob",)
     client = AsyncClient(KubeConfig.from_dict(kubeconfig("http://127.0.0.1:1")))  # never connected to
     operator = Operator(client, settings)
@@ -205,4 +207,4 @@ def test_unregistered_it_is_gone() -> None:
     assert families.sample(bakejob("Rising")) is None
     assert not any(GROUP in r["apiGroups"] for d in manifests.rbac() if d["kind"] == "ClusterRole" for r in d["rules"])
     with pytest.raises(ValueError, match="unknown"):
-        settings_from(parser().parse_args(["--enable-scheme", "bakejob"]))
+        settings_from(parse(["--enable-scheme", "bakejob"]))

@@ -8,13 +8,13 @@ upstream's defaults. FLAGS are the operator's own and win.
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 
 import typer
 
-from trainyard.cli.plane import layout_of, running
+from trainyard.cli.common import GLOBALS, Globals
+from trainyard.cli.plane import running
 
 
 def register(app: typer.Typer) -> None:
@@ -26,22 +26,17 @@ def register(app: typer.Typer) -> None:
         context_settings={"allow_extra_args": True, "ignore_unknown_options": True, "help_option_names": []},
     )
     def operator(ctx: typer.Context) -> None:
-        from trainyard.cli.common import GLOBALS
-
-        args = argparse.Namespace(
-            home=GLOBALS.home, kubeconfig=GLOBALS.kubeconfig, namespace=GLOBALS.namespace, flags=list(ctx.args)
-        )
-        raise typer.Exit(cmd_operator(args))
+        raise typer.Exit(cmd_operator(GLOBALS, list(ctx.args)))
 
 
-def cmd_operator(args: argparse.Namespace) -> int:
-    flags: list[str] = list(args.flags)
-    if args.kubeconfig:
-        defaults = ["--kubeconfig", args.kubeconfig]
+def cmd_operator(options: Globals, flags: list[str]) -> int:
+    """Become the operator with ``flags`` after the defaults that fit where ``options`` (``yard``'s) point."""
+    if options.kubeconfig:
+        defaults = ["--kubeconfig", options.kubeconfig]
     elif "-h" in flags or "--help" in flags:
         defaults = []
     else:
-        layout = layout_of(args)
+        layout = options.layout
         state = running(layout)
         if state is None:
             print(
@@ -75,8 +70,8 @@ def cmd_operator(args: argparse.Namespace) -> int:
             "--kube-api-qps",
             "0",
         ]
-    if args.namespace:
-        defaults += ["--namespace", args.namespace]
+    if options.namespace:
+        defaults += ["--namespace", options.namespace]
     argv = [sys.executable, "-m", "trainyard.operator", *defaults, *flags]
     sys.stdout.flush()
     os.execv(sys.executable, argv)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import contextlib
 import json
@@ -14,15 +13,17 @@ import subprocess
 import sys
 import time
 import urllib.request
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
 from trainyard.api.podgroup import SCHEDULER_PLUGINS_SCHEDULER
+from trainyard.cli.common import GLOBALS
 from trainyard.cluster.apiserver import tokenlife
 from trainyard.cluster.node import backoff, capacity, containerlogs, gpus, nodestatus
-from trainyard.cluster.paths import DEFAULT_PORT, PRIVATE_UMASK, Layout, SharedHomeError, default_home, make_private
+from trainyard.cluster.paths import DEFAULT_PORT, PRIVATE_UMASK, Layout, SharedHomeError, make_private
 
 START_TIMEOUT = 60.0
 STOP_TIMEOUT = 30.0
@@ -141,21 +142,38 @@ def register(app: typer.Typer) -> None:
             ),
         ] = None,
     ) -> None:
-        args = _namespace(**locals())
-        args.taint = list(taint or [])
-        raise typer.Exit(cmd_up(args))
+        options = UpOptions(
+            port=port,
+            foreground=foreground,
+            operator=operator,
+            secure=secure,
+            workspace=workspace,
+            restart_backoff=restart_backoff,
+            gang_scheduler_name=gang_scheduler_name,
+            pending_timeout=pending_timeout,
+            service_account_max_token_expiration=service_account_max_token_expiration,
+            node_name=node_name,
+            cpus=cpus,
+            memory=memory,
+            gpus=gpus,
+            max_pods=max_pods,
+            container_log_max_size=container_log_max_size,
+            container_log_max_files=container_log_max_files,
+            taint=tuple(taint or ()),
+        )
+        raise typer.Exit(cmd_up(GLOBALS.layout, options))
 
     @app.command(help="Stop the control plane and every training process it runs (also those a killed plane left).")
     def down() -> None:
-        raise typer.Exit(cmd_down(_namespace()))
+        raise typer.Exit(cmd_down(GLOBALS.layout))
 
     @app.command(help="Say what runs where.")
     def status() -> None:
-        raise typer.Exit(cmd_status(_namespace()))
+        raise typer.Exit(cmd_status(GLOBALS.layout))
 
     @app.command(help="Print the path of the kubeconfig for kubectl.")
     def kubeconfig() -> None:
-        raise typer.Exit(cmd_kubeconfig(_namespace()))
+        raise typer.Exit(cmd_kubeconfig(GLOBALS.layout))
 
 
 NODE = (
@@ -164,15 +182,27 @@ NODE = (
 )
 
 
-def _namespace(**options: Any) -> argparse.Namespace:
-    """The command's options plus the global ones, as the ``cmd_*`` functions read them."""
-    from trainyard.cli.common import GLOBALS
+@dataclass(frozen=True)
+class UpOptions:
+    """``yard up``'s options (its flags' help says what each means); None: not given."""
 
-    return argparse.Namespace(home=GLOBALS.home, kubeconfig=GLOBALS.kubeconfig, namespace=GLOBALS.namespace, **options)
-
-
-def layout_of(args: argparse.Namespace) -> Layout:
-    return Layout(Path(args.home) if args.home else default_home())
+    port: int
+    foreground: bool
+    operator: bool
+    secure: bool | None
+    workspace: Path | None
+    restart_backoff: float | None
+    gang_scheduler_name: str | None
+    pending_timeout: float | None
+    service_account_max_token_expiration: int | None
+    node_name: str | None
+    cpus: str | None
+    memory: str | None
+    gpus: int | None
+    max_pods: int | None
+    container_log_max_size: str | None
+    container_log_max_files: int | None
+    taint: tuple[str, ...]
 
 
 def _alive(pid: int) -> bool:
@@ -203,8 +233,7 @@ def _healthy(url: str, layout: Layout) -> bool:
         return False
 
 
-def cmd_up(args: argparse.Namespace) -> int:
-    layout = layout_of(args)
+def cmd_up(layout: Layout, args: UpOptions) -> int:
     state = running(layout)
     if state is not None:
         print(f"trainyard is already running at {state['url']} (pid {state['pid']}, home {layout.home})")
@@ -221,7 +250,7 @@ def cmd_up(args: argparse.Namespace) -> int:
             )
         return 0
     try:
-        _node_options(args)
+        _node_options(layout, args)
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -284,7 +313,7 @@ def cmd_up(args: argparse.Namespace) -> int:
     return _background(layout, args, workspace, secure)
 
 
-def _node_flags(args: argparse.Namespace) -> list[str]:
+def _node_flags(args: UpOptions) -> list[str]:
     """The node flags of ``yard up`` given on its command line, as they are passed on."""
     out = []
     for flag, value in (
@@ -301,11 +330,11 @@ def _node_flags(args: argparse.Namespace) -> list[str]:
     return out
 
 
-def _gang_option(args: argparse.Namespace) -> dict[str, str]:
+def _gang_option(args: UpOptions) -> dict[str, str]:
     return {} if args.gang_scheduler_name is None else {"gang_scheduler_name": args.gang_scheduler_name}
 
 
-def _node_options(args: argparse.Namespace) -> tuple[capacity.Capacity | None, list[dict[str, Any]]]:
+def _node_options(layout: Layout, args: UpOptions) -> tuple[capacity.Capacity | None, list[dict[str, Any]]]:
     """Declared capacity (None: detect it all) and taints; ValueError says which flag is wrong."""
     taints = [nodestatus.parse_taint(t) for t in args.taint]
     gpu_count = args.gpus
@@ -314,7 +343,7 @@ def _node_options(args: argparse.Namespace) -> tuple[capacity.Capacity | None, l
     if all(v is None for v in (args.cpus, args.memory, gpu_count, args.max_pods)):
         declared = None
     else:
-        detected = capacity.detect(layout_of(args).home)
+        detected = capacity.detect(layout.home)
         declared = capacity.declare(detected, cpus=args.cpus, memory=args.memory, gpus=gpu_count, pods=args.max_pods)
     return declared, taints
 
@@ -354,11 +383,11 @@ def insecure_warning(port: int) -> str:
     )
 
 
-def _foreground(layout: Layout, args: argparse.Namespace, workspace: Path, secure: bool) -> int:
+def _foreground(layout: Layout, args: UpOptions, workspace: Path, secure: bool) -> int:
     from trainyard.embedded import EmbeddedPlane, PlaneOptions
 
     port = args.port
-    declared, taints = _node_options(args)
+    declared, taints = _node_options(layout, args)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("httpx2").setLevel(logging.WARNING)
     logging.getLogger("httpx").setLevel(logging.WARNING)
@@ -393,7 +422,7 @@ def _foreground(layout: Layout, args: argparse.Namespace, workspace: Path, secur
     return 0
 
 
-def _background(layout: Layout, args: argparse.Namespace, workspace: Path, secure: bool) -> int:
+def _background(layout: Layout, args: UpOptions, workspace: Path, secure: bool) -> int:
     port = args.port
     argv = [
         sys.executable,
@@ -452,8 +481,7 @@ def _tail(path: Path, lines: int) -> str:
         return "(no log)"
 
 
-def cmd_down(args: argparse.Namespace) -> int:
-    layout = layout_of(args)
+def cmd_down(layout: Layout) -> int:
     try:
         pid = int(layout.pid_file.read_text())
     except (FileNotFoundError, ValueError):
@@ -493,8 +521,7 @@ def _stop_leftovers(layout: Layout) -> None:
         print(f"stopped {stopped} container(s) left running by a control plane that was killed")
 
 
-def cmd_status(args: argparse.Namespace) -> int:
-    layout = layout_of(args)
+def cmd_status(layout: Layout) -> int:
     state = running(layout)
     if state is None:
         print(f"trainyard is not running (home {layout.home}); start it with `yard up`")
@@ -537,6 +564,6 @@ def cmd_status(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_kubeconfig(args: argparse.Namespace) -> int:
-    print(layout_of(args).kubeconfig)
+def cmd_kubeconfig(layout: Layout) -> int:
+    print(layout.kubeconfig)
     return 0

@@ -4,7 +4,8 @@
 flags" or "can this kind run a function" and never names a kind:
 
 - ``OperatorFlags``: flags of the operator's command line that belong to one framework
-  (upstream's ``--pytorch-init-container-*``); ``operator.main`` adds every registered plugin's.
+  (upstream's ``--pytorch-init-container-*``), declared as data (``OperatorFlag``) so that this
+  layer knows no CLI framework; ``operator.flags`` adds every registered plugin's.
 - ``FunctionJobs``: the kind can run one Python function on N replicas (the SDK's
   ``TrainingClient.create_job(train_func=...)``); the plugin lays out the replicas, the SDK
   packages the function.
@@ -14,8 +15,8 @@ flags" or "can this kind run a function" and never names a kind:
 
 from __future__ import annotations
 
-import argparse
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol, cast, runtime_checkable
 
 from trainyard.api.common import TrainingJob
@@ -23,12 +24,29 @@ from trainyard.api.meta import TypedObject
 from trainyard.frameworks.base import Child
 
 
+@dataclass(frozen=True)
+class OperatorFlag:
+    """One flag of the operator's command line: ``--name VALUE``, of ``type``, ``default`` when absent."""
+
+    name: str
+    type: type[str] | type[int] | type[float]
+    default: str | int | float | None
+    help: str
+    """Says the default itself, as upstream's help does."""
+
+    @property
+    def dest(self) -> str:
+        """The key of its value in what ``controller_settings`` gets: the name without dashes, ``_`` within."""
+        return self.name.removeprefix("--").replace("-", "_")
+
+
 @runtime_checkable
 class OperatorFlags(Protocol):
-    def add_operator_flags(self, parser: argparse.ArgumentParser) -> None: ...
+    @property
+    def operator_flags(self) -> Sequence[OperatorFlag]: ...
 
-    def controller_settings(self, args: argparse.Namespace) -> dict[str, Any]:
-        """The ``controller.ControllerSettings`` fields the parsed flags set, by name.
+    def controller_settings(self, values: Mapping[str, Any]) -> dict[str, Any]:
+        """The ``controller.ControllerSettings`` fields its flags' ``values`` (by ``OperatorFlag.dest``) set, by name.
 
         Raises ``SystemExit`` with the flag's name for a value the flags refuse.
         """

@@ -9,12 +9,10 @@ network mode (``host`` for a single-machine plane) and the leader election timin
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import contextlib
 import logging
 import os
-import re
 import signal
 import socket
 import sys
@@ -31,220 +29,80 @@ from trainyard import heap
 from trainyard.api.families import job_kinds
 from trainyard.api.kinds import KINDS, UPSTREAM_FRAMEWORKS
 from trainyard.controller import ControllerSettings
-from trainyard.frameworks.network import NetworkMode
 from trainyard.frameworks.registry import operator_flags
 from trainyard.frameworks.trainer import status
+from trainyard.operator.flags import ElectionOptions, LogLevel, OperatorOptions, run_with
 from trainyard.operator.leader import LeaderElectionConfig, LeaderElector
 from trainyard.operator.manager import Operator
 from trainyard.operator.metrics import OperatorMetrics
 from trainyard.operator.restclient import DEFAULT_RATE_LIMIT, RateLimit, api_client, rate_limit_from
 from trainyard.operator.serving import Endpoint, metrics_app, parse_bind_address, probes_app, serve
-from trainyard.operator.settings import (
-    DEFAULT_HOST_PORTS,
-    HOST_PORTS_ENV,
-    OperatorSettings,
-    parse_host_ports,
-    with_pending_timeout,
-)
+from trainyard.operator.settings import OperatorSettings, parse_host_ports, with_pending_timeout
 from trainyard.operator.statusserver import serve_status
-from trainyard.operator.webhook import (
-    WebhookServer,
-    WebhookSettings,
-    add_webhook_flags,
-    has_certificates,
-    start_webhook,
-    tls_context,
-    webhook_settings,
-)
+from trainyard.operator.webhook import WebhookServer, WebhookSettings, has_certificates, start_webhook, tls_context
 
 log = logging.getLogger("trainyard.operator")
 
-DEFAULT_LEASE_ID = "1ca428e5.training-operator.kubeflow.org"
 # Upstream's schemes (``--enable-scheme``); those without a trainyard plugin yet are refused by name.
 UPSTREAM_SCHEMES = frozenset(kind.lower() for kind in UPSTREAM_FRAMEWORKS)
-_LOG_LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "error": logging.ERROR, "warn": logging.WARNING}
+_LOG_LEVELS: dict[LogLevel, int] = {
+    "debug": logging.DEBUG,
+    "info": logging.INFO,
+    "error": logging.ERROR,
+    "warn": logging.WARNING,
+}
 
 
-def go_bool(value: str) -> bool:
-    """Go's ``strconv.ParseBool``, as upstream's ``--flag=false`` spelling needs."""
-    lowered = value.lower()
-    if lowered in ("1", "t", "true"):
-        return True
-    if lowered in ("0", "f", "false"):
-        return False
-    raise argparse.ArgumentTypeError(f"invalid boolean value {value!r}")
-
-
-def go_duration(value: str) -> float:
-    """Seconds of a Go duration (``15s``, ``1m30s``, ``500ms``) or of a plain number."""
-    try:
-        return float(value)
-    except ValueError:
-        pass
-    units = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
-    parts = re.findall(r"(\d+(?:\.\d+)?)(ms|s|m|h)", value)
-    if not parts or "".join(n + u for n, u in parts) != value:
-        raise argparse.ArgumentTypeError(f"invalid duration {value!r} (examples: 15s, 1m30s, 500ms)")
-    return sum(float(n) * units[u] for n, u in parts)
-
-
-def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="python -m trainyard.operator",
-        description="The trainyard training operator (Kubeflow Training Operator v1 compatible).",
-    )
-    p.add_argument("--kubeconfig", default=None, help="kubeconfig file (default: $KUBECONFIG, in-cluster, ~/.kube)")
-    p.add_argument(
-        "--namespace",
-        default=os.environ.get("KUBEFLOW_NAMESPACE", ""),
-        help="namespace to watch (default $KUBEFLOW_NAMESPACE; empty: the whole cluster)",
-    )
-    p.add_argument(
-        "--enable-scheme",
-        action="append",
-        default=[],
-        metavar="KIND",
-        help=f"reconcile this kind (repeatable, case-insensitive; default: all of {', '.join(job_kinds())})",
-    )
-    p.add_argument("--controller-threads", type=int, default=1, help="reconcile workers per kind (default 1)")
-    # client-go's flowcontrol.NewTokenBucketRateLimiter(qps, burst), as upstream's main.go builds it
-    p.add_argument(
-        "--kube-api-qps",
-        type=float,
-        default=DEFAULT_RATE_LIMIT.qps,
-        metavar="QPS",
-        help="requests per second the operator's API client may send, sustained (0 or less: no limit; "
-        f"default {DEFAULT_RATE_LIMIT.qps:g})",
-    )
-    p.add_argument(
-        "--kube-api-burst",
-        type=int,
-        default=DEFAULT_RATE_LIMIT.burst,
-        metavar="N",
-        help=f"requests the API client may send at once above that rate (default {DEFAULT_RATE_LIMIT.burst})",
-    )
-    p.add_argument(
-        "--gang-scheduler-name",
-        default="",
-        help="gang scheduling: 'volcano', or any other name for scheduler-plugins (default: none)",
-    )
-    le = p.add_argument_group("leader election")
-    le.add_argument(
-        "--leader-elect",
-        type=go_bool,
-        nargs="?",
-        const=True,
-        default=False,
-        help="elect a leader through a coordination.k8s.io Lease so that only one replica reconciles",
-    )
-    le.add_argument("--leader-election-id", default=DEFAULT_LEASE_ID, help=f"Lease name (default {DEFAULT_LEASE_ID})")
-    le.add_argument(
-        "--leader-election-namespace",
-        default=None,
-        help="Lease namespace (default: the pod's namespace in-cluster, else 'default')",
-    )
-    le.add_argument("--leader-election-identity", default=None, help="this replica's identity (default host_uuid)")
-    le.add_argument("--leader-elect-lease-duration", type=go_duration, default=15.0, metavar="DURATION")
-    le.add_argument("--leader-elect-renew-deadline", type=go_duration, default=10.0, metavar="DURATION")
-    le.add_argument("--leader-elect-retry-period", type=go_duration, default=2.0, metavar="DURATION")
-    srv = p.add_argument_group("endpoints")
-    srv.add_argument("--metrics-bind-address", default=":8080", help="where /metrics is served (0: off)")
-    srv.add_argument(
-        "--health-probe-bind-address", default=":8081", help="where /healthz and /readyz are served (0: off)"
-    )
-    add_webhook_flags(p)  # served only when its certificates exist
-    srv.add_argument(
-        "--status-server-port",
-        type=int,
-        default=status.DEFAULT_PORT,
-        help="HTTPS port of the TrainJob status server (upstream's TrainJobStatus; served with the webhook's "
-        f"certificate and its ca.crt; 0: off; default {status.DEFAULT_PORT})",
-    )
-    srv.add_argument(
-        "--status-server-url",
-        default="",
-        help="how trainer pods reach it (default https://training-operator.<operator namespace>.svc:<port>)",
-    )
-    for plugin in operator_flags():
-        plugin.add_operator_flags(p)  # e.g. PyTorch's init container, cluster-dns mode only
-    p.add_argument(
-        "--pending-timeout",
-        type=go_duration,
-        default=None,
-        metavar="DURATION",
-        help="a job whose pod stays Pending this long gets a Pending condition naming why (default 5m; 0: never)",
-    )
-    net = p.add_argument_group("network (trainyard)")
-    net.add_argument(
-        "--network-mode",
-        choices=[m.value for m in NetworkMode],
-        default=NetworkMode.CLUSTER_DNS.value,
-        help="cluster-dns: replicas find each other through headless Services (a real cluster); "
-        "host: replicas share one machine's network (the embedded plane)",
-    )
-    net.add_argument("--node-address", default="127.0.0.1", help="host mode: the address replicas listen on")
-    net.add_argument(
-        "--host-ports",
-        default=os.environ.get(HOST_PORTS_ENV) or DEFAULT_HOST_PORTS,
-        metavar="LOW-HIGH",
-        help=f"host mode: the range listening ports are allocated from, per job (default ${HOST_PORTS_ENV} or "
-        f"{DEFAULT_HOST_PORTS})",
-    )
-    p.add_argument("--zap-log-level", default="info", choices=sorted(_LOG_LEVELS), help="log level")
-    return p
-
-
-def settings_from(args: argparse.Namespace) -> OperatorSettings:
+def settings_from(options: OperatorOptions) -> OperatorSettings:
     known = {k.lower(): k for k in job_kinds()}
     enabled: list[str] = []
-    for scheme in args.enable_scheme:
+    for scheme in options.enable_scheme:
         name = scheme.strip().lower()
         if name not in known:
             detail = "not implemented by trainyard yet" if name in UPSTREAM_SCHEMES else "unknown"
             raise ValueError(f"--enable-scheme {scheme}: {detail}; supported: {', '.join(sorted(known))}")
         enabled.append(known[name])
-    if args.controller_threads < 1:
+    if options.controller_threads < 1:
         raise ValueError("--controller-threads must be at least 1")
-    mode = NetworkMode(args.network_mode)
     try:
-        host_ports = parse_host_ports(args.host_ports)
+        host_ports = parse_host_ports(options.host_ports)
     except ValueError as exc:
         raise ValueError(f"--host-ports {exc}") from None
     plugin_settings: dict[str, Any] = {}
     for plugin in operator_flags():
-        plugin_settings.update(plugin.controller_settings(args))
+        plugin_settings.update(plugin.controller_settings(options.plugin_flags))
     controller = ControllerSettings(
-        network_mode=mode,
-        node_address=args.node_address,
-        gang_scheduler_name=args.gang_scheduler_name,
+        network_mode=options.network_mode,
+        node_address=options.node_address,
+        gang_scheduler_name=options.gang_scheduler_name,
         # upstream's operator reads this from its environment, not a flag; kept so for its manifests
         cluster_domain=os.environ.get("CUSTOM_CLUSTER_DOMAIN", ""),
         **plugin_settings,
     )
     settings = OperatorSettings(
         controller=controller,
-        namespace=args.namespace or "*",
-        workers=args.controller_threads,
+        namespace=options.namespace or "*",
+        workers=options.controller_threads,
         kinds=tuple(dict.fromkeys(enabled)),
         host_ports=host_ports,
     )
-    return with_pending_timeout(settings, args.pending_timeout)
+    return with_pending_timeout(settings, options.pending_timeout)
 
 
-def election_from(args: argparse.Namespace) -> LeaderElectionConfig | None:
-    if not args.leader_elect:
+def election_from(options: ElectionOptions) -> LeaderElectionConfig | None:
+    if not options.leader_elect:
         return None
-    namespace = args.leader_election_namespace
+    namespace = options.leader_election_namespace
     if namespace is None:
         in_cluster = Path(SERVICE_ACCOUNT) / "namespace"
         namespace = in_cluster.read_text().strip() if in_cluster.exists() else "default"
     return LeaderElectionConfig(
         namespace=namespace,
-        name=args.leader_election_id,
-        identity=args.leader_election_identity or f"{socket.gethostname()}_{uuid.uuid4()}",
-        lease_duration=args.leader_elect_lease_duration,
-        renew_deadline=args.leader_elect_renew_deadline,
-        retry_period=args.leader_elect_retry_period,
+        name=options.leader_election_id,
+        identity=options.leader_election_identity or f"{socket.gethostname()}_{uuid.uuid4()}",
+        lease_duration=options.leader_elect_lease_duration,
+        renew_deadline=options.leader_elect_renew_deadline,
+        retry_period=options.leader_elect_retry_period,
     )
 
 
@@ -386,18 +244,24 @@ class OperatorProcess:
         return False
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    args = parser().parse_args(argv)
-    logging.basicConfig(level=_LOG_LEVELS[args.zap_log_level], format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+def main(argv: Sequence[str] | None = None) -> None:
+    """Run the operator with ``argv``'s flags (default: this process's); exits with its exit code."""
+    run_with(operate, argv)
+
+
+def operate(options: OperatorOptions) -> int:
+    logging.basicConfig(
+        level=_LOG_LEVELS[options.zap_log_level], format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
     for noisy in ("httpx", "httpx2", "aiohttp.access"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
     try:
-        settings = settings_from(args)
-        election = election_from(args)
-        metrics_address = parse_bind_address(args.metrics_bind_address)
-        probes_address = parse_bind_address(args.health_probe_bind_address)
-        rate_limit = rate_limit_from(args.kube_api_qps, args.kube_api_burst)
-        config = load_kubeconfig(args.kubeconfig)
+        settings = settings_from(options)
+        election = election_from(options.election)
+        metrics_address = parse_bind_address(options.metrics_bind_address)
+        probes_address = parse_bind_address(options.health_probe_bind_address)
+        rate_limit = rate_limit_from(options.kube_api_qps, options.kube_api_burst)
+        config = load_kubeconfig(options.kubeconfig)
     except Exception as exc:  # flags or kubeconfig: say which, exit as a usage error
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -408,8 +272,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         metrics_address=metrics_address,
         probes_address=probes_address,
         # the webhook serves the v1 kinds only (the others' admission is the API server's)
-        webhook=webhook_settings(args, [k for k in settings.kinds if k in KINDS] if settings.kinds else None),
-        status_server=(args.status_server_port, args.status_server_url),
+        webhook=replace(options.webhook, kinds=tuple(k for k in settings.kinds if k in KINDS))
+        if settings.kinds
+        else options.webhook,
+        status_server=(options.status_server_port, options.status_server_url),
         rate_limit=rate_limit,
     )
 

@@ -20,21 +20,22 @@ family declares its jobs own (``Framework.owned`` for the replica-spec kinds) an
 
 from __future__ import annotations
 
-import argparse
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
+import typer
 import yaml
 
 from trainyard.api import families
 from trainyard.api.podgroup import SCHEDULER_PLUGINS_SCHEDULER, VOLCANO_SCHEDULER, flavour
 from trainyard.frameworks.trainer.status import DEFAULT_PORT as STATUS_PORT
 from trainyard.operator import monitoring
+from trainyard.operator.commandline import composed, parameters, run
 from trainyard.operator.controller import OWNED_VERBS
 from trainyard.operator.families import rows
-from trainyard.operator.main import DEFAULT_LEASE_ID
+from trainyard.operator.flags import DEFAULT_LEASE_ID
 from trainyard.operator.rbac import Rule, owned_rules, verbs
 from trainyard.operator.webhook import DEFAULT_CERT_DIR, DEFAULT_PORT, webhook_configuration
 
@@ -377,25 +378,31 @@ def write(out: Path) -> list[str]:
     return written
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(
-        prog="python -m trainyard.operator.manifests",
-        description="Write deploy/: CRDs, RBAC, Deployment, Service, webhook configuration, Dockerfile.",
-    )
-    p.add_argument("--out", type=Path, default=Path("deploy"), help="directory to write (default deploy)")
-    p.add_argument("--check", action="store_true", help="write nothing; exit 1 if the directory is stale")
-    args = p.parse_args(argv)
-    if args.check:
-        problems = stale(args.out)
+def generate(
+    out: Annotated[Path, typer.Option(help="directory to write (default deploy)", show_default=False)] = Path("deploy"),
+    check: Annotated[bool, typer.Option("--check", help="write nothing; exit 1 if the directory is stale")] = False,
+) -> int:
+    if check:
+        problems = stale(out)
         for problem in problems:
-            print(f"{args.out}/{problem}", file=sys.stderr)
+            print(f"{out}/{problem}", file=sys.stderr)
         if problems:
             print("regenerate with: python -m trainyard.operator.manifests", file=sys.stderr)
         return 1 if problems else 0
-    for path in write(args.out):
-        print(f"wrote {args.out / path}")
+    for path in write(out):
+        print(f"wrote {out / path}")
     return 0
 
 
+def main(argv: Sequence[str] | None = None) -> None:
+    """Write (or check) ``deploy/`` as ``argv``'s flags say (default: this process's); exits with the exit code."""
+    run(
+        composed(generate, parameters(generate)),
+        argv,
+        prog="python -m trainyard.operator.manifests",
+        help="Write deploy/: CRDs, RBAC, Deployment, Service, webhook configuration, Dockerfile.",
+    )
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

@@ -10,15 +10,14 @@ TLS material is read from ``--webhook-cert-dir`` (``tls.crt`` and ``tls.key``, t
 ``kubernetes.io/tls`` Secret mounted as a volume, as controller-runtime expects) and re-read when
 the files change, so a rotated Secret is served without a restart.
 
-Entry points: ``start_webhook(settings)`` for the operator process (``add_webhook_flags`` and
-``webhook_settings`` give it upstream's flags), ``python -m trainyard.operator.webhook`` to run
-the endpoint on its own, and ``webhook_configuration`` for the matching
+Entry points: ``start_webhook(settings)`` for the operator process (``webhook_flags`` gives it
+upstream's flags, as typer parameters), ``python -m trainyard.operator.webhook`` to run the
+endpoint on its own, and ``webhook_configuration`` for the matching
 ``ValidatingWebhookConfiguration`` manifest.
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import contextlib
 import json
@@ -30,13 +29,15 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
+import typer
 from aiohttp import web
 
 from trainyard.api.kindinfo import KindInfo
 from trainyard.api.kinds import KINDS
 from trainyard.api.validation import invalid_status, review_job
+from trainyard.operator.commandline import composed, parameters, run
 
 log = logging.getLogger(__name__)
 
@@ -223,31 +224,32 @@ async def start_webhook(settings: WebhookSettings) -> WebhookServer:
 # -- flags and manifests ---------------------------------------------------------------------------
 
 
-def add_webhook_flags(parser: argparse.ArgumentParser) -> None:
-    """Upstream's webhook flags (reference §4.2), for the operator's command line."""
-    parser.add_argument("--webhook-server-port", type=int, default=DEFAULT_PORT, help="HTTPS port of the webhook")
-    parser.add_argument(
-        "--webhook-cert-dir",
-        type=Path,
-        default=DEFAULT_CERT_DIR,
-        help="directory holding tls.crt and tls.key (a mounted kubernetes.io/tls Secret)",
-    )
-    parser.add_argument("--webhook-bind-address", default="0.0.0.0", help="address the webhook listens on")
-    parser.add_argument(
-        "--webhook-cert-reload-seconds",
-        type=float,
-        default=10.0,
-        help="how often the certificate files are checked for rotation",
-    )
+def webhook_flags(
+    webhook_server_port: Annotated[
+        int, typer.Option(help="HTTPS port of the webhook", show_default=False)
+    ] = DEFAULT_PORT,
+    webhook_cert_dir: Annotated[
+        Path,
+        typer.Option(
+            help="directory holding tls.crt and tls.key (a mounted kubernetes.io/tls Secret)", show_default=False
+        ),
+    ] = DEFAULT_CERT_DIR,
+    webhook_bind_address: Annotated[
+        str, typer.Option(help="address the webhook listens on", show_default=False)
+    ] = "0.0.0.0",
+    webhook_cert_reload_seconds: Annotated[
+        float, typer.Option(help="how often the certificate files are checked for rotation", show_default=False)
+    ] = 10.0,
+) -> WebhookSettings:
+    """Upstream's webhook flags (reference §4.2) as typer parameters, and the settings (of every kind) they give.
 
-
-def webhook_settings(args: argparse.Namespace, kinds: Sequence[str] | None = None) -> WebhookSettings:
+    The standalone command is this function; the operator's command line takes its parameters too.
+    """
     return WebhookSettings(
-        port=args.webhook_server_port,
-        cert_dir=args.webhook_cert_dir,
-        host=args.webhook_bind_address,
-        reload_seconds=args.webhook_cert_reload_seconds,
-        kinds=tuple(kinds) if kinds is not None else tuple(KINDS),
+        port=webhook_server_port,
+        cert_dir=webhook_cert_dir,
+        host=webhook_bind_address,
+        reload_seconds=webhook_cert_reload_seconds,
     )
 
 
@@ -314,21 +316,26 @@ async def _serve(settings: WebhookSettings) -> None:
         await server.stop()
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m trainyard.operator.webhook",
-        description="Serve the job validation webhook (AdmissionReview v1 over HTTPS) on its own.",
-    )
-    add_webhook_flags(parser)
-    args = parser.parse_args(argv)
+def _standalone(settings: WebhookSettings) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
-        asyncio.run(_serve(webhook_settings(args)))
+        asyncio.run(_serve(settings))
     except CertificateMissing as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     return 0
 
 
+def main(argv: Sequence[str] | None = None) -> None:
+    """Serve with ``argv``'s flags (default: this process's); exits with the exit code."""
+    command = composed(lambda **flags: _standalone(webhook_flags(**flags)), parameters(webhook_flags))
+    run(
+        command,
+        argv,
+        prog="python -m trainyard.operator.webhook",
+        help="Serve the job validation webhook (AdmissionReview v1 over HTTPS) on its own.",
+    )
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

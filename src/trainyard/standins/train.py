@@ -27,15 +27,16 @@ steps, mixed precision (bfloat16 autocast on CPU).
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import random
-from typing import Any
+from dataclasses import dataclass
+from typing import Annotated, Any
 
 import numpy as np
 import torch
 import torch.distributed as dist
+import typer
 from sklearn.datasets import load_digits  # type: ignore[import-untyped]
 from sklearn.model_selection import train_test_split  # type: ignore[import-untyped]
 from sklearn.preprocessing import StandardScaler  # type: ignore[import-untyped]
@@ -50,18 +51,43 @@ SEED = 0
 TRANSFORMERS = ("bert", "gpt", "transformer", "t5", "llama", "roberta", "vit")
 
 
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description="trainyard's stand-in trainer (digits, small networks)")
-    p.add_argument("--model", default=os.environ.get("MODEL_NAME", "mlp"))
-    p.add_argument("--dataset", default=os.environ.get("DATASET_NAME", "digits"))
-    p.add_argument("--epochs", type=int, default=int(os.environ.get("EPOCHS", "10")))
-    p.add_argument("--batch-size", type=int, default=int(os.environ.get("BATCH_SIZE", "32")))
-    p.add_argument("--learning-rate", type=float, default=None)
-    p.add_argument("--optimizer", default=os.environ.get("OPTIMIZER", "adam"))
-    p.add_argument("--warmup-steps", type=int, default=0)
-    p.add_argument("--gradient-accumulation-steps", type=int, default=1)
-    p.add_argument("--mixed-precision", action="store_true")
-    return p.parse_args(argv)
+@dataclass(frozen=True)
+class Hyperparameters:
+    model: str
+    dataset: str
+    epochs: int
+    batch_size: int
+    learning_rate: float | None
+    optimizer: str
+    warmup_steps: int
+    gradient_accumulation_steps: int
+    mixed_precision: bool
+
+
+def _command(
+    model: Annotated[str, typer.Option(envvar="MODEL_NAME", show_envvar=False)] = "mlp",
+    dataset: Annotated[str, typer.Option(envvar="DATASET_NAME", show_envvar=False)] = "digits",
+    epochs: Annotated[int, typer.Option(envvar="EPOCHS", show_envvar=False)] = 10,
+    batch_size: Annotated[int, typer.Option(envvar="BATCH_SIZE", show_envvar=False)] = 32,
+    learning_rate: Annotated[float | None, typer.Option()] = None,
+    optimizer: Annotated[str, typer.Option(envvar="OPTIMIZER", show_envvar=False)] = "adam",
+    warmup_steps: Annotated[int, typer.Option()] = 0,
+    gradient_accumulation_steps: Annotated[int, typer.Option()] = 1,
+    mixed_precision: Annotated[bool, typer.Option("--mixed-precision")] = False,
+) -> None:
+    train(
+        Hyperparameters(
+            model=model,
+            dataset=dataset,
+            epochs=epochs,
+            batch_size=batch_size,
+            learning_rate=learning_rate,
+            optimizer=optimizer,
+            warmup_steps=warmup_steps,
+            gradient_accumulation_steps=gradient_accumulation_steps,
+            mixed_precision=mixed_precision,
+        )
+    )
 
 
 class Residual(nn.Module):
@@ -187,7 +213,18 @@ def checkpoints() -> runtime.CheckpointManager | None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    args = parse_args(argv)
+    """Train with ``argv``'s flags (default: this process's; the environment gives some defaults)."""
+    app = typer.Typer(
+        add_completion=False,
+        pretty_exceptions_enable=False,
+        rich_markup_mode=None,
+        context_settings={"help_option_names": ["-h", "--help"]},
+    )
+    app.command(help="trainyard's stand-in trainer (digits, small networks)")(_command)
+    typer.main.get_command(app).main(args=argv, prog_name="python -m trainyard.standins.train")
+
+
+def train(args: Hyperparameters) -> None:
     torch.set_num_threads(1)  # ranks share the machine's cores
     random.seed(SEED)
     np.random.seed(SEED)

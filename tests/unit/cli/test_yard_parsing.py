@@ -12,7 +12,7 @@ import typer
 import yaml
 from lightkube.core.selector import build_selector
 
-from trainyard.cli.jobs import parse_selector
+from trainyard.cli.get import parse_selector
 from trainyard.cli.runs import Prefixes, parse_since
 from trainyard.sdk.kinds import UnknownKindError, builtin_kinds, resolve
 from trainyard.sdk.manifests import ManifestError, check, load

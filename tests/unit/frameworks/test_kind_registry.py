@@ -9,7 +9,6 @@ words all pick the kind up from the tables.
 
 from __future__ import annotations
 
-import argparse
 from collections.abc import Mapping, Sequence
 from datetime import timedelta
 from typing import Any
@@ -26,12 +25,14 @@ from trainyard.api.kindinfo import KindInfo, PrinterColumn
 from trainyard.api.kinds import KINDS, framework_label, kind_for_plural
 from trainyard.api.meta import K8sModel
 from trainyard.api.validation import review_job
-from trainyard.cli.jobs import complete_kind
+from trainyard.cli.get import complete_kind
 from trainyard.controller.lifecycle import ttl_deletion
 from trainyard.frameworks import registry
 from trainyard.frameworks.base import EnvScope, RendezvousHost, ReplicaCounts, Verdict
+from trainyard.frameworks.capabilities import OperatorFlag
 from trainyard.frameworks.network import Network
-from trainyard.operator.main import parser, settings_from
+from trainyard.operator.flags import parse
+from trainyard.operator.main import settings_from
 from trainyard.sdk import functions
 from trainyard.sdk.kinds import builtin_kinds, kind_info, master_replica, resolve
 
@@ -132,11 +133,10 @@ class Toy(BareToy):
     function_image = "toys:1"
     function_roles: Mapping[str, str] = {}
 
-    def add_operator_flags(self, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("--toy-pending-minutes", type=int, default=None)
+    operator_flags = (OperatorFlag("--toy-pending-minutes", int, None, help="minutes a toy may stay Pending"),)
 
-    def controller_settings(self, args: argparse.Namespace) -> dict[str, Any]:
-        minutes = args.toy_pending_minutes
+    def controller_settings(self, values: Mapping[str, Any]) -> dict[str, Any]:
+        minutes = values["toy_pending_minutes"]
         return {} if minutes is None else {"pending_timeout": timedelta(minutes=minutes)}
 
     def function_entrypoint(self, num_workers: int, num_procs_per_worker: int | str | None) -> str:
@@ -213,7 +213,7 @@ def test_the_crd_names_the_kinds_group_and_columns(toy: None) -> None:
 
 
 def test_the_operator_takes_the_plugins_flags_and_labels_its_metrics(toy: None) -> None:
-    settings = settings_from(parser().parse_args(["--enable-scheme", "TOYJOB", "--toy-pending-minutes", "7"]))
+    settings = settings_from(parse(["--enable-scheme", "TOYJOB", "--toy-pending-minutes", "7"]))
     assert settings.kinds == ("ToyJob",)
     assert settings.controller.pending_timeout == timedelta(minutes=7)
     assert settings.controller.wait_for_master is not None  # PyTorch's flags are still there

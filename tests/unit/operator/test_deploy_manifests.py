@@ -22,6 +22,7 @@ import yaml
 
 from trainyard.api import trainer
 from trainyard.api.kinds import KINDS
+from trainyard.operator import flags as operator_flags
 from trainyard.operator import main as operator_main
 from trainyard.operator import manifests
 
@@ -82,18 +83,18 @@ def test_the_deployments_flags_are_the_operators_and_its_ports_match_them() -> N
     pod = by_kind("Deployment")["spec"]["template"]["spec"]
     (container,) = pod["containers"]
     assert container["command"] == ["python", "-m", "trainyard.operator"]
-    args = operator_main.parser().parse_args(container["args"])
-    assert args.leader_elect is True
-    settings = operator_main.settings_from(args)
+    options = operator_flags.parse(container["args"])
+    assert options.election.leader_elect is True
+    settings = operator_main.settings_from(options)
     assert settings.controller.network_mode.value == "cluster-dns"
     ports = {p["name"]: p["containerPort"] for p in container["ports"]}
-    assert ports["metrics"] == int(args.metrics_bind_address.rpartition(":")[2])
-    assert ports["health"] == int(args.health_probe_bind_address.rpartition(":")[2])
-    assert ports["webhook-server"] == args.webhook_server_port
+    assert ports["metrics"] == int(options.metrics_bind_address.rpartition(":")[2])
+    assert ports["health"] == int(options.health_probe_bind_address.rpartition(":")[2])
+    assert ports["webhook-server"] == options.webhook.port
     assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "health"}
     assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "health"}
     (mount,) = container["volumeMounts"]
-    assert Path(mount["mountPath"]) == args.webhook_cert_dir
+    assert Path(mount["mountPath"]) == options.webhook.cert_dir
     assert pod["securityContext"]["runAsNonRoot"] is True
     assert container["securityContext"]["allowPrivilegeEscalation"] is False
     assert by_kind("Deployment")["spec"]["replicas"] == 2

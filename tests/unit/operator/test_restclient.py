@@ -21,7 +21,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from conftest import free_port
 from trainyard.client.transport import Answer, Call
 from trainyard.embedded import kubeconfig
-from trainyard.operator.main import parser
+from trainyard.operator.flags import parse
 from trainyard.operator.metrics import OperatorMetrics
 from trainyard.operator.restclient import (
     DEFAULT_RATE_LIMIT,
@@ -85,12 +85,12 @@ def test_a_bucket_needs_a_rate_and_a_token() -> None:
 
 
 def test_flags_default_to_upstreams_and_parse() -> None:
-    args = parser().parse_args([])
-    assert rate_limit_from(args.kube_api_qps, args.kube_api_burst) == DEFAULT_RATE_LIMIT == RateLimit(20, 30)
-    args = parser().parse_args(["--kube-api-qps", "1", "--kube-api-burst", "1"])
-    assert rate_limit_from(args.kube_api_qps, args.kube_api_burst) == RateLimit(1, 1)
-    args = parser().parse_args(["--kube-api-qps", "2.5", "--kube-api-burst", "4"])
-    assert rate_limit_from(args.kube_api_qps, args.kube_api_burst) == RateLimit(2.5, 4)
+    options = parse([])
+    assert rate_limit_from(options.kube_api_qps, options.kube_api_burst) == DEFAULT_RATE_LIMIT == RateLimit(20, 30)
+    options = parse(["--kube-api-qps", "1", "--kube-api-burst", "1"])
+    assert rate_limit_from(options.kube_api_qps, options.kube_api_burst) == RateLimit(1, 1)
+    options = parse(["--kube-api-qps", "2.5", "--kube-api-burst", "4"])
+    assert rate_limit_from(options.kube_api_qps, options.kube_api_burst) == RateLimit(2.5, 4)
 
 
 @pytest.mark.parametrize("qps", [0, -1])

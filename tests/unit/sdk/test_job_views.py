@@ -9,7 +9,7 @@ import pytest
 
 from trainyard.api import replicaspecs as replica_specs
 from trainyard.api.trainer import family as trainjobs
-from trainyard.cli.jobs import job_columns, job_headers, job_row
+from trainyard.cli.tables import job_columns, job_headers, job_row
 from trainyard.sdk import kinds as sdk_kinds
 from trainyard.sdk import replicas as pod_views
 from trainyard.sdk.explain import why

@@ -12,8 +12,9 @@ from trainyard.api import replicaspecs as replica_specs
 from trainyard.api import training
 from trainyard.api.trainer import family as trainjobs
 from trainyard.api.training import Best, Checkpoint, Training
-from trainyard.cli.jobs import job_columns, job_headers, job_row, print_training
+from trainyard.cli.describe import print_training
 from trainyard.cli.progress import progress_line
+from trainyard.cli.tables import job_columns, job_headers, job_row
 from trainyard.sdk.kinds import builtin_kinds, resolve
 
 Obj = dict[str, Any]

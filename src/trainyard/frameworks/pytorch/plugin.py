@@ -7,7 +7,6 @@ under ``torchrun`` when distributed).
 
 from __future__ import annotations
 
-import argparse
 from collections.abc import Mapping, Sequence
 from types import MappingProxyType
 from typing import Any
@@ -17,9 +16,10 @@ from trainyard.api.core import Container, EnvVar
 from trainyard.api.kindinfo import KindInfo
 from trainyard.api.kubeflow.pytorch import PYTORCHJOB, PyTorchJob
 from trainyard.frameworks.base import Child, EnvScope, OwnedKind, RendezvousHost, ReplicaCounts, Verdict
+from trainyard.frameworks.capabilities import OperatorFlag
 from trainyard.frameworks.network import Network, NetworkMode, wait_container
 from trainyard.frameworks.pytorch import elastic
-from trainyard.frameworks.pytorch.flags import add_init_container_flags, wait_for_master
+from trainyard.frameworks.pytorch.flags import INIT_CONTAINER_FLAGS, wait_for_master
 from trainyard.frameworks.replicas import declared_port, master_or_workers_verdicts
 
 DEFAULT_BASE_IMAGE = "docker.io/pytorch/pytorch:2.1.2-cuda11.8-cudnn8-runtime"
@@ -67,11 +67,10 @@ class PyTorch:
     function_roles: Mapping[str, str] = MappingProxyType({})
     function_image: str = DEFAULT_BASE_IMAGE
 
-    def add_operator_flags(self, parser: argparse.ArgumentParser) -> None:
-        add_init_container_flags(parser)
+    operator_flags: tuple[OperatorFlag, ...] = INIT_CONTAINER_FLAGS
 
-    def controller_settings(self, args: argparse.Namespace) -> dict[str, Any]:
-        return {"wait_for_master": wait_for_master(args)}
+    def controller_settings(self, values: Mapping[str, Any]) -> dict[str, Any]:
+        return {"wait_for_master": wait_for_master(values)}
 
     def function_entrypoint(self, num_workers: int, num_procs_per_worker: int | str | None) -> str:
         # torchrun takes its rendezvous from the PET_* variables the operator sets; one process alone needs none

@@ -46,7 +46,7 @@ DEFAULT_IMAGES = {
 environment where ``make envs`` made one; pytorch/pytorch to trainyard's own)."""
 GPU = "nvidia.com/gpu"
 CHECKPOINT_VOLUME = "checkpoints"
-# Flags of the stand-in, from hyperparameters (its argparse names).
+# Flags of the stand-in, from hyperparameters (its flag names).
 _FLAGS = {
     "epochs": "--epochs",
     "batchSize": "--batch-size",
