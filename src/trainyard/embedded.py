@@ -25,7 +25,7 @@ import yaml
 from aiohttp import web
 from lightkube import AsyncClient, KubeConfig
 
-from trainyard import heap
+from trainyard import gctuning
 from trainyard.api.podgroup import SCHEDULER_PLUGINS_SCHEDULER
 from trainyard.client.resources import plain_resource
 from trainyard.client.transport import Client, route_directly, wrap_transports
@@ -240,7 +240,7 @@ class EmbeddedPlane:
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
         await self.start()
-        heap.settle()
+        gctuning.settle()
         log.info("trainyard control plane ready at %s (home %s)", self.api.url, self.layout.home)
         try:
             await stop.wait()

@@ -104,7 +104,7 @@ def schedule(observed: Observed, job: TrainingJob, plugin: Framework, settings: 
             # is informative (second precision, so a wait writes it at most once a second).
             status = status.model_copy(update={"last_reconcile_time": observed.now.replace(microsecond=0)})
         return dataclasses.replace(plan, create=(), status=None if status == observed.job.status else status)
-    creates = tuple(decorate(o, job, kind) if isinstance(o, Pod) else o for o in plan.create)
+    creates = tuple(in_gang(o, job, kind) if isinstance(o, Pod) else o for o in plan.create)
     events = plan.events
     if any(isinstance(o, Pod) for o in creates) and other_scheduler(job, kind):
         events = (*events, Event(EventType.WARNING, SCHEDULER_NAME_REASON, SCHEDULER_NAME_MESSAGE))
@@ -234,7 +234,7 @@ def min_resources(
 # -- pods --------------------------------------------------------------------------------------------
 
 
-def decorate(pod: Pod, job: TrainingJob, kind: Flavour) -> Pod:
+def in_gang(pod: Pod, job: TrainingJob, kind: Flavour) -> Pod:
     """``pod`` sent to the gang scheduler (unless its template names another) and joined to the group."""
     body = pod.to_dict()
     spec = body.setdefault("spec", {})
@@ -250,14 +250,14 @@ def decorate(pod: Pod, job: TrainingJob, kind: Flavour) -> Pod:
     return Pod.model_validate(body)
 
 
-def decorate_template(template: dict[str, Any], job: TrainingJob, settings: ControllerSettings) -> dict[str, Any]:
+def template_in_gang(template: dict[str, Any], job: TrainingJob, settings: ControllerSettings) -> dict[str, Any]:
     """A pod template (a launcher Job's, whose pods the job does not create itself) decorated as
-    ``decorate`` does the job's own pods; unchanged with gang scheduling off."""
+    ``in_gang`` does the job's own pods; unchanged with gang scheduling off."""
     if not enabled(settings):
         return template
     meta, spec = template.get("metadata") or {}, template.get("spec") or {}
     pod = Pod.model_validate({"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec})
-    body = decorate(pod, job, flavour(settings.gang_scheduler_name)).to_dict()
+    body = in_gang(pod, job, flavour(settings.gang_scheduler_name)).to_dict()
     return {**template, "metadata": body["metadata"], "spec": body["spec"]}
 
 

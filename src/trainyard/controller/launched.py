@@ -187,7 +187,9 @@ class _Pass:
                 continue
             pod = children.build_pod(self.job, self.plugin, self.plugin.worker_type, index, network)
             worker = Pod.model_validate(self.plugin.worker_pod(self.job, index, pod.to_dict()))
-            creates.append(trainingenv.decorate(worker, self.job, self.plugin.info, self.settings.progress_server))
+            creates.append(
+                trainingenv.with_progress_env(worker, self.job, self.plugin.info, self.settings.progress_server)
+            )
         # By name: the index label counts from 1 when the launcher is worker 0.
         surplus = [ChildRef("Pod", p.name) for p in self.workers if _name_index(p.name) >= replicas]
         return dataclasses.replace(plan, create=(*plan.create, *creates), delete=(*plan.delete, *surplus))
@@ -195,9 +197,9 @@ class _Pass:
     def _launcher_job(self) -> dict[str, Any]:
         """The plugin's launcher Job, its pods joined to the job's gang (they count in its minMember)."""
         job = self.plugin.launcher_job(self.job)
-        template = gang.decorate_template(job["spec"]["template"], self.job, self.settings)
+        template = gang.template_in_gang(job["spec"]["template"], self.job, self.settings)
         server = self.settings.progress_server
-        job["spec"]["template"] = trainingenv.decorate_template(template, self.job, self.plugin.info, server)
+        job["spec"]["template"] = trainingenv.template_with_progress_env(template, self.job, self.plugin.info, server)
         return job
 
     def _may_launch(self) -> bool:
@@ -424,6 +426,6 @@ def _truncate(message: str) -> str:
     return message[: EVENT_MESSAGE_LIMIT - 3] + "..."
 
 
-def launched(plugin: Framework) -> Launched | None:
+def launcher_plugin(plugin: Framework) -> Launched | None:
     """``plugin`` if its kind is run by a launcher Job, else None."""
     return cast(Launched, plugin) if launcher_jobs(plugin) is not None else None

@@ -62,7 +62,7 @@ def reconcile(observed: Observed, plugin: Framework, settings: ControllerSetting
     if raw.metadata.deletion_timestamp is not None or not lifecycle.is_managed(raw, plugin.info):
         return Plan()
     job = observed.defaulted if observed.defaulted is not None else apply_defaults(raw, plugin.info)
-    by_launcher = launched.launched(plugin)
+    by_launcher = launched.launcher_plugin(plugin)
     if by_launcher is not None:
         plan = launched.run(observed, job, by_launcher, settings)
         plan = gang.schedule(observed, job, plugin, settings, plan)
@@ -175,10 +175,10 @@ def _run(p: _Pass, status: JobStatus, network: Network, settings: ControllerSett
     if decision.hold_creates:
         creates = [c for c in creates if not isinstance(c, Pod)]
     server = settings.progress_server
-    creates = [trainingenv.decorate(c, job, plugin.info, server) if isinstance(c, Pod) else c for c in creates]
+    creates = [trainingenv.with_progress_env(c, job, plugin.info, server) if isinstance(c, Pod) else c for c in creates]
     plan = Plan(
         delete=(*deletes, *surplus),
-        create=tuple(restarts.decorate(job, plugin, creates)),
+        create=tuple(restarts.for_whole_gang_restarts(job, plugin, creates)),
         events=decision.events,
         requeue_after=recheck,
     )

@@ -337,7 +337,9 @@ def fail_on_backoff(
 # -- whole-job restart: pods of OnFailure replicas do not restart in place ----------------------------
 
 
-def decorate(job: TrainingJob, plugin: Framework, created: Iterable[Pod | Service]) -> list[Pod | Service]:
+def for_whole_gang_restarts(
+    job: TrainingJob, plugin: Framework, created: Iterable[Pod | Service]
+) -> list[Pod | Service]:
     """Under whole-gang restarts, OnFailure replicas' pods get ``restartPolicy: Never``.
 
     The operator then sees the crash as a failed pod at once and restarts every replica; an

@@ -45,7 +45,7 @@ DEFAULTED = (("MLFLOW_TRACKING_URI", "MLFLOW_RUN_NAME"), ("WANDB_PROJECT", "WAND
 """(the variable that says the container uses the tracker, the one defaulted to the job's name)."""
 
 
-def decorate(pod: Pod, job: TrainingJob, info: KindInfo, server: StatusServer | None) -> Pod:
+def with_progress_env(pod: Pod, job: TrainingJob, info: KindInfo, server: StatusServer | None) -> Pod:
     """``pod`` (about to be created) with the env and token volume above; other kinds' pods unchanged."""
     if not info.training_progress:
         return pod
@@ -68,14 +68,14 @@ def decorate(pod: Pod, job: TrainingJob, info: KindInfo, server: StatusServer | 
     return Pod.model_validate(body)
 
 
-def decorate_template(template: Obj, job: TrainingJob, info: KindInfo, server: StatusServer | None) -> Obj:
+def template_with_progress_env(template: Obj, job: TrainingJob, info: KindInfo, server: StatusServer | None) -> Obj:
     """A pod template (a launcher Job's, whose pods the job does not create itself) decorated as
-    :func:`decorate` does a pod; the template is written once, when its Job is created."""
+    :func:`with_progress_env` does a pod; the template is written once, when its Job is created."""
     if not info.training_progress:
         return template
     meta, spec = template.get("metadata") or {}, template.get("spec") or {}
     pod = Pod.model_validate({"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec})
-    return {**template, "spec": decorate(pod, job, info, server).to_dict()["spec"]}
+    return {**template, "spec": with_progress_env(pod, job, info, server).to_dict()["spec"]}
 
 
 def _owned_env(job: TrainingJob, info: KindInfo, server: StatusServer | None) -> list[Obj]:

@@ -25,7 +25,7 @@ from typing import Any
 from lightkube import AsyncClient, KubeConfig
 from lightkube.config.kubeconfig import DEFAULT_KUBECONFIG, SERVICE_ACCOUNT
 
-from trainyard import heap
+from trainyard import gctuning
 from trainyard.api.families import job_kinds
 from trainyard.api.kinds import KINDS, UPSTREAM_FRAMEWORKS
 from trainyard.controller import ControllerSettings
@@ -284,7 +284,7 @@ def operate(options: OperatorOptions) -> int:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
-        heap.settle()
+        gctuning.settle()
         await process.run(stop)
 
     try:

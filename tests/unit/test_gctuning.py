@@ -1,4 +1,4 @@
-"""``heap.settle``: what startup made is frozen out of every later collection, and young
+"""``gctuning.settle``: what startup made is frozen out of every later collection, and young
 collections run less often; cyclic garbage made after it is still collected."""
 
 from __future__ import annotations
@@ -9,14 +9,14 @@ from collections.abc import Iterator
 
 import pytest
 
-from trainyard import heap
+from trainyard import gctuning
 
 
 @pytest.fixture
 def collector() -> Iterator[None]:
     before = gc.get_threshold()
     yield
-    gc.callbacks[:] = [cb for cb in gc.callbacks if not isinstance(cb, heap._FullCollections)]
+    gc.callbacks[:] = [cb for cb in gc.callbacks if not isinstance(cb, gctuning._FullCollections)]
     gc.unfreeze()
     gc.set_threshold(*before)
 
@@ -28,8 +28,8 @@ class Node:
 
 @pytest.mark.usefixtures("collector")
 def test_startup_is_frozen_and_later_cycles_are_still_collected() -> None:
-    heap.settle()
-    assert gc.get_threshold() == (heap.YOUNG_THRESHOLD, *heap.OLDER_THRESHOLDS)
+    gctuning.settle()
+    assert gc.get_threshold() == (gctuning.YOUNG_THRESHOLD, *gctuning.OLDER_THRESHOLDS)
     assert gc.get_freeze_count() > 0
 
     later = Node()
@@ -41,7 +41,7 @@ def test_startup_is_frozen_and_later_cycles_are_still_collected() -> None:
 
 @pytest.mark.usefixtures("collector")
 def test_full_collections_freeze_what_they_keep_and_walk_it_all_once_it_has_doubled() -> None:
-    heap.settle()
+    gctuning.settle()
     kept = Node()
     gc.collect()  # a full collection keeps it (it is alive) and freezes it
     frozen = gc.get_freeze_count()
