@@ -34,6 +34,7 @@ from trainyard.controller.plan import ChildRef
 from trainyard.frameworks.network import NetworkMode
 from trainyard.frameworks.trainer.build import Built, Rendezvous, StatusServer, UnsupportedRuntime, build
 from trainyard.frameworks.trainer.template import cluster_rendezvous
+from trainyard.kit import conditions as kit_conditions
 from trainyard.kit.plans import Event, EventType
 
 Obj = dict[str, Any]
@@ -97,20 +98,11 @@ def finished(status: Obj) -> bool:
 
 
 def set_condition(status: Obj, type_: str, value: str, reason: str, message: str, now: str) -> bool:
-    """meta.SetStatusCondition: the transition time moves only when the status does. True if anything changed."""
+    """meta.SetStatusCondition (the kit's rule: the transition time moves only when the status does).
+    True if anything changed."""
     conditions = status.setdefault("conditions", [])
-    new = {"type": type_, "status": value, "reason": reason, "message": message, "lastTransitionTime": now}
-    for i, old in enumerate(conditions):
-        if old.get("type") != type_:
-            continue
-        if old.get("status") == value:
-            new["lastTransitionTime"] = old.get("lastTransitionTime") or now
-        if old == new:
-            return False
-        conditions[i] = new
-        return True
-    conditions.append(new)
-    return True
+    conditions[:], changed = kit_conditions.set_condition(conditions, type_, value, reason, message, now)
+    return changed
 
 
 def runtime_ref(trainjob: Obj) -> tuple[str, str, str]:

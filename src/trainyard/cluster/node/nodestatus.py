@@ -13,6 +13,7 @@ import re
 from typing import Any
 
 from trainyard.cluster.node.capacity import Capacity, Pressure
+from trainyard.kit.conditions import transition_time
 
 Obj = dict[str, Any]
 
@@ -105,7 +106,7 @@ def conditions(previous: list[Obj], pressure: Pressure, now: str) -> list[Obj]:
     out = []
     for kind, status, reason, message in rows:
         old = before.get(kind) or {}
-        since = old.get("lastTransitionTime") if old.get("status") == status else None
+        since = transition_time(old.get("status"), old.get("lastTransitionTime") or None, status, now)
         out.append(
             {
                 "type": kind,
@@ -113,7 +114,7 @@ def conditions(previous: list[Obj], pressure: Pressure, now: str) -> list[Obj]:
                 "reason": reason,
                 "message": message,
                 "lastHeartbeatTime": now,
-                "lastTransitionTime": since or now,
+                "lastTransitionTime": since,
             }
         )
     return out

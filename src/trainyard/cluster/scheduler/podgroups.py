@@ -26,6 +26,7 @@ from datetime import datetime
 from typing import Any
 
 from trainyard.cluster.scheduler.snapshot import COSCHEDULING, VOLCANO_GROUP, PodInfo
+from trainyard.kit.conditions import transition_time
 
 Obj = dict[str, Any]
 
@@ -253,7 +254,8 @@ def _condition(conditions: list[Obj], kind: str, status: str, reason: str, messa
     old = next((c for c in conditions if c.get("type") == kind), None)
     if old is not None and (old.get("status"), old.get("reason"), old.get("message")) == (status, reason, message):
         return conditions
-    since = old.get("lastTransitionTime") if old is not None and old.get("status") == status else now
+    previous, before = (old.get("status"), old.get("lastTransitionTime")) if old is not None else (None, None)
+    since = transition_time(previous, before, status, now)
     new = {"type": kind, "status": status, "reason": reason, "message": message, "lastTransitionTime": since}
     return [*(c for c in conditions if c.get("type") != kind), new]
 
