@@ -2,7 +2,7 @@
 
 The server runs as a separate process in a temporary home, in one of two shapes:
 
-* ``--plane api`` (default): the API server alone (``trainyard.cluster.plane.ApiPlane``: store,
+* ``--plane api`` (default): the API server alone (``trainyard.cluster.server.plane.ApiPlane``: store,
   registry, watch hub, garbage collector, HTTP), no node agent and no operator;
 * ``--plane yard``: the whole embedded plane started with ``yard up`` (node agent and operator
   watching too). The benchmark's pods name a node that does not exist, so the node agent leaves
@@ -67,7 +67,7 @@ TARGET_LIST_S = 0.3
 def serve_api_plane(home: Path, profile: str | None, secure: bool) -> None:
     """``--serve``: the API server alone on a free port; prints its URL, runs until SIGTERM."""
     from trainyard.cluster.paths import Layout
-    from trainyard.cluster.plane import ApiPlane
+    from trainyard.cluster.server.plane import ApiPlane
 
     async def run() -> None:
         plane = ApiPlane(Layout(home), port=0, secure=secure)

@@ -181,7 +181,7 @@ def shim_count() -> int:
         if entry.isdigit():
             try:
                 with open(f"/proc/{entry}/cmdline", "rb") as handle:
-                    if b"trainyard.cluster.node.runtime.shim" in handle.read():
+                    if b"trainyard.cluster.clients.node.runtime.shim" in handle.read():
                         count += 1
             except OSError:
                 pass

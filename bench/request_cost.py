@@ -39,7 +39,7 @@ try:
 except ImportError:  # sources from before Client.direct: their plane sent everything through httpx
     route_directly = None  # type: ignore[assignment]
 from trainyard.cluster.paths import Layout
-from trainyard.cluster.plane import ApiPlane
+from trainyard.cluster.server.plane import ApiPlane
 from trainyard.embedded import kubeconfig
 
 ROUNDS = 3

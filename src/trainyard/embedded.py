@@ -29,16 +29,16 @@ from trainyard import gctuning
 from trainyard.api.podgroup import SCHEDULER_PLUGINS_SCHEDULER
 from trainyard.client.resources import plain_resource
 from trainyard.client.transport import Client, route_directly, wrap_transports
-from trainyard.cluster.apiserver.auth import Credentials, write_private
-from trainyard.cluster.jobs.controller import JobController
-from trainyard.cluster.jobs.decisions import Backoff
-from trainyard.cluster.jobsets.controller import JobSetController
-from trainyard.cluster.node import backoff, containerlogs, podexec
-from trainyard.cluster.node.agent import NodeAgent
-from trainyard.cluster.node.capacity import Capacity
+from trainyard.cluster.clients.jobs.controller import JobController
+from trainyard.cluster.clients.jobs.decisions import Backoff
+from trainyard.cluster.clients.jobsets.controller import JobSetController
+from trainyard.cluster.clients.node import backoff, containerlogs, podexec
+from trainyard.cluster.clients.node.agent import NodeAgent
+from trainyard.cluster.clients.node.capacity import Capacity
+from trainyard.cluster.clients.scheduler.loop import Scheduler
 from trainyard.cluster.paths import DEFAULT_PORT, Layout
-from trainyard.cluster.plane import ApiPlane
-from trainyard.cluster.scheduler.loop import Scheduler
+from trainyard.cluster.server.apiserver.auth import Credentials, write_private
+from trainyard.cluster.server.plane import ApiPlane
 from trainyard.frameworks.registry import kinds
 from trainyard.frameworks.trainer.status import StatusServer
 from trainyard.informer import Informer

@@ -33,7 +33,7 @@ from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
 
 from trainyard.cluster.paths import Layout
-from trainyard.cluster.plane import ApiPlane
+from trainyard.cluster.server.plane import ApiPlane
 
 pytestmark = pytest.mark.e2e
 

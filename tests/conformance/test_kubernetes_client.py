@@ -23,7 +23,7 @@ from kubernetes import client, config
 
 from conftest import REPO, Plane
 from trainyard.cluster.paths import Layout
-from trainyard.cluster.plane import ApiPlane
+from trainyard.cluster.server.plane import ApiPlane
 from trainyard.embedded import kubeconfig
 
 pytestmark = pytest.mark.e2e

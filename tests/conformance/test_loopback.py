@@ -25,10 +25,10 @@ from lightkube.types import OnErrorAction, OnErrorResult
 from trainyard.client.resources import lean_twin, plain_twin, to_dict
 from trainyard.client.transport import Answer, Call, Client, delete, route_directly, wrap_transports
 from trainyard.client.watches import WATCH_OBJECTS
-from trainyard.cluster.apiserver.loopback import Loopback, Pipe
-from trainyard.cluster.apiserver.server import COLLECTION_SLICE
 from trainyard.cluster.paths import Layout
-from trainyard.cluster.plane import ApiPlane
+from trainyard.cluster.server.apiserver.loopback import Loopback, Pipe
+from trainyard.cluster.server.apiserver.server import COLLECTION_SLICE
+from trainyard.cluster.server.plane import ApiPlane
 from trainyard.embedded import kubeconfig
 
 

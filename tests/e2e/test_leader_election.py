@@ -15,7 +15,7 @@ from lightkube import AsyncClient, KubeConfig
 from lightkube.resources.coordination_v1 import Lease
 
 from trainyard.cluster.paths import Layout
-from trainyard.cluster.plane import ApiPlane
+from trainyard.cluster.server.plane import ApiPlane
 from trainyard.embedded import kubeconfig
 from trainyard.operator.leader import LeaderElectionConfig, LeaderElector
 

@@ -26,7 +26,7 @@ from trainyard.api.jobview import JobView, job_age, status_of
 from trainyard.cli.get import complete_kind
 from trainyard.cli.tables import job_columns, job_headers, job_row
 from trainyard.cluster.paths import Layout
-from trainyard.cluster.plane import ApiPlane
+from trainyard.cluster.server.plane import ApiPlane
 from trainyard.embedded import kubeconfig
 from trainyard.frameworks.base import OwnedKind
 from trainyard.operator import families as operator_families

@@ -3,7 +3,7 @@
 kubernetes-sigs/jobset runs a group of batch/v1 Jobs as one unit; Kubeflow Trainer v2 builds one
 JobSet per TrainJob. The embedded plane serves JobSets as a CRD it installs at start (``crd``:
 a structural schema of the published type with upstream's printer columns and ``status``
-subresource) and runs them with its JobSet controller (``trainyard.cluster.jobsets``).
+subresource) and runs them with its JobSet controller (``trainyard.cluster.clients.jobsets``).
 
 What upstream's webhook does on admission is here, pure:
 

@@ -21,9 +21,9 @@ import typer
 
 from trainyard.api.podgroup import SCHEDULER_PLUGINS_SCHEDULER
 from trainyard.cli.common import GLOBALS
-from trainyard.cluster.apiserver import tokenlife
-from trainyard.cluster.node import backoff, capacity, containerlogs, gpus, nodestatus
+from trainyard.cluster.clients.node import backoff, capacity, containerlogs, gpus, nodestatus
 from trainyard.cluster.paths import DEFAULT_PORT, PRIVATE_UMASK, Layout, SharedHomeError, make_private
+from trainyard.cluster.server.apiserver import tokenlife
 
 START_TIMEOUT = 60.0
 STOP_TIMEOUT = 30.0
@@ -208,7 +208,7 @@ class UpOptions:
 def _alive(pid: int) -> bool:
     """Whether the plane's process runs. Not a zombie: a plane started by ``yard up`` is init's child,
     and an init that reaps late (seen in containers: 1.5 s) kept ``yard down`` waiting on it."""
-    from trainyard.cluster.node.runtime.shim import alive
+    from trainyard.cluster.clients.node.runtime.shim import alive
 
     return alive(pid, None)
 
@@ -514,7 +514,7 @@ def cmd_down(layout: Layout) -> int:
 
 def _stop_leftovers(layout: Layout) -> None:
     """Stop containers that outlived their control plane (it was killed): `yard down` stops everything."""
-    from trainyard.cluster.node.runtime import shims
+    from trainyard.cluster.clients.node.runtime import shims
 
     stopped = shims.stop_all(layout.home / "pods", LEFTOVER_GRACE)
     if stopped:

@@ -15,7 +15,7 @@ from trainyard.api.field_errors import ErrorType
 from trainyard.api.kinds import KINDS, framework_label, kind_for_plural
 from trainyard.api.kubeflow.mxnet import MXJOB, MXJob
 from trainyard.api.validation import validate_job
-from trainyard.cluster.apiserver.writes import schema
+from trainyard.cluster.server.apiserver.writes import schema
 
 V1_COLUMNS = ["State", "Progress", "Epoch", "Loss", "Accuracy", "ETA", "Age"]
 

@@ -10,7 +10,7 @@ import pytest
 from trainyard.api import trainer
 from trainyard.api.trainer import catalog, schema, webhook
 from trainyard.api.webhooks import webhook_for
-from trainyard.cluster.apiserver.writes import schema as structural
+from trainyard.cluster.server.apiserver.writes import schema as structural
 
 
 def sdk_body(**trainer_fields: Any) -> dict[str, Any]:

@@ -12,7 +12,7 @@ import yaml
 from trainyard.api import trainingjob
 from trainyard.api.trainingjob import schema
 from trainyard.api.webhooks import webhook_for
-from trainyard.cluster.apiserver.writes import schema as structural
+from trainyard.cluster.server.apiserver.writes import schema as structural
 
 EXAMPLES = sorted((Path(__file__).resolve().parents[3] / "examples" / "trainingjob").glob("*.yaml"))
 

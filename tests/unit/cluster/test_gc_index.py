@@ -16,13 +16,13 @@ from typing import Any
 
 import pytest
 
-from trainyard.cluster import gc as gc_module
-from trainyard.cluster.apiserver import errors
-from trainyard.cluster.apiserver.objects import Objects
-from trainyard.cluster.apiserver.precedence import Precedence
-from trainyard.cluster.apiserver.registry import Registry, ResourceType
-from trainyard.cluster.gc import GarbageCollector
-from trainyard.cluster.storage.store import Obj, Store
+from trainyard.cluster.server import gc as gc_module
+from trainyard.cluster.server.apiserver import errors
+from trainyard.cluster.server.apiserver.objects import Objects
+from trainyard.cluster.server.apiserver.precedence import Precedence
+from trainyard.cluster.server.apiserver.registry import Registry, ResourceType
+from trainyard.cluster.server.gc import GarbageCollector
+from trainyard.cluster.server.storage.store import Obj, Store
 
 CM = "core/configmaps"
 

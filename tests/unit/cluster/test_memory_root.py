@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from trainyard.cluster import paths
-from trainyard.cluster.node.capacity import Capacity
-from trainyard.cluster.node.containerconfig import ContainerConfig
+from trainyard.cluster.clients.node.capacity import Capacity
+from trainyard.cluster.clients.node.containerconfig import ContainerConfig
 from trainyard.cluster.paths import Layout
 from trainyard.informer import Informer
 

@@ -17,7 +17,7 @@ from lightkube.types import PatchType
 from trainyard.api.kinds import KINDS
 from trainyard.client.resources import is_status, job_resource, plain_resource, to_dict
 from trainyard.cluster.paths import Layout
-from trainyard.cluster.plane import ApiPlane
+from trainyard.cluster.server.plane import ApiPlane
 from trainyard.embedded import kubeconfig
 from trainyard.informer import Informer
 from trainyard.kit.applier import Applier, merge_patch, owned_by

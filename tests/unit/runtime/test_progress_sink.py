@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from trainyard.cluster.apiserver import auth
 from trainyard.cluster.paths import Layout
+from trainyard.cluster.server.apiserver import auth
 from trainyard.runtime import reporting
 from trainyard.runtime.progress import ProgressSink, build_report
 from trainyard.runtime.reporting import CheckpointInfo, Reporter, Snapshot

@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from trainyard.cluster.apiserver import auth
 from trainyard.cluster.paths import Layout
+from trainyard.cluster.server.apiserver import auth
 from trainyard.runtime.progress import ProgressSink
 from trainyard.runtime.reporting import Reporter, Snapshot
 from trainyard.runtime.statushttp import StatusPoster, StatusRefused

@@ -8,8 +8,8 @@ from pathlib import Path
 
 from cryptography import x509
 
-from trainyard.cluster.apiserver.auth import ensure, write_private
 from trainyard.cluster.paths import Layout
+from trainyard.cluster.server.apiserver.auth import ensure, write_private
 
 
 def sans(path: Path) -> list[str]:

@@ -17,11 +17,11 @@ import pytest
 from trainyard.api import PYTORCHJOB
 from trainyard.api.crd import crd_for
 from trainyard.api.kinds import KINDS
-from trainyard.cluster.apiserver import errors
-from trainyard.cluster.apiserver.objects import Objects
-from trainyard.cluster.apiserver.registry import Registry, ResourceType
-from trainyard.cluster.apiserver.requests.writing import WriteOptions
-from trainyard.cluster.storage.store import Store
+from trainyard.cluster.server.apiserver import errors
+from trainyard.cluster.server.apiserver.objects import Objects
+from trainyard.cluster.server.apiserver.registry import Registry, ResourceType
+from trainyard.cluster.server.apiserver.requests.writing import WriteOptions
+from trainyard.cluster.server.storage.store import Store
 
 MERGE = "application/merge-patch+json"
 DEPRECATED = "spec.elasticPolicy.nProcPerNode is deprecated, use spec.nprocPerNode instead"

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from trainyard.cluster.apiserver import errors
-from trainyard.cluster.apiserver.objects import Objects
-from trainyard.cluster.apiserver.registry import Registry, ResourceType
-from trainyard.cluster.storage.store import Store
+from trainyard.cluster.server.apiserver import errors
+from trainyard.cluster.server.apiserver.objects import Objects
+from trainyard.cluster.server.apiserver.registry import Registry, ResourceType
+from trainyard.cluster.server.storage.store import Store
 
 MERGE = "application/merge-patch+json"
 SMP = "application/strategic-merge-patch+json"

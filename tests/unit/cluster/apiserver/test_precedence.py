@@ -12,10 +12,10 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
-from trainyard.cluster.apiserver import auth
-from trainyard.cluster.apiserver import precedence as precedence_module
-from trainyard.cluster.apiserver.precedence import Listener, Precedence, lasts, middleware
 from trainyard.cluster.paths import Layout
+from trainyard.cluster.server.apiserver import auth
+from trainyard.cluster.server.apiserver import precedence as precedence_module
+from trainyard.cluster.server.apiserver.precedence import Listener, Precedence, lasts, middleware
 
 
 async def _settle(rounds: int = 5) -> None:

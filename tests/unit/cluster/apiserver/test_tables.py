@@ -17,10 +17,10 @@ import pytest
 
 from trainyard.api.crd import crd_for
 from trainyard.api.kinds import KINDS
-from trainyard.cluster.apiserver import tables
-from trainyard.cluster.apiserver.builtin import pods as pod_printing
-from trainyard.cluster.apiserver.registry import Registry, ResourceType
-from trainyard.cluster.storage import codec
+from trainyard.cluster.server.apiserver import tables
+from trainyard.cluster.server.apiserver.builtin import pods as pod_printing
+from trainyard.cluster.server.apiserver.registry import Registry, ResourceType
+from trainyard.cluster.server.storage import codec
 
 NOW = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
 

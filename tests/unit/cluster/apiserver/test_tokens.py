@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from trainyard.cluster.apiserver import errors, tokenlife, tokens
-from trainyard.cluster.apiserver.objects import Objects
-from trainyard.cluster.apiserver.registry import Registry
 from trainyard.cluster.paths import Layout
-from trainyard.cluster.storage.store import Store
+from trainyard.cluster.server.apiserver import errors, tokenlife, tokens
+from trainyard.cluster.server.apiserver.objects import Objects
+from trainyard.cluster.server.apiserver.registry import Registry
+from trainyard.cluster.server.storage.store import Store
 from trainyard.operator.statusserver import bearer
 
 NOW = datetime(2026, 11, 26, 12, 0, 0, tzinfo=UTC)

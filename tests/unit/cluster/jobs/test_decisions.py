@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from trainyard.api.meta import format_time
-from trainyard.cluster.jobs import decisions
-from trainyard.cluster.jobs.decisions import Backoff, sync
+from trainyard.cluster.clients.jobs import decisions
+from trainyard.cluster.clients.jobs.decisions import Backoff, sync
 
 T0 = datetime(2025, 1, 1, tzinfo=UTC)
 

@@ -7,9 +7,9 @@ from typing import Any
 import pytest
 from test_decisions import at, ended, job, kinds, pod
 
-from trainyard.cluster.jobs import decisions
-from trainyard.cluster.jobs.controller import pod_for
-from trainyard.cluster.jobs.decisions import sync
+from trainyard.cluster.clients.jobs import decisions
+from trainyard.cluster.clients.jobs.controller import pod_for
+from trainyard.cluster.clients.jobs.decisions import sync
 
 
 def indexed(status: dict[str, Any] | None = None, **spec: Any) -> dict[str, Any]:

@@ -7,9 +7,9 @@ from typing import Any
 
 from trainyard.api import jobset as api
 from trainyard.api.meta import format_time
-from trainyard.cluster.jobs.controller import pod_for
-from trainyard.cluster.jobsets import decisions
-from trainyard.cluster.jobsets.decisions import sync
+from trainyard.cluster.clients.jobs.controller import pod_for
+from trainyard.cluster.clients.jobsets import decisions
+from trainyard.cluster.clients.jobsets.decisions import sync
 
 T0 = datetime(2025, 1, 1, tzinfo=UTC)
 

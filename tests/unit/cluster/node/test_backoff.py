@@ -1,6 +1,6 @@
 import pytest
 
-from trainyard.cluster.node.backoff import BackOff, from_env, go_duration
+from trainyard.cluster.clients.node.backoff import BackOff, from_env, go_duration
 
 
 def test_kubelet_schedule_doubles_to_five_minutes() -> None:

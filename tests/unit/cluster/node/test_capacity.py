@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from trainyard.cluster.node import capacity, nodestatus
-from trainyard.cluster.node.capacity import Capacity, Pressure
+from trainyard.cluster.clients.node import capacity, nodestatus
+from trainyard.cluster.clients.node.capacity import Capacity, Pressure
 from trainyard.cluster.quantity import amount, format_amount
 
 BASE = Capacity(cpu=2000, memory=8 * 2**30, gpus=0)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from trainyard.cluster.node import containerlogs
-from trainyard.cluster.node.containerlogs import FILES_ENV, SIZE_ENV, LogRotation
+from trainyard.cluster.clients.node import containerlogs
+from trainyard.cluster.clients.node.containerlogs import FILES_ENV, SIZE_ENV, LogRotation
 
 
 def test_the_kubelets_defaults_hold_unless_set() -> None:

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from trainyard.cluster.node import gpus
+from trainyard.cluster.clients.node import gpus
 
 
 def container(name: str, gpu: Any = None, *, via: str = "limits") -> dict[str, Any]:

@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 
 from trainyard.cluster import environments
+from trainyard.cluster.clients.node.capacity import Capacity
+from trainyard.cluster.clients.node.containerconfig import ContainerConfig
+from trainyard.cluster.clients.node.runs import PodRun
 from trainyard.cluster.environments import Environment, EnvironmentsError
-from trainyard.cluster.node.capacity import Capacity
-from trainyard.cluster.node.containerconfig import ContainerConfig
-from trainyard.cluster.node.runs import PodRun
 from trainyard.cluster.paths import Layout
 
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from trainyard.cluster.node import persistentvolumes
+from trainyard.cluster.clients.node import persistentvolumes
 
 
 def claim(**spec: Any) -> dict[str, Any]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from trainyard.cluster.node.conditions import pod_conditions
+from trainyard.cluster.clients.node.conditions import pod_conditions
 
 
 def by_type(conditions: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from trainyard.cluster.node.podenv import ConfigError, Node, Sources, container_env, parse_quantity, referenced
+from trainyard.cluster.clients.node.podenv import ConfigError, Node, Sources, container_env, parse_quantity, referenced
 
 NODE = Node("box", "127.0.0.1", Decimal(8), Decimal(16 * 2**30))
 

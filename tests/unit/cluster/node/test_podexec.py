@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from trainyard.cluster.node import podexec
-from trainyard.cluster.node.runtime import rsh
+from trainyard.cluster.clients.node import podexec
+from trainyard.cluster.clients.node.runtime import rsh
 from trainyard.cluster.paths import Layout
 
 # -- the ssh command line ----------------------------------------------------------------------------

@@ -14,8 +14,8 @@ import h2.events
 import pytest
 
 import grpc_health_server
-from trainyard.cluster.node import probes
-from trainyard.cluster.node.probes import ContainerProbes, Hooks, Outcome, Probe, Target, parse
+from trainyard.cluster.clients.node import probes
+from trainyard.cluster.clients.node.probes import ContainerProbes, Hooks, Outcome, Probe, Target, parse
 
 
 def free_port() -> int:

@@ -10,7 +10,7 @@ import pytest
 from lightkube.core.exceptions import ApiError
 from lightkube.models.meta_v1 import Status
 
-from trainyard.cluster.node.podstatus import StatusWriter, server_failed
+from trainyard.cluster.clients.node.podstatus import StatusWriter, server_failed
 
 Obj = dict[str, Any]
 

@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from trainyard.cluster.node import threads
-from trainyard.cluster.node.threads import Threads, decide
+from trainyard.cluster.clients.node import threads
+from trainyard.cluster.clients.node.threads import Threads, decide
 
 ALL = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "TF_NUM_INTRAOP_THREADS")
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from trainyard.cluster.node.tokens import Issued
+from trainyard.cluster.clients.node.tokens import Issued
 
 EXPIRES = datetime(2026, 11, 26, 13, 0, 0, tzinfo=UTC)
 

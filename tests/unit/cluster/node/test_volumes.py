@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from trainyard.cluster.node.podenv import ConfigError, Node, Sources
-from trainyard.cluster.node.volumes import materialize, mounts, read_only, under_mount, write_tokens
+from trainyard.cluster.clients.node.podenv import ConfigError, Node, Sources
+from trainyard.cluster.clients.node.volumes import materialize, mounts, read_only, under_mount, write_tokens
 
 
 def mode(path: Path) -> int:

@@ -12,8 +12,8 @@ from typing import Any
 from lightkube import AsyncClient
 from lightkube.config.kubeconfig import KubeConfig
 
-from trainyard.cluster.scheduler.loop import Scheduler
-from trainyard.cluster.scheduler.snapshot import COSCHEDULING, VOLCANO_GROUP
+from trainyard.cluster.clients.scheduler.loop import Scheduler
+from trainyard.cluster.clients.scheduler.snapshot import COSCHEDULING, VOLCANO_GROUP
 
 
 def group(name: str, phase: str, version: str, min_member: int = 2) -> dict[str, Any]:

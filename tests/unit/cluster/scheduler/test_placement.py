@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
-from trainyard.cluster.scheduler import snapshot
-from trainyard.cluster.scheduler.filters import fit_error, place
-from trainyard.cluster.scheduler.placement import Group, schedule
-from trainyard.cluster.scheduler.snapshot import (
+from trainyard.cluster.clients.scheduler import snapshot
+from trainyard.cluster.clients.scheduler.filters import fit_error, place
+from trainyard.cluster.clients.scheduler.placement import Group, schedule
+from trainyard.cluster.clients.scheduler.snapshot import (
     COSCHEDULING,
     VOLCANO_GROUP,
     NodeInfo,

@@ -7,8 +7,9 @@ from typing import Any
 
 import pytest
 
-from trainyard.cluster.scheduler import podgroups
-from trainyard.cluster.scheduler.snapshot import PodInfo
+from trainyard.api import podgroupcrds
+from trainyard.cluster.clients.scheduler import podgroups
+from trainyard.cluster.clients.scheduler.snapshot import PodInfo
 
 NOW = "2026-01-01T00:00:10Z"
 
@@ -114,9 +115,9 @@ def test_volcano_conditions() -> None:
 
 
 def test_crds_are_structural_and_named_as_upstream() -> None:
-    names = [c["metadata"]["name"] for c in podgroups.crds()]
+    names = [c["metadata"]["name"] for c in podgroupcrds.crds()]
     assert names == ["podgroups.scheduling.x-k8s.io", "podgroups.scheduling.volcano.sh", "queues.scheduling.volcano.sh"]
-    for crd in podgroups.crds():
+    for crd in podgroupcrds.crds():
         (version,) = crd["spec"]["versions"]
         assert version["schema"]["openAPIV3Schema"]["type"] == "object"
         assert version["subresources"] == {"status": {}}

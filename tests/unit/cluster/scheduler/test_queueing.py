@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from trainyard.cluster.scheduler.queueing import FLUSH_SECONDS, PodQueue
+from trainyard.cluster.clients.scheduler.queueing import FLUSH_SECONDS, PodQueue
 
 
 def test_a_failed_pod_waits_for_a_change_then_for_its_back_off() -> None:

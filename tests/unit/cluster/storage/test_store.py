@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from trainyard.cluster.storage import store as store_module
-from trainyard.cluster.storage.store import Change, Expired, Store
+from trainyard.cluster.server.storage import store as store_module
+from trainyard.cluster.server.storage.store import Change, Expired, Store
 
 CM = "core/configmaps"
 

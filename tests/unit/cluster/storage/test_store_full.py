@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from trainyard.cluster.storage.store import Change, StorageFull, Store
+from trainyard.cluster.server.storage.store import Change, StorageFull, Store
 
 CM = "core/configmaps"
 BIG = "x" * 64 * 1024  # many pages: no write of it fits in the pages a capped database has left

@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from trainyard.cluster.apiserver import tables
-from trainyard.cluster.apiserver.errors import ApiError
-from trainyard.cluster.apiserver.registry import Registry
-from trainyard.cluster.apiserver.writes import admission, defaulting, shapes
+from trainyard.cluster.server.apiserver import tables
+from trainyard.cluster.server.apiserver.errors import ApiError
+from trainyard.cluster.server.apiserver.registry import Registry
+from trainyard.cluster.server.apiserver.writes import admission, defaulting, shapes
 
 NOW = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
 HPA = Registry().lookup("autoscaling", "v2", "horizontalpodautoscalers")

@@ -12,12 +12,12 @@ from typing import Any
 
 import pytest
 
-from trainyard.cluster.apiserver import errors
-from trainyard.cluster.apiserver.builtin import jobs
-from trainyard.cluster.apiserver.objects import Objects
-from trainyard.cluster.apiserver.registry import Registry, ResourceType
-from trainyard.cluster.apiserver.tables import table
-from trainyard.cluster.storage.store import Store
+from trainyard.cluster.server.apiserver import errors
+from trainyard.cluster.server.apiserver.builtin import jobs
+from trainyard.cluster.server.apiserver.objects import Objects
+from trainyard.cluster.server.apiserver.registry import Registry, ResourceType
+from trainyard.cluster.server.apiserver.tables import table
+from trainyard.cluster.server.storage.store import Store
 
 UID = "4dc6ef71-c2eb-44af-9b73-bb77ab6463db"
 MERGE = "application/merge-patch+json"

@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from trainyard.cluster.apiserver import errors
-from trainyard.cluster.apiserver.builtin import priority
+from trainyard.cluster.server.apiserver import errors
+from trainyard.cluster.server.apiserver.builtin import priority
 
 HIGH = {"metadata": {"name": "high"}, "value": 1000, "preemptionPolicy": "PreemptLowerPriority"}
 DEFAULT = {"metadata": {"name": "batch"}, "value": 10, "globalDefault": True, "preemptionPolicy": "Never"}

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from trainyard.cluster.apiserver import connect
-from trainyard.cluster.apiserver.errors import ApiError
-from trainyard.cluster.apiserver.requests import bodies
+from trainyard.cluster.server.apiserver import connect
+from trainyard.cluster.server.apiserver.errors import ApiError
+from trainyard.cluster.server.apiserver.requests import bodies
 
 CAPTURED = json.loads((Path(__file__).parent / "data" / "kubectl_protobuf.json").read_text())["cases"]
 

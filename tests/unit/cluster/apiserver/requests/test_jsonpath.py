@@ -6,7 +6,7 @@ import copy
 
 import pytest
 
-from trainyard.cluster.apiserver.requests.jsonpath import JSONPathError, evaluate, get_path, set_path
+from trainyard.cluster.server.apiserver.requests.jsonpath import JSONPathError, evaluate, get_path, set_path
 
 JOB = {
     "apiVersion": "kubeflow.org/v1",

@@ -8,14 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from trainyard.cluster.apiserver import errors
-from trainyard.cluster.apiserver.objects import Objects
-from trainyard.cluster.apiserver.reads import Page
-from trainyard.cluster.apiserver.registry import Registry, ResourceType
-from trainyard.cluster.apiserver.requests import paging
-from trainyard.cluster.apiserver.requests.fields import check_fields
-from trainyard.cluster.apiserver.requests.selectors import parse_field_selector, parse_label_selector
-from trainyard.cluster.storage.store import Store
+from trainyard.cluster.server.apiserver import errors
+from trainyard.cluster.server.apiserver.objects import Objects
+from trainyard.cluster.server.apiserver.reads import Page
+from trainyard.cluster.server.apiserver.registry import Registry, ResourceType
+from trainyard.cluster.server.apiserver.requests import paging
+from trainyard.cluster.server.apiserver.requests.fields import check_fields
+from trainyard.cluster.server.apiserver.requests.selectors import parse_field_selector, parse_label_selector
+from trainyard.cluster.server.storage.store import Store
 
 
 @pytest.fixture

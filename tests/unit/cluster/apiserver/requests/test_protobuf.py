@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from trainyard.cluster.apiserver.requests import protobuf
-from trainyard.cluster.apiserver.requests.protobuf import MAGIC, ProtobufError
+from trainyard.cluster.server.apiserver.requests import protobuf
+from trainyard.cluster.server.apiserver.requests.protobuf import MAGIC, ProtobufError
 
 CAPTURED = json.loads((Path(__file__).parent / "data" / "kubectl_protobuf.json").read_text())["cases"]
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from trainyard.cluster.apiserver.requests.selectors import (
+from trainyard.cluster.server.apiserver.requests.selectors import (
     FieldSelector,
     LabelSelector,
     SelectorError,

@@ -7,8 +7,8 @@ from aiohttp import web
 from aiohttp.test_utils import make_mocked_request
 from multidict import CIMultiDict
 
-from trainyard.cluster.apiserver import errors
-from trainyard.cluster.apiserver.requests.writing import WriteOptions, field_validation, write_options
+from trainyard.cluster.server.apiserver import errors
+from trainyard.cluster.server.apiserver.requests.writing import WriteOptions, field_validation, write_options
 
 
 def request(query: str, agent: str = "kubectl/v1.32.0 (linux/amd64)") -> web.Request:

@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
-from trainyard.cluster.apiserver import errors
-from trainyard.cluster.apiserver.registry import BUILTINS, ResourceType, from_crd
-from trainyard.cluster.apiserver.writes import admission, decoding, shapes
+from trainyard.cluster.server.apiserver import errors
+from trainyard.cluster.server.apiserver.registry import BUILTINS, ResourceType, from_crd
+from trainyard.cluster.server.apiserver.writes import admission, decoding, shapes
 
 RT = {rt.kind: rt for rt in BUILTINS}
 WIDGETS = from_crd(

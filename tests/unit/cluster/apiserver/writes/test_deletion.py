@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
-from trainyard.cluster.apiserver import errors
-from trainyard.cluster.apiserver.registry import BUILTINS
-from trainyard.cluster.apiserver.writes import deletion
+from trainyard.cluster.server.apiserver import errors
+from trainyard.cluster.server.apiserver.registry import BUILTINS
+from trainyard.cluster.server.apiserver.writes import deletion
 
 RT = {rt.kind: rt for rt in BUILTINS}
 NOW = "2026-01-01T00:00:00Z"

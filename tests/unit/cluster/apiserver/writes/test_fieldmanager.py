@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from trainyard.cluster.apiserver.writes import fieldmanager as fm
-from trainyard.cluster.apiserver.writes import listshapes
+from trainyard.cluster.server.apiserver.writes import fieldmanager as fm
+from trainyard.cluster.server.apiserver.writes import listshapes
 
 T0, T1 = "2026-01-01T00:00:00Z", "2026-01-01T00:01:00Z"
 POD = listshapes.builtin_shape("Pod")

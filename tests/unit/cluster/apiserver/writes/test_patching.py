@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from trainyard.cluster.apiserver.writes.patching import (
+from trainyard.cluster.server.apiserver.writes.patching import (
     PatchError,
     json_patch,
     merge_patch,

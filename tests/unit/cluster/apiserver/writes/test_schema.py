@@ -13,9 +13,9 @@ import pytest
 
 from trainyard.api.crd import crd_for
 from trainyard.api.kinds import KINDS
-from trainyard.cluster.apiserver import causes
-from trainyard.cluster.apiserver.writes import schema
-from trainyard.cluster.apiserver.writes.schema import Schema
+from trainyard.cluster.server.apiserver import causes
+from trainyard.cluster.server.apiserver.writes import schema
+from trainyard.cluster.server.apiserver.writes.schema import Schema
 
 
 def spec_schema(**props: Any) -> Schema:

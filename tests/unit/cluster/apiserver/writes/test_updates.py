@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from trainyard.cluster.apiserver.writes import fieldmanager as fm
-from trainyard.cluster.apiserver.writes import listshapes, updates
+from trainyard.cluster.server.apiserver.writes import fieldmanager as fm
+from trainyard.cluster.server.apiserver.writes import listshapes, updates
 
 T = "2026-01-01T00:0{}:00Z"
 POD = listshapes.builtin_shape("Pod")

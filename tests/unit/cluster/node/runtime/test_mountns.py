@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from trainyard.cluster.node.runtime import mountns
-from trainyard.cluster.node.runtime.mountns import HOST, TMPFS, VOLUME, Root, resolve
+from trainyard.cluster.clients.node.runtime import mountns
+from trainyard.cluster.clients.node.runtime.mountns import HOST, TMPFS, VOLUME, Root, resolve
 
 # -- resolve: pure path work on a directory tree ------------------------------------------------------
 
@@ -65,7 +65,7 @@ def test_owner_is_the_nearest_mount_point(tmp_path: Path) -> None:
 
 
 def _can_unshare() -> bool:
-    probe = "from trainyard.cluster.node.runtime import mountns; mountns.unshare(mountns.CLONE_NEWNS)"
+    probe = "from trainyard.cluster.clients.node.runtime import mountns; mountns.unshare(mountns.CLONE_NEWNS)"
     return subprocess.run([sys.executable, "-c", probe], capture_output=True).returncode == 0
 
 
@@ -74,7 +74,9 @@ needs_namespaces = pytest.mark.skipif(not _can_unshare(), reason="no mount names
 
 def _in_namespace(spec: dict[str, Any], body: str) -> Any:
     """Run ``body`` (it sets ``out``) after ``mountns.enter(spec)`` in a child; what it printed, as JSON."""
-    code = "import json, os, sys\nfrom pathlib import Path\nfrom trainyard.cluster.node.runtime import mountns\n"
+    code = (
+        "import json, os, sys\nfrom pathlib import Path\nfrom trainyard.cluster.clients.node.runtime import mountns\n"
+    )
     code += f"mountns.enter(json.loads({json.dumps(spec)!r}))\nout = None\n"
     code += f"{textwrap.dedent(body)}\nprint(json.dumps(out))\n"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)

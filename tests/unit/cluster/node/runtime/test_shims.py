@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from trainyard.cluster.node.runtime import shim, shims
+from trainyard.cluster.clients.node.runtime import shim, shims
 
 T = TypeVar("T")
 

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from small_disk import fill, fill_inodes, small_disk
-from trainyard.cluster.node.runtime import shim, shims
+from trainyard.cluster.clients.node.runtime import shim, shims
 
 FREE_SPACE = "No space left on device; free space on the disk that holds the plane's home ($TRAINYARD_HOME)"
 

@@ -1,0 +1,326 @@
+"""Where pods go: the scheduler's decision as a pure function, in kube-scheduler's terms and words.
+
+``schedule`` takes the nodes (with what their bound pods already request: ``snapshot``), the
+pending pods, the pod groups those pods belong to and the priority classes, and returns the
+bindings to make, the verdict for every pod that cannot be placed (worded as kube-scheduler's
+``FailedScheduling`` message), the Volcano pod groups to enqueue and a verdict per gang that
+could not be placed. Whether and where one pod fits is ``filters``'s.
+
+It follows kube-scheduler v1.32's default profile for what it implements:
+
+* **Order**: higher ``spec.priority`` first, then older first (a gang by its PodGroup's age).
+* **Preemption** is not implemented: the message's ``preemption:`` part says what the default
+  preemption plugin says when it finds no victims, and nothing is evicted.
+
+Gangs are all-or-nothing: the pending members of a group are placed together on a scratch copy
+of the nodes and bound only if, with the members already placed, at least ``minMember`` fit
+(scheduler-plugins' coscheduling: bound and running members; Volcano: also succeeded ones). A
+gang that does not fit binds nothing and reserves nothing, so two gangs cannot deadlock. Volcano
+groups are first *enqueued* (``Pending`` → ``Inqueue``) when their ``minResources`` fit the
+cluster's free resources less what other enqueued groups still need; only enqueued groups are
+placed. Pure: no I/O, no clock (``now`` is not needed: time-based rules live in ``gangs``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from trainyard.cluster.clients.scheduler.filters import NOT_HELPFUL, Failure, fit_error, place
+from trainyard.cluster.clients.scheduler.snapshot import (
+    COSCHEDULING,
+    VOLCANO,
+    VOLCANO_GROUP,
+    GroupKey,
+    NodeInfo,
+    Obj,
+    PodInfo,
+    Resources,
+    Usage,
+    add_requests,
+    quantities,
+)
+from trainyard.cluster.quantity import PODS, format_amount
+
+# Volcano phases in which a group's pods may be placed.
+VOLCANO_PLACEABLE = ("Inqueue", "Running", "Unknown")
+
+
+# -- gangs -------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Group:
+    """A PodGroup as the scheduler reads it, with every member pod it knows of."""
+
+    key: GroupKey
+    min_member: int
+    min_resources: Mapping[str, int] = field(default_factory=dict)
+    created: str = ""
+    phase: str = ""
+    priority_class: str = ""
+    members: tuple[PodInfo, ...] = ()
+    exists: bool = True
+
+    @property
+    def flavour(self) -> str:
+        return self.key[0]
+
+    @property
+    def label(self) -> str:
+        return f"{self.key[1]}/{self.key[2]}"
+
+    def assigned(self) -> int:
+        """Members already placed: bound and not finished (coscheduling), or also succeeded (Volcano)."""
+        return sum(
+            1
+            for p in self.members
+            if p.node_name and (not p.terminal or (self.flavour == VOLCANO_GROUP and p.phase == "Succeeded"))
+        )
+
+
+def group_resources(spec: Obj) -> Resources:
+    return quantities(spec.get("minResources"))
+
+
+def group(obj: Obj, flavour: str, members: Iterable[PodInfo]) -> Group:
+    m, spec, status = obj.get("metadata") or {}, obj.get("spec") or {}, obj.get("status") or {}
+    return Group(
+        key=(flavour, m.get("namespace", ""), m.get("name", "")),
+        min_member=int(spec.get("minMember") or (1 if flavour == VOLCANO_GROUP else 0)),
+        min_resources=group_resources(spec),
+        created=m.get("creationTimestamp") or "",
+        phase=status.get("phase") or "",
+        priority_class=spec.get("priorityClassName") or "",
+        members=tuple(members),
+    )
+
+
+# -- the decision ------------------------------------------------------------------------------------
+
+
+@dataclass
+class Decision:
+    bindings: list[tuple[PodInfo, str]] = field(default_factory=list)
+    # (pod, message): pods that stay Pending with PodScheduled=False, reason Unschedulable.
+    unschedulable: list[tuple[PodInfo, str]] = field(default_factory=list)
+    enqueued: list[GroupKey] = field(default_factory=list)
+    # Gangs that could not be placed (or enqueued), and why, for their PodGroup's status and events.
+    gangs: dict[GroupKey, str] = field(default_factory=dict)
+    # Gangs whose pending members were all bound this time.
+    placed_gangs: list[GroupKey] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class _Unit:
+    order: tuple[Any, ...]
+    pods: tuple[PodInfo, ...]
+    group: Group | None
+
+
+def _units(pending: Sequence[PodInfo], groups: Mapping[GroupKey, Group], priorities: Mapping[str, int]) -> list[_Unit]:
+    by_group: dict[GroupKey, list[PodInfo]] = {}
+    units = []
+    for pod in pending:
+        if pod.group is not None and pod.group in groups:
+            by_group.setdefault(pod.group, []).append(pod)
+        else:
+            units.append(_Unit((-pod.priority, pod.created, pod.namespace, pod.name), (pod,), None))
+    for key, pods in by_group.items():
+        g = groups[key]
+        if g.flavour == VOLCANO_GROUP:
+            prio = priorities.get(g.priority_class, max(p.priority for p in pods))
+        else:
+            prio = max(p.priority for p in pods)
+        ordered = tuple(sorted(pods, key=lambda p: (-p.priority, p.created, p.name)))
+        units.append(_Unit((-prio, g.created or ordered[0].created, key[1], key[2]), ordered, g))
+    units.sort(key=lambda u: u.order)
+    return units
+
+
+def _enqueue(
+    groups: Mapping[GroupKey, Group],
+    nodes: Sequence[NodeInfo],
+    used: Mapping[str, Usage],
+    priorities: Mapping[str, int],
+    decision: Decision,
+) -> set[GroupKey]:
+    """Volcano's enqueue action: Pending groups whose minResources fit what is free and not promised."""
+    free: Resources = {}
+    for node in nodes:
+        if node.unschedulable:
+            continue
+        for name, total in node.allocatable.items():
+            free[name] = free.get(name, 0) + max(0, total - used[node.name].requested.get(name, 0))
+    volcano = [g for g in groups.values() if g.flavour == VOLCANO_GROUP and g.exists]
+    for g in volcano:
+        if g.phase == "Inqueue":
+            # Promised to an enqueued group: what its minResources still want beyond its bound members.
+            bound: Resources = {}
+            for p in g.members:
+                if p.node_name and not p.terminal:
+                    bound = add_requests(bound, p.requests)
+            for name, value in g.min_resources.items():
+                free[name] = free.get(name, 0) - max(0, value - bound.get(name, 0))
+    placeable = {g.key for g in volcano if g.phase in VOLCANO_PLACEABLE}
+    waiting = sorted(
+        (g for g in volcano if g.phase in ("", "Pending")),
+        key=lambda g: (-priorities.get(g.priority_class, 0), g.created, g.key),
+    )
+    for g in waiting:
+        short = {n: v for n, v in g.min_resources.items() if v > free.get(n, 0)}
+        if short:
+            wants = ", ".join(f"{n} {format_amount(n, v)}" for n, v in sorted(g.min_resources.items()))
+            idle = ", ".join(f"{n} {format_amount(n, max(0, free.get(n, 0)))}" for n in sorted(short))
+            decision.gangs[g.key] = (
+                f"pod group {g.label} is not enqueued: its minResources ({wants}) do not fit the cluster's "
+                f"idle resources ({idle})"
+            )
+            continue
+        for name, value in g.min_resources.items():
+            free[name] = free.get(name, 0) - value
+        decision.enqueued.append(g.key)
+        placeable.add(g.key)
+    return placeable
+
+
+def _gang_refusal(g: Group, pending: Sequence[PodInfo]) -> str | None:
+    """Why a gang is not even tried (coscheduling's PreFilter, Volcano's missing group)."""
+    if not g.exists:
+        if g.flavour == VOLCANO_GROUP:
+            return f"pod group {g.label} not found"
+        return None
+    if g.flavour == COSCHEDULING and len(g.members) < g.min_member:
+        return (
+            f"pre-filter pod {pending[0].name} cannot find enough sibling pods, current pods number: "
+            f"{len(g.members)}, minMember of group: {g.min_member}"
+        )
+    return None
+
+
+def _cluster_short(g: Group, nodes: Sequence[NodeInfo], used: Mapping[str, Usage]) -> str | None:
+    """Coscheduling's minResources check against what the nodes have free (pods: minMember slots)."""
+    wanted = dict(g.min_resources)
+    wanted[PODS] = g.min_member
+    free: Resources = {}
+    for node in nodes:
+        for name, total in node.allocatable.items():
+            have = used[node.name].pods if name == PODS else used[node.name].requested.get(name, 0)
+            free[name] = free.get(name, 0) + max(0, total - have)
+    gap = {n: v - free.get(n, 0) for n, v in wanted.items() if v > free.get(n, 0)}
+    if not gap:
+        return None
+    return "resource gap: " + ", ".join(f"{n} {format_amount(n, v)}" for n, v in sorted(gap.items()))
+
+
+def _prefilter_error(pod: PodInfo, nodes: int, why: str) -> str:
+    return f"0/{nodes} nodes are available: {why}. preemption: 0/{nodes} nodes are available: {nodes} {NOT_HELPFUL}.."
+
+
+def schedule(
+    nodes: Sequence[NodeInfo],
+    used: Mapping[str, Usage],
+    pending: Sequence[PodInfo],
+    groups: Mapping[GroupKey, Group],
+    priorities: Mapping[str, int],
+) -> Decision:
+    """Decide where ``pending`` pods go; ``used`` is not modified (the decision says what to bind).
+
+    ``pending`` are unbound, undeleted pods of the schedulers served here; ``groups`` holds every
+    group any of them names plus the Volcano groups waiting to be enqueued or promised resources.
+    """
+    decision = Decision()
+    state = {n.name: (used[n.name].copy() if n.name in used else Usage()) for n in nodes}
+    placeable = _enqueue(groups, nodes, state, priorities, decision)
+    # Pods of one shape that failed once fail again: usage only grows within one decision.
+    refused: dict[tuple[Any, ...], str] = {}
+    for unit in _units(pending, groups, priorities):
+        if unit.group is None:
+            pod = unit.pods[0]
+            if pod.shape in refused:
+                decision.unschedulable.append((pod, refused[pod.shape]))
+                continue
+            target, failures = place(pod, nodes, state)
+            if target is None:
+                refused[pod.shape] = fit_error(pod, failures, len(nodes))
+                decision.unschedulable.append((pod, refused[pod.shape]))
+            else:
+                state[target].add(pod.requests)
+                decision.bindings.append((pod, target))
+            continue
+        _schedule_gang(unit.group, unit.pods, nodes, state, placeable, decision)
+    return decision
+
+
+def _schedule_gang(
+    g: Group,
+    pods: Sequence[PodInfo],
+    nodes: Sequence[NodeInfo],
+    state: dict[str, Usage],
+    placeable: set[GroupKey],
+    decision: Decision,
+) -> None:
+    refusal = _gang_refusal(g, pods)
+    if refusal is None and g.flavour == VOLCANO_GROUP and g.key not in placeable:
+        refusal = decision.gangs.get(g.key) or f"pod group {g.label} is {g.phase or 'Pending'}: not enqueued yet"
+        for pod in pods:
+            decision.unschedulable.append((pod, refusal))
+        return
+    if refusal is not None:
+        decision.gangs[g.key] = refusal
+        for pod in pods:
+            message = refusal if pod.scheduler == VOLCANO else _prefilter_error(pod, len(nodes), refusal)
+            decision.unschedulable.append((pod, message))
+        return
+    if not g.exists:  # coscheduling: a pod naming no PodGroup is scheduled on its own
+        for pod in pods:
+            target, failures = place(pod, nodes, state)
+            if target is None:
+                decision.unschedulable.append((pod, fit_error(pod, failures, len(nodes))))
+            else:
+                state[target].add(pod.requests)
+                decision.bindings.append((pod, target))
+        return
+    already = g.assigned()
+    if g.flavour == COSCHEDULING and g.min_resources and already < g.min_member:
+        short = _cluster_short(g, nodes, state)
+        if short is not None:
+            decision.gangs[g.key] = short
+            for pod in pods:
+                decision.unschedulable.append((pod, _prefilter_error(pod, len(nodes), short)))
+            return
+    scratch = {name: u.copy() for name, u in state.items()}
+    placed: list[tuple[PodInfo, str]] = []
+    failed: list[tuple[PodInfo, list[Failure]]] = []
+    for pod in pods:
+        target, failures = place(pod, nodes, scratch)
+        if target is None:
+            failed.append((pod, failures))
+        else:
+            scratch[target].add(pod.requests)
+            placed.append((pod, target))
+    if already + len(placed) >= g.min_member:
+        state.update(scratch)
+        decision.bindings += placed
+        decision.unschedulable += [(pod, fit_error(pod, failures, len(nodes))) for pod, failures in failed]
+        if not failed:
+            decision.placed_gangs.append(g.key)
+        return
+    first = fit_error(failed[0][0], failed[0][1], len(nodes)) if failed else ""
+    need = g.min_member - already
+    if g.flavour == VOLCANO_GROUP:
+        message = (
+            f"{len(failed)}/{len(pods)} tasks in gang unschedulable: pod group is not ready, {len(pods)} Pending, "
+            f"{g.min_member} minAvailable; Pending: {len(failed)} Unschedulable, {len(placed)} Schedulable. "
+            f"Origin reason is {failed[0][0].name}: {first}"
+            if failed
+            else f"pod group {g.label} is not ready: {len(pods)} Pending, {g.min_member} minAvailable"
+        )
+    else:
+        message = (
+            f"{first.split(' preemption:')[0]} PodGroup {g.label} gets rejected: {need} more pod(s) must be placed "
+            f"together for minMember {g.min_member}, only {len(placed)} fit."
+        )
+    decision.gangs[g.key] = message
+    decision.unschedulable += [(pod, message) for pod in pods]
