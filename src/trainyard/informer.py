@@ -37,11 +37,11 @@ from lightkube.core.exceptions import ApiError
 from lightkube.core.resource import api_info
 from lightkube.types import OnErrorAction, OnErrorResult
 
+from trainyard.api.meta import Obj
 from trainyard.client.resources import lean_twin, to_dict
 
 log = logging.getLogger(__name__)
 
-Obj = dict[str, Any]
 Key = tuple[str, str]
 Handler = Callable[[str, Obj], None]
 Indexer = Callable[[Obj], Iterable[str]]

@@ -12,9 +12,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from trainyard.api import replicaspecs as replica_specs
-from trainyard.api.family import Family, Obj, Seed
+from trainyard.api.family import Family, Seed
 from trainyard.api.jobshapes import JobSample
 from trainyard.api.kinds import DEFAULT_KIND
+from trainyard.api.meta import Obj
 from trainyard.api.trainer import family as trainjobs
 from trainyard.api.trainingjob import family as trainingjobs
 

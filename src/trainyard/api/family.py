@@ -12,12 +12,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 from trainyard.api.jobshapes import JobSample
 from trainyard.api.jobview import JobView
-
-Obj = dict[str, Any]
+from trainyard.api.meta import Obj
 
 
 @dataclass(frozen=True)

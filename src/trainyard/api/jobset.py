@@ -29,9 +29,8 @@ import re
 from typing import Any
 
 from trainyard.api.field_errors import ErrorType, FieldError, quote
+from trainyard.api.meta import Obj
 from trainyard.api.validation import dns1035_problems
-
-Obj = dict[str, Any]
 
 GROUP = "jobset.x-k8s.io"
 VERSION = "v1alpha2"

@@ -13,10 +13,9 @@ from datetime import UTC, datetime
 from typing import Any
 
 from trainyard.api import training
-from trainyard.api.meta import parse_time
+from trainyard.api.meta import Obj, parse_time
 from trainyard.api.training import Training
 
-Obj = dict[str, Any]
 Column = tuple[str, Callable[[Obj], str]]
 """A column of ``yard get <kind>``: its header and how a job's cell is read."""
 

@@ -15,6 +15,9 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field, PlainSerializer
 from pydantic.alias_generators import to_camel
 
+Obj = dict[str, Any]
+"""A Kubernetes object (or any part of one) as JSON: what the API server reads and writes."""
+
 TIME_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
 
 

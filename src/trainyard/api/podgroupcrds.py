@@ -4,9 +4,7 @@ cluster serves for them, and the embedded plane installs (the scheduler decides 
 
 from __future__ import annotations
 
-from typing import Any
-
-Obj = dict[str, Any]
+from trainyard.api.meta import Obj
 
 X_K8S = "scheduling.x-k8s.io"
 

@@ -15,19 +15,9 @@ from trainyard.api import jobshapes, labels, training
 from trainyard.api.crd import crd_for
 from trainyard.api.family import Family, FamilyKind
 from trainyard.api.jobshapes import COMPLETED, FAILED, JobSample
-from trainyard.api.jobview import (
-    JobView,
-    Obj,
-    age,
-    conditions,
-    ended,
-    job_age,
-    spec_of,
-    status_of,
-    training_columns,
-)
+from trainyard.api.jobview import JobView, age, conditions, ended, job_age, spec_of, status_of, training_columns
 from trainyard.api.kinds import KINDS
-from trainyard.api.meta import parse_time
+from trainyard.api.meta import Obj, parse_time
 
 NAME = "replica-specs"
 

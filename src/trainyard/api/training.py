@@ -28,9 +28,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from trainyard.api.meta import parse_time
+from trainyard.api.meta import Obj, parse_time
 
-Obj = dict[str, Any]
 MetricValue = float | int | str
 
 COLUMNS = ("PROGRESS", "EPOCH")

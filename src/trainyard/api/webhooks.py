@@ -12,12 +12,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from trainyard.api import jobset, trainer, trainingjob
 from trainyard.api.field_errors import FieldError
-
-Obj = dict[str, Any]
+from trainyard.api.meta import Obj
 
 
 def _no_defaults(obj: Obj, old: Obj | None) -> None:

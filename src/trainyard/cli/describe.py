@@ -11,10 +11,10 @@ from lightkube import Client
 from rich.text import Text
 
 from trainyard.api import jobview, training
+from trainyard.api.meta import Obj
 from trainyard.cli.common import age, api, handled, out, styled, table
 from trainyard.cli.lookup import find_job, split_target
 from trainyard.cli.progress import pod_status_word
-from trainyard.cli.tables import Obj
 from trainyard.sdk import explain, jobstate
 from trainyard.sdk.kinds import JobKind
 

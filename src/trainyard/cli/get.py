@@ -17,10 +17,10 @@ from lightkube.resources.core_v1 import Event, Pod
 from rich.text import Text
 
 from trainyard.api.families import default_family
+from trainyard.api.meta import Obj
 from trainyard.cli.common import api, err, fail, handled, kinds_of, table
 from trainyard.cli.lookup import NotFoundError, find_job, split_target
 from trainyard.cli.tables import (
-    Obj,
     event_headers,
     event_row,
     job_columns,

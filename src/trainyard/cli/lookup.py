@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from lightkube import Client
 from lightkube.core.exceptions import ApiError
 
+from trainyard.api.meta import Obj
 from trainyard.cli.common import UserError, kinds_of
 from trainyard.client.resources import is_status, to_dict
 from trainyard.sdk.kinds import JobKind, resolve
-
-Obj = dict[str, Any]
 
 
 class NotFoundError(UserError):

@@ -14,12 +14,12 @@ from lightkube import Client
 from rich.text import Text
 
 from trainyard.api import training
+from trainyard.api.meta import Obj
 from trainyard.cli.common import err, out
 from trainyard.client.resources import to_dict
 from trainyard.sdk import explain, jobstate, logs
 from trainyard.sdk.kinds import JobKind
 
-Obj = dict[str, Any]
 PREFIX_STYLES = ("cyan", "magenta", "green", "yellow", "blue", "bright_red", "bright_cyan", "bright_magenta")
 
 

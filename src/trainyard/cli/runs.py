@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 import sys
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 from lightkube import Client
@@ -17,6 +17,7 @@ from lightkube.core.exceptions import ApiError
 from lightkube.resources.core_v1 import Pod
 from rich.text import Text
 
+from trainyard.api.meta import Obj
 from trainyard.cli.common import api, err, fail, handled, kinds_of
 from trainyard.cli.lookup import NotFoundError, find_job, split_target
 from trainyard.cli.progress import Prefixes, follow_run, print_line
@@ -24,7 +25,6 @@ from trainyard.client.resources import is_status, to_dict
 from trainyard.sdk import jobstate, logs, manifests
 from trainyard.sdk.kinds import JobKind
 
-Obj = dict[str, Any]
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(h|m|s)")
 
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from typing import Any
 
 import yaml
 from rich.text import Text
@@ -14,14 +13,12 @@ from rich.text import Text
 from trainyard.api import training
 from trainyard.api.families import default_family
 from trainyard.api.jobview import COMMON_COLUMNS
+from trainyard.api.meta import Obj
 from trainyard.cli.common import age, out, styled
 from trainyard.cli.progress import pod_status_word
 from trainyard.sdk import jobstate
 from trainyard.sdk import replicas as pod_views
 from trainyard.sdk.kinds import JobKind
-
-Obj = dict[str, Any]
-
 
 # -- rows ----------------------------------------------------------------------------------------
 

@@ -15,9 +15,9 @@ import math
 from decimal import Decimal
 from typing import Any
 
+from trainyard.api.meta import Obj
 from trainyard.api.quantity import parse_quantity
 
-Obj = dict[str, Any]
 COMPUTE = ("cpu", "memory")
 
 

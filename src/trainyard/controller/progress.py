@@ -27,9 +27,7 @@ from typing import Any
 
 from trainyard.api.common import EarlyStopping
 from trainyard.api.kindinfo import KindInfo
-from trainyard.api.meta import format_time
-
-Obj = dict[str, Any]
+from trainyard.api.meta import Obj, format_time
 
 ROUTE = "trainingprogress"
 """The last segment of a job's progress endpoint (beside its ``status`` subresource)."""

@@ -23,15 +23,12 @@ template's of the same name, except the MLflow and W&B defaults, which only fill
 
 from __future__ import annotations
 
-from typing import Any
-
 from trainyard.api.common import TrainingJob
 from trainyard.api.core import Pod
 from trainyard.api.kindinfo import KindInfo
+from trainyard.api.meta import Obj
 from trainyard.controller import progress
 from trainyard.frameworks.trainer.status import StatusServer
-
-Obj = dict[str, Any]
 
 URL_ENV = "TRAINYARD_PROGRESS_URL"
 TOKEN_ENV = "TRAINYARD_PROGRESS_TOKEN"

@@ -24,13 +24,11 @@ from datetime import datetime
 from typing import Any
 
 from trainyard.api import trainingjob as tj
-from trainyard.api.meta import format_time, parse_time
+from trainyard.api.meta import Obj, format_time, parse_time
 from trainyard.controller.trainjob import condition, is_true, set_condition
 from trainyard.frameworks.trainingjob import build
 from trainyard.frameworks.trainingjob.build import checkpoint_location
 from trainyard.kit.plans import Event, EventType
-
-Obj = dict[str, Any]
 
 FINISHED = (tj.COMPLETED, tj.FAILED)
 # The condition type each state sets True (Pending sets none: nothing happened yet).

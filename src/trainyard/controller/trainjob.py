@@ -26,18 +26,15 @@ import copy
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
 
 from trainyard.api import jobset, trainer
-from trainyard.api.meta import format_time, parse_time
+from trainyard.api.meta import Obj, format_time, parse_time
 from trainyard.controller.plan import ChildRef
 from trainyard.frameworks.network import NetworkMode
 from trainyard.frameworks.trainer.build import Built, Rendezvous, StatusServer, UnsupportedRuntime, build
 from trainyard.frameworks.trainer.template import cluster_rendezvous
 from trainyard.kit import conditions as kit_conditions
 from trainyard.kit.plans import Event, EventType
-
-Obj = dict[str, Any]
 
 PORT_KEY = "node-0/trainer"
 """Host mode: the key of the port allocated for node 0's rendezvous (in the job's host-ports annotation)."""

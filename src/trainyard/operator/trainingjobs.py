@@ -16,7 +16,6 @@ import asyncio
 import logging
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
-from typing import Any
 
 from lightkube import AsyncClient
 from lightkube.core.exceptions import ApiError
@@ -24,6 +23,7 @@ from lightkube.generic_resource import create_namespaced_resource
 
 from trainyard.api import trainingjob as tj
 from trainyard.api.kinds import KINDS
+from trainyard.api.meta import Obj
 from trainyard.client.events import reference
 from trainyard.client.resources import is_status
 from trainyard.controller.trainingjob import TrainingJobObserved, TrainingJobPlan, reconcile
@@ -39,7 +39,6 @@ from trainyard.operator.metrics import OperatorMetrics
 log = logging.getLogger(__name__)
 
 Key = tuple[str, str]
-Obj = dict[str, Any]
 
 OWNED: tuple[OwnedKind, ...] = tuple(
     OwnedKind(

@@ -28,6 +28,7 @@ from lightkube.core.exceptions import ApiError
 from lightkube.generic_resource import create_global_resource, create_namespaced_resource
 
 from trainyard.api import jobset, labels, trainer
+from trainyard.api.meta import Obj
 from trainyard.client.events import reference
 from trainyard.client.resources import is_status
 from trainyard.controller.trainjob import (
@@ -52,7 +53,6 @@ from trainyard.operator.ports import PortAllocator, PortsExhausted
 log = logging.getLogger(__name__)
 
 Key = tuple[str, str]
-Obj = dict[str, Any]
 
 TRAINJOB = OwnedKind(trainer.API_VERSION, trainer.TRAINJOB, trainer.TRAINJOBS)
 OWNED: tuple[OwnedKind, ...] = (

@@ -7,12 +7,9 @@ to explain (a job that is running or done).
 
 from __future__ import annotations
 
-from typing import Any
-
 from trainyard.api.jobview import JobView
+from trainyard.api.meta import Obj
 from trainyard.sdk.jobstate import condition, container_state, finished, replica_name, state, true_conditions
-
-Obj = dict[str, Any]
 
 # Waiting reasons of a container that mean the pod cannot start until someone changes something.
 _STUCK_HINTS = {

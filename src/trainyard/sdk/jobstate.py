@@ -16,11 +16,11 @@ from lightkube.resources.core_v1 import Event, Pod
 
 from trainyard.api import jobview
 from trainyard.api.jobview import JobView
+from trainyard.api.meta import Obj
 from trainyard.client.resources import to_dict
 from trainyard.sdk import replicas as pod_views
 from trainyard.sdk.kinds import JobKind
 
-Obj = dict[str, Any]
 FINISHED = ("Succeeded", "Failed")
 
 # Pure readings of one job or pod (``api.jobview``, ``sdk.replicas``), under the names callers use.

@@ -12,15 +12,14 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any
 
 from lightkube import Client
 from lightkube.core.exceptions import ApiError
 from lightkube.resources.core_v1 import Pod
 
+from trainyard.api.meta import Obj
 from trainyard.sdk.jobstate import replica_name
 
-Obj = dict[str, Any]
 # How long streams of a finished job's pods may go on before follow() ends anyway.
 FINISH_GRACE = 3.0
 

@@ -10,16 +10,15 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import yaml
 from lightkube import Client
 from lightkube.core.exceptions import ApiError
 
+from trainyard.api.meta import Obj
 from trainyard.client.resources import build, is_status, to_dict
 from trainyard.sdk.kinds import JobKind, by_kind
 
-Obj = dict[str, Any]
 SUFFIXES = (".yaml", ".yml", ".json")
 
 

@@ -6,11 +6,8 @@ Job and completion index); functions of API objects as the server returns them (
 
 from __future__ import annotations
 
-from typing import Any
-
 from trainyard.api import jobset, labels, trainer
-
-Obj = dict[str, Any]
+from trainyard.api.meta import Obj
 
 
 def pod_labels_of(pod: Obj) -> dict[str, str]:

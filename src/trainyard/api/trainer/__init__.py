@@ -14,10 +14,6 @@ them). The package's submodules hold the rest:
 
 from __future__ import annotations
 
-from typing import Any
-
-Obj = dict[str, Any]
-
 GROUP = "trainer.kubeflow.org"
 VERSION = "v1alpha1"
 API_VERSION = f"{GROUP}/{VERSION}"

@@ -20,7 +20,7 @@ from importlib import resources
 
 import yaml
 
-from trainyard.api.trainer import Obj
+from trainyard.api.meta import Obj
 
 FILES = (
     "torch_distributed.yaml",

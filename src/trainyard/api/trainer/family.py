@@ -15,7 +15,8 @@ from functools import partial
 from trainyard.api import jobset, jobshapes, trainer, training
 from trainyard.api.family import Family, FamilyKind, Seed
 from trainyard.api.jobshapes import COMPLETED, FAILED, JobSample
-from trainyard.api.jobview import JobView, Obj, ended, job_age, spec_of, status_of, training_columns, true_conditions
+from trainyard.api.jobview import JobView, ended, job_age, spec_of, status_of, training_columns, true_conditions
+from trainyard.api.meta import Obj
 from trainyard.api.trainer import catalog
 
 NAME = "trainjobs"

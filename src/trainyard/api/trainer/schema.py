@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from trainyard.api.meta import Obj
 from trainyard.api.trainer import (
     CLUSTER_TRAINING_RUNTIME,
     CLUSTER_TRAINING_RUNTIMES,
@@ -25,7 +26,6 @@ from trainyard.api.trainer import (
     TRAINJOB,
     TRAINJOBS,
     VERSION,
-    Obj,
 )
 
 MPI_IMPLEMENTATIONS = ("OpenMPI", "Intel", "MPICH")

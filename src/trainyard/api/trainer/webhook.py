@@ -29,6 +29,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from trainyard.api.field_errors import ErrorType, FieldError, quote
+from trainyard.api.meta import Obj
 from trainyard.api.trainer import (
     ANCESTOR_LABEL,
     ANCESTOR_TRAINER,
@@ -45,7 +46,6 @@ from trainyard.api.trainer import (
     TORCH_ENV,
     TRAINING_RUNTIME,
     XGBOOST_ENV,
-    Obj,
 )
 
 IMMUTABLE = "field is immutable"

@@ -14,10 +14,6 @@ server stores them). The package's submodules hold the rest:
 
 from __future__ import annotations
 
-from typing import Any
-
-Obj = dict[str, Any]
-
 GROUP = "ml.example.com"
 VERSION = "v1"
 API_VERSION = f"{GROUP}/{VERSION}"

@@ -9,7 +9,8 @@ from __future__ import annotations
 from trainyard.api import jobshapes, training, trainingjob
 from trainyard.api.family import Family, FamilyKind
 from trainyard.api.jobshapes import FAILED, JobSample
-from trainyard.api.jobview import JobView, Obj, job_age, spec_of, status_of, training_columns
+from trainyard.api.jobview import JobView, job_age, spec_of, status_of, training_columns
+from trainyard.api.meta import Obj
 
 NAME = "trainingjobs"
 GPUS_PER_WORKER = 1

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from trainyard.api.meta import Obj
 from trainyard.api.trainingjob import (
     BACKENDS,
     FRAMEWORKS,
@@ -27,7 +28,6 @@ from trainyard.api.trainingjob import (
     STATES,
     STORAGE_TYPES,
     VERSION,
-    Obj,
 )
 
 _STRING: Obj = {"type": "string"}

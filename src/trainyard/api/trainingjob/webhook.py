@@ -18,7 +18,8 @@ import re
 from typing import Any
 
 from trainyard.api.field_errors import ErrorType, FieldError, quote
-from trainyard.api.trainingjob import MAX_NAME, PYTORCH, Obj
+from trainyard.api.meta import Obj
+from trainyard.api.trainingjob import MAX_NAME, PYTORCH
 
 GPU = "nvidia.com/gpu"
 IMMUTABLE = "field is immutable: only spec.suspend may change once a TrainingJob exists"

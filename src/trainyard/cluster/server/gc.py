@@ -44,10 +44,11 @@ import logging
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any
 
+from trainyard.api.meta import Obj
 from trainyard.cluster.server.apiserver import errors
 from trainyard.cluster.server.apiserver.objects import Objects
 from trainyard.cluster.server.apiserver.registry import ResourceType
-from trainyard.cluster.server.storage.store import Change, Obj
+from trainyard.cluster.server.storage.store import Change
 
 log = logging.getLogger(__name__)
 

@@ -18,11 +18,11 @@ import copy
 import dataclasses
 
 from trainyard.api import jobset
+from trainyard.api.meta import Obj
 from trainyard.frameworks.trainer import policies, status
 from trainyard.frameworks.trainer.status import StatusServer
 from trainyard.frameworks.trainer.template import (
     Built,
-    Obj,
     Rendezvous,
     UnsupportedRuntime,
     apply_runtime_patches,

@@ -18,9 +18,9 @@ replicated Job and injects its environment into the ``node`` container:
 from __future__ import annotations
 
 import math
-from typing import Any
 
 from trainyard.api import trainer
+from trainyard.api.meta import Obj
 from trainyard.api.podgroup import POD_GROUP_LABEL
 from trainyard.api.quantity import parse_quantity
 from trainyard.frameworks import openmpi
@@ -37,8 +37,6 @@ from trainyard.frameworks.trainer.template import (
     upsert_env,
     upsert_port,
 )
-
-Obj = dict[str, Any]
 
 SSH_VOLUME = "mpi-ssh-auth"
 HOSTFILE_VOLUME = "mpi-hostfile"

@@ -22,10 +22,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from trainyard.api import trainer
-from trainyard.api.meta import format_time
+from trainyard.api.meta import Obj, format_time
 from trainyard.frameworks.trainer.template import _pod_spec, _upsert_named, trainer_job, upsert_env
-
-Obj = dict[str, Any]
 
 URL_ENV = "KUBEFLOW_TRAINER_SERVER_URL"
 CA_CERT_ENV = "KUBEFLOW_TRAINER_SERVER_CA_CERT"

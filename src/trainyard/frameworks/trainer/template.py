@@ -9,11 +9,9 @@ from __future__ import annotations
 import copy
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
 
 from trainyard.api import labels, trainer
-
-Obj = dict[str, Any]
+from trainyard.api.meta import Obj
 
 STORAGE_URI_ENV = "STORAGE_URI"
 """The env var upstream's initializers read their source from."""

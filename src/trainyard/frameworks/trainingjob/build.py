@@ -30,8 +30,7 @@ from typing import Any
 
 from trainyard.api import trainingjob as tj
 from trainyard.api.kinds import KINDS
-
-Obj = dict[str, Any]
+from trainyard.api.meta import Obj
 
 STANDIN_IMAGE = "ghcr.io/trainyard/examples:latest"
 """The image of the stand-in trainer when a TrainingJob names neither command nor image: on the local

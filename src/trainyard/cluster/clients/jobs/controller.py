@@ -14,11 +14,11 @@ from __future__ import annotations
 import copy
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
-from typing import Any
 
 from lightkube import AsyncClient
 from lightkube.types import PatchType
 
+from trainyard.api.meta import Obj
 from trainyard.client.events import reference
 from trainyard.client.resources import plain_resource
 from trainyard.cluster.clients.jobs import decisions
@@ -29,7 +29,6 @@ from trainyard.kit.plans import Event
 from trainyard.kit.queue import WorkQueue
 from trainyard.kit.worker import work
 
-Obj = dict[str, Any]
 Key = tuple[str, str]
 JOB = plain_resource("batch", "v1", "Job", "jobs")
 POD = plain_resource("", "v1", "Pod", "pods")

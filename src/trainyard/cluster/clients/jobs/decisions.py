@@ -34,13 +34,10 @@ from __future__ import annotations
 import copy
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
 
-from trainyard.api.meta import format_time, parse_time
+from trainyard.api.meta import Obj, format_time, parse_time
 from trainyard.kit.conditions import set_condition
 from trainyard.kit.plans import Event
-
-Obj = dict[str, Any]
 
 TRACKING_FINALIZER = "batch.kubernetes.io/job-tracking"
 COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"

@@ -14,11 +14,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
-from typing import Any
 
 from lightkube import AsyncClient
 
 from trainyard.api import jobset as api
+from trainyard.api.meta import Obj
 from trainyard.client.events import reference
 from trainyard.client.resources import plain_resource
 from trainyard.cluster.clients.jobsets import decisions
@@ -29,7 +29,6 @@ from trainyard.kit.plans import Event
 from trainyard.kit.queue import WorkQueue
 from trainyard.kit.worker import work
 
-Obj = dict[str, Any]
 Key = tuple[str, str]
 JOBSET = plain_resource(api.GROUP, api.VERSION, api.KIND, api.PLURAL)
 JOB = plain_resource("batch", "v1", "Job", "jobs")

@@ -44,11 +44,9 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from trainyard.api import jobset as api
-from trainyard.api.meta import format_time, parse_time
+from trainyard.api.meta import Obj, format_time, parse_time
 from trainyard.kit.conditions import find, set_condition
 from trainyard.kit.plans import Event, EventType
-
-Obj = dict[str, Any]
 
 COMPONENT = "jobset-controller"
 COMPLETED = ("AllJobsCompleted", "jobset completed successfully")

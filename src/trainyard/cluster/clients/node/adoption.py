@@ -11,14 +11,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Any
 
+from trainyard.api.meta import Obj
 from trainyard.cluster.clients.node.lifecycle import stamp
 from trainyard.cluster.clients.node.runs import ContainerRun, PodRun
 from trainyard.cluster.clients.node.runtime import shims
 from trainyard.cluster.paths import Layout
-
-Obj = dict[str, Any]
 
 
 def resume(runtime: shims.ShimRuntime, layout: Layout, run: PodRun, pod: Obj, now: Callable[[], str]) -> bool:

@@ -53,7 +53,7 @@ from lightkube import AsyncClient
 from lightkube.core.exceptions import ApiError
 from lightkube.types import PatchType
 
-from trainyard.api.meta import format_time
+from trainyard.api.meta import Obj, format_time
 from trainyard.client.resources import is_status, to_dict
 from trainyard.client.transport import delete
 from trainyard.cluster import qos
@@ -74,7 +74,6 @@ from trainyard.cluster.paths import Layout
 
 log = logging.getLogger(__name__)
 
-Obj = dict[str, Any]
 # How long a container waits between reads of a ConfigMap/Secret it needs but cannot have yet.
 CONFIG_RETRY_SECONDS = 2.0
 # Status writes and events in flight at once: a burst of pods must not queue hundreds of requests

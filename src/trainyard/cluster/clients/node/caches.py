@@ -23,11 +23,11 @@ from typing import Any
 from lightkube import AsyncClient
 from lightkube.core.exceptions import ApiError
 
+from trainyard.api.meta import Obj
 from trainyard.client.resources import is_status, plain_resource, to_dict
 from trainyard.cluster.clients.node import threads
 from trainyard.informer import Informer
 
-Obj = dict[str, Any]
 POD = plain_resource("", "v1", "Pod", "pods")
 CONFIG_MAP = plain_resource("", "v1", "ConfigMap", "configmaps")
 SECRET = plain_resource("", "v1", "Secret", "secrets")

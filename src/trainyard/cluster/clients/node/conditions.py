@@ -8,9 +8,8 @@ the kubelet's reasons and messages (``ContainersNotReady``: ``containers with un
 
 from __future__ import annotations
 
-from typing import Any
+from trainyard.api.meta import Obj
 
-Obj = dict[str, Any]
 TERMINAL = ("Succeeded", "Failed")
 
 

@@ -27,8 +27,8 @@ import sys
 from collections.abc import Callable, Iterable
 from decimal import Decimal
 from pathlib import Path
-from typing import Any
 
+from trainyard.api.meta import Obj
 from trainyard.cluster import logs, paths
 from trainyard.cluster.clients.node import gpus, podexec, threads, volumes
 from trainyard.cluster.clients.node.capacity import Capacity, machine_cpus
@@ -41,7 +41,6 @@ from trainyard.cluster.environments import Environments, EnvironmentsError, Matc
 from trainyard.cluster.paths import Layout
 from trainyard.informer import Informer
 
-Obj = dict[str, Any]
 # Images are not pulled here; code in the image's /workspace resolves against the plane's workspace.
 IMAGE_WORKSPACE = "/workspace"
 _BASE_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "TZ", "USER", "LOGNAME", "SHELL", "TERM")

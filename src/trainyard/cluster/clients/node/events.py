@@ -12,17 +12,16 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
-from typing import Any
 
 from lightkube import AsyncClient
 
+from trainyard.api.meta import Obj
 from trainyard.client.events import event_body
 from trainyard.cluster.clients.node.caches import EVENT
 from trainyard.cluster.clients.node.threads import REASON as THREADS_SET
 
 log = logging.getLogger(__name__)
 
-Obj = dict[str, Any]
 EVENT_WRITES = 4
 
 

@@ -22,11 +22,9 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass
-from typing import Any
 
+from trainyard.api.meta import Obj
 from trainyard.api.quantity import parse_quantity
-
-Obj = dict[str, Any]
 
 RESOURCE = "nvidia.com/gpu"
 ANNOTATION = "trainyard.dev/gpu-devices"

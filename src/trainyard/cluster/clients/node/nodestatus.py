@@ -10,12 +10,10 @@ twins, ``node-role.kubernetes.io/control-plane``) and the taints ``yard up --tai
 from __future__ import annotations
 
 import re
-from typing import Any
 
+from trainyard.api.meta import Obj
 from trainyard.cluster.clients.node.capacity import Capacity, Pressure
 from trainyard.kit.conditions import transition_time
-
-Obj = dict[str, Any]
 
 KUBELET_VERSION = "v1.32.0-trainyard"
 # Present when `yard up` declared capacity: which resources are simulated rather than measured.

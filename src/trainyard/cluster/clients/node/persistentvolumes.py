@@ -33,6 +33,7 @@ from lightkube.resources.core_v1 import PersistentVolume, PersistentVolumeClaim,
 from lightkube.resources.storage_v1 import StorageClass
 from lightkube.types import PatchType
 
+from trainyard.api.meta import Obj
 from trainyard.api.quantity import parse_quantity
 from trainyard.client.events import record_event
 from trainyard.client.resources import build, is_status
@@ -40,7 +41,6 @@ from trainyard.client.watches import watch_forever
 
 log = logging.getLogger(__name__)
 
-Obj = dict[str, Any]
 
 CLASS = "local-path"
 PROVISIONER = "rancher.io/local-path"

@@ -14,11 +14,9 @@ import math
 import re
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import Any
 
+from trainyard.api.meta import Obj
 from trainyard.api.quantity import parse_quantity
-
-Obj = dict[str, Any]
 
 _REF = re.compile(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_.-]*)\)")
 _SUBSCRIPT = re.compile(r"^metadata\.(labels|annotations)\['(.*)'\]$")

@@ -55,13 +55,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from trainyard.api.meta import Obj
 from trainyard.cluster.clients.node.runtime import nsexec, rsh, shim, sshd
 from trainyard.cluster.paths import Layout
 from trainyard.cluster.tasks import cancel_all
 
 log = logging.getLogger(__name__)
 
-Obj = dict[str, Any]
 SSH_ERROR = rsh.SSH_ERROR
 # How long a command whose client went away has between SIGTERM and SIGKILL.
 HANGUP_GRACE = 2.0

@@ -23,12 +23,12 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any
 
 from lightkube import AsyncClient
 from lightkube.core.exceptions import ApiError
 from lightkube.types import PatchType
 
+from trainyard.api.meta import Obj
 from trainyard.client.resources import is_status, to_dict
 from trainyard.cluster import qos
 from trainyard.cluster.clients.node.caches import POD, BoundPods
@@ -37,7 +37,6 @@ from trainyard.cluster.clients.node.runs import PodRun
 
 log = logging.getLogger(__name__)
 
-Obj = dict[str, Any]
 Key = tuple[str, str]
 Write = Callable[[str, str, Obj], Awaitable[None]]
 

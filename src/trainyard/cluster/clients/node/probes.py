@@ -34,7 +34,7 @@ import h2.connection
 import h2.events
 import h2.exceptions
 
-Obj = dict[str, Any]
+from trainyard.api.meta import Obj
 
 KINDS = {"startupProbe": "Startup", "livenessProbe": "Liveness", "readinessProbe": "Readiness"}
 ACTIONS = ("exec", "httpGet", "tcpSocket", "grpc")

@@ -20,6 +20,7 @@ from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any
 
+from trainyard.api.meta import Obj
 from trainyard.cluster.clients.node import podexec
 from trainyard.cluster.clients.node.containerconfig import ContainerConfig
 from trainyard.cluster.clients.node.lifecycle import kill_group
@@ -34,8 +35,6 @@ from trainyard.cluster.clients.node.probes import (
 )
 from trainyard.cluster.clients.node.runs import ContainerRun, PodRun
 from trainyard.cluster.clients.node.runtime import mountns
-
-Obj = dict[str, Any]
 
 
 @dataclass(frozen=True)

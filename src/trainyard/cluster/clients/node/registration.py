@@ -14,20 +14,19 @@ import logging
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from lightkube import AsyncClient
 from lightkube.core.exceptions import ApiError
 from lightkube.resources.core_v1 import Node
 from lightkube.types import PatchType
 
+from trainyard.api.meta import Obj
 from trainyard.client.resources import build, is_status
 from trainyard.cluster.clients.node import capacity as node_capacity
 from trainyard.cluster.clients.node import nodestatus
 
 log = logging.getLogger(__name__)
 
-Obj = dict[str, Any]
 # How often the Node's conditions are re-measured and its heartbeat written (the kubelet's
 # nodeStatusUpdateFrequency).
 HEARTBEAT_SECONDS = 10.0

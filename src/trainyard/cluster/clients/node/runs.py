@@ -14,13 +14,11 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
+from trainyard.api.meta import Obj
 from trainyard.cluster.clients.node.podenv import Sources
 from trainyard.cluster.clients.node.probes import ContainerProbes
 from trainyard.cluster.clients.node.runtime import shims
-
-Obj = dict[str, Any]
 
 
 @dataclass

@@ -33,12 +33,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
+from trainyard.api.meta import Obj
 from trainyard.cluster.qos import cpu_limit_millis, cpu_request_millis
 from trainyard.cluster.quantity import CPU, format_amount
 
-Obj = dict[str, Any]
 OMP = "OMP_NUM_THREADS"
 # Libraries that fall back on OMP_NUM_THREADS when their own variable is unset.
 FOLLOW_OMP = ("MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")

@@ -24,13 +24,13 @@ from typing import Any
 from lightkube import ApiError, AsyncClient
 from lightkube.resources.core_v1 import ServiceAccount
 
+from trainyard.api.meta import Obj
 from trainyard.client.resources import is_status
 from trainyard.cluster.clients.node import volumes
 from trainyard.cluster.clients.node.podenv import token_requests
 
 log = logging.getLogger(__name__)
 
-Obj = dict[str, Any]
 Key = tuple[str, int]
 REFRESH_FRACTION = 0.8
 """The kubelet's token manager: a token is replaced once this much of its life has passed..."""

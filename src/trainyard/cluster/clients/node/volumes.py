@@ -23,8 +23,8 @@ from collections.abc import Callable
 from decimal import Decimal
 from functools import partial
 from pathlib import Path
-from typing import Any
 
+from trainyard.api.meta import Obj
 from trainyard.cluster.clients.node.podenv import (
     ConfigError,
     Node,
@@ -37,7 +37,6 @@ from trainyard.cluster.clients.node.podenv import (
 
 __all__ = ["ConfigError", "materialize", "mounts", "read_only", "under_mount", "write_tokens"]
 
-Obj = dict[str, Any]
 DEFAULT_MODE = 0o644
 # What a downwardAPI volume may project besides labels and annotations (the API server's list).
 _VOLUME_FIELDS = ("metadata.name", "metadata.namespace", "metadata.uid")

@@ -19,7 +19,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from trainyard.cluster.clients.scheduler.snapshot import VOLCANO, NodeInfo, Obj, PodInfo, Usage
+from trainyard.api.meta import Obj
+from trainyard.cluster.clients.scheduler.snapshot import VOLCANO, NodeInfo, PodInfo, Usage
 from trainyard.cluster.quantity import CPU, MEMORY, PODS
 
 UNSCHEDULABLE_TAINT = "node.kubernetes.io/unschedulable"

@@ -35,7 +35,7 @@ from lightkube.resources.scheduling_v1 import PriorityClass
 from lightkube.types import PatchType
 
 from trainyard.api import podgroupcrds
-from trainyard.api.meta import format_time
+from trainyard.api.meta import Obj, format_time
 from trainyard.client.events import event_body
 from trainyard.client.resources import build, is_status, to_dict
 from trainyard.cluster.clients.scheduler import placement, podgroups, snapshot
@@ -46,7 +46,6 @@ from trainyard.informer import Informer, newer
 
 log = logging.getLogger(__name__)
 
-Obj = dict[str, Any]
 # Plain-dict resources: the scheduler reads a few fields of many objects.
 NODE = create_global_resource("", "v1", "Node", "nodes")
 X_K8S_GROUP = create_namespaced_resource(podgroupcrds.X_K8S, "v1alpha1", "PodGroup", "podgroups")

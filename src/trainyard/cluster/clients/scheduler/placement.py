@@ -27,6 +27,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from trainyard.api.meta import Obj
 from trainyard.cluster.clients.scheduler.filters import NOT_HELPFUL, Failure, fit_error, place
 from trainyard.cluster.clients.scheduler.snapshot import (
     COSCHEDULING,
@@ -34,7 +35,6 @@ from trainyard.cluster.clients.scheduler.snapshot import (
     VOLCANO_GROUP,
     GroupKey,
     NodeInfo,
-    Obj,
     PodInfo,
     Resources,
     Usage,

@@ -23,14 +23,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
 
+from trainyard.api.meta import Obj
 from trainyard.api.podgroupcrds import X_K8S
 from trainyard.cluster.clients.scheduler.snapshot import COSCHEDULING, VOLCANO_GROUP, PodInfo
 from trainyard.kit.conditions import transition_time
-
-Obj = dict[str, Any]
-
 
 # -- status ------------------------------------------------------------------------------------------
 

@@ -23,13 +23,13 @@ from lightkube import AsyncClient
 from lightkube.core.exceptions import ApiError
 from lightkube.types import PatchType
 
+from trainyard.api.meta import Obj
 from trainyard.client.events import event_body
 from trainyard.client.resources import is_status, plain_resource
 from trainyard.cluster.clients.scheduler.snapshot import PodInfo
 
 log = logging.getLogger(__name__)
 
-Obj = dict[str, Any]
 POD = plain_resource("", "v1", "Pod", "pods")
 EVENT = plain_resource("", "v1", "Event", "events")
 

@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, Literal
 
+from trainyard.api.meta import Obj
 from trainyard.cluster.quantity import amount
 
-Obj = dict[str, Any]
 Resources = dict[str, int]
 GroupKey = tuple[str, str, str]  # (flavour, namespace, name)
 

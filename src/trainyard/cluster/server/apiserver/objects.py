@@ -18,7 +18,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from trainyard.api.meta import format_time
+from trainyard.api.meta import Obj, format_time
 from trainyard.cluster.server.apiserver import errors
 from trainyard.cluster.server.apiserver.builtin import priority
 from trainyard.cluster.server.apiserver.reads import Reads
@@ -36,7 +36,7 @@ from trainyard.cluster.server.apiserver.writes import (
 )
 from trainyard.cluster.server.apiserver.writes.listshapes import shape_of
 from trainyard.cluster.server.storage import codec
-from trainyard.cluster.server.storage.store import Obj, Store
+from trainyard.cluster.server.storage.store import Store
 
 Clock = Callable[[], datetime]
 

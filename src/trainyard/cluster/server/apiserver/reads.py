@@ -13,13 +13,14 @@ import builtins
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
+from trainyard.api.meta import Obj
 from trainyard.cluster.server.apiserver import errors
 from trainyard.cluster.server.apiserver.registry import ResourceType
 from trainyard.cluster.server.apiserver.requests import paging
 from trainyard.cluster.server.apiserver.requests.fields import matches, selection
 from trainyard.cluster.server.apiserver.requests.selectors import FieldSelector, LabelSelector
 from trainyard.cluster.server.storage import codec
-from trainyard.cluster.server.storage.store import Expired, Obj, Store
+from trainyard.cluster.server.storage.store import Expired, Store
 
 Item = TypeVar("Item")
 

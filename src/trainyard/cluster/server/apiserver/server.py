@@ -18,6 +18,7 @@ from typing import Any
 
 from aiohttp import web
 
+from trainyard.api.meta import Obj
 from trainyard.cluster.paths import Layout
 from trainyard.cluster.server.apiserver import connect, discovery, errors, precedence, subresources, tables, tokens
 from trainyard.cluster.server.apiserver.objects import Objects
@@ -37,7 +38,7 @@ from trainyard.cluster.server.apiserver.requests.selectors import (
 from trainyard.cluster.server.apiserver.requests.writing import WriteOptions, write_options
 from trainyard.cluster.server.apiserver.streams import BOOKMARK_SECONDS, HttpOut, Streams
 from trainyard.cluster.server.storage import codec
-from trainyard.cluster.server.storage.store import Obj, StorageFull
+from trainyard.cluster.server.storage.store import StorageFull
 from trainyard.cluster.server.storage.watch import Hub
 
 log = logging.getLogger(__name__)

@@ -22,7 +22,7 @@ from typing import Any, cast
 
 from aiohttp import web
 
-from trainyard.api.meta import parse_time
+from trainyard.api.meta import Obj, parse_time
 from trainyard.cluster import logs
 from trainyard.cluster.paths import Layout
 from trainyard.cluster.server.apiserver import errors, tables
@@ -33,7 +33,7 @@ from trainyard.cluster.server.apiserver.requests.fields import matches
 from trainyard.cluster.server.apiserver.requests.incoming import ApiRequest, Outgoing
 from trainyard.cluster.server.apiserver.requests.selectors import FieldSelector, LabelSelector
 from trainyard.cluster.server.storage import codec
-from trainyard.cluster.server.storage.store import Expired, Obj
+from trainyard.cluster.server.storage.store import Expired
 from trainyard.cluster.server.storage.watch import (
     ChunkedSink,
     Decoded,

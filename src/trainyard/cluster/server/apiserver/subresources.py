@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from trainyard.api.meta import Obj
 from trainyard.cluster.server.apiserver import errors
 from trainyard.cluster.server.apiserver.objects import Objects, patch_failure
 from trainyard.cluster.server.apiserver.registry import ResourceType
@@ -16,7 +17,6 @@ from trainyard.cluster.server.apiserver.requests.incoming import ApiRequest
 from trainyard.cluster.server.apiserver.requests.jsonpath import get_path, set_path
 from trainyard.cluster.server.apiserver.requests.writing import WriteOptions
 from trainyard.cluster.server.apiserver.writes import patching
-from trainyard.cluster.server.storage.store import Obj
 
 
 async def scale(objects: Objects, request: ApiRequest, rt: ResourceType, namespace: str, name: str) -> Obj:

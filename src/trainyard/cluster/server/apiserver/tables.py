@@ -19,12 +19,11 @@ from typing import Any
 
 import msgspec
 
-from trainyard.api.meta import parse_time
+from trainyard.api.meta import Obj, parse_time
 from trainyard.cluster.server.apiserver.builtin import autoscaling, jobs, leases, pods
 from trainyard.cluster.server.apiserver.registry import ResourceType
 from trainyard.cluster.server.apiserver.requests.jsonpath import JSONPathError, evaluate, leading_fields
 from trainyard.cluster.server.storage import codec
-from trainyard.cluster.server.storage.store import Obj
 
 Column = tuple[str, str, int, Callable[[Obj, datetime], Any]]  # name, type, priority, cell
 

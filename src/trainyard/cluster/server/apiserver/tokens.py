@@ -31,13 +31,12 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+from trainyard.api.meta import Obj
 from trainyard.cluster.paths import Layout
 from trainyard.cluster.server.apiserver import errors
 from trainyard.cluster.server.apiserver.auth import write_private
 from trainyard.cluster.server.apiserver.objects import Objects
 from trainyard.cluster.server.apiserver.tokenlife import max_expiration
-
-Obj = dict[str, Any]
 
 GROUP_VERSION = "authentication.k8s.io/v1"
 ISSUER = "https://kubernetes.default.svc.cluster.local"

@@ -43,12 +43,11 @@ import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
+from trainyard.api.meta import Obj
 from trainyard.cluster.server.storage import codec
 from trainyard.cluster.server.storage.rows import Held, Keys, Rows
 
-Obj = dict[str, Any]
 log = logging.getLogger(__name__)
 
 # Each write touches as few pages as possible (each is a 4 KiB frame in the WAL): a body is

@@ -19,7 +19,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import NamedTuple, Protocol
 
-from trainyard.cluster.server.storage.store import Change, Obj
+from trainyard.api.meta import Obj
+from trainyard.cluster.server.storage.store import Change
 
 Filter = Callable[[Obj], bool]
 # An event as a reader in this process takes it, and the size it counts for (``ObjectSink``).

@@ -43,7 +43,7 @@ from typing import Any
 from trainyard.cluster.clients.node.runtime import mountns
 from trainyard.cluster.logs import DEFAULT_MAX_FILES, LogWriter
 
-Obj = dict[str, Any]
+Obj = dict[str, Any]  # not api.meta's: a shim runs in the container's own interpreter, which has no pydantic
 
 # How often the resident memory of a container's processes is compared with its limit.
 MEMORY_POLL_SECONDS = 0.1

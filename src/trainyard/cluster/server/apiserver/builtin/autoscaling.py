@@ -18,10 +18,9 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
+from trainyard.api.meta import Obj
 from trainyard.cluster.server.apiserver import causes
 from trainyard.cluster.server.apiserver.causes import Cause
-
-Obj = dict[str, Any]
 
 KEY = "autoscaling/horizontalpodautoscalers"
 DEFAULT_CPU_UTILIZATION = 80

@@ -26,11 +26,9 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-from trainyard.api.meta import parse_time
+from trainyard.api.meta import Obj, parse_time
 from trainyard.cluster.server.apiserver import causes
 from trainyard.cluster.server.apiserver.causes import Cause
-
-Obj = dict[str, Any]
 
 KEY = "batch/jobs"
 CONTROLLER_UID = "batch.kubernetes.io/controller-uid"

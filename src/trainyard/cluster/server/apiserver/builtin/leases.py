@@ -12,10 +12,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from trainyard.api.meta import Obj
 from trainyard.cluster.server.apiserver import causes
 from trainyard.cluster.server.apiserver.causes import Cause
-
-Obj = dict[str, Any]
 
 KEY = "coordination.k8s.io/leases"
 STRATEGIES = ("OldestEmulationVersion",)

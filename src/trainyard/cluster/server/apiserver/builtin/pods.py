@@ -14,7 +14,7 @@ from typing import Any
 
 import msgspec
 
-Obj = dict[str, Any]
+from trainyard.api.meta import Obj
 
 
 class Waiting(msgspec.Struct, gc=False):

@@ -12,12 +12,10 @@ Pure; callers: ``objects`` (writes), ``admission`` (validation), ``plane`` (boot
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
 
+from trainyard.api.meta import Obj
 from trainyard.cluster.server.apiserver import causes, errors
 from trainyard.cluster.server.apiserver.causes import Cause
-
-Obj = dict[str, Any]
 
 KEY = "scheduling.k8s.io/priorityclasses"
 HIGHEST_USER_DEFINABLE = 1_000_000_000

@@ -15,12 +15,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from trainyard.api.meta import Obj
 from trainyard.cluster.server.apiserver import errors
 from trainyard.cluster.server.apiserver.registry import ResourceType
 from trainyard.cluster.server.apiserver.requests.selectors import FieldSelector, LabelSelector
 from trainyard.cluster.server.storage import codec
-
-Obj = dict[str, Any]
 
 # fieldSelector keys of the kinds that register their own (reference §3.2, core/v1 conversion.go);
 # an unknown key is 400 "field label not supported: X". Other kinds take metadata.name and

@@ -14,13 +14,11 @@ from __future__ import annotations
 
 import base64
 import copy
-from typing import Any
 
+from trainyard.api.meta import Obj
 from trainyard.cluster import qos
 from trainyard.cluster.server.apiserver.builtin import autoscaling, jobs
 from trainyard.cluster.server.apiserver.registry import ResourceType
-
-Obj = dict[str, Any]
 
 POD_UPDATABLE = (
     "`spec.containers[*].image`,`spec.initContainers[*].image`,`spec.activeDeadlineSeconds`,"

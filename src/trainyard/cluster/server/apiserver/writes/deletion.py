@@ -15,11 +15,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from trainyard.api.meta import Obj
 from trainyard.cluster.server.apiserver import errors
 from trainyard.cluster.server.apiserver.registry import ResourceType
 from trainyard.cluster.server.storage import codec
-
-Obj = dict[str, Any]
 
 TERMINAL_POD_PHASES = ("Succeeded", "Failed")
 

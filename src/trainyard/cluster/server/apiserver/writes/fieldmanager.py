@@ -21,10 +21,10 @@ from dataclasses import dataclass, field
 from json.encoder import encode_basestring_ascii as _quote  # a str as json.dumps writes it
 from typing import Any
 
+from trainyard.api.meta import Obj
 from trainyard.cluster.server.apiserver.writes.listshapes import BuiltinShape, SchemaShape, Shape
 from trainyard.cluster.server.storage import codec
 
-Obj = dict[str, Any]
 Path = tuple[str, ...]
 
 # Metadata the server owns or that identifies the object: never part of anyone's field set.

@@ -15,11 +15,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from trainyard.api.meta import Obj
 from trainyard.cluster.server.apiserver.writes import fieldmanager
 from trainyard.cluster.server.apiserver.writes.fieldmanager import Path, Write
 from trainyard.cluster.server.apiserver.writes.listshapes import Shape
 
-Obj = dict[str, Any]
 _MISSING = object()
 
 
