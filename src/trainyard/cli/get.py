@@ -4,6 +4,7 @@ with label selectors and ``--watch``.
 
 from __future__ import annotations
 
+import functools
 import queue
 import re
 import threading
@@ -246,17 +247,10 @@ def _get_pods(
     else:
         pods = [to_dict(p) for p in client.list(Pod, namespace=ns, labels=selector)]
     pods = [with_kind(p, "v1", "Pod") for p in pods]
-    if output in ("json", "yaml", "name") and not watch:
-        print_objects(pods, output, single=bool(name))
-        return
     headers = pod_headers(wide=wide, all_ns=all_ns)
-    if not pods and not watch:
-        err.print(Text(f"No pods found in {'any namespace' if all_ns else f'namespace {client.namespace}'}."))
+    row = functools.partial(pod_row, wide=wide, all_ns=all_ns)
+    if _listed(client, "pods", pods, row, headers, output, single=bool(name), all_ns=all_ns, watch=watch):
         return
-    if not watch:
-        table(headers, [pod_row(p, wide=wide, all_ns=all_ns) for p in pods])
-        return
-    table(headers, [])
 
     def show(obj: Obj) -> None:
         if name and obj["metadata"]["name"] != name:
@@ -267,6 +261,30 @@ def _get_pods(
             table(headers, [pod_row(obj, wide=wide, all_ns=all_ns)], header=False)
 
     watch_all(client, [(Pod, show)], ns, selector)
+
+
+def _listed(
+    client: Client,
+    word: str,
+    objs: list[Obj],
+    row: Callable[[Obj], list[str | Text]],
+    headers: list[str],
+    output: str | None,
+    *,
+    single: bool,
+    all_ns: bool,
+    watch: bool,
+) -> bool:
+    """Print a listing of pods or events as kubectl does; True when done (no watch follows),
+    else the table's header is printed for the watch's rows."""
+    if output in ("json", "yaml", "name") and not watch:
+        print_objects(objs, output, single=single)
+        return True
+    if not objs and not watch:
+        err.print(Text(f"No {word} found in {'any namespace' if all_ns else f'namespace {client.namespace}'}."))
+        return True
+    table(headers, [] if watch else [row(o) for o in objs])
+    return not watch
 
 
 def _get_events(
@@ -289,20 +307,13 @@ def _get_events(
         (e for e in (to_dict(x) for x in client.list(Event, namespace=ns)) if wanted(e)), key=jobstate.event_time
     )
     events = [with_kind(e, "v1", "Event") for e in events]
-    if output in ("json", "yaml", "name") and not watch:
-        print_objects(events, output, single=bool(name))
-        return
     headers = event_headers(wide=wide, all_ns=all_ns)
-    if not events and not watch:
-        err.print(Text(f"No events found in {'any namespace' if all_ns else f'namespace {client.namespace}'}."))
+    row = functools.partial(event_row, wide=wide, all_ns=all_ns)
+    if _listed(client, "events", events, row, headers, output, single=bool(name), all_ns=all_ns, watch=watch):
         return
-    if not watch:
-        table(headers, [event_row(e, wide=wide, all_ns=all_ns) for e in events])
-        return
-    table(headers, [])
 
     def show(obj: Obj) -> None:
         if wanted(obj):
-            table(headers, [event_row(obj, wide=wide, all_ns=all_ns)], header=False)
+            table(headers, [row(obj)], header=False)
 
     watch_all(client, [(Event, show)], ns, None)
