@@ -41,7 +41,7 @@ from trainyard.cluster.server.apiserver.auth import Credentials, write_private
 from trainyard.cluster.server.plane import ApiPlane
 from trainyard.frameworks.registry import kinds
 from trainyard.frameworks.trainer.status import StatusServer
-from trainyard.informer import Informer
+from trainyard.kit.informer import Informer
 from trainyard.operator.manager import Operator
 from trainyard.operator.metrics import CONTENT_TYPE, OperatorMetrics
 from trainyard.operator.restclient import UNLIMITED, api_client

@@ -28,7 +28,7 @@ from trainyard.cli.tables import job_columns, job_headers, job_row
 from trainyard.cluster.paths import Layout
 from trainyard.cluster.server.plane import ApiPlane
 from trainyard.embedded import kubeconfig
-from trainyard.frameworks.base import OwnedKind
+from trainyard.frameworks.base import ChildKind
 from trainyard.operator import families as operator_families
 from trainyard.operator import manifests
 from trainyard.operator.families import OperatorFamily, Running, Wiring
@@ -119,7 +119,7 @@ TOY_OPERATOR = OperatorFamily(
     name="bakejobs",
     controllers=bakers,
     rules=lambda: [Rule(GROUP, ("bakejobs",), ("list", "watch"), "the BakeJobs' informer")],
-    owned=lambda: [OwnedKind("v1", "ConfigMap", "configmaps", purpose="a BakeJob's recipe")],
+    child_kinds=lambda: [ChildKind("v1", "ConfigMap", "configmaps", purpose="a BakeJob's recipe")],
 )
 
 

@@ -59,8 +59,12 @@ def parse_job(body: Mapping[str, Any], info: KindInfo) -> tuple[TrainingJob | No
         # checking the CRD schema; the operator itself parses leniently.
         return info.model.model_validate_json(json.dumps(body), strict=True), []
     except ValidationError as exc:
-        errors = [FieldError(ErrorType.TYPE_INVALID, _path(tuple(err["loc"])), err["msg"]) for err in exc.errors()]
-        return None, errors
+        return None, type_errors(exc)
+
+
+def type_errors(exc: ValidationError) -> list[FieldError]:
+    """A model's parse errors as field errors, with their paths as Kubernetes writes them."""
+    return [FieldError(ErrorType.TYPE_INVALID, _path(tuple(err["loc"])), err["msg"]) for err in exc.errors()]
 
 
 @dataclass(frozen=True)

@@ -2,13 +2,13 @@
 
 from trainyard.controller.observed import ControllerSettings, Observed
 from trainyard.controller.plan import ChildRef, Plan
-from trainyard.controller.reconcile import owned_kinds, reconcile
+from trainyard.controller.reconcile import child_kinds, reconcile
 
 __all__ = [
     "ChildRef",
     "ControllerSettings",
     "Observed",
     "Plan",
-    "owned_kinds",
+    "child_kinds",
     "reconcile",
 ]

@@ -19,11 +19,11 @@ from trainyard.api.core import (
 )
 from trainyard.api.defaults import deep_copy
 from trainyard.api.meta import ObjectMeta, OwnerReference, TypedObject
-from trainyard.frameworks.base import EnvScope, Framework, OwnedKind
+from trainyard.frameworks.base import ChildKind, EnvScope, Framework
 from trainyard.frameworks.network import RENDEZVOUS_PORT_KEY, Network, NetworkMode, port_key, replica_name
 
-POD = OwnedKind("v1", "Pod", "pods")
-SERVICE = OwnedKind("v1", "Service", "services")
+POD = ChildKind("v1", "Pod", "pods")
+SERVICE = ChildKind("v1", "Service", "services")
 REPLICA_KINDS = (POD, SERVICE)
 """The kinds of a job's replicas: read by the job's labels, created per replica index."""
 

@@ -7,7 +7,7 @@ that scheduler. ``schedule`` runs after the rest of the pass and amends its plan
 
 * a finished or suspended job has its PodGroup deleted (upstream also on backoff/deadline
   failure, which finishes the job in that same pass);
-* otherwise the PodGroup is created, or replaced when its spec differs (as ``owned.diff``
+* otherwise the PodGroup is created, or replaced when its spec differs (as ``childdiff.diff``
   compares: quantities by value) from the one the job asks for: ``minMember`` (``minAvailable``,
   else every replica), ``minResources`` (given, else what the first ``minMember`` pods request,
   replica types taken by their PriorityClass value, highest first), and per flavour ``queue`` +
@@ -48,11 +48,11 @@ from trainyard.api.podgroup import (
     flavour,
 )
 from trainyard.api.quantity import BINARY_SUFFIXES, SUFFIXES
-from trainyard.controller import owned
+from trainyard.controller import childdiff
 from trainyard.controller.children import is_owned, owner_reference
 from trainyard.controller.observed import ControllerSettings, Observed
 from trainyard.controller.plan import Plan
-from trainyard.frameworks.base import Framework, OwnedKind
+from trainyard.frameworks.base import ChildKind, Framework
 from trainyard.frameworks.capabilities import launcher_jobs
 from trainyard.kit.plans import DeletionEvents, Event, EventType
 
@@ -73,12 +73,12 @@ def needs_priority_classes(job: TrainingJob, settings: ControllerSettings) -> bo
     return any(_template_priority_class(spec.template.spec.model_extra) for spec in job.replica_specs.values())
 
 
-def owned_kind(settings: ControllerSettings) -> OwnedKind | None:
+def group_kind(settings: ControllerSettings) -> ChildKind | None:
     """The PodGroup kind jobs own with gang scheduling on (the operator watches it); None when off."""
     if not enabled(settings):
         return None
     kind = flavour(settings.gang_scheduler_name)
-    return OwnedKind(kind.api_version, "PodGroup", "podgroups", purpose="gang scheduling: one PodGroup per job")
+    return ChildKind(kind.api_version, "PodGroup", "podgroups", purpose="gang scheduling: one PodGroup per job")
 
 
 def schedule(observed: Observed, job: TrainingJob, plugin: Framework, settings: ControllerSettings, plan: Plan) -> Plan:
@@ -87,17 +87,17 @@ def schedule(observed: Observed, job: TrainingJob, plugin: Framework, settings: 
     ``job`` is the defaulted one. Only for jobs this operator manages and that are not being
     deleted (``reconcile`` sees to it).
     """
-    owned_as = owned_kind(settings)
-    if owned_as is None:
+    podgroups = group_kind(settings)
+    if podgroups is None:
         return plan
     kind = flavour(settings.gang_scheduler_name)
-    groups = [_group(g) for g in observed.of_kind(owned_as)]
+    groups = [_group(g) for g in observed.of_kind(podgroups)]
     status = plan.status or observed.job.status
     if conditions.is_finished(status) or job.run_policy.suspend:
-        return owned.diff(job, (), groups, told=_deletion).amend(plan)
+        return childdiff.diff(job, (), groups, told=_deletion).amend(plan)
 
     ours = _ours(groups, job)
-    plan = owned.diff(job, (pod_group(job, plugin, kind, ours, observed.priority_classes),), groups).amend(plan)
+    plan = childdiff.diff(job, (pod_group(job, plugin, kind, ours, observed.priority_classes),), groups).amend(plan)
     if _waits(kind.volcano, ours):
         if kind.volcano:
             # Upstream's way to be called again; here the PodGroup watch does that, so the stamp
@@ -115,10 +115,10 @@ def holds_creates(observed: Observed, job: TrainingJob, settings: ControllerSett
     """Whether ``schedule`` will hold this pass's pods and Services back (no group of the job's
     yet, or a Volcano one not enqueued), so that the pass need not build them. ``job`` is the
     defaulted one; a job that is finished or suspended creates nothing anyway."""
-    owned_as = owned_kind(settings)
-    if owned_as is None:
+    podgroups = group_kind(settings)
+    if podgroups is None:
         return False
-    return _waits(flavour(settings.gang_scheduler_name).volcano, _ours(observed.of_kind(owned_as), job))
+    return _waits(flavour(settings.gang_scheduler_name).volcano, _ours(observed.of_kind(podgroups), job))
 
 
 def _waits(volcano: bool, ours: TypedObject | None) -> bool:

@@ -39,7 +39,7 @@ from trainyard.api import conditions
 from trainyard.api.common import CleanPodPolicy, ConditionType, JobCondition, JobStatus, ReplicaStatus, TrainingJob
 from trainyard.api.core import Pod, PodPhase
 from trainyard.api.meta import TypedObject, parse_time
-from trainyard.controller import children, gang, lifecycle, owned, progress, restarts, trainingenv
+from trainyard.controller import childdiff, children, gang, lifecycle, progress, restarts, trainingenv
 from trainyard.controller.observed import ControllerSettings, Observed
 from trainyard.controller.plan import ChildRef, Plan, StatusPatch
 from trainyard.frameworks.base import Framework
@@ -86,7 +86,7 @@ class _Pass:
     def _launcher(self) -> TypedObject | None:
         name = self.plugin.launcher_name(self.job)
         found = next(
-            (o for o in self.observed.owned if _group_kind(o) == BATCH_JOB and o.name == name),
+            (o for o in self.observed.other_children if _group_kind(o) == BATCH_JOB and o.name == name),
             None,
         )
         if found is None or not children.is_owned(found, self.job) or found.metadata.deletion_timestamp is not None:
@@ -115,7 +115,7 @@ class _Pass:
             if not self.suspended:
                 plan = self._workers(plan)
             if self.launcher is None and self._may_launch():
-                launcher = owned.adopt(owned.as_object(self._launcher_job()), self.job)
+                launcher = childdiff.adopt(childdiff.as_object(self._launcher_job()), self.job)
                 plan = dataclasses.replace(plan, apply=(*plan.apply, launcher))
         if self.launcher is not None:
             plan = self._follow_suspend(plan, self.launcher)
@@ -165,11 +165,11 @@ class _Pass:
     def _companions(self, plan: Plan) -> Plan:
         running = [p.name for p in self.workers if p.phase is PodPhase.RUNNING]
         wanted = self.plugin.companions(
-            self.job, running, self.observed.owned, self.observed.key_pairs, self.settings.cluster_domain
+            self.job, running, self.observed.other_children, self.observed.key_pairs, self.settings.cluster_domain
         )
-        kinds = {_group_kind(owned.as_object(w)) for w in wanted}
-        have = [o for o in self.observed.owned if _group_kind(o) in kinds]
-        return owned.diff(self.job, wanted, have).amend(plan)
+        kinds = {_group_kind(childdiff.as_object(w)) for w in wanted}
+        have = [o for o in self.observed.other_children if _group_kind(o) in kinds]
+        return childdiff.diff(self.job, wanted, have).amend(plan)
 
     def _workers(self, plan: Plan) -> Plan:
         replicas = _replicas(self.job, self.plugin)

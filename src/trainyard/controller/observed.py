@@ -9,7 +9,7 @@ from datetime import datetime, timedelta
 from trainyard.api.common import TrainingJob
 from trainyard.api.core import Pod, Service
 from trainyard.api.meta import TypedObject
-from trainyard.frameworks.base import OwnedKind
+from trainyard.frameworks.base import ChildKind
 from trainyard.frameworks.capabilities import KeyPairs
 from trainyard.frameworks.network import NetworkMode, WaitForMaster
 from trainyard.frameworks.trainer.status import StatusServer
@@ -44,7 +44,7 @@ class Observed:
     pods: tuple[Pod, ...]
     services: tuple[Service, ...]
     now: datetime
-    owned: tuple[TypedObject, ...] = ()
+    other_children: tuple[TypedObject, ...] = ()
     """Children of the owned kinds (the gang's PodGroup, the plugin's) whose controller owner is a
     job of this name, as read; ``of_kind`` picks one kind's. Some may be an older job's."""
     priority_classes: Mapping[str, int] = field(default_factory=dict)
@@ -57,6 +57,6 @@ class Observed:
     version of a job, as it keeps the job's model: its deep copy was a tenth of the operator's own
     CPU); None: the pass makes it. Shared like ``job``: a pass changes neither."""
 
-    def of_kind(self, *kinds: OwnedKind) -> tuple[TypedObject, ...]:
+    def of_kind(self, *kinds: ChildKind) -> tuple[TypedObject, ...]:
         wanted = {(k.group, k.kind) for k in kinds}
-        return tuple(o for o in self.owned if ((o.api_version or "").rpartition("/")[0], o.kind) in wanted)
+        return tuple(o for o in self.other_children if ((o.api_version or "").rpartition("/")[0], o.kind) in wanted)

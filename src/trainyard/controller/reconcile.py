@@ -29,7 +29,7 @@ One pass, in order (the order lives here and only here):
 9. the status is returned only if it changed, with events for new conditions;
 10. with gang scheduling on, the plan is amended for the job's PodGroup (``gang.schedule``);
 10a. the children the plugin wants beside the replicas (a PyTorchJob's HorizontalPodAutoscaler)
-    are created, replaced or deleted (``owned.plugin_children``);
+    are created, replaced or deleted (``childdiff.plugin_children``);
 10b. the job's rendezvous host (not a replica: left out of every step above) is created or deleted
     (``rendezvous.host``);
 11. ``lifecycle.finish_pass``: completionTime, lastReconcileTime, TTL deletion, timed requeues.
@@ -46,11 +46,21 @@ from trainyard.api import conditions
 from trainyard.api.common import ConditionType, JobStatus, TrainingJob
 from trainyard.api.core import Pod, Service
 from trainyard.api.defaults import apply_defaults
-from trainyard.controller import children, gang, launched, lifecycle, owned, progress, rendezvous, restarts, trainingenv
+from trainyard.controller import (
+    childdiff,
+    children,
+    gang,
+    launched,
+    lifecycle,
+    progress,
+    rendezvous,
+    restarts,
+    trainingenv,
+)
 from trainyard.controller.observed import ControllerSettings, Observed
 from trainyard.controller.plan import ChildRef, Plan
 from trainyard.controller.status import count_replicas, replica_statuses
-from trainyard.frameworks.base import Framework, OwnedKind, Verdict
+from trainyard.frameworks.base import ChildKind, Framework, Verdict
 from trainyard.frameworks.network import Network, NetworkMode, replica_name
 from trainyard.kit.plans import Event, EventType
 
@@ -69,15 +79,15 @@ def reconcile(observed: Observed, plugin: Framework, settings: ControllerSetting
         return lifecycle.finish_pass(plan, raw, plugin, observed.now, ttl=False)
     plan = _replicas(_pass(observed, job, plugin), settings, build=not gang.holds_creates(observed, job, settings))
     plan = gang.schedule(observed, job, plugin, settings, plan)
-    plan = owned.plugin_children(observed, job, plugin, plan)
+    plan = childdiff.plugin_children(observed, job, plugin, plan)
     plan = rendezvous.host(observed, job, plugin, settings, plan)
     return lifecycle.finish_pass(plan, raw, plugin, observed.now)
 
 
-def owned_kinds(plugin: Framework, settings: ControllerSettings) -> tuple[OwnedKind, ...]:
+def child_kinds(plugin: Framework, settings: ControllerSettings) -> tuple[ChildKind, ...]:
     """Every kind a job may own beside its pods and Services (the gang's PodGroup, the plugin's)."""
-    group = gang.owned_kind(settings)
-    return (*((group,) if group is not None else ()), *plugin.owned)
+    group = gang.group_kind(settings)
+    return (*((group,) if group is not None else ()), *plugin.child_kinds)
 
 
 @dataclass(frozen=True)

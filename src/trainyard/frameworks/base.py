@@ -53,7 +53,7 @@ class RendezvousHost:
 
 
 @dataclass(frozen=True)
-class OwnedKind:
+class ChildKind:
     """A namespaced kind whose objects jobs own: the operator watches, reads and writes it by this.
 
     ``deploy/``'s RBAC grants what the operator does with every declared kind, so declaring a kind
@@ -125,7 +125,7 @@ class Framework(Protocol):
         ...
 
     @property
-    def owned(self) -> Sequence[OwnedKind]:
+    def child_kinds(self) -> Sequence[ChildKind]:
         """The kinds ``children`` may return (the operator watches them; RBAC grants them)."""
         ...
 
@@ -133,7 +133,7 @@ class Framework(Protocol):
         """What a (defaulted) job owns now beside its replicas, suspended or not, finished or not.
 
         The engine creates what is missing, replaces what differs and deletes what the job owns
-        but no longer lists (``controller.owned``); an empty answer deletes them all.
+        but no longer lists (``controller.childdiff``); an empty answer deletes them all.
         """
         ...
 

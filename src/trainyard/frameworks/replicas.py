@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from trainyard.api.common import ConditionType, TrainingJob
 from trainyard.api.core import Container, RestartPolicy
 from trainyard.api.kindinfo import KindInfo
-from trainyard.frameworks.base import Child, EnvScope, OwnedKind, RendezvousHost, ReplicaCounts, Verdict
+from trainyard.frameworks.base import Child, ChildKind, EnvScope, RendezvousHost, ReplicaCounts, Verdict
 from trainyard.frameworks.network import Network
 
 
@@ -88,7 +88,7 @@ class StaticWorld:
     replica restarts the whole gang (``controller.restarts``). A plugin overrides what differs.
     """
 
-    owned: tuple[OwnedKind, ...] = ()
+    child_kinds: tuple[ChildKind, ...] = ()
     env_scope: EnvScope = EnvScope.EVERY_CONTAINER
 
     def children(self, job: TrainingJob) -> Sequence[Child]:

@@ -32,7 +32,7 @@ from trainyard.api.meta import Obj, format_time
 from trainyard.client.events import record_events
 from trainyard.client.resources import build, is_status, to_dict
 from trainyard.client.transport import delete
-from trainyard.informer import Informer
+from trainyard.kit.informer import Informer
 from trainyard.kit.plans import Event
 from trainyard.kit.worker import NotLeading
 

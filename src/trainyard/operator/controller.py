@@ -1,7 +1,7 @@
 """The job controller: keys in, reconcile, plan applied. The I/O shell around ``reconcile``.
 
-Informers (``trainyard.informer``) cache the jobs, their pods and Services, and every other kind
-they own (``controller.owned_kinds``: the gang's PodGroups, the plugin's, e.g. HPAs); a change to
+Informers (``trainyard.kit.informer``) cache the jobs, their pods and Services, and every other kind
+they own (``controller.child_kinds``: the gang's PodGroups, the plugin's, e.g. HPAs); a change to
 any of them only enqueues the key of the job it belongs to. A worker then reads the job and its
 children from those caches, never from the API server: replicas by the job's label index, other
 children by their controller owner; asks the pure reconciler for a plan; and applies it through
@@ -34,18 +34,20 @@ from trainyard.api import conditions, labels
 from trainyard.api.common import TrainingJob
 from trainyard.api.core import Pod, Service
 from trainyard.api.defaults import apply_defaults
-from trainyard.api.meta import TypedObject
+from trainyard.api.meta import TypedObject, format_time
 from trainyard.api.podgroup import flavour
+from trainyard.api.validation import type_errors
 from trainyard.client.events import reference
 from trainyard.client.resources import is_status, job_resource, selector
-from trainyard.controller import ChildRef, Observed, Plan, children, gang, owned_kinds, reconcile
+from trainyard.controller import ChildRef, Observed, Plan, child_kinds, children, gang, reconcile
 from trainyard.controller.children import POD, REPLICA_KINDS, SERVICE
-from trainyard.frameworks.base import Framework, OwnedKind
-from trainyard.informer import OWNER_INDEX, Caches, Informer, SharedInformers, controller_of, label_index
+from trainyard.frameworks.base import ChildKind, Framework
 from trainyard.kit.applier import Applier
+from trainyard.kit.conditions import set_condition
+from trainyard.kit.informer import OWNER_INDEX, Caches, Informer, SharedInformers, controller_of, label_index
 from trainyard.kit.plans import Event
 from trainyard.kit.queue import WorkQueue
-from trainyard.kit.worker import Waiting, work
+from trainyard.kit.worker import Permanent, Waiting, work
 from trainyard.operator import sshkeys
 from trainyard.operator.metrics import OperatorMetrics
 from trainyard.operator.ports import PortAllocator, PortsExhausted
@@ -63,12 +65,12 @@ worked on in turn, so fewer than the sweep's size were all dropped before the jo
 
 REPLICA_VERBS: tuple[str, ...] = ("list", "watch", "create", "delete")
 """What this controller asks of pods and Services (``deploy/``'s RBAC grants exactly that)."""
-OWNED_VERBS: tuple[str, ...] = ("list", "watch", "create", "update", "delete")
-"""What it asks of every other owned kind: list and watch (its informer), create, replace and delete
+CHILD_VERBS: tuple[str, ...] = ("list", "watch", "create", "update", "delete")
+"""What it asks of every other child kind: list and watch (its informer), create, replace and delete
 (``deploy/``'s RBAC grants exactly that)."""
 
 
-def resource(kind: OwnedKind) -> Any:
+def resource(kind: ChildKind) -> Any:
     """The lightkube resource class of a kind: lightkube's own for Kubernetes' groups, else generic.
 
     Looked up in ``lightkube.resources`` by module name rather than through lightkube's registry,
@@ -132,8 +134,8 @@ class JobController:
             may_write=may_write,
             owned_elsewhere=(STATUS_SERVER_FIELD,),
         )
-        self.owned_kinds = owned_kinds(plugin, settings.controller)
-        self.resources = {(k.api_version, k.kind): resource(k) for k in (*REPLICA_KINDS, *self.owned_kinds)}
+        self.child_kinds = child_kinds(plugin, settings.controller)
+        self.resources = {(k.api_version, k.kind): resource(k) for k in (*REPLICA_KINDS, *self.child_kinds)}
         # What the operator reads between events, it reads from these caches, never the API server.
         # The jobs and what any kind may own come from the manager's shared informers; the replicas
         # are this kind's alone (selected by its operator-name label).
@@ -158,14 +160,14 @@ class JobController:
             )
             for k in REPLICA_KINDS
         }
-        self.owned = {
+        self.child_caches = {
             k: shared.informer(
                 self._resource(k.api_version, k.kind),
                 self._on_child,
                 namespace=namespace,
                 indexers={OWNER_INDEX: controller_of},
             )
-            for k in self.owned_kinds
+            for k in self.child_kinds
         }
         self.caches = Caches(plugin.info.controller_name)
 
@@ -187,7 +189,7 @@ class JobController:
         return [
             (self.plugin.info.plural, self.jobs),
             *((k.plural, self.replicas[k.kind]) for k in REPLICA_KINDS),
-            *((k.plural, self.owned[k]) for k in self.owned_kinds),
+            *((k.plural, self.child_caches[k]) for k in self.child_kinds),
         ]
 
     async def run(self) -> None:
@@ -196,7 +198,7 @@ class JobController:
 
     async def _check_gang_crd(self) -> None:
         """Gang scheduling needs the PodGroup CRD; without it, stop at start as upstream does."""
-        kind = gang.owned_kind(self.settings.controller)
+        kind = gang.group_kind(self.settings.controller)
         if kind is None:
             return
         groups = self._resource(kind.api_version, kind.kind)
@@ -213,10 +215,10 @@ class JobController:
             raise
 
     def _cache(self, api_version: str, kind: str) -> Informer:
-        """The informer of a kind this controller writes (replicas by kind, other owned kinds)."""
+        """The informer of a kind this controller writes (replicas by kind, the other child kinds)."""
         if (api_version, kind) in {(k.api_version, k.kind) for k in REPLICA_KINDS}:
             return self.replicas[kind]
-        return next(i for k, i in self.owned.items() if (k.api_version, k.kind) == (api_version, kind))
+        return next(i for k, i in self.child_caches.items() if (k.api_version, k.kind) == (api_version, kind))
 
     def _resource(self, api_version: str, kind: str) -> Any:
         try:
@@ -241,7 +243,22 @@ class JobController:
 
     async def _worker(self) -> None:
         name = self.plugin.info.controller_name
-        await work(self.queue, self.reconcile, name=name, observe=self.metrics.observer(name))
+        observe = self.metrics.observer(name)
+        await work(self.queue, self.reconcile, name=name, observe=observe, on_permanent=self._tell_permanent)
+
+    async def _tell_permanent(self, key: Key, exc: Permanent) -> None:
+        """A job that cannot be reconciled until it changes fails, as upstream's operators fail a
+        job whose spec they cannot read: a Failed condition and a Warning event name the cause."""
+        raw = self.jobs.get(*key)
+        if raw is None:
+            return
+        now = format_time(self.clock())
+        old = (raw.get("status") or {}).get("conditions") or []
+        new, changed = set_condition(old, "Failed", "True", exc.reason, exc.message, now, lastUpdateTime=now)
+        if not changed:
+            return
+        await self.applier.write_status(self.res, raw, {"conditions": new}, self.jobs)
+        await self._emit(raw, [Event.warning(exc.reason, exc.message)])
 
     async def reconcile(self, key: Key) -> float | None:
         namespace, name = key
@@ -254,15 +271,11 @@ class JobController:
         try:
             job = self.jobs.parsed(self._model, raw)
         except ValidationError as exc:
-            # Admission validates jobs; one that still does not parse cannot be reconciled.
-            log.error(
-                "%s %s does not match the %s schema: %s",
-                self.plugin.info.kind,
-                owner,
-                self.plugin.info.kind,
-                exc,
-            )
-            return None
+            # Admission validates jobs; one that still does not parse (written where no webhook
+            # runs) cannot be reconciled until it changes. Upstream's words (MPIJob's validation).
+            kind = self.plugin.info.kind
+            because = "; ".join(str(error) for error in type_errors(exc))
+            raise Permanent(f"{kind}FailedValidation", f"{kind} failed validation because {because}") from exc
         observed = await self._observe(job, key, self.jobs.parsed(self._defaults, raw))
         self._hold_ports(job, observed.pods)
         plan = reconcile(observed, self.plugin, self.settings.controller)
@@ -274,7 +287,7 @@ class JobController:
             job = self.jobs.parsed(self._model, raw)
             observed = dataclasses.replace(observed, job=job, defaulted=self.jobs.parsed(self._defaults, raw))
             plan = reconcile(observed, self.plugin, self.settings.controller)
-        seen = [*observed.pods, *observed.services, *observed.owned]
+        seen = [*observed.pods, *observed.services, *observed.other_children]
         uids = {(c.kind or "", c.name): c.metadata.uid or "" for c in seen}
         await self.apply(raw, plan, uids=uids, finished=conditions.is_finished(job.status))
         return plan.requeue_after.total_seconds() if plan.requeue_after is not None else None
@@ -300,26 +313,26 @@ class JobController:
         svc_cache = self.replicas[SERVICE.kind]
         pods = self._pods(key[0], job.name)
         services = tuple(svc_cache.parsed(Service.model_validate, s) for s in svc_cache.by_index(JOB_INDEX, filed))
-        owned = self._read_owned(key)
+        other_children = self._read_other_children(key)
         classes = await self._priority_classes(job)
         return Observed(
             job,
             pods,
             services,
             self.clock(),
-            owned=owned,
+            other_children=other_children,
             priority_classes=classes,
             key_pairs=sshkeys.key_pair,
             defaulted=defaulted,
         )
 
-    def _read_owned(self, key: Key) -> tuple[TypedObject, ...]:
-        """Each owned child the caches hold controlled by a job of this name."""
+    def _read_other_children(self, key: Key) -> tuple[TypedObject, ...]:
+        """Each child of the other kinds the caches hold controlled by a job of this name."""
         controller = f"{self.plugin.info.kind}/{key[0]}/{key[1]}"
         return tuple(
-            self.owned[kind].parsed(_typed(kind.api_version, kind.kind), body)
-            for kind in sorted(self.owned_kinds, key=lambda k: (k.api_version, k.kind))
-            for body in self.owned[kind].by_index(OWNER_INDEX, controller)
+            self.child_caches[kind].parsed(_typed(kind.api_version, kind.kind), body)
+            for kind in sorted(self.child_kinds, key=lambda k: (k.api_version, k.kind))
+            for body in self.child_caches[kind].by_index(OWNER_INDEX, controller)
         )
 
     async def _priority_classes(self, job: TrainingJob) -> dict[str, int]:

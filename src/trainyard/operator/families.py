@@ -22,9 +22,9 @@ from trainyard.api.trainer import family as trainjobs_family
 from trainyard.api.trainingjob import family as trainingjobs_family
 from trainyard.controller.children import REPLICA_KINDS
 from trainyard.controller.trainjob import TrainJobSettings
-from trainyard.frameworks.base import OwnedKind
+from trainyard.frameworks.base import ChildKind
 from trainyard.frameworks.registry import plugin_for
-from trainyard.informer import SharedInformers
+from trainyard.kit.informer import SharedInformers
 from trainyard.operator import trainingjobs, trainjobs
 from trainyard.operator.controller import REPLICA_VERBS, JobController
 from trainyard.operator.metrics import OperatorMetrics
@@ -70,8 +70,8 @@ class OperatorFamily:
     """Its controllers for the kinds enabled (``--enable-scheme``), never called with none."""
     rules: Callable[[], list[Rule]]
     """What its controllers ask of its own kinds and companions (the owned kinds' are ``owned``'s)."""
-    owned: Callable[[], list[OwnedKind]] = field(default=list)
-    """The kinds its jobs own; one rule each, merged across families (``rbac.owned_rules``)."""
+    child_kinds: Callable[[], list[ChildKind]] = field(default=list)
+    """The kinds its jobs own; one rule each, merged across families (``rbac.child_rules``)."""
 
 
 # -- the replica-spec kinds: one JobController each -------------------------------------------------
@@ -118,7 +118,7 @@ REPLICA_SPECS = OperatorFamily(
     name=replica_specs.NAME,
     controllers=_job_controllers,
     rules=_job_rules,
-    owned=lambda: [kind for name in KINDS for kind in plugin_for(name).owned],
+    child_kinds=lambda: [kind for name in KINDS for kind in plugin_for(name).child_kinds],
 )
 
 
@@ -170,7 +170,7 @@ TRAINJOBS = OperatorFamily(
     controllers=_trainjob_controllers,
     rules=_trainjob_rules,
     # a TrainJob's PodGroup: the gang's rule (``manifests``) grants all it asks
-    owned=lambda: [kind for kind in trainjobs.OWNED if kind.kind != "PodGroup"],
+    child_kinds=lambda: [kind for kind in trainjobs.CHILD_KINDS if kind.kind != "PodGroup"],
 )
 
 
@@ -206,7 +206,7 @@ TRAININGJOBS = OperatorFamily(
     name=trainingjobs_family.NAME,
     controllers=_trainingjob_controllers,
     rules=_trainingjob_rules,
-    owned=lambda: list(trainingjobs.OWNED),
+    child_kinds=lambda: list(trainingjobs.CHILD_KINDS),
 )
 
 

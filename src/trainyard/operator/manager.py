@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 
 from lightkube import AsyncClient
 
-from trainyard.informer import SharedInformers
+from trainyard.kit.informer import SharedInformers
 from trainyard.operator.families import Running, Wiring, rows
 from trainyard.operator.metrics import OperatorMetrics
 from trainyard.operator.ports import PortAllocator

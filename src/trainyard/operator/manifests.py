@@ -15,7 +15,7 @@ ports and paths from the webhook and process defaults, and the RBAC from ``clust
 API call site of the operator, checked against the requests of a real run
 (tests/e2e/test_deploy_rbac.py). Each family's rules are its row's; the rules for what jobs own
 follow from the code: the verbs of the controller's owned-children path, for the kinds every
-family declares its jobs own (``Framework.owned`` for the replica-spec kinds) and the gang's PodGroups.
+family declares its jobs own (``Framework.child_kinds`` for the replica-spec kinds) and the gang's PodGroups.
 """
 
 from __future__ import annotations
@@ -33,10 +33,10 @@ from trainyard.api.podgroup import SCHEDULER_PLUGINS_SCHEDULER, VOLCANO_SCHEDULE
 from trainyard.frameworks.trainer.status import DEFAULT_PORT as STATUS_PORT
 from trainyard.operator import monitoring
 from trainyard.operator.commandline import composed, parameters, run
-from trainyard.operator.controller import OWNED_VERBS
+from trainyard.operator.controller import CHILD_VERBS
 from trainyard.operator.families import rows
 from trainyard.operator.flags import DEFAULT_LEASE_ID
-from trainyard.operator.rbac import Rule, owned_rules, verbs
+from trainyard.operator.rbac import Rule, child_rules, verbs
 from trainyard.operator.webhook import DEFAULT_CERT_DIR, DEFAULT_PORT, webhook_configuration
 
 # Upstream's names, so that this is a drop-in replacement of the standalone Training Operator
@@ -59,7 +59,7 @@ def _pod_group_rules() -> list[Rule]:
             group,
             ("podgroups",),
             # list: the controller checks at start that the PodGroup CRD is served.
-            verbs(*OWNED_VERBS, "list"),
+            verbs(*CHILD_VERBS, "list"),
             "gang scheduling (--gang-scheduler-name): one PodGroup per job, replaced when its spec differs",
         )
         for group in groups
@@ -72,7 +72,7 @@ def cluster_rules() -> tuple[Rule, ...]:
         *(rule for _name, _kinds, family in rows() for rule in family.rules()),
         Rule("", ("events",), ("create",), "events about jobs (core/v1, as the operator's client writes them)"),
         *_pod_group_rules(),
-        *owned_rules(kind for _name, _kinds, family in rows() for kind in family.owned()),
+        *child_rules(kind for _name, _kinds, family in rows() for kind in family.child_kinds()),
         Rule(
             "authentication.k8s.io",
             ("tokenreviews",),

@@ -10,8 +10,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from trainyard.frameworks.base import OwnedKind
-from trainyard.operator.controller import OWNED_VERBS
+from trainyard.frameworks.base import ChildKind
+from trainyard.operator.controller import CHILD_VERBS
 
 
 @dataclass(frozen=True)
@@ -50,11 +50,11 @@ def verbs(*asked: str) -> tuple[str, ...]:
     return tuple(sorted(set(asked), key=_VERB_ORDER.index))
 
 
-def owned_rules(owned: Iterable[OwnedKind]) -> list[Rule]:
+def child_rules(kinds: Iterable[ChildKind]) -> list[Rule]:
     """One rule per kind plugins declare their jobs own, with the owned-children path's verbs."""
     rules: dict[tuple[str, str], Rule] = {}
-    for kind in owned:
-        asked = kind.verbs or OWNED_VERBS
+    for kind in kinds:
+        asked = kind.verbs or CHILD_VERBS
         known = rules.get((kind.group, kind.plural))
         if known is not None:  # owned by two kinds: what either asks
             asked, purpose = verbs(*known.verbs, *asked), f"{known.why}; {kind.purpose}"

@@ -1,6 +1,6 @@
 """The TrainingJob controller: keys in, ``controller.trainingjob.reconcile``, plan applied. The I/O shell.
 
-Informers (``trainyard.informer``) cache the TrainingJobs and the PyTorchJobs, TFJobs and JAXJobs
+Informers (``trainyard.kit.informer``) cache the TrainingJobs and the PyTorchJobs, TFJobs and JAXJobs
 they may own; their events only enqueue keys: a TrainingJob its own, an owned job its controlling
 TrainingJob's (``ownerReferences``). A worker reads the TrainingJob and its owned job (named like
 it, of the kind its framework compiles to) from those caches, never from the API server, asks the
@@ -27,10 +27,10 @@ from trainyard.api.meta import Obj
 from trainyard.client.events import reference
 from trainyard.client.resources import is_status
 from trainyard.controller.trainingjob import TrainingJobObserved, TrainingJobPlan, reconcile
-from trainyard.frameworks.base import OwnedKind
-from trainyard.frameworks.trainingjob import owned_kind
-from trainyard.informer import Caches, Informer, SharedInformers
+from trainyard.frameworks.base import ChildKind
+from trainyard.frameworks.trainingjob import job_kind
 from trainyard.kit.applier import Applier, owned_by
+from trainyard.kit.informer import Caches, Informer, SharedInformers
 from trainyard.kit.plans import Event
 from trainyard.kit.queue import WorkQueue
 from trainyard.kit.worker import work
@@ -40,8 +40,8 @@ log = logging.getLogger(__name__)
 
 Key = tuple[str, str]
 
-OWNED: tuple[OwnedKind, ...] = tuple(
-    OwnedKind(
+CHILD_KINDS: tuple[ChildKind, ...] = tuple(
+    ChildKind(
         KINDS[kind].api_version,
         kind,
         KINDS[kind].plural,
@@ -76,12 +76,14 @@ class TrainingJobController:
         self.res = create_namespaced_resource(tj.GROUP, tj.VERSION, tj.KIND, tj.PLURAL)
         self.jobs = {
             k.kind: create_namespaced_resource(k.group, k.api_version.rpartition("/")[2], k.kind, k.plural)
-            for k in OWNED
+            for k in CHILD_KINDS
         }
         # What the controller reads between events, it reads from these caches, never the API server.
         self.trainingjobs = Informer(client, self.res, self._on_trainingjob, namespace=namespace)
         shared = informers if informers is not None else SharedInformers(client)
-        self.owned = {kind: shared.informer(res, self._on_job, namespace=namespace) for kind, res in self.jobs.items()}
+        self.child_caches = {
+            kind: shared.informer(res, self._on_job, namespace=namespace) for kind, res in self.jobs.items()
+        }
         self.caches = Caches(tj.CONTROLLER_NAME)
 
     async def _served(self) -> bool:
@@ -104,7 +106,9 @@ class TrainingJobController:
                 told = True
             await asyncio.sleep(recheck)
         name, observe = tj.CONTROLLER_NAME, self.metrics.observer(tj.CONTROLLER_NAME)
-        await self.caches.sync({tj.PLURAL: self.trainingjobs, **{k.plural: self.owned[k.kind] for k in OWNED}})
+        await self.caches.sync(
+            {tj.PLURAL: self.trainingjobs, **{k.plural: self.child_caches[k.kind] for k in CHILD_KINDS}}
+        )
         await asyncio.gather(
             self.caches.run(),
             *(work(self.queue, self.reconcile, name=name, observe=observe) for _ in range(self.workers)),
@@ -130,8 +134,8 @@ class TrainingJobController:
         if tjob is None:
             self.metrics.forget_job(tj.KIND, namespace, name)
             return None
-        kind = owned_kind(tjob)
-        job = self.owned[kind].get(namespace, name)
+        kind = job_kind(tjob)
+        job = self.child_caches[kind].get(namespace, name)
         if job is not None:
             job = {"apiVersion": KINDS[kind].api_version, "kind": kind, **job}
             if not any(r.get("uid") == tjob["metadata"]["uid"] for r in job["metadata"].get("ownerReferences") or []):
@@ -164,10 +168,10 @@ class TrainingJobController:
         res = self.jobs[kind]
         if obj["metadata"].get("resourceVersion"):
             # replaced as read: a newer version gets a conflict, and the pass runs again on it
-            await self.applier.replace(res, body, self.owned[kind])
+            await self.applier.replace(res, body, self.child_caches[kind])
             return []
         try:
-            created = await self.applier.create(res, body, self.owned[kind])
+            created = await self.applier.create(res, body, self.child_caches[kind])
         except ApiError as exc:
             await self._emit(tjob, [Event.warning(f"FailedCreate{kind}", f"Error creating {kind} {name}: {exc}")])
             raise

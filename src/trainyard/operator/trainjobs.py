@@ -1,6 +1,6 @@
 """The TrainJob controller: keys in, ``controller.trainjob.reconcile``, plan applied. The I/O shell.
 
-Informers (``trainyard.informer``) cache the TrainJobs, the TrainingRuntimes and
+Informers (``trainyard.kit.informer``) cache the TrainJobs, the TrainingRuntimes and
 ClusterTrainingRuntimes, and every kind a TrainJob owns (JobSets, ConfigMaps, Secrets, PodGroups;
 indexed by controller owner). Their events only enqueue keys: a TrainJob its own; a child its
 controlling TrainJob's; a runtime every TrainJob that names it (the TrainJobs' runtime index: a
@@ -39,9 +39,9 @@ from trainyard.controller.trainjob import (
     reconcile,
     runtime_ref,
 )
-from trainyard.frameworks.base import OwnedKind
-from trainyard.informer import OWNER_INDEX, Caches, Indexer, Informer, controller_of
+from trainyard.frameworks.base import ChildKind
 from trainyard.kit.applier import Applier, owned_by
+from trainyard.kit.informer import OWNER_INDEX, Caches, Indexer, Informer, controller_of
 from trainyard.kit.plans import Event
 from trainyard.kit.queue import WorkQueue
 from trainyard.kit.worker import Waiting, work
@@ -54,24 +54,24 @@ log = logging.getLogger(__name__)
 
 Key = tuple[str, str]
 
-TRAINJOB = OwnedKind(trainer.API_VERSION, trainer.TRAINJOB, trainer.TRAINJOBS)
-OWNED: tuple[OwnedKind, ...] = (
-    OwnedKind(
+TRAINJOB = ChildKind(trainer.API_VERSION, trainer.TRAINJOB, trainer.TRAINJOBS)
+CHILD_KINDS: tuple[ChildKind, ...] = (
+    ChildKind(
         jobset.API_VERSION,
         jobset.KIND,
         jobset.PLURAL,
         purpose="the JobSet that runs a TrainJob (list: its informer, and checked at start that JobSets are served)",
         verbs=("list", "watch", "create", "update", "delete"),
     ),
-    OwnedKind(
+    ChildKind(
         "v1",
         "ConfigMap",
         "configmaps",
         purpose="an MPI runtime's hostfile",
         verbs=("list", "watch", "create", "update"),
     ),
-    OwnedKind("v1", "Secret", "secrets", purpose="an MPI runtime's SSH keys", verbs=("list", "watch", "create")),
-    OwnedKind(
+    ChildKind("v1", "Secret", "secrets", purpose="an MPI runtime's SSH keys", verbs=("list", "watch", "create")),
+    ChildKind(
         "scheduling.x-k8s.io/v1alpha1", "PodGroup", "podgroups", purpose="a runtime's podGroupPolicy.coscheduling gang"
     ),
 )
@@ -130,8 +130,8 @@ class TrainJobController:
         self.queue: WorkQueue[Key] = WorkQueue()
         self.metrics.watch_queue(trainer.CONTROLLER_NAME, lambda: len(self.queue), kind=trainer.TRAINJOB)
         self.res = create_namespaced_resource(trainer.GROUP, trainer.VERSION, trainer.TRAINJOB, trainer.TRAINJOBS)
-        self.resources = {(k.api_version, k.kind): resource(k) for k in OWNED}
-        self.watched: tuple[OwnedKind, ...] = OWNED
+        self.resources = {(k.api_version, k.kind): resource(k) for k in CHILD_KINDS}
+        self.watched: tuple[ChildKind, ...] = CHILD_KINDS
         # What the controller reads between events, it reads from these caches, never the API server.
         ns = namespace
         by_owner: dict[str, Indexer] = {OWNER_INDEX: controller_of}
@@ -156,11 +156,11 @@ class TrainJobController:
                 namespaced=False,
             ),
         }
-        self.owned = {
+        self.child_caches = {
             (k.api_version, k.kind): Informer(
                 client, self.resources[k.api_version, k.kind], self._on_child, namespace=ns, indexers=by_owner
             )
-            for k in OWNED
+            for k in CHILD_KINDS
         }
         self.caches = Caches(trainer.CONTROLLER_NAME)
 
@@ -199,7 +199,7 @@ class TrainJobController:
             await asyncio.sleep(recheck)
         # Core kinds are always served (and RBAC grants no list of them); CRDs may be missing.
         self.watched = tuple(
-            [k for k in OWNED if not k.group or await self._serves(self.resources[k.api_version, k.kind])]
+            [k for k in CHILD_KINDS if not k.group or await self._serves(self.resources[k.api_version, k.kind])]
         )
 
     async def start(self) -> None:
@@ -223,7 +223,7 @@ class TrainJobController:
             {
                 trainer.TRAINJOBS: self.trainjobs,
                 **self.runtimes,
-                **{kind.plural: self.owned[kind.api_version, kind.kind] for kind in self.watched},
+                **{kind.plural: self.child_caches[kind.api_version, kind.kind] for kind in self.watched},
             }
         )
         await asyncio.gather(self.caches.run(), *(self._worker() for _ in range(self.workers)))
@@ -302,7 +302,7 @@ class TrainJobController:
         return {
             (kind.kind, obj["metadata"]["name"]): {"apiVersion": kind.api_version, "kind": kind.kind, **obj}
             for kind in self.watched
-            for obj in self.owned[kind.api_version, kind.kind].by_index(OWNER_INDEX, controller)
+            for obj in self.child_caches[kind.api_version, kind.kind].by_index(OWNER_INDEX, controller)
         }
 
     # -- applying a plan ------------------------------------------------------------------------------
@@ -325,7 +325,7 @@ class TrainJobController:
         for obj in plan.apply:
             events += await self._write(tj, obj)
         for ref in plan.delete:
-            res, cache = self.resources[ref.api_version, ref.kind], self.owned[ref.api_version, ref.kind]
+            res, cache = self.resources[ref.api_version, ref.kind], self.child_caches[ref.api_version, ref.kind]
             uid = (uids or {}).get((ref.kind, ref.name))
             deleted = await self.applier.delete(res, ref.name, namespace=namespace, uid=uid, cache=cache)
             if deleted is not None:
@@ -343,7 +343,7 @@ class TrainJobController:
     async def _write(self, tj: Obj, obj: Obj) -> list[Event]:
         body = owned_by(obj, tj, trainer.API_VERSION, trainer.TRAINJOB)
         kind = obj["kind"]
-        res, cache = self.resources[obj["apiVersion"], kind], self.owned[obj["apiVersion"], kind]
+        res, cache = self.resources[obj["apiVersion"], kind], self.child_caches[obj["apiVersion"], kind]
         if obj["metadata"].get("resourceVersion"):
             # replaced as read: a newer version gets a conflict, and the pass runs again on it
             await self.applier.replace(res, body, cache)

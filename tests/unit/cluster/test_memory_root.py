@@ -14,7 +14,7 @@ from trainyard.cluster import paths
 from trainyard.cluster.clients.node.capacity import Capacity
 from trainyard.cluster.clients.node.containerconfig import ContainerConfig
 from trainyard.cluster.paths import Layout
-from trainyard.informer import Informer
+from trainyard.kit.informer import Informer
 
 
 @pytest.fixture

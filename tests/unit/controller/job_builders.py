@@ -240,7 +240,7 @@ def reconciled(observed: Observed, *, plugin: Any = PLUGIN, settings: Controller
     model of each cached version between passes (``Informer.parsed``), so a pass may change none."""
     if observed.defaulted is None:  # as the operator hands it over: shared between passes too
         observed = dataclasses.replace(observed, defaulted=apply_defaults(observed.job, plugin.info))
-    seen = (observed.job, *observed.pods, *observed.services, *observed.owned, observed.defaulted)
+    seen = (observed.job, *observed.pods, *observed.services, *observed.other_children, observed.defaulted)
     before = [m.model_dump(mode="json") for m in seen if m is not None]
     plan = reconcile(observed, plugin, settings)
     assert [m.model_dump(mode="json") for m in seen if m is not None] == before, "reconcile changed what it observed"

@@ -80,7 +80,7 @@ def target(name: str = NAME) -> dict[str, str]:
 
 
 def run(owner: PyTorchJob, hpa: HorizontalPodAutoscaler | None = None) -> Plan:
-    return reconciled(Observed(owner, (), (), NOW, owned=(hpa,) if hpa is not None else ()), settings=DNS)
+    return reconciled(Observed(owner, (), (), NOW, other_children=(hpa,) if hpa is not None else ()), settings=DNS)
 
 
 # -- which jobs get one --------------------------------------------------------------------------------

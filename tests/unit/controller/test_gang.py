@@ -89,7 +89,7 @@ def gang_run(
     services: tuple[Any, ...] = (),
     classes: dict[str, int] | None = None,
 ) -> Plan:
-    observed = Observed(owner, pods, services, NOW, owned=groups(pg), priority_classes=classes or {})
+    observed = Observed(owner, pods, services, NOW, other_children=groups(pg), priority_classes=classes or {})
     return reconciled(observed, settings=settings)
 
 
@@ -342,12 +342,14 @@ def test_pods_and_services_wait_for_the_group(
     # As the operator hands the group over (a plain typed object, not a PodGroup), the same pass;
     # and a pass held back builds no pod or Service to drop (``holds_creates``).
     typed = tuple(TypedObject.model_validate(g.to_dict()) for g in groups(existing))
-    observed = Observed(owner, (), (), NOW, owned=typed)
-    as_models = Observed(owner, (), (), NOW, owned=groups(existing))
+    observed = Observed(owner, (), (), NOW, other_children=typed)
+    as_models = Observed(owner, (), (), NOW, other_children=groups(existing))
     assert reconcile(observed, PLUGIN, settings) == reconcile(as_models, PLUGIN, settings)
     assert gang.holds_creates(observed, owner, settings) is (not creates)
     written = PyTorchJob.model_validate({**owner.to_dict(), "status": plan.status.to_dict()})
-    later = reconcile(Observed(written, (), (), NOW + timedelta(seconds=2), owned=groups(existing)), PLUGIN, settings)
+    later = reconcile(
+        Observed(written, (), (), NOW + timedelta(seconds=2), other_children=groups(existing)), PLUGIN, settings
+    )
 
     assert (len(plan.create) == 6) is creates and (not plan.create) is (not creates)
     # A later pass with nothing new writes the status only to stamp a Volcano wait.
@@ -361,7 +363,7 @@ def test_the_volcano_stamp_is_written_at_most_once_a_second() -> None:
     existing = group(owner, {"minMember": 3, "queue": "default"}, volcano=True, phase="Pending")
 
     def at(owner: PyTorchJob, micros: int) -> Plan:
-        observed = Observed(owner, (), (), NOW + timedelta(microseconds=micros), owned=groups(existing))
+        observed = Observed(owner, (), (), NOW + timedelta(microseconds=micros), other_children=groups(existing))
         return reconciled(observed, settings=VOLCANO)
 
     first = at(owner, 100_000)

@@ -151,7 +151,9 @@ def secret() -> dict[str, Any]:
 def run(job: MPIJob, *objects: dict[str, Any], now: datetime = NOW) -> Plan:
     pods = tuple(p for p in objects if p["kind"] == "Pod")
     owned = tuple(TypedObject.model_validate(o) for o in objects if o["kind"] != "Pod")
-    observed = Observed(job, tuple(Pod.model_validate(p) for p in pods), (), now, owned=owned, key_pairs=key_pair)
+    observed = Observed(
+        job, tuple(Pod.model_validate(p) for p in pods), (), now, other_children=owned, key_pairs=key_pair
+    )
     return reconciled(observed, plugin=PLUGIN, settings=SETTINGS)
 
 
@@ -423,7 +425,7 @@ def test_with_gang_scheduling_the_launchers_pods_join_the_group_too() -> None:
         "metadata": {"name": "pi", "namespace": "default", "resourceVersion": "1", "ownerReferences": owner()},
         "spec": {"minMember": 3},
     }
-    observed = Observed(job, (), (), NOW, owned=(TypedObject.model_validate(group),), key_pairs=key_pair)
+    observed = Observed(job, (), (), NOW, other_children=(TypedObject.model_validate(group),), key_pairs=key_pair)
     plan = reconcile(observed, PLUGIN, ControllerSettings(gang_scheduler_name="scheduler-plugins-scheduler"))
     template = next(o for o in plan.apply if o.kind == "Job").to_dict()["spec"]["template"]
     assert template["spec"]["schedulerName"] == "scheduler-plugins-scheduler"

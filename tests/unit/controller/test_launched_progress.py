@@ -29,7 +29,7 @@ RUNNING = {
 def run(job: Any, *objects: dict[str, Any], server: StatusServer | None = SERVER) -> Plan:
     pods = tuple(Pod.model_validate(p) for p in objects if p["kind"] == "Pod")
     owned = tuple(TypedObject.model_validate(o) for o in objects if o["kind"] != "Pod")
-    observed = Observed(job, pods, (), NOW, owned=owned, key_pairs=lambda: ("private", "public"))
+    observed = Observed(job, pods, (), NOW, other_children=owned, key_pairs=lambda: ("private", "public"))
     return reconcile(observed, PLUGIN, ControllerSettings(progress_server=server))
 
 

@@ -12,7 +12,7 @@ import pytest
 
 from trainyard.api import PYTORCHJOB, PyTorchJob
 from trainyard.api.defaults import apply_defaults
-from trainyard.frameworks.base import OwnedKind
+from trainyard.frameworks.base import ChildKind
 from trainyard.frameworks.pytorch import PyTorch
 
 PLUGIN = PyTorch()
@@ -29,8 +29,10 @@ def job(elastic: dict[str, Any] | None, *, suspend: bool = False) -> PyTorchJob:
 
 
 def test_the_plugin_declares_the_hpa_kind_its_jobs_own() -> None:
-    assert list(PLUGIN.owned) == [OwnedKind("autoscaling/v2", "HorizontalPodAutoscaler", "horizontalpodautoscalers")]
-    assert PLUGIN.owned[0].group == "autoscaling"
+    assert list(PLUGIN.child_kinds) == [
+        ChildKind("autoscaling/v2", "HorizontalPodAutoscaler", "horizontalpodautoscalers")
+    ]
+    assert PLUGIN.child_kinds[0].group == "autoscaling"
 
 
 @pytest.mark.parametrize(

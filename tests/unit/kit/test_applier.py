@@ -19,8 +19,8 @@ from trainyard.client.resources import is_status, job_resource, plain_resource, 
 from trainyard.cluster.paths import Layout
 from trainyard.cluster.server.plane import ApiPlane
 from trainyard.embedded import kubeconfig
-from trainyard.informer import Informer
 from trainyard.kit.applier import Applier, merge_patch, owned_by
+from trainyard.kit.informer import Informer
 from trainyard.kit.plans import Event
 from trainyard.operator.statusserver import StatusHandler
 

@@ -69,7 +69,7 @@ def test_a_pass_reads_its_runtime_and_children_from_the_caches() -> None:
     mine = {"metadata": {"namespace": "a", "name": "run", "resourceVersion": "4", "ownerReferences": [owner]}}
     theirs = {"metadata": {"namespace": "a", "name": "else", "resourceVersion": "5"}}
     for obj in (mine, theirs):
-        tjc.owned[jobset.API_VERSION, jobset.KIND].mutated(obj)
+        tjc.child_caches[jobset.API_VERSION, jobset.KIND].mutated(obj)
 
     runtime = tjc._runtime(tj)
     assert runtime is not None and (runtime["kind"], runtime["metadata"]["name"]) == (trainer.TRAINING_RUNTIME, "mine")

@@ -30,7 +30,7 @@ from trainyard.api.kubeflow.mpi import (
 )
 from trainyard.api.meta import TypedObject
 from trainyard.frameworks import openmpi
-from trainyard.frameworks.base import Child, EnvScope, OwnedKind, ReplicaCounts, Verdict
+from trainyard.frameworks.base import Child, ChildKind, EnvScope, ReplicaCounts, Verdict
 from trainyard.frameworks.capabilities import KeyPairs
 from trainyard.frameworks.network import Network
 from trainyard.frameworks.replicas import StaticWorld
@@ -68,8 +68,8 @@ class MPI(StaticWorld):
     env_scope: EnvScope = EnvScope.FIRST_CONTAINER
     # Never deleted by the operator (the garbage collector removes them with the job, as upstream),
     # and a key pair is never rewritten: RBAC grants no more (``verbs``).
-    owned: tuple[OwnedKind, ...] = (
-        OwnedKind(
+    child_kinds: tuple[ChildKind, ...] = (
+        ChildKind(
             "batch/v1",
             "Job",
             "jobs",
@@ -77,15 +77,15 @@ class MPI(StaticWorld):
             patches_status=True,
             verbs=("list", "watch", "create", "update"),
         ),
-        OwnedKind(
+        ChildKind(
             "v1",
             "ConfigMap",
             "configmaps",
             purpose="an MPIJob's hostfile and discover_hosts.sh",
             verbs=("list", "watch", "create", "update"),
         ),
-        OwnedKind("v1", "Secret", "secrets", purpose="an MPIJob's SSH key pair", verbs=("list", "watch", "create")),
-        OwnedKind(
+        ChildKind("v1", "Secret", "secrets", purpose="an MPIJob's SSH key pair", verbs=("list", "watch", "create")),
+        ChildKind(
             "v1",
             "Service",
             "services",

@@ -10,7 +10,7 @@ verbatim (the engine makes the job its controller owner, so it is garbage-collec
 * a job that no longer asks for one (metrics or elasticPolicy removed) wants none either, so its
   HPA is deleted; upstream leaves it behind, scaling a job that asked to stop being scaled.
 
-The engine (``controller.owned``) creates, replaces and deletes it, comparing after the API
+The engine (``controller.childdiff``) creates, replaces and deletes it, comparing after the API
 server's defaults. Nothing here scales anything: an autoscaler (kube-controller-manager) does,
 from a metrics pipeline. Other kinds (PaddleJob's ``elasticPolicy.metrics`` included) get no HPA,
 as upstream.
@@ -28,9 +28,9 @@ from trainyard.api.autoscaling import (
 from trainyard.api.kindinfo import KindInfo
 from trainyard.api.kubeflow.pytorch import PyTorchJob
 from trainyard.api.meta import ObjectMeta
-from trainyard.frameworks.base import OwnedKind
+from trainyard.frameworks.base import ChildKind
 
-HPA = OwnedKind(
+HPA = ChildKind(
     API_VERSION,
     KIND,
     "horizontalpodautoscalers",

@@ -15,7 +15,7 @@ from trainyard.api.common import TrainingJob
 from trainyard.api.core import Container, EnvVar
 from trainyard.api.kindinfo import KindInfo
 from trainyard.api.kubeflow.pytorch import PYTORCHJOB, PyTorchJob
-from trainyard.frameworks.base import Child, EnvScope, OwnedKind, RendezvousHost, ReplicaCounts, Verdict
+from trainyard.frameworks.base import Child, ChildKind, EnvScope, RendezvousHost, ReplicaCounts, Verdict
 from trainyard.frameworks.capabilities import OperatorFlag
 from trainyard.frameworks.network import Network, NetworkMode, wait_container
 from trainyard.frameworks.pytorch import elastic
@@ -62,7 +62,7 @@ ENV_DEFAULTS: tuple[tuple[str, str], ...] = (
 
 class PyTorch:
     info: KindInfo = PYTORCHJOB
-    owned: tuple[OwnedKind, ...] = (elastic.HPA,)
+    child_kinds: tuple[ChildKind, ...] = (elastic.HPA,)
     env_scope: EnvScope = EnvScope.EVERY_CONTAINER
     function_roles: Mapping[str, str] = MappingProxyType({})
     function_image: str = DEFAULT_BASE_IMAGE

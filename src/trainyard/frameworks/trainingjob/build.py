@@ -60,7 +60,7 @@ def _dict(value: Any) -> Obj:
     return value if isinstance(value, dict) else {}
 
 
-def owned_kind(trainingjob: Obj) -> str:
+def job_kind(trainingjob: Obj) -> str:
     """The ``kubeflow.org/v1`` kind a TrainingJob compiles to."""
     return tj.FRAMEWORK_KINDS[str(_dict(trainingjob.get("spec")).get("framework") or tj.PYTORCH)]
 
@@ -262,7 +262,7 @@ def build(trainingjob: Obj) -> Obj:
     """The owned job (no namespace, no owner reference: the applier adds those)."""
     name = trainingjob["metadata"]["name"]
     spec = _dict(trainingjob.get("spec"))
-    kind = owned_kind(trainingjob)
+    kind = job_kind(trainingjob)
     info = KINDS[kind]
     job_spec: Obj = {"runPolicy": _run_policy(spec), info.replica_specs_field: _replicas(trainingjob, kind)}
     return {

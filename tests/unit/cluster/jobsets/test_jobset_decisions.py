@@ -9,7 +9,7 @@ from trainyard.api import jobset as api
 from trainyard.api.meta import format_time
 from trainyard.cluster.clients.jobs.controller import pod_for
 from trainyard.cluster.clients.jobsets import decisions
-from trainyard.cluster.clients.jobsets.decisions import sync
+from trainyard.cluster.clients.jobsets.decisions import reconcile
 
 T0 = datetime(2025, 1, 1, tzinfo=UTC)
 
@@ -52,7 +52,7 @@ def kinds(status: dict[str, Any] | None) -> list[tuple[str, str, str]]:
 
 
 def test_a_new_jobset_creates_its_jobs_and_headless_service() -> None:
-    plan = sync(jobset(), [], T0)
+    plan = reconcile(jobset(), [], T0)
     assert [j["metadata"]["name"] for j in plan.create] == ["js-leader-0", "js-workers-0", "js-workers-1"]
     assert plan.service is not None and plan.service["metadata"]["name"] == "js"
     assert plan.service["spec"] == {
@@ -83,13 +83,13 @@ def test_child_jobs_carry_upstreams_labels_annotations_subdomain_and_owner() -> 
 
 def test_existing_jobs_are_not_created_again_nor_the_service() -> None:
     owner = jobset()
-    plan = sync(owner, all_children(owner), T0, service_exists=True)
+    plan = reconcile(owner, all_children(owner), T0, service_exists=True)
     assert list(plan.create) == [] and plan.service is None
 
 
 def test_all_jobs_succeeded_completes_the_jobset() -> None:
     owner = jobset()
-    plan = sync(owner, all_children(owner, "Complete"), T0, service_exists=True)
+    plan = reconcile(owner, all_children(owner, "Complete"), T0, service_exists=True)
     assert plan.status is not None
     assert ("Completed", "True", "AllJobsCompleted") in kinds(plan.status)
     assert plan.status["terminalState"] == "Completed"
@@ -99,19 +99,19 @@ def test_all_jobs_succeeded_completes_the_jobset() -> None:
 
 def test_success_policy_any_over_a_target_completes_on_one_job() -> None:
     owner = jobset(successPolicy={"operator": "Any", "targetReplicatedJobs": ["leader"]})
-    plan = sync(owner, [child(owner, 0, 0, "Complete"), child(owner, 1, 0), child(owner, 1, 1)], T0)
+    plan = reconcile(owner, [child(owner, 0, 0, "Complete"), child(owner, 1, 0), child(owner, 1, 1)], T0)
     assert plan.status is not None and ("Completed", "True", "AllJobsCompleted") in kinds(plan.status)
 
 
 def test_success_policy_all_waits_for_every_job() -> None:
     owner = jobset()
-    plan = sync(owner, [child(owner, 0, 0, "Complete"), child(owner, 1, 0), child(owner, 1, 1)], T0)
+    plan = reconcile(owner, [child(owner, 0, 0, "Complete"), child(owner, 1, 0), child(owner, 1, 1)], T0)
     assert plan.status is not None and not any(k[0] == "Completed" for k in kinds(plan.status))
 
 
 def test_a_failed_job_without_failure_policy_fails_the_jobset() -> None:
     owner = jobset()
-    plan = sync(owner, [child(owner, 0, 0, "Failed"), child(owner, 1, 0), child(owner, 1, 1)], T0)
+    plan = reconcile(owner, [child(owner, 0, 0, "Failed"), child(owner, 1, 0), child(owner, 1, 1)], T0)
     assert plan.status is not None
     failed = next(c for c in plan.status["conditions"] if c["type"] == "Failed")
     assert failed["reason"] == "FailedJobs"
@@ -122,18 +122,18 @@ def test_a_failed_job_without_failure_policy_fails_the_jobset() -> None:
 def test_max_restarts_restarts_then_fails() -> None:
     owner = jobset(failurePolicy={"maxRestarts": 1})
     failing = [child(owner, 0, 0, "Failed"), child(owner, 1, 0), child(owner, 1, 1)]
-    first = sync(owner, failing, T0)
+    first = reconcile(owner, failing, T0)
     assert first.status is not None and first.status["restarts"] == 1 and first.status["restartsCountTowardsMax"] == 1
     assert ("RestartingJobSet", "True", "DefaultFailurePolicy") in kinds(first.status)
     # The next pass deletes the previous attempt's Jobs; their replacements wait until they are gone.
     restarted = jobset(first.status, failurePolicy={"maxRestarts": 1})
-    second = sync(restarted, failing, T0, service_exists=True)
+    second = reconcile(restarted, failing, T0, service_exists=True)
     assert sorted(second.delete) == ["js-leader-0", "js-workers-0", "js-workers-1"] and list(second.create) == []
-    third = sync(restarted, [], T0, service_exists=True)
+    third = reconcile(restarted, [], T0, service_exists=True)
     assert len(third.create) == 3
     assert {j["metadata"]["labels"][api.RESTARTS] for j in third.create} == {"1"}
     again = [child(restarted, 0, 0, "Failed"), child(restarted, 1, 0), child(restarted, 1, 1)]
-    last = sync(restarted, again, T0, service_exists=True)
+    last = reconcile(restarted, again, T0, service_exists=True)
     assert last.status is not None
     assert ("Failed", "True", "ReachedMaxRestarts") in kinds(last.status)
 
@@ -143,39 +143,39 @@ def test_a_fail_jobset_rule_fails_at_once() -> None:
     owner = jobset(failurePolicy={"maxRestarts": 5, "rules": rules})
     failed = child(owner, 1, 0, "Failed")
     failed["status"]["conditions"][0]["reason"] = "BackoffLimitExceeded"
-    plan = sync(owner, [child(owner, 0, 0), failed, child(owner, 1, 1)], T0)
+    plan = reconcile(owner, [child(owner, 0, 0), failed, child(owner, 1, 1)], T0)
     assert plan.status is not None and ("Failed", "True", "FailJobSetFailurePolicyAction") in kinds(plan.status)
 
 
 def test_suspend_propagates_and_resume_unsuspends() -> None:
     owner = jobset(suspend=True)
-    created = sync(owner, [], T0)
+    created = reconcile(owner, [], T0)
     assert all(j["spec"]["suspend"] is True for j in created.create)
     assert created.status is not None and ("Suspended", "True", "SuspendedJobs") in kinds(created.status)
     running = all_children(jobset())  # built unsuspended: suspending patches them
-    plan = sync(owner, running, T0, service_exists=True)
+    plan = reconcile(owner, running, T0, service_exists=True)
     assert set(plan.suspend.values()) == {True} and len(plan.suspend) == 3
     resumed_owner = jobset(created.status)
     suspended_children = all_children(owner)
-    resumed = sync(resumed_owner, suspended_children, T0, service_exists=True)
+    resumed = reconcile(resumed_owner, suspended_children, T0, service_exists=True)
     assert set(resumed.suspend.values()) == {False} and len(resumed.suspend) == 3
     assert resumed.status is not None and ("Suspended", "False", "ResumeJobs") in kinds(resumed.status)
 
 
 def test_in_order_startup_waits_for_each_replicated_job_to_be_ready() -> None:
     owner = jobset(startupPolicy={"startupPolicyOrder": "InOrder"})
-    first = sync(owner, [], T0)
+    first = reconcile(owner, [], T0)
     assert [j["metadata"]["name"] for j in first.create] == ["js-leader-0"]
     assert first.status is not None and ("StartupPolicyInProgress", "True", "InOrderStartupPolicyInProgress") in kinds(
         first.status
     )
     ready_leader = child(owner, 0, 0, ready=1, active=1)
-    second = sync(jobset(first.status, startupPolicy={"startupPolicyOrder": "InOrder"}), [ready_leader], T0)
+    second = reconcile(jobset(first.status, startupPolicy={"startupPolicyOrder": "InOrder"}), [ready_leader], T0)
     assert [j["metadata"]["name"] for j in second.create] == ["js-workers-0", "js-workers-1"]
 
 
 def test_managed_by_another_controller_is_left_alone() -> None:
-    plan = sync(jobset(managedBy="kueue.x-k8s.io/multikueue"), [], T0)
+    plan = reconcile(jobset(managedBy="kueue.x-k8s.io/multikueue"), [], T0)
     assert list(plan.create) == [] and plan.status is None
 
 
@@ -192,9 +192,9 @@ def test_a_finished_jobset_deletes_active_jobs_and_itself_after_its_ttl() -> Non
         ]
     }
     owner = jobset(done, ttlSecondsAfterFinished=30)
-    early = sync(owner, [child(owner, 1, 0)], T0 + timedelta(seconds=10))
+    early = reconcile(owner, [child(owner, 1, 0)], T0 + timedelta(seconds=10))
     assert list(early.delete) == ["js-workers-0"] and not early.delete_jobset and early.requeue_after == 20
-    assert sync(owner, [], T0 + timedelta(seconds=31)).delete_jobset
+    assert reconcile(owner, [], T0 + timedelta(seconds=31)).delete_jobset
 
 
 def launcher_after_node(status: dict[str, Any] | None = None, dep: str = "Ready", **spec: Any) -> dict[str, Any]:
@@ -216,9 +216,9 @@ def names(jobs: list[dict[str, Any]]) -> list[str]:
 
 def test_depends_on_ready_creates_the_launcher_only_once_every_node_job_is_ready() -> None:
     owner = launcher_after_node()
-    assert names(sync(owner, [], T0).create) == ["js-node-0", "js-node-1"]
+    assert names(reconcile(owner, [], T0).create) == ["js-node-0", "js-node-1"]
     one_ready = [child(owner, 0, 0, ready=2, active=2), child(owner, 0, 1, ready=1, active=2)]
-    plan = sync(owner, one_ready, T0, service_exists=True)
+    plan = reconcile(owner, one_ready, T0, service_exists=True)
     assert list(plan.create) == []
     assert plan.status is not None and plan.status["replicatedJobsStatus"][0]["ready"] == 1
     # A Job is ready when ready + succeeded pods reach min(parallelism, completions); failed Jobs count too.
@@ -226,23 +226,23 @@ def test_depends_on_ready_creates_the_launcher_only_once_every_node_job_is_ready
     rows = decisions.replicated_statuses(owner, decisions.classify(reached, 0))
     assert decisions.dependencies_reached(owner, owner["spec"]["replicatedJobs"][1], rows)
     both_ready = [child(owner, 0, 0, ready=2, active=2), child(owner, 0, 1, ready=2, active=2)]
-    assert names(sync(owner, both_ready, T0, service_exists=True).create) == ["js-launcher-0"]
+    assert names(reconcile(owner, both_ready, T0, service_exists=True).create) == ["js-launcher-0"]
 
 
 def test_depends_on_complete_waits_for_every_node_job_to_succeed() -> None:
     owner = launcher_after_node(dep="Complete")
     running = [child(owner, 0, 0, ready=2, active=2), child(owner, 0, 1, "Complete", succeeded=2)]
-    assert list(sync(owner, running, T0, service_exists=True).create) == []
+    assert list(reconcile(owner, running, T0, service_exists=True).create) == []
     done = [child(owner, 0, 0, "Complete", succeeded=2), child(owner, 0, 1, "Complete", succeeded=2)]
-    assert names(sync(owner, done, T0, service_exists=True).create) == ["js-launcher-0"]
+    assert names(reconcile(owner, done, T0, service_exists=True).create) == ["js-launcher-0"]
 
 
 def test_a_suspended_jobset_with_depends_on_creates_only_what_is_reached_and_resumes_in_turn() -> None:
     suspended = launcher_after_node(suspend=True)
-    created = sync(suspended, [], T0)
+    created = reconcile(suspended, [], T0)
     assert names(created.create) == ["js-node-0", "js-node-1"] and all(j["spec"]["suspend"] for j in created.create)
     nodes = [child(suspended, 0, 0), child(suspended, 0, 1)]
-    resumed = sync(launcher_after_node(created.status), nodes, T0, service_exists=True)
+    resumed = reconcile(launcher_after_node(created.status), nodes, T0, service_exists=True)
     assert resumed.suspend == {"js-node-0": False, "js-node-1": False} and list(resumed.create) == []
 
 
@@ -253,13 +253,13 @@ def test_resuming_copies_the_replicated_jobs_scheduling_directives_into_the_jobs
     leader["metadata"]["labels"]["kueue"] = "old"
     leader.setdefault("spec", {})["tolerations"] = [{"key": "a", "operator": "Exists"}]
     # While suspended, Kueue writes the flavor's node selector, tolerations, labels and a gate removal.
-    resumed = jobset(sync(owner, [], T0).status)
+    resumed = jobset(reconcile(owner, [], T0).status)
     pod = resumed["spec"]["replicatedJobs"][0]["template"]["spec"].setdefault("template", {})
     pod.setdefault("metadata", {})["labels"] = {"kueue": "flavor-a"}
     pod["metadata"]["annotations"] = {"note": "x"}
     pod.setdefault("spec", {})["nodeSelector"] = {"pool": "a"}
     pod["spec"]["tolerations"] = [{"key": "b", "operator": "Exists"}]
-    plan = sync(resumed, old_jobs, T0, service_exists=True)
+    plan = reconcile(resumed, old_jobs, T0, service_exists=True)
     assert set(plan.suspend) == {"js-leader-0", "js-workers-0", "js-workers-1"}
     assert set(plan.templates) == {"js-leader-0"}
     patch = plan.templates["js-leader-0"]

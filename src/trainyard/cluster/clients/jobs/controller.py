@@ -1,9 +1,9 @@
-"""The Job controller's I/O shell: watch Jobs and pods, sync one Job at a time, apply its plan.
+"""The Job controller's I/O shell: watch Jobs and pods, reconcile one Job at a time, apply its plan.
 
 It reaches the API server only through the client, as kube-controller-manager does, and stands on
 the controller kit (``trainyard.kit``): informers keep the Jobs and the pods (filed by their
-controlling Job), a Job is queued whenever it or one of its pods changes, ``decisions.sync``
-decides, and the applier writes: every write's answer goes back into its cache, so the next sync
+controlling Job), a Job is queued whenever it or one of its pods changes, ``decisions.reconcile``
+decides, and the applier writes: every write's answer goes back into its cache, so the next pass
 never works from an older view than its own writes. Status is written whole, with a
 resourceVersion precondition: a stale view gets a conflict and a retry, never a double count.
 Pods whose Job is gone keep no tracking finalizer.
@@ -23,8 +23,8 @@ from trainyard.client.events import reference
 from trainyard.client.resources import plain_resource
 from trainyard.cluster.clients.jobs import decisions
 from trainyard.cluster.tasks import cancel_all
-from trainyard.informer import OWNER_INDEX, Caches, Informer, controller_of, key_of
 from trainyard.kit.applier import Applier
+from trainyard.kit.informer import OWNER_INDEX, Caches, Informer, controller_of, key_of
 from trainyard.kit.plans import Event
 from trainyard.kit.queue import WorkQueue
 from trainyard.kit.worker import work
@@ -148,16 +148,16 @@ class JobController:
         if key == ORPHANS:
             await self._release_orphans()
             return None
-        return await self.sync(key)
+        return await self.reconcile(key)
 
-    async def sync(self, key: Key) -> float | None:
+    async def reconcile(self, key: Key) -> float | None:
         job = self.jobs.get(*key)
         if job is None:
             return None
         uid = job["metadata"]["uid"]
         owned = self.pods.by_index(OWNER_INDEX, f"Job/{key[0]}/{key[1]}")
         pods = sorted((p for p in owned if (job_of(p) or {}).get("uid") == uid), key=lambda p: p["metadata"]["name"])
-        plan = decisions.sync(job, pods, self.clock(), self.backoff)
+        plan = decisions.reconcile(job, pods, self.clock(), self.backoff)
         await self._apply(job, plan)
         return plan.requeue_after
 

@@ -1,6 +1,6 @@
 """What kube-controller-manager's Job controller (v1.32) decides for one Job, as a pure function.
 
-``sync(job, pods, now, backoff)`` reads a Job, the pods it controls and the time, and returns a
+``reconcile(job, pods, now, backoff)`` reads a Job, the pods it controls and the time, and returns a
 ``Plan``: pods to create (how many) and delete, tracking finalizers to remove, the status to
 write, events, the Job to delete (TTL) and when to look again. Nothing here does I/O.
 
@@ -269,7 +269,7 @@ def _ttl(job: Obj, now: datetime, plan: Draft) -> None:
         plan.wake(remaining)
 
 
-def sync(job: Obj, pods: list[Obj], now: datetime, backoff: Backoff | None = None) -> Plan:
+def reconcile(job: Obj, pods: list[Obj], now: datetime, backoff: Backoff | None = None) -> Plan:
     """One level-triggered pass over a Job and the pods it controls: the plan."""
     return _draft(job, pods, now, backoff).done()
 

@@ -1,9 +1,9 @@
-"""The JobSet controller's I/O shell: watch JobSets, Jobs and Services, sync one JobSet at a time, apply its plan.
+"""The JobSet controller's I/O shell: watch JobSets, Jobs and Services, reconcile one JobSet at a time, apply its plan.
 
 It reaches the API server only through the client, as JobSet's controller manager does, and stands
 on the controller kit (``trainyard.kit``): informers keep the JobSets and their Jobs and Services
 (filed by their controlling JobSet); a JobSet is queued whenever it or one of its Jobs changes, and
-``decisions.sync`` decides. Child names are deterministic, so a create that finds the object
+``decisions.reconcile`` decides. Child names are deterministic, so a create that finds the object
 already there (a stale cache) counts as done. Status is written whole, with a resourceVersion
 precondition: a stale view gets a conflict and a retry. Resuming a Job whose pod template changes
 (the JobSet's scheduling directives) first clears its ``status.startTime``, as upstream does,
@@ -23,8 +23,8 @@ from trainyard.client.events import reference
 from trainyard.client.resources import plain_resource
 from trainyard.cluster.clients.jobsets import decisions
 from trainyard.cluster.tasks import cancel_all
-from trainyard.informer import OWNER_INDEX, Caches, Informer, controller_of, key_of
 from trainyard.kit.applier import Applier
+from trainyard.kit.informer import OWNER_INDEX, Caches, Informer, controller_of, key_of
 from trainyard.kit.plans import Event
 from trainyard.kit.queue import WorkQueue
 from trainyard.kit.worker import work
@@ -69,12 +69,12 @@ class JobSetController:
     async def run(self) -> None:
         await self.caches.sync({"jobsets": self.jobsets, "jobs": self.jobs, "services": self.services})
         try:
-            await work(self.queue, self.sync, name=decisions.COMPONENT)
+            await work(self.queue, self.reconcile, name=decisions.COMPONENT)
         finally:
             self.queue.close()
             await cancel_all(list(self.caches.tasks.values()))
 
-    async def sync(self, key: Key) -> float | None:
+    async def reconcile(self, key: Key) -> float | None:
         jobset = self.jobsets.get(*key)
         if jobset is None:
             return None
@@ -82,7 +82,7 @@ class JobSetController:
         owned = self.jobs.by_index(OWNER_INDEX, f"{api.KIND}/{key[0]}/{key[1]}")
         jobs = sorted((j for j in owned if (jobset_of(j) or {}).get("uid") == uid), key=key_of)
         service = self.services.get(key[0], api.subdomain(jobset))
-        plan = decisions.sync(jobset, jobs, self.clock(), service_exists=service is not None)
+        plan = decisions.reconcile(jobset, jobs, self.clock(), service_exists=service is not None)
         await self._apply(jobset, plan)
         return plan.requeue_after
 

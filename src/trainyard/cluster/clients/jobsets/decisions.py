@@ -1,6 +1,6 @@
 """What JobSet's controller decides for one JobSet, as a pure function.
 
-``sync(jobset, jobs, now, service_exists=...)`` reads a JobSet, the batch/v1 Jobs it controls and
+``reconcile(jobset, jobs, now, service_exists=...)`` reads a JobSet, the batch/v1 Jobs it controls and
 the time, and returns a ``Plan``: Jobs to create, delete (foreground) or (un)suspend, the headless
 Service to create, the status to write, events, the JobSet to delete (TTL) and when to look again.
 Nothing here does I/O. The rules follow upstream's ``reconcile``:
@@ -519,7 +519,7 @@ def _suspend_or_resume(jobset: Obj, children: Children, rows: list[Obj], status:
     _set(status, "Suspended", "False", RESUMED, now, plan, "Normal")
 
 
-def sync(jobset: Obj, jobs: list[Obj], now: datetime, *, service_exists: bool = False) -> Plan:
+def reconcile(jobset: Obj, jobs: list[Obj], now: datetime, *, service_exists: bool = False) -> Plan:
     """One level-triggered pass over a JobSet and the Jobs it controls (``jobs``: ownerReference to its uid)."""
     return _draft(jobset, jobs, now, service_exists=service_exists).done()
 

@@ -26,7 +26,7 @@ from lightkube.core.exceptions import ApiError
 from trainyard.api.meta import Obj
 from trainyard.client.resources import is_status, plain_resource, to_dict
 from trainyard.cluster.clients.node import threads
-from trainyard.informer import Informer
+from trainyard.kit.informer import Informer
 
 POD = plain_resource("", "v1", "Pod", "pods")
 CONFIG_MAP = plain_resource("", "v1", "ConfigMap", "configmaps")

@@ -39,7 +39,7 @@ from trainyard.cluster.clients.node.runs import ContainerRun, PodRun
 from trainyard.cluster.clients.node.runtime.shims import ShimRuntime
 from trainyard.cluster.environments import Environments, EnvironmentsError, Match
 from trainyard.cluster.paths import Layout
-from trainyard.informer import Informer
+from trainyard.kit.informer import Informer
 
 # Images are not pulled here; code in the image's /workspace resolves against the plane's workspace.
 IMAGE_WORKSPACE = "/workspace"

@@ -42,7 +42,7 @@ from trainyard.cluster.clients.scheduler import placement, podgroups, snapshot
 from trainyard.cluster.clients.scheduler.queueing import PodQueue
 from trainyard.cluster.clients.scheduler.reports import POD, RETRY_SECONDS, Reports, pod_ref
 from trainyard.cluster.clients.scheduler.snapshot import COSCHEDULING, VOLCANO_GROUP, GroupKey, NodeInfo, PodInfo, Usage
-from trainyard.informer import Informer, newer
+from trainyard.kit.informer import Informer, newer
 
 log = logging.getLogger(__name__)
 

@@ -112,7 +112,7 @@ def diff(
 
 def plugin_children(observed: Observed, job: TrainingJob, plugin: Framework, plan: Plan) -> Plan:
     """``plan`` (the rest of the pass) amended for what the plugin's (defaulted) job owns."""
-    return diff(job, plugin.children(job), observed.of_kind(*plugin.owned)).amend(plan)
+    return diff(job, plugin.children(job), observed.of_kind(*plugin.child_kinds)).amend(plan)
 
 
 def as_object(child: Child) -> TypedObject:

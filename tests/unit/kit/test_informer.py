@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from lightkube.resources.core_v1 import Pod, Service
 
-from trainyard import informer as informer_module
-from trainyard.informer import Informer, SharedInformers, controller_of, label_index
+from trainyard.kit import informer as informer_module
+from trainyard.kit.informer import Informer, SharedInformers, controller_of, label_index
 
 
 def pod(name: str, rv: int, *, uid: str = "u1", job: str = "mnist", owner: str | None = "mnist") -> dict[str, Any]:

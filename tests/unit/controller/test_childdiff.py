@@ -1,4 +1,4 @@
-"""The one diff for owned children of any kind (``controller.owned``): create what is missing, replace
+"""The one diff for owned children of any kind (``controller.childdiff``): create what is missing, replace
 what the job decides differently (as read), delete what it no longer wants, leave others' alone.
 
 A ConfigMap stands for any kind without server defaults to mind (as an MPIJob's hostfile would be);
@@ -15,7 +15,7 @@ from job_builders import NAME, NAMESPACE, OTHER_UID, job, owner_references
 
 from trainyard.api.meta import TypedObject
 from trainyard.controller import ChildRef, Plan
-from trainyard.controller.owned import Diff, diff
+from trainyard.controller.childdiff import Diff, diff
 from trainyard.kit.plans import DeletionEvents, Event, EventType
 
 OWNER = job()
