@@ -32,6 +32,7 @@ from trainyard.client.transport import Client, route_directly, wrap_transports
 from trainyard.cluster.clients.jobs.controller import JobController
 from trainyard.cluster.clients.jobs.decisions import Backoff
 from trainyard.cluster.clients.jobsets.controller import JobSetController
+from trainyard.cluster.clients.kueue.controller import KueueController
 from trainyard.cluster.clients.node import backoff, containerlogs, podexec
 from trainyard.cluster.clients.node.agent import NodeAgent
 from trainyard.cluster.clients.node.capacity import Capacity
@@ -113,6 +114,7 @@ class EmbeddedPlane:
         self.scheduler: Scheduler | None = None
         self.jobs: JobController | None = None
         self.jobsets: JobSetController | None = None
+        self.kueue: KueueController | None = None
         self._client: AsyncClient | None = None
         self._operator_client: AsyncClient | None = None
         self.status_server: Endpoint | None = None
@@ -153,12 +155,15 @@ class EmbeddedPlane:
         self.jobs = JobController(self._client, backoff=Backoff(base=base, cap=base * 60), pods=pods)
         # JobSet's controller manager (jobset.x-k8s.io), which Kubeflow Trainer v2 builds on.
         self.jobsets = JobSetController(self._client)
+        # Kueue's controller manager (kueue.x-k8s.io): queues the jobs that name a LocalQueue.
+        self.kueue = KueueController(self._client)
         self._tasks = [
             asyncio.create_task(pods.run(), name="pod informer"),
             asyncio.create_task(self.node.run(), name="node"),
             asyncio.create_task(self.scheduler.run(), name="scheduler"),
             asyncio.create_task(self.jobs.run(), name="jobs"),
             asyncio.create_task(self.jobsets.run(), name="jobsets"),
+            asyncio.create_task(self.kueue.run(), name="kueue"),
             asyncio.create_task(self.node.storage.run(), name="volumes"),
         ]
         if self.options.operator:

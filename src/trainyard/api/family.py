@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 from trainyard.api.jobshapes import JobSample
 from trainyard.api.jobview import JobView
+from trainyard.api.kueue.integration import Integration
 from trainyard.api.meta import Obj
 
 
@@ -74,6 +75,8 @@ class Family:
     """Objects its clients expect to find installed (Trainer v2's namespace, ConfigMap, runtimes)."""
     shipped: Callable[[], list[Obj]] = list
     """Objects of its own CRDs that ``deploy/`` ships, applied once the CRDs exist (the runtimes)."""
+    queueing: Callable[[], tuple[Integration, ...]] = tuple
+    """How Kueue queues its kinds (``api.kueue.integration``): one row per kind it can queue."""
 
     def kind_names(self) -> tuple[str, ...]:
         return tuple(k.kind for k in self.kinds())

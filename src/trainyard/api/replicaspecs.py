@@ -16,7 +16,9 @@ from trainyard.api.crd import crd_for
 from trainyard.api.family import Family, FamilyKind
 from trainyard.api.jobshapes import COMPLETED, FAILED, JobSample
 from trainyard.api.jobview import JobView, age, conditions, ended, job_age, spec_of, status_of, training_columns
+from trainyard.api.kindinfo import KindInfo
 from trainyard.api.kinds import KINDS
+from trainyard.api.kueue.integration import Finish, Integration, true_condition
 from trainyard.api.meta import Obj, parse_time
 
 NAME = "replica-specs"
@@ -162,6 +164,70 @@ def _kinds() -> tuple[FamilyKind, ...]:
     )
 
 
+def _ordered_specs(info: KindInfo, job: Obj) -> list[tuple[str, Obj]]:
+    """The job's replica specs in the kind's replica order (Kueue's ``OrderedReplicaTypes``)."""
+    specs = {k.lower(): (k, v) for k, v in replica_specs(job).items() if isinstance(v, dict)}
+    order = [t.lower() for t in info.replica_types]
+    known = [specs[t] for t in order if t in specs]
+    return known + [specs[t] for t in specs if t not in order]
+
+
+def _podsets(info: KindInfo) -> Any:
+    def podsets(job: Obj) -> list[Obj]:
+        out = []
+        for rtype, spec in _ordered_specs(info, job):
+            count = spec.get("replicas", info.default_replicas.get(rtype, 1))
+            count = count if isinstance(count, int) else 1
+            out.append({"name": rtype.lower(), "count": count, "template": spec.get("template") or {}})
+        return out
+
+    return podsets
+
+
+def _finished(job: Obj) -> Finish:
+    found = true_condition(job, "Succeeded", "Failed")
+    if found is None:
+        return Finish(False)
+    return Finish(True, found["type"] == "Succeeded", str(found.get("message") or ""))
+
+
+def _active(job: Obj) -> bool:
+    statuses = status_of(job).get("replicaStatuses") or {}
+    return any(isinstance(rs, dict) and rs.get("active") for rs in statuses.values())
+
+
+def _priority_class(info: KindInfo) -> Any:
+    def priority_class(job: Obj) -> str:
+        chosen = (_run_policy(job).get("schedulingPolicy") or {}).get("priorityClass")
+        if chosen:
+            return str(chosen)
+        for _, spec in _ordered_specs(info, job):
+            name = ((spec.get("template") or {}).get("spec") or {}).get("priorityClassName")
+            if name:
+                return str(name)
+        return ""
+
+    return priority_class
+
+
+def queueing() -> tuple[Integration, ...]:
+    """Kueue's kubeflow integrations (``jobs/kubeflow``, ``jobs/mpijob``): one per kind."""
+    return tuple(
+        Integration(
+            group=info.group,
+            version=info.version,
+            kind=info.kind,
+            plural=info.plural,
+            suspend_path=("spec", "runPolicy", "suspend"),
+            podsets=_podsets(info),
+            finished=_finished,
+            active=_active,
+            priority_class=_priority_class(info),
+        )
+        for info in KINDS.values()
+    )
+
+
 FAMILY = Family(
     name=NAME,
     kinds=_kinds,
@@ -169,4 +235,5 @@ FAMILY = Family(
     view=VIEW,
     sample=sample,
     open_groups=True,
+    queueing=queueing,
 )

@@ -2,10 +2,11 @@
 
 On start it reloads every stored CRD into the registry, installs or upgrades the CRDs of every
 job family (``api.families``: generated from the models), the PodGroup and Queue CRDs of the gang
-schedulers (``api.podgroupcrds``), JobSet's CRD (``api.jobset``), the system namespaces, the system
-PriorityClasses, Volcano's ``default`` queue, and the objects the families' clients expect to
-find (their ``seeds``: Trainer v2's ``kubeflow-system`` namespace with the
-``kubeflow-trainer-public`` ConfigMap and the shipped ClusterTrainingRuntimes); then listens.
+schedulers (``api.podgroupcrds``), JobSet's CRD (``api.jobset``), Kueue's (``api.kueue.crds``),
+the system namespaces, the system PriorityClasses, Volcano's ``default`` queue, and the objects
+the families' clients expect to find (their ``seeds``: Trainer v2's ``kubeflow-system``
+namespace with the ``kubeflow-trainer-public`` ConfigMap and the shipped
+ClusterTrainingRuntimes); then listens.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import Any
 from aiohttp import web
 
 from trainyard.api import families, jobset, podgroupcrds
+from trainyard.api.kueue import crds as kueue_crds
 from trainyard.cluster.paths import DEFAULT_PORT, Layout
 from trainyard.cluster.server.apiserver import auth, errors
 from trainyard.cluster.server.apiserver.builtin import priority
@@ -84,7 +86,7 @@ class ApiPlane:
         stored, _ = self.store.list(crd_rt.key)
         for crd in stored:
             self.registry.add_crd(crd)
-        for wanted in [*families.crds(), *podgroupcrds.crds(), jobset.crd()]:
+        for wanted in [*families.crds(), *podgroupcrds.crds(), jobset.crd(), *kueue_crds.crds()]:
             name = wanted["metadata"]["name"]
             try:
                 current = self.objects.get(crd_rt, "", name)

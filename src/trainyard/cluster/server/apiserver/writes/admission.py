@@ -12,7 +12,8 @@ is decoded (``decoding``):
 Not implemented: immutability rules on update (pod spec, secret type, ...), most of PodSpec
 (volumes, probes, resources, security contexts) and ServiceSpec (IP families, node ports).
 
-``admit`` runs ``validate`` and then, for a resource of a registered job kind
+``admit`` first suspends a new job that names a Kueue LocalQueue (Kueue's mutating webhook,
+``api.kueue.integrations``), runs ``validate`` and then, for a resource of a registered job kind
 (``trainyard.api.kinds``), the job webhook (``trainyard.api.validation.review_job``), whose
 deprecation notes become Warning headers; any other custom kind with a row in
 ``trainyard.api.webhooks`` (JobSet, the Trainer v2 kinds) gets that webhook: defaults first, then
@@ -28,6 +29,7 @@ from collections.abc import Callable
 from typing import Any
 
 from trainyard.api.kinds import KINDS
+from trainyard.api.kueue import integrations as queueing
 from trainyard.api.quantity import parse_quantity
 from trainyard.api.validation import review_job
 from trainyard.api.webhooks import webhook_for
@@ -70,6 +72,9 @@ def admit(
 ) -> None:
     """``validate``, then the job webhook for a job kind's objects: 422 ``Invalid`` with every cause."""
     hook = webhook_for(rt.group, rt.kind) if rt.custom and subresource is None else None
+    if old is None and subresource is None:
+        # Kueue's mutating webhook: a job that names a LocalQueue is created suspended.
+        queueing.suspend_if_queued(rt.group, rt.kind, obj)
     if hook is not None:
         hook.default(obj, old)  # the mutating webhook runs before anything validates
     found = validate(rt, obj, subresource)

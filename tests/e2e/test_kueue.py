@@ -1,0 +1,160 @@
+"""Kueue on a real ``yard up``, through the real kubectl: queues, admission in FIFO order, the
+Workloads and their conditions, a job that names a queue that does not exist.
+
+The ClusterQueue has 2 CPUs; each job is a batch/v1 Job of one pod requesting 2 CPUs (its
+pods are real processes), so exactly one runs at a time and the others wait, in order.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from conftest import Kubectl, Plane, eventually, own_plane
+
+pytestmark = pytest.mark.e2e
+
+QUEUES = """
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: ResourceFlavor
+metadata:
+  name: default-flavor-{suffix}
+---
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: ClusterQueue
+metadata:
+  name: team-{suffix}
+spec:
+  namespaceSelector: {{}}
+  queueingStrategy: StrictFIFO
+  resourceGroups:
+  - coveredResources: ["cpu", "memory"]
+    flavors:
+    - name: default-flavor-{suffix}
+      resources:
+      - name: cpu
+        nominalQuota: 2
+      - name: memory
+        nominalQuota: 8Gi
+---
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: LocalQueue
+metadata:
+  name: user-queue
+  namespace: {ns}
+spec:
+  clusterQueue: team-{suffix}
+"""
+
+
+@pytest.fixture(scope="module")
+def plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Plane]:
+    yield from own_plane(tmp_path_factory, "yard-kueue")
+
+
+@pytest.fixture(scope="module")
+def kubectl(plane: Plane, tmp_path_factory: pytest.TempPathFactory) -> Kubectl:
+    return Kubectl(plane, tmp_path_factory.mktemp("kube-cache"))
+
+
+@pytest.fixture
+def ns(kubectl: Kubectl) -> Iterator[str]:
+    name = f"kueue-{uuid.uuid4().hex[:6]}"
+    kubectl("create", "namespace", name)
+    yield name
+    kubectl.run("delete", "namespace", name, "--wait=false")
+
+
+def job(ns: str, name: str, queue: str, seconds: float) -> dict[str, Any]:
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": name, "namespace": ns, "labels": {"kueue.x-k8s.io/queue-name": queue}},
+        "spec": {
+            "template": {
+                "spec": {
+                    "restartPolicy": "Never",
+                    "terminationGracePeriodSeconds": 1,
+                    "containers": [
+                        {
+                            "name": "main",
+                            "image": "python:3.11",
+                            "command": ["python3", "-c", f"import time; time.sleep({seconds}); print('done')"],
+                            "resources": {"requests": {"cpu": "2", "memory": "100Mi"}},
+                        }
+                    ],
+                }
+            }
+        },
+    }
+
+
+def conditions(obj: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {c["type"]: c for c in (obj.get("status") or {}).get("conditions") or []}
+
+
+def workload_of(kubectl: Kubectl, ns: str, name: str) -> dict[str, Any]:
+    def probe() -> dict[str, Any] | None:
+        items = kubectl.json("get", "workloads.kueue.x-k8s.io", "-n", ns)["items"]
+        return next((w for w in items if w["metadata"]["ownerReferences"][0]["name"] == name), None)
+
+    return eventually(probe, timeout=60, what=f"the Workload of {name}")
+
+
+def test_three_jobs_on_a_two_cpu_cluster_queue_run_one_at_a_time_in_fifo_order(kubectl: Kubectl, ns: str) -> None:
+    suffix = ns.rpartition("-")[2]
+    kubectl("apply", "-f", "-", input=QUEUES.format(suffix=suffix, ns=ns))
+    for name in ("first", "second", "third"):
+        kubectl("create", "-f", "-", input=json.dumps(job(ns, name, "user-queue", 1.5)))
+    created = kubectl.json("get", "job", "second", "-n", ns)
+    assert created["spec"]["suspend"] is True  # Kueue's webhook: created suspended
+
+    def finished(name: str) -> dict[str, Any] | None:
+        found: dict[str, Any] = kubectl.json("get", "job", name, "-n", ns)
+        return found if conditions(found).get("Complete", {}).get("status") == "True" else None
+
+    done = [
+        eventually(lambda n=n: finished(n), timeout=120, what=f"{n} to complete") for n in ("first", "second", "third")
+    ]
+    starts = [d["status"]["startTime"] for d in done]
+    ends = [d["status"]["completionTime"] for d in done]
+    assert starts == sorted(starts)
+    # one at a time: each started no earlier than the one before it ended
+    assert starts[1] >= ends[0] and starts[2] >= ends[1], (starts, ends)
+
+    wl = workload_of(kubectl, ns, "third")
+    assert wl["spec"]["queueName"] == "user-queue"
+    assert [p["name"] for p in wl["spec"]["podSets"]] == ["main"]
+    assert wl["status"]["admission"]["clusterQueue"] == f"team-{suffix}"
+    assert wl["status"]["admission"]["podSetAssignments"][0]["flavors"]["cpu"] == f"default-flavor-{suffix}"
+    for type_ in ("QuotaReserved", "Admitted", "Finished"):
+        assert conditions(wl)[type_]["status"] == "True", (type_, wl["status"])
+    events = kubectl("get", "events", "-n", ns, "--field-selector", "involvedObject.name=third")
+    assert "CreatedWorkload" in events and "Started" in events
+
+    table = kubectl("get", "clusterqueue", f"team-{suffix}")
+    assert table.split("\n")[0].split() == ["NAME", "COHORT", "PENDING", "WORKLOADS"], table
+    wide = kubectl("get", "workloads", "-n", ns)
+    assert "RESERVED IN" in wide and f"team-{suffix}" in wide
+
+
+def test_a_job_naming_a_queue_that_does_not_exist_stays_suspended_with_kueues_message(
+    kubectl: Kubectl, ns: str
+) -> None:
+    kubectl("create", "-f", "-", input=json.dumps(job(ns, "lost", "no-such-queue", 0.1)))
+    wl = workload_of(kubectl, ns, "lost")
+
+    def told() -> dict[str, Any] | None:
+        found = kubectl.json("get", "workload", wl["metadata"]["name"], "-n", ns)
+        reserved = conditions(found).get("QuotaReserved", {})
+        return found if reserved.get("message") == "LocalQueue no-such-queue doesn't exist" else None
+
+    found = eventually(told, timeout=60, what="the Workload to say its LocalQueue is missing")
+    assert conditions(found)["QuotaReserved"]["status"] == "False"
+    still = kubectl.json("get", "job", "lost", "-n", ns)
+    assert still["spec"]["suspend"] is True
+    assert not kubectl.json("get", "pods", "-n", ns, "-l", "batch.kubernetes.io/job-name=lost")["items"]
