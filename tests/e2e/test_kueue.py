@@ -158,3 +158,40 @@ def test_a_job_naming_a_queue_that_does_not_exist_stays_suspended_with_kueues_me
     still = kubectl.json("get", "job", "lost", "-n", ns)
     assert still["spec"]["suspend"] is True
     assert not kubectl.json("get", "pods", "-n", ns, "-l", "batch.kubernetes.io/job-name=lost")["items"]
+
+
+def test_a_trainjob_through_a_local_queue_waits_for_quota_then_completes(kubectl: Kubectl, ns: str) -> None:
+    suffix = ns.rpartition("-")[2]
+    kubectl("apply", "-f", "-", input=QUEUES.format(suffix=suffix, ns=ns))
+    blocker = job(ns, "blocker", "user-queue", 1.5)
+    kubectl("create", "-f", "-", input=json.dumps(blocker))
+    body = {
+        "apiVersion": "trainer.kubeflow.org/v1alpha1",
+        "kind": "TrainJob",
+        "metadata": {"name": "tj", "namespace": ns, "labels": {"kueue.x-k8s.io/queue-name": "user-queue"}},
+        "spec": {
+            "runtimeRef": {"name": "torch-distributed"},
+            "trainer": {
+                "numNodes": 1,
+                "command": ["python", "-c", "print('trained through the queue')"],
+                "resourcesPerNode": {"requests": {"cpu": "1"}},
+            },
+        },
+    }
+    kubectl("create", "-f", "-", input=json.dumps(body))
+    assert kubectl.json("get", "trainjob", "tj", "-n", ns)["spec"]["suspend"] is True
+    wl = workload_of(kubectl, ns, "tj")
+    assert [(p["name"], p["count"]) for p in wl["spec"]["podSets"]] == [("node", 1)]
+
+    def complete() -> dict[str, Any] | None:
+        found: dict[str, Any] = kubectl.json("get", "trainjob", "tj", "-n", ns)
+        return found if (found.get("status") or {}).get("state") == "Complete" else None
+
+    done = eventually(complete, timeout=120, what="the TrainJob to complete")
+    blocked = kubectl.json("get", "job", "blocker", "-n", ns)
+    # It waited for the 2-CPU blocker: its JobSet's Job started after the blocker ended.
+    node_job = kubectl.json("get", "job", "tj-node-0", "-n", ns)
+    assert node_job["status"]["startTime"] >= blocked["status"]["completionTime"]
+    assert done["spec"]["suspend"] is False
+    admitted = kubectl.json("get", "workload", wl["metadata"]["name"], "-n", ns)
+    assert admitted["status"]["admission"]["podSetAssignments"][0]["resourceUsage"] == {"cpu": "1"}

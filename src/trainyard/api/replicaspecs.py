@@ -18,7 +18,7 @@ from trainyard.api.jobshapes import COMPLETED, FAILED, JobSample
 from trainyard.api.jobview import JobView, age, conditions, ended, job_age, spec_of, status_of, training_columns
 from trainyard.api.kindinfo import KindInfo
 from trainyard.api.kinds import KINDS
-from trainyard.api.kueue.integration import Finish, Integration, true_condition
+from trainyard.api.kueue.integration import Finish, Integration, Lookup, true_condition
 from trainyard.api.meta import Obj, parse_time
 
 NAME = "replica-specs"
@@ -173,7 +173,7 @@ def _ordered_specs(info: KindInfo, job: Obj) -> list[tuple[str, Obj]]:
 
 
 def _podsets(info: KindInfo) -> Any:
-    def podsets(job: Obj) -> list[Obj]:
+    def podsets(job: Obj, lookup: Lookup) -> list[Obj] | None:
         out = []
         for rtype, spec in _ordered_specs(info, job):
             count = spec.get("replicas", info.default_replicas.get(rtype, 1))

@@ -23,6 +23,25 @@ class Finish:
     message: str = ""
 
 
+Lookup = Callable[[str, str, str], Obj | None]
+"""(kind, namespace, name) → the object a job refers to (its runtime), from the controller's caches."""
+
+
+@dataclass(frozen=True)
+class Referenced:
+    """A kind a job's pod sets are read from (a TrainJob's runtimes): the Kueue controller watches it."""
+
+    group: str
+    version: str
+    kind: str
+    plural: str
+    namespaced: bool
+
+
+def _no_references() -> tuple[Referenced, ...]:
+    return ()
+
+
 @dataclass(frozen=True)
 class Integration:
     group: str
@@ -31,13 +50,15 @@ class Integration:
     plural: str
     suspend_path: tuple[str, ...]
     """Where the job's ``suspend`` flag sits (``spec.runPolicy.suspend``, ``spec.suspend``)."""
-    podsets: Callable[[Obj], list[Obj]]
-    """Kueue's pod sets of the job: ``{"name", "count", "template"}``, in the kind's replica order."""
+    podsets: Callable[[Obj, Lookup], list[Obj] | None]
+    """Kueue's pod sets of the job: ``{"name", "count", "template"}``, in the kind's replica order;
+    None while what they are read from (``references``) is not there."""
     finished: Callable[[Obj], Finish]
     active: Callable[[Obj], bool]
     """Whether pods of the job still run (a stopped job's quota is released once none does)."""
     priority_class: Callable[[Obj], str]
     """The PriorityClass its pods name (Kueue's fallback when no WorkloadPriorityClass label is set)."""
+    references: Callable[[], tuple[Referenced, ...]] = _no_references
 
     @property
     def api_version(self) -> str:
@@ -80,7 +101,7 @@ def true_condition(job: Obj, *types: str) -> Obj | None:
     return None
 
 
-def _batch_podsets(job: Obj) -> list[Obj]:
+def _batch_podsets(job: Obj, lookup: Lookup) -> list[Obj] | None:
     spec = job.get("spec") or {}
     count = spec.get("parallelism", 1)
     completions = spec.get("completions")

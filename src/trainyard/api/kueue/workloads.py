@@ -31,13 +31,15 @@ def workload_name(job_name: str, uid: str, kind: str, group: str) -> str:
     return f"{prefix}-{digest[:HASH_LENGTH]}"
 
 
-def workload_for(job: Obj, integration: Integration, queue: str, priority: tuple[str, int, str] | None) -> Obj:
+def workload_for(
+    job: Obj, integration: Integration, queue: str, priority: tuple[str, int, str] | None, podsets: list[Obj]
+) -> Obj:
     """The Workload Kueue creates for ``job``: owned by it, one pod set per replica type.
 
     ``priority``: (class name, value, source) when a WorkloadPriorityClass or PriorityClass applies.
     """
     m = job["metadata"]
-    spec: Obj = {"queueName": queue, "podSets": integration.podsets(job), "active": True}
+    spec: Obj = {"queueName": queue, "podSets": podsets, "active": True}
     if priority is not None:
         spec["priorityClassName"], spec["priority"], spec["priorityClassSource"] = priority
     return {

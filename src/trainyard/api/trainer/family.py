@@ -10,12 +10,14 @@ namespace with the ``kubeflow-trainer-public`` ConfigMap and the shipped Cluster
 
 from __future__ import annotations
 
+import copy
 from functools import partial
 
 from trainyard.api import jobset, jobshapes, trainer, training
 from trainyard.api.family import Family, FamilyKind, Seed
 from trainyard.api.jobshapes import COMPLETED, FAILED, JobSample
 from trainyard.api.jobview import JobView, ended, job_age, spec_of, status_of, training_columns, true_conditions
+from trainyard.api.kueue.integration import Finish, Integration, Lookup, Referenced, true_condition
 from trainyard.api.meta import Obj
 from trainyard.api.trainer import catalog
 
@@ -209,6 +211,77 @@ def seeds() -> list[Seed]:
     return [namespace, configmap, *runtimes]
 
 
+RUNTIMES = (
+    Referenced(
+        trainer.GROUP, trainer.VERSION, trainer.CLUSTER_TRAINING_RUNTIME, trainer.CLUSTER_TRAINING_RUNTIMES, False
+    ),
+    Referenced(trainer.GROUP, trainer.VERSION, trainer.TRAINING_RUNTIME, trainer.TRAINING_RUNTIMES, True),
+)
+
+
+def _podsets(job: Obj, lookup: Lookup) -> list[Obj] | None:
+    """The pod sets of the JobSet the TrainJob's runtime makes (Kueue's ``jobs/trainjob``): one per
+    replicated Job, ``replicas`` x ``parallelism`` pods, the trainer's ``numNodes`` and
+    ``resourcesPerNode`` applied to the trainer step; None until the runtime is there."""
+    spec = spec_of(job)
+    ref = spec.get("runtimeRef") or {}
+    kind = str(ref.get("kind") or trainer.CLUSTER_TRAINING_RUNTIME)
+    namespace = job["metadata"].get("namespace", "") if kind == trainer.TRAINING_RUNTIME else ""
+    runtime = lookup(kind, namespace, str(ref.get("name") or ""))
+    if runtime is None:
+        return None
+    given = spec.get("trainer") or {}
+    nodes = given.get("numNodes") or ((runtime.get("spec") or {}).get("mlPolicy") or {}).get("numNodes") or 1
+    out = []
+    for rjob in (((runtime.get("spec") or {}).get("template") or {}).get("spec") or {}).get("replicatedJobs") or []:
+        job_template = rjob.get("template") or {}
+        labels = (job_template.get("metadata") or {}).get("labels") or {}
+        job_spec = job_template.get("spec") or {}
+        pod = copy.deepcopy(job_spec.get("template") or {})
+        is_trainer = labels.get(trainer.ANCESTOR_LABEL) == trainer.ANCESTOR_TRAINER
+        parallelism = nodes if is_trainer else job_spec.get("parallelism", 1)
+        if is_trainer and given.get("resourcesPerNode") is not None:
+            for container in (pod.get("spec") or {}).get("containers") or []:
+                if container.get("name") == trainer.NODE:
+                    container["resources"] = copy.deepcopy(given["resourcesPerNode"])
+        replicas = 1 if is_trainer else rjob.get("replicas", 1)
+        out.append({"name": rjob.get("name", ""), "count": int(replicas) * int(parallelism), "template": pod})
+    return out
+
+
+def _finished(job: Obj) -> Finish:
+    found = true_condition(job, trainer.COMPLETE, trainer.FAILED)
+    if found is None:
+        return Finish(False)
+    return Finish(True, found["type"] == trainer.COMPLETE, str(found.get("message") or ""))
+
+
+def _active(job: Obj) -> bool:
+    return any(
+        isinstance(s, dict) and (s.get("active") or s.get("ready")) for s in status_of(job).get("jobsStatus") or []
+    )
+
+
+def _priority_class(job: Obj) -> str:
+    return ""  # Kueue reads a TrainJob's priority from its WorkloadPriorityClass label only
+
+
+QUEUEING = (
+    Integration(
+        group=trainer.GROUP,
+        version=trainer.VERSION,
+        kind=trainer.TRAINJOB,
+        plural=trainer.TRAINJOBS,
+        suspend_path=("spec", "suspend"),
+        podsets=_podsets,
+        finished=_finished,
+        active=_active,
+        priority_class=_priority_class,
+        references=lambda: RUNTIMES,
+    ),
+)
+
+
 FAMILY = Family(
     name=NAME,
     kinds=lambda: (
@@ -226,4 +299,5 @@ FAMILY = Family(
     sample=sample,
     seeds=seeds,
     shipped=trainer.runtimes,
+    queueing=lambda: QUEUEING,
 )

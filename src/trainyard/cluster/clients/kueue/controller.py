@@ -49,9 +49,13 @@ SCHEDULE: Key = ("schedule", "", "")
 COMPONENT = kueue.MANAGER
 
 
+def _global_of(group: str, version: str, kind: str, plural: str) -> Any:
+    found = get_generic_resource(f"{group}/{version}", kind)  # type: ignore[no-untyped-call]
+    return found if found is not None else create_global_resource(group, version, kind, plural)
+
+
 def _global(kind: str, plural: str) -> Any:
-    found = get_generic_resource(f"{kueue.GROUP}/{kueue.STORAGE_VERSION}", kind)  # type: ignore[no-untyped-call]
-    return found if found is not None else create_global_resource(kueue.GROUP, kueue.STORAGE_VERSION, kind, plural)
+    return _global_of(kueue.GROUP, kueue.STORAGE_VERSION, kind, plural)
 
 
 CLUSTER_QUEUE = _global("ClusterQueue", "clusterqueues")
@@ -81,6 +85,20 @@ class KueueController:
         self.workload_classes = Informer(client, WORKLOAD_PRIORITY_CLASS, namespaced=False)
         self.priority_classes = Informer(client, PriorityClass, namespaced=False)
         self.namespaces = Informer(client, Namespace, self._on_config, namespaced=False)
+        # What pod sets are read from (a TrainJob's runtimes), watched once per kind.
+        refs = {(r.group, r.kind): r for i in self.integrations.values() for r in i.references()}
+        self.references = {
+            kind: Informer(
+                client,
+                plain_resource(r.group, r.version, r.kind, r.plural)
+                if r.namespaced
+                else _global_of(r.group, r.version, r.kind, r.plural),
+                self._on_reference,
+                namespaced=r.namespaced,
+            )
+            for (_, kind), r in refs.items()
+        }
+        self._waiting_for_references: set[Key] = set()
         self.caches = Caches(COMPONENT)
 
     # -- event sources: every one only enqueues keys ----------------------------------------------
@@ -106,6 +124,15 @@ class KueueController:
     def _on_config(self, kind: str, obj: Obj) -> None:
         self.queue.add(SCHEDULE)
 
+    def _on_reference(self, kind: str, obj: Obj) -> None:
+        waiting, self._waiting_for_references = self._waiting_for_references, set()
+        for key in waiting:
+            self.queue.add(key)
+
+    def _lookup(self, kind: str, namespace: str, name: str) -> Obj | None:
+        informer = self.references.get(kind)
+        return informer.get(namespace, name) if informer is not None else None
+
     # -- the worker --------------------------------------------------------------------------------
 
     async def run(self) -> None:
@@ -118,6 +145,7 @@ class KueueController:
             "workloadpriorityclasses": self.workload_classes,
             "priorityclasses": self.priority_classes,
             "namespaces": self.namespaces,
+            **{f"references {k}": inf for k, inf in self.references.items()},
         }
         await self.caches.sync(informers)
         self.queue.add(SCHEDULE)
@@ -170,7 +198,12 @@ class KueueController:
         if wl is None:
             if finish.finished:
                 return
-            body = workload_for(job, integration, integrations.queue_name(job), self._priority(job, integration))
+            podsets = integration.podsets(job, self._lookup)
+            if podsets is None:  # its runtime is not there yet: its arrival brings the job back
+                self._waiting_for_references.add(("job", kind_key, f"{namespace}/{name}"))
+                return
+            priority = self._priority(job, integration)
+            body = workload_for(job, integration, integrations.queue_name(job), priority, podsets)
             created = await self.applier.create(WORKLOAD, body, self.workloads)
             if created is not None:
                 wl_name = created["metadata"]["name"]
