@@ -93,6 +93,18 @@ def job(ns: str, name: str, queue: str, seconds: float) -> dict[str, Any]:
     }
 
 
+def pytorchjob(ns: str, name: str, queue: str, seconds: float) -> dict[str, Any]:
+    pod = job(ns, name, queue, seconds)["spec"]["template"]
+    pod["spec"]["containers"][0]["name"] = "pytorch"
+    pod["spec"]["restartPolicy"] = "OnFailure"
+    return {
+        "apiVersion": "kubeflow.org/v1",
+        "kind": "PyTorchJob",
+        "metadata": {"name": name, "namespace": ns, "labels": {"kueue.x-k8s.io/queue-name": queue}},
+        "spec": {"pytorchReplicaSpecs": {"Master": {"replicas": 1, "template": pod}}},
+    }
+
+
 def conditions(obj: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {c["type"]: c for c in (obj.get("status") or {}).get("conditions") or []}
 
@@ -105,17 +117,30 @@ def workload_of(kubectl: Kubectl, ns: str, name: str) -> dict[str, Any]:
     return eventually(probe, timeout=60, what=f"the Workload of {name}")
 
 
-def test_three_jobs_on_a_two_cpu_cluster_queue_run_one_at_a_time_in_fifo_order(kubectl: Kubectl, ns: str) -> None:
+def test_three_jobs_on_a_two_cpu_cluster_queue_run_one_at_a_time_in_fifo_order(
+    kubectl: Kubectl, plane: Plane, ns: str
+) -> None:
     suffix = ns.rpartition("-")[2]
     kubectl("apply", "-f", "-", input=QUEUES.format(suffix=suffix, ns=ns))
     for name in ("first", "second", "third"):
-        kubectl("create", "-f", "-", input=json.dumps(job(ns, name, "user-queue", 1.5)))
-    created = kubectl.json("get", "job", "second", "-n", ns)
-    assert created["spec"]["suspend"] is True  # Kueue's webhook: created suspended
+        kubectl("create", "-f", "-", input=json.dumps(pytorchjob(ns, name, "user-queue", 2.5)))
+    created = kubectl.json("get", "pytorchjob", "second", "-n", ns)
+    assert created["spec"]["runPolicy"]["suspend"] is True  # Kueue's webhook: created suspended
+
+    def waits() -> str | None:
+        told = plane.yard("describe", "pytorchjob/third", "-n", ns).stdout
+        return told if "2 of 2 in use" in told else None
+
+    told = eventually(waits, timeout=60, what="describe to say what the third job waits for")
+    assert f"Queue:        user-queue (ClusterQueue team-{suffix})" in told, told
+    assert f"waiting for 2 cpu in ClusterQueue team-{suffix}: 2 of 2 in use" in told, told
+    assert f"pending in ClusterQueue team-{suffix}" in told, told
+    listed = plane.yard("get", "queues", "-n", ns).stdout
+    assert f"team-{suffix}" in listed and "cpu 2/2" in listed and "user-queue" in listed, listed
 
     def finished(name: str) -> dict[str, Any] | None:
-        found: dict[str, Any] = kubectl.json("get", "job", name, "-n", ns)
-        return found if conditions(found).get("Complete", {}).get("status") == "True" else None
+        found: dict[str, Any] = kubectl.json("get", "pytorchjob", name, "-n", ns)
+        return found if conditions(found).get("Succeeded", {}).get("status") == "True" else None
 
     done = [
         eventually(lambda n=n: finished(n), timeout=120, what=f"{n} to complete") for n in ("first", "second", "third")
@@ -128,7 +153,7 @@ def test_three_jobs_on_a_two_cpu_cluster_queue_run_one_at_a_time_in_fifo_order(k
 
     wl = workload_of(kubectl, ns, "third")
     assert wl["spec"]["queueName"] == "user-queue"
-    assert [p["name"] for p in wl["spec"]["podSets"]] == ["main"]
+    assert [(p["name"], p["count"]) for p in wl["spec"]["podSets"]] == [("master", 1)]
     assert wl["status"]["admission"]["clusterQueue"] == f"team-{suffix}"
     assert wl["status"]["admission"]["podSetAssignments"][0]["flavors"]["cpu"] == f"default-flavor-{suffix}"
     for type_ in ("QuotaReserved", "Admitted", "Finished"):

@@ -1,4 +1,5 @@
-"""``yard describe``: one job explained, kubectl-style: its fields, why it is stuck (``sdk.explain``),
+"""``yard describe``: one job explained, kubectl-style: its fields, the Kueue queue it waits in
+(its place in line and what it waits for: ``api.kueue.views``), why it is stuck (``sdk.explain``),
 what its training reported, conditions, family sections, replicas and recent events.
 """
 
@@ -11,11 +12,13 @@ from lightkube import Client
 from rich.text import Text
 
 from trainyard.api import jobview, training
+from trainyard.api.kueue import views
+from trainyard.api.kueue.integrations import queue_name
 from trainyard.api.meta import Obj
 from trainyard.cli.common import age, api, handled, out, styled, table
 from trainyard.cli.lookup import find_job, split_target
 from trainyard.cli.progress import pod_status_word
-from trainyard.sdk import explain, jobstate
+from trainyard.sdk import explain, jobstate, queues
 from trainyard.sdk.kinds import JobKind
 
 
@@ -60,6 +63,12 @@ def describe_job(client: Client, kind: JobKind, job: Obj) -> None:
     _field("Created", f"{meta.get('creationTimestamp', '')} ({age(meta.get('creationTimestamp'))} ago)")
     for label, value in view.fields(job):
         _field(label, value)
+    if queue_name(job):
+        queued = queues.snapshot(client)
+        workload = queued.workload_of(job)
+        if workload is not None:
+            for label, value in views.waiting_lines(queued.config, queued.decision, workload):
+                _field(label, value)
     reasons = explain.why(job, pods, events, container=kind.default_container, view=view)
     if reasons:
         out.print()

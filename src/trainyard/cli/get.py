@@ -18,8 +18,9 @@ from lightkube.resources.core_v1 import Event, Pod
 from rich.text import Text
 
 from trainyard.api.families import default_family
+from trainyard.api.kueue import views
 from trainyard.api.meta import Obj
-from trainyard.cli.common import api, err, fail, handled, kinds_of, table
+from trainyard.cli.common import api, err, fail, handled, kinds_of, out, table
 from trainyard.cli.lookup import NotFoundError, find_job, split_target
 from trainyard.cli.tables import (
     event_headers,
@@ -33,11 +34,12 @@ from trainyard.cli.tables import (
     with_kind,
 )
 from trainyard.client.resources import is_status, to_dict
-from trainyard.sdk import jobstate
+from trainyard.sdk import jobstate, queues
 from trainyard.sdk.kinds import JobKind, builtin_kinds, resolve
 
 POD_WORDS = ("pod", "pods", "po")
 EVENT_WORDS = ("event", "events", "ev")
+QUEUE_WORDS = ("queue", "queues")
 OUTPUTS = ("wide", "yaml", "json", "name")
 
 
@@ -122,13 +124,14 @@ def watch_all(client: Client, sources: list[tuple[Any, Callable[[Obj], None]]], 
 
 
 def register(app: typer.Typer) -> None:
-    @app.command(help="List jobs (any served kind, or 'jobs' for all), pods or events.")
+    @app.command(help="List jobs (any served kind, or 'jobs' for all), pods, events or Kueue queues.")
     @handled
     def get(
         what: Annotated[
             str,
             typer.Argument(
-                help=f"jobs | <kind> ({', '.join(kind_words())}, ...) | pods | events", autocompletion=complete_kind
+                help=f"jobs | <kind> ({', '.join(kind_words())}, ...) | pods | events | queues",
+                autocompletion=complete_kind,
             ),
         ],
         name: Annotated[str | None, typer.Argument(help="only this one")] = None,
@@ -156,6 +159,8 @@ def register(app: typer.Typer) -> None:
             _get_pods(client, name, ns, labels_ or None, output, wide, all_namespaces, watch)
         elif word in EVENT_WORDS:
             _get_events(client, name, ns, job, output, wide, all_namespaces, watch)
+        elif word in QUEUE_WORDS:
+            _get_queues(client, None if all_namespaces else client.namespace)
         else:
             kinds = resolve(what, kinds_of(client))
             _get_jobs(client, kinds, name, ns, labels_ or None, output, wide, all_namespaces, watch, word)
@@ -285,6 +290,19 @@ def _listed(
         return True
     table(headers, [] if watch else [row(o) for o in objs])
     return not watch
+
+
+def _get_queues(client: Client, namespace: str | None) -> None:
+    """Kueue's ClusterQueues with their usage, then the LocalQueues (of one namespace, or all)."""
+    queued = queues.snapshot(client)
+    if not queued.config.cluster_queues and not queued.config.local_queues:
+        err.print(Text("No queues found (no Kueue ClusterQueue or LocalQueue exists)."))
+        return
+    table(views.CLUSTER_QUEUE_HEADERS, views.cluster_queue_rows(queued.config, queued.decision))
+    local = views.local_queue_rows(queued.config, queued.decision, namespace)
+    if local:
+        out.print()
+        table(views.LOCAL_QUEUE_HEADERS, local)
 
 
 def _get_events(
