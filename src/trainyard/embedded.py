@@ -105,9 +105,8 @@ class EmbeddedPlane:
         self.api = ApiPlane(self.layout, host=options.host, port=options.port, secure=options.secure)
         self.metrics = OperatorMetrics()
         self.operator: Operator | None = None
-        if options.operator:
-            # The in-process operator's metrics are served beside the API: `<server>/metrics`.
-            self.api.extra_paths["/metrics"] = self._metrics
+        # The in-process operator's metrics (and the embedded Kueue's) are served beside the API: `<server>/metrics`.
+        self.api.extra_paths["/metrics"] = self._metrics
         self._tasks: list[asyncio.Task[None]] = []
         self.node: NodeAgent | None = None
         self.exec_server: podexec.ExecServer | None = None
@@ -215,7 +214,10 @@ class EmbeddedPlane:
         )
 
     async def _metrics(self, _: web.Request) -> web.Response:
-        return web.Response(body=self.metrics.exposition(), headers={"Content-Type": CONTENT_TYPE})
+        body = self.metrics.exposition() if self.options.operator else b""
+        if self.kueue is not None:
+            body += self.kueue.metrics.exposition()
+        return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE})
 
     async def stop(self) -> None:
         for task in self._tasks:

@@ -220,3 +220,105 @@ def test_a_trainjob_through_a_local_queue_waits_for_quota_then_completes(kubectl
     assert done["spec"]["suspend"] is False
     admitted = kubectl.json("get", "workload", wl["metadata"]["name"], "-n", ns)
     assert admitted["status"]["admission"]["podSetAssignments"][0]["resourceUsage"] == {"cpu": "1"}
+
+
+PREEMPTING = """
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ResourceFlavor
+metadata:
+  name: flavor-{suffix}
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ClusterQueue
+metadata:
+  name: shared-{suffix}
+spec:
+  namespaceSelector: {{}}
+  preemption:
+    withinClusterQueue: LowerPriority
+  resourceGroups:
+  - coveredResources: ["cpu", "memory"]
+    flavors:
+    - name: flavor-{suffix}
+      resources:
+      - name: cpu
+        nominalQuota: 2
+      - name: memory
+        nominalQuota: 4Gi
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: LocalQueue
+metadata:
+  name: shared
+  namespace: {ns}
+spec:
+  clusterQueue: shared-{suffix}
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: WorkloadPriorityClass
+metadata:
+  name: low-{suffix}
+value: 10
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: WorkloadPriorityClass
+metadata:
+  name: high-{suffix}
+value: 1000
+"""
+
+EPOCHS = """
+import sys, time
+from trainyard import runtime
+ckpt = runtime.CheckpointManager(sys.argv[1])
+latest = ckpt.latest()
+start = 0 if latest is None else int(ckpt.load_latest()) + 1
+print(f"starting at epoch {start}", flush=True)
+for epoch in range(start, 8):
+    time.sleep(0.5)
+    ckpt.save(str(epoch).encode(), epoch=epoch)
+print("trained", flush=True)
+"""
+
+
+def test_a_high_priority_job_preempts_a_low_one_which_resumes_from_its_checkpoint(
+    kubectl: Kubectl, ns: str, tmp_path: Any
+) -> None:
+    suffix = ns.rpartition("-")[2]
+    kubectl("apply", "-f", "-", input=PREEMPTING.format(suffix=suffix, ns=ns))
+    script = tmp_path / "epochs.py"
+    script.write_text(EPOCHS)
+    low = pytorchjob(ns, "low", "shared", 0)
+    low["metadata"]["labels"]["kueue.x-k8s.io/priority-class"] = f"low-{suffix}"
+    container = low["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"][0]
+    container["command"] = ["python3", str(script), str(tmp_path / "ckpt")]
+    kubectl("create", "-f", "-", input=json.dumps(low))
+
+    def epochs_saved() -> int:
+        return max((int(p.stem.rpartition("-")[2]) for p in (tmp_path / "ckpt").glob("checkpoint-*.ckpt")), default=-1)
+
+    eventually(lambda: epochs_saved() >= 2, timeout=90, what="the low job's epoch 2")
+
+    high = pytorchjob(ns, "high", "shared", 0.5)
+    high["metadata"]["labels"]["kueue.x-k8s.io/priority-class"] = f"high-{suffix}"
+    kubectl("create", "-f", "-", input=json.dumps(high))
+
+    def succeeded(name: str) -> dict[str, Any] | None:
+        found: dict[str, Any] = kubectl.json("get", "pytorchjob", name, "-n", ns)
+        return found if conditions(found).get("Succeeded", {}).get("status") == "True" else None
+
+    eventually(lambda: succeeded("high"), timeout=120, what="the high-priority job to succeed")
+    eventually(lambda: succeeded("low"), timeout=120, what="the preempted job to resume and succeed")
+    low_wl = workload_of(kubectl, ns, "low")
+    evicted = conditions(low_wl)["Evicted"]
+    assert evicted["reason"] == "QuotaReserved"  # reset when it was admitted again ...
+    assert evicted["message"].startswith("Previously: Preempted to accommodate a workload"), evicted
+    assert conditions(low_wl)["Requeued"]["reason"] == "Preempted"
+    assert low_wl["spec"]["priority"] == 10 and low_wl["spec"]["priorityClassSource"] == (
+        "kueue.x-k8s.io/workloadpriorityclass"
+    )
+    events = kubectl("get", "events", "-n", ns, "--field-selector", "involvedObject.name=low")
+    assert "Stopped" in events and "Preempted to accommodate" in events, events
+    logs = kubectl("logs", "low-master-0", "-n", ns)
+    resumed = [int(line.split()[-1]) for line in logs.splitlines() if line.startswith("starting at epoch")]
+    assert resumed and resumed[-1] >= 2, logs  # the pod that finished began past epoch 0

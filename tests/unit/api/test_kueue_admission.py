@@ -220,3 +220,13 @@ def test_workload_names_are_kueues_kind_name_and_hash() -> None:
     assert prefix == "pytorchjob-train" and len(digest) == 5
     assert workload_name("train", "1234", "TFJob", "kubeflow.org") != name
     assert len(workload_name("x" * 300, "1", "Job", "batch")) == 253
+
+
+def test_a_deactivated_admitted_workload_is_evicted_as_inactive() -> None:
+    running = wl("paused", "2", reserved_in="cq")
+    running["spec"]["active"] = False
+    decision = decide(config(cq("cq", "2")), [running, wl("next", "2")])
+    assert [(e.key[1], e.reason, e.message) for e in decision.evict] == [
+        ("paused", "InactiveWorkload", "The workload is deactivated")
+    ]
+    assert admitted(decision) == []  # its quota counts until its job has stopped

@@ -24,7 +24,8 @@ What it follows of Kueue (v0.14, ``pkg/scheduler``, ``pkg/scheduler/flavorassign
   ``reclaimWithinCohort`` (``LowerPriority``, ``Any``: workloads of other queues that borrow).
   Candidates are taken lowest priority first, the most recently admitted first, until the
   preemptor fits, then the unneeded ones are given back. Victims are evicted (``Evicted``, reason
-  ``Preempted``); their quota counts until their jobs have stopped, so the preemptor is admitted
+  ``Preempted``; a Workload set ``spec.active: false`` is evicted with ``InactiveWorkload``);
+  their quota counts until their jobs have stopped, so the preemptor is admitted
   in a later pass. Not followed: ``borrowWithinCohort``, fair sharing, partial admission,
   admission checks, topology-aware scheduling.
 """
@@ -66,6 +67,9 @@ class Evict:
     preemptor: Key
     message: str
     preempted_reason: str
+    """``InClusterQueue`` or ``InCohortReclamation``; "" for an eviction that is no preemption."""
+    reason: str = kueue.EVICTED_BY_PREEMPTION
+    """The ``Evicted`` condition's reason: ``Preempted``, or ``InactiveWorkload``."""
 
 
 @dataclass(frozen=True)
@@ -355,6 +359,7 @@ def decide(config: Config, workloads: Iterable[Obj]) -> Decision:
     reserved: dict[Key, tuple[str, Obj]] = {}
     pending: dict[str, list[Obj]] = {}
     waiting: list[Waiting] = []
+    deactivated: list[Evict] = []
     counts: dict[str, dict[str, int]] = {
         n: {"pending": 0, "reserving": 0, "admitted": 0} for n in config.cluster_queues
     }
@@ -373,6 +378,8 @@ def decide(config: Config, workloads: Iterable[Obj]) -> Decision:
         lq_key = (key[0], str(spec.get("queueName") or ""))
         if is_true(wl, kueue.QUOTA_RESERVED):
             owner = str(((wl.get("status") or {}).get("admission") or {}).get("clusterQueue") or "")
+            if spec.get("active") is False and not is_true(wl, kueue.EVICTED):
+                deactivated.append(Evict(key, key, "The workload is deactivated", "", kueue.EVICTED_INACTIVE))
             reserved[key] = (owner, wl)
             books.add(owner, _usage_of(wl))
             for book in (counts.get(owner), lq_counts.get(lq_key)):
@@ -477,7 +484,7 @@ def decide(config: Config, workloads: Iterable[Obj]) -> Decision:
             blocked[cq_name] = key
     return Decision(
         admit=tuple(admitted),
-        evict=tuple(evicted),
+        evict=(*deactivated, *evicted),
         waiting=tuple(waiting),
         cluster_queue_status={
             name: _cq_status(books, name, counts[name], missing_flavors[name]) for name in config.cluster_queues

@@ -35,6 +35,7 @@ from trainyard.api.kueue.workloads import workload_for, workload_name
 from trainyard.api.meta import Obj, format_time
 from trainyard.client.events import reference
 from trainyard.client.resources import plain_resource
+from trainyard.cluster.clients.kueue.metrics import QueueMetrics
 from trainyard.cluster.tasks import cancel_all
 from trainyard.kit.applier import Applier
 from trainyard.kit.conditions import set_condition
@@ -100,6 +101,7 @@ class KueueController:
         }
         self._waiting_for_references: set[Key] = set()
         self.caches = Caches(COMPONENT)
+        self.metrics = QueueMetrics()
 
     # -- event sources: every one only enqueues keys ----------------------------------------------
 
@@ -303,7 +305,9 @@ class KueueController:
         )
 
     async def schedule(self) -> None:
-        decision = admission.decide(self.config(), self.workloads.items())
+        config = self.config()
+        decision = admission.decide(config, self.workloads.items())
+        self.metrics.observe(config, decision)
         for admit in decision.admit:
             wl = self.workloads.get(*admit.key)
             if wl is None:
@@ -329,11 +333,13 @@ class KueueController:
             wl = self.workloads.get(*evict.key)
             if wl is None:
                 continue
-            changes = [
-                (kueue.EVICTED, "True", kueue.EVICTED_BY_PREEMPTION, evict.message),
-                (kueue.PREEMPTED, "True", evict.preempted_reason, evict.message),
-            ]
-            await self._conditions(wl, changes, events=[Event.normal("Preempted", evict.message)])
+            changes = [(kueue.EVICTED, "True", evict.reason, evict.message)]
+            if evict.preempted_reason:
+                changes.append((kueue.PREEMPTED, "True", evict.preempted_reason, evict.message))
+            event = Event.normal(
+                "Preempted" if evict.preempted_reason else "EvictedDueTo" + evict.reason, evict.message
+            )
+            await self._conditions(wl, changes, events=[event])
         for waiting in decision.waiting:
             wl = self.workloads.get(*waiting.key)
             if wl is None:
