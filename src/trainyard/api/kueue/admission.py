@@ -281,6 +281,14 @@ def _assign(books: _Books, cq_name: str, wl: Obj) -> tuple[Obj | None, Usage, st
     return {"clusterQueue": cq_name, "podSetAssignments": assignments}, total, ""
 
 
+def _shape(wl: Obj) -> tuple[tuple[str, tuple[tuple[str, Decimal], ...]], ...]:
+    """What a Workload asks for, as a key: pod set names and their total requests."""
+    return tuple(
+        (str(ps.get("name") or "main"), tuple(sorted(podset_totals(ps).items())))
+        for ps in (wl.get("spec") or {}).get("podSets") or []
+    )
+
+
 def _preemption_policy(cq: Obj) -> tuple[str, str]:
     p = (cq.get("spec") or {}).get("preemption") or {}
     return str(p.get("withinClusterQueue") or kueue.NEVER), str(p.get("reclaimWithinCohort") or kueue.NEVER)
@@ -423,6 +431,10 @@ def decide(config: Config, workloads: Iterable[Obj]) -> Decision:
     admitted: list[Admit] = []
     evicted: list[Evict] = []
     blocked: dict[str, Key] = {}
+    stopping = [k for k, (_, other) in reserved.items() if is_true(other, kueue.EVICTED)]
+    # Room only shrinks during a pass, so what did not fit does not fit later in it either: a long
+    # line of like workloads costs one fit, not one each.
+    unfit: dict[tuple[str, Any], str] = {}
     for _, cq_name, wl in line:
         key = _key(wl)
         cq = config.cluster_queues[cq_name]
@@ -439,7 +451,14 @@ def decide(config: Config, workloads: Iterable[Obj]) -> Decision:
                 )
             )
             continue
-        admission, usage, why = _assign(books, cq_name, wl)
+        shape = (cq_name, _shape(wl))
+        usage: Usage = {}
+        if shape in unfit:
+            admission, why = None, unfit[shape]
+        else:
+            admission, usage, why = _assign(books, cq_name, wl)
+        if admission is None:
+            unfit[shape] = why
         if admission is not None:
             books.add(cq_name, usage)
             admitted.append(Admit(key, admission))
@@ -452,17 +471,20 @@ def decide(config: Config, workloads: Iterable[Obj]) -> Decision:
             lq_counts[lq_key]["admitted"] += 1
             continue
         # Room already being made for it (its victims still stopping) is not made twice.
-        stopping = [k for k, (_, other) in reserved.items() if is_true(other, kueue.EVICTED)]
-        for k in stopping:
-            books.add(reserved[k][0], _usage_of(reserved[k][1]), -1)
-        freed_fits = bool(stopping) and _assign(books, cq_name, wl)[0] is not None
-        for k in stopping:
-            books.add(reserved[k][0], _usage_of(reserved[k][1]))
-        victims = None if freed_fits else _try_preempt(books, cq_name, wl, reserved)
+        freed_fits = False
+        if stopping:
+            for k in stopping:
+                books.add(reserved[k][0], _usage_of(reserved[k][1]), -1)
+            freed_fits = _assign(books, cq_name, wl)[0] is not None
+            for k in stopping:
+                books.add(reserved[k][0], _usage_of(reserved[k][1]))
+        may_preempt = _preemption_policy(cq) != (kueue.NEVER, kueue.NEVER)
+        victims = None if freed_fits or not may_preempt else _try_preempt(books, cq_name, wl, reserved)
         if victims:
             for victim_key, reason in victims:
                 owner, victim = reserved[victim_key]
                 evicted.append(Evict(victim_key, key, _preempt_message(wl, cq_name, owner, reason), reason))
+                stopping.append(victim_key)
                 reserved[victim_key] = (
                     owner,
                     {

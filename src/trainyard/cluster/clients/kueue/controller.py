@@ -345,6 +345,12 @@ class KueueController:
             if wl is None:
                 continue
             previous = admission.condition(wl, kueue.QUOTA_RESERVED) or {}
+            if (previous.get("status"), previous.get("reason"), previous.get("message")) == (
+                "False",
+                waiting.reason,
+                waiting.message,
+            ):
+                continue  # told already: most of a long line, on every pass
             events = [Event.normal("Pending", waiting.message)] if previous.get("message") != waiting.message else []
             await self._conditions(
                 wl, [(kueue.QUOTA_RESERVED, "False", waiting.reason, waiting.message)], events=events
