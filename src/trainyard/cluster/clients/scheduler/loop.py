@@ -42,7 +42,7 @@ from trainyard.api import podgroupcrds
 from trainyard.api.meta import Obj, format_time
 from trainyard.client.events import event_body
 from trainyard.client.resources import build, is_status, to_dict
-from trainyard.cluster.clients.scheduler import evictions, placement, podgroups, snapshot
+from trainyard.cluster.clients.scheduler import evictions, placement, podgroups, preemption, snapshot
 from trainyard.cluster.clients.scheduler.queueing import PodQueue
 from trainyard.cluster.clients.scheduler.reports import POD, RETRY_SECONDS, Reports, pod_ref
 from trainyard.cluster.clients.scheduler.snapshot import COSCHEDULING, VOLCANO_GROUP, GroupKey, NodeInfo, PodInfo, Usage
@@ -406,7 +406,7 @@ class Scheduler:
         node = self.nominated.get(info.uid)
         return dataclasses.replace(info, nominated=node) if node and node != info.nominated else info
 
-    def _preempt(self, found: placement.Preemption) -> None:
+    def _preempt(self, found: preemption.Preemption) -> None:
         """Evict the victims (held as terminating from now on) and nominate the preemptors."""
         by = found.preemptors[0][0]
         for victim in found.victims:

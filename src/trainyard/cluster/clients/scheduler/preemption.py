@@ -89,16 +89,16 @@ def _start(pod: PodInfo) -> str:
 def units(running: Running) -> list[Unit]:
     """Every running pod as an eviction unit: alone, or with the rest of its gang."""
     by_key: dict[str, list[PodInfo]] = {}
-    for pods in running.values():
-        for pod in pods.values():
+    for held in running.values():
+        for pod in held.values():
             if pod.terminal:
                 continue
             key = "/".join(pod.group) if pod.group is not None else f"pod/{pod.uid}"
             by_key.setdefault(key, []).append(pod)
     out = []
-    for key, pods in by_key.items():
-        pods.sort(key=lambda p: (p.namespace, p.name))
-        out.append(Unit(key, tuple(pods), max(p.priority for p in pods), min(_start(p) for p in pods)))
+    for key, members in by_key.items():
+        members.sort(key=lambda p: (p.namespace, p.name))
+        out.append(Unit(key, tuple(members), max(p.priority for p in members), min(_start(p) for p in members)))
     return out
 
 
@@ -207,8 +207,8 @@ def preempt(
         return None
     by_node: dict[str, list[Unit]] = {}
     for unit in eligible:
-        for node in {p.node_name for p in unit.pods}:
-            by_node.setdefault(node, []).append(unit)
+        for name in {p.node_name for p in unit.pods}:
+            by_node.setdefault(name, []).append(unit)
     candidates: list[tuple[list[Unit], list[tuple[PodInfo, str]]]] = []
     if len(pods) == 1:
         pod = pods[0]
