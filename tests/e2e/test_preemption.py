@@ -78,7 +78,8 @@ def test_a_high_priority_gang_preempts_a_low_gang_whole_which_resumes_from_its_c
     try:
         script = TRAIN.replace("OUT", repr(str(tmp_path)))
         kubectl("apply", "-f", "-", input=job("low", ns, ["python3", "-c", script], low_class))
-        eventually(lambda: len(list((tmp_path / "ckpt").glob("*-2"))) > 0, timeout=60, what="low's 2nd checkpoint")
+        ckpt = tmp_path / "ckpt" / "checkpoint-00000002.ckpt"
+        eventually(ckpt.exists, timeout=60, what="the low job's second checkpoint")
 
         kubectl("apply", "-f", "-", input=job("high", ns, ["python3", "-c", "print('high ran')"], high_class))
         preempted = eventually(
