@@ -151,7 +151,7 @@ def decide(job: TrainingJob, plugin: Framework, pods: Sequence[Pod], status: Job
     new_status = status.model_copy(update=updates)
     preempted = _preempted(pods)
     if preempted and not exceeded and restarting is None:
-        restarting = _preempted_verdict(job, plugin, preempted)
+        restarting = _preempted_verdict(job, plugin, preempted, whole=whole)
         current = find(status, ConditionType.RESTARTING)
         if current is None or current.status != TRUE or current.message != restarting.message:
             events.append(Event(EventType.WARNING, PREEMPTED, restarting.message))
@@ -192,11 +192,12 @@ def _preempted(pods: Sequence[Pod]) -> list[Pod]:
     )
 
 
-def _preempted_verdict(job: TrainingJob, plugin: Framework, preempted: Sequence[Pod]) -> Verdict:
+def _preempted_verdict(job: TrainingJob, plugin: Framework, preempted: Sequence[Pod], *, whole: bool) -> Verdict:
     names = ", ".join(p.name for p in preempted)
+    what = "all replicas" if whole else "preempted replicas"
     return Verdict(
         ConditionType.RESTARTING,
-        f"{plugin.info.kind} {job.name} is restarting all replicas because pod(s) {names} were preempted "
+        f"{plugin.info.kind} {job.name} is restarting {what} because pod(s) {names} were preempted "
         f"({disruption(preempted[0])}); not counted against backoffLimit.",
     )
 
