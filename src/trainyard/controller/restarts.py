@@ -19,6 +19,16 @@ re-creation. A failed pod is first *marked* (count and mark written with the sta
 only by a later pass that reads the mark back, so an operator killed between any two writes
 neither loses nor doubles a restart. Entries of pods that are gone are dropped: uids never return.
 
+Preemption is not a failure: a pod the scheduler deleted to make room for a higher-priority
+one (its ``DisruptionTarget`` condition, reason ``PreemptionByScheduler``, still visible while it
+terminates) counts no restart, as batch/v1 Job's ``podFailurePolicy`` ``Ignore`` on
+``DisruptionTarget`` and as training-operator v1 (which recreates deleted pods without counting
+them against ``backoffLimit``). A static world restarts as a gang, so its other live pods are
+deleted too (uncounted), no pod is created until the old generation is gone, the job shows
+``Restarting`` naming the preemption and a ``Preempted`` Warning is recorded once per condition
+change; the new pods then wait Pending until capacity returns, and resume from the last
+checkpoint like any restarted pod (``TRAINYARD_RESUME_FROM``, ``trainyard.runtime``).
+
 Also here: whole-gang restart, and the ``Pending`` condition of a job whose pod has waited too
 long (upstream #2001). A static world (every rank fixed when the job starts: a PyTorchJob without
 ``elasticPolicy``) cannot take one restarted rank back, since its peers have moved on or wait in
@@ -56,6 +66,10 @@ NO_EXIT_CODE = 0xBEEF
 failure): >= 128, so retryable."""
 
 EXITED_WITH_CODE = "ExitedWithCode"
+PREEMPTED = "Preempted"
+"""trainyard's job event for pods the scheduler preempted (the scheduler's own reason)."""
+DISRUPTION_TARGET = "DisruptionTarget"
+PREEMPTION_BY_SCHEDULER = "PreemptionByScheduler"
 RESTARTING_ALL = "RestartingAllReplicas"
 """trainyard's event for a whole-gang restart: which replica failed, how, and the count so far."""
 
@@ -133,14 +147,58 @@ def decide(job: TrainingJob, plugin: Framework, pods: Sequence[Pod], status: Job
         restarting = _whole_job_verdict(job, plugin, failed)
         if to_mark:
             events.append(_gang_restart_event(job, plugin, failed, count))
+    hold = whole and bool(marked)
+    new_status = status.model_copy(update=updates)
+    preempted = _preempted(pods)
+    if preempted and not exceeded and restarting is None:
+        restarting = _preempted_verdict(job, plugin, preempted, whole=whole)
+        current = find(status, ConditionType.RESTARTING)
+        if current is None or current.status != TRUE or current.message != restarting.message:
+            events.append(Event(EventType.WARNING, PREEMPTED, restarting.message))
+        if whole:
+            hold = True
+            deleting = {p.name for p in preempted}
+            delete += tuple(
+                p.name
+                for p in pods
+                if p.metadata.deletion_timestamp is None
+                and p.name not in deleting
+                and p.name not in delete
+                and p.phase not in (PodPhase.SUCCEEDED, PodPhase.FAILED)
+            )
     return RestartDecision(
-        status=status.model_copy(update=updates),
+        status=new_status,
         delete=delete,
         permanent=seen.permanent,
         exceeded=exceeded,
-        hold_creates=whole and bool(marked),
+        hold_creates=hold,
         restarting=restarting,
         events=tuple(events),
+    )
+
+
+def disruption(pod: Pod) -> str | None:
+    """The scheduler's preemption message on ``pod`` (its ``DisruptionTarget`` condition), or None."""
+    for cond in pod.status.conditions or []:
+        if cond.type == DISRUPTION_TARGET and cond.status == TRUE and cond.reason == PREEMPTION_BY_SCHEDULER:
+            return cond.message or PREEMPTION_BY_SCHEDULER
+    return None
+
+
+def _preempted(pods: Sequence[Pod]) -> list[Pod]:
+    return sorted(
+        (p for p in pods if p.metadata.deletion_timestamp is not None and disruption(p) is not None),
+        key=lambda p: p.name,
+    )
+
+
+def _preempted_verdict(job: TrainingJob, plugin: Framework, preempted: Sequence[Pod], *, whole: bool) -> Verdict:
+    names = ", ".join(p.name for p in preempted)
+    what = "all replicas" if whole else "preempted replicas"
+    return Verdict(
+        ConditionType.RESTARTING,
+        f"{plugin.info.kind} {job.name} is restarting {what} because pod(s) {names} were preempted "
+        f"({disruption(preempted[0])}); not counted against backoffLimit.",
     )
 
 

@@ -917,3 +917,39 @@ def test_pod_being_deleted_is_not_pending() -> None:
     )
 
     assert plan.status is None or all(c.type != "Pending" for c in plan.status.conditions)
+
+
+# -- preemption (the scheduler's DisruptionTarget) ------------------------------------------------------
+
+
+def preempted(p: Pod) -> Pod:
+    body = p.to_dict()
+    body["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    condition = {
+        "type": "DisruptionTarget",
+        "status": "True",
+        "reason": "PreemptionByScheduler",
+        "message": "default-scheduler: preempting to accommodate a higher priority pod",
+    }
+    body["status"] = {"phase": "Running", "conditions": [condition]}
+    return Pod.model_validate(body)
+
+
+def test_a_preempted_static_world_restarts_whole_uncounted_and_says_so() -> None:
+    owner = owner_with("OnFailure", limit=0, scope=None)  # a static world: whole-gang restarts
+    pods, services = replicas(owner, {"Master": ["Running"], "Worker": ["Running"]})
+    pods = [preempted(p) if p.name == "mnist-worker-0" else p for p in pods]
+
+    plan = run(owner, pods, services)
+
+    assert plan.status is not None
+    assert not plan.status.restart_count  # backoffLimit 0, and the job does not fail
+    assert [r.name for r in plan.delete] == ["mnist-master-0"]  # the rest of the gang goes too
+    assert not [c for c in plan.create if isinstance(c, Pod)]  # nothing new beside a terminating pod
+    last = plan.status.conditions[-1]
+    message = (
+        "PyTorchJob mnist is restarting all replicas because pod(s) mnist-worker-0 were preempted "
+        "(default-scheduler: preempting to accommodate a higher priority pod); not counted against backoffLimit."
+    )
+    assert (last.type, last.status, last.message) == ("Restarting", "True", message)
+    assert Event(EventType.WARNING, "Preempted", message) in plan.events

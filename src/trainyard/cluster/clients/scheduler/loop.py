@@ -15,6 +15,10 @@ through ``pods/binding`` (``Scheduled`` event), and reports the pods it could no
 rate-limited). A pod that did not fit waits, backing off, until something that could make room
 happens (a pod finishes or goes, a node or PodGroup changes), as in kube-scheduler's queue. After
 each pass the PodGroups of touched gangs get their status written.
+
+Preemption: the pass is given the bound pods by node (kept incrementally with the usage); victims
+it chooses are evicted (``evictions``) and counted as terminating from then on, so that no later
+pass picks them again; the preemptors are nominated, and bound by a pass after the victims are gone.
 """
 
 from __future__ import annotations
@@ -38,7 +42,7 @@ from trainyard.api import podgroupcrds
 from trainyard.api.meta import Obj, format_time
 from trainyard.client.events import event_body
 from trainyard.client.resources import build, is_status, to_dict
-from trainyard.cluster.clients.scheduler import placement, podgroups, snapshot
+from trainyard.cluster.clients.scheduler import evictions, placement, podgroups, preemption, snapshot
 from trainyard.cluster.clients.scheduler.queueing import PodQueue
 from trainyard.cluster.clients.scheduler.reports import POD, RETRY_SECONDS, Reports, pod_ref
 from trainyard.cluster.clients.scheduler.snapshot import COSCHEDULING, VOLCANO_GROUP, GroupKey, NodeInfo, PodInfo, Usage
@@ -77,6 +81,9 @@ class Scheduler:
         self.versions: dict[str, str] = {}  # uid -> resourceVersion, the precondition of status writes
         self.assumed: dict[str, str] = {}  # uid -> node, bound by us but not yet seen bound
         self.usage: dict[str, Usage] = {}
+        self.on_node: dict[str, dict[str, PodInfo]] = {}  # node -> uid -> the bound pods there
+        self.evicting: set[str] = set()  # uids preempted by us, maybe not yet seen deleting
+        self.nominated: dict[str, str] = {}  # uid -> node where preemption makes room for it
         self.nodes: dict[str, NodeInfo] = {}
         self.classes: dict[str, int] = {}
         self.groups: dict[GroupKey, Obj] = {}
@@ -164,6 +171,12 @@ class Scheduler:
         if not node:
             return False
         self.usage.setdefault(node, Usage()).add(info.requests, sign)
+        if sign < 0:
+            self.on_node.get(node, {}).pop(info.uid, None)
+        else:
+            if info.uid in self.evicting:
+                info = dataclasses.replace(info, deleting=True, preempted=True)
+            self.on_node.setdefault(node, {})[info.uid] = dataclasses.replace(info, node_name=node)
         return True
 
     def _served(self, info: PodInfo) -> bool:
@@ -185,6 +198,8 @@ class Scheduler:
             self.pods.pop(uid, None)
             self.versions.pop(uid, None)
             self.assumed.pop(uid, None)
+            self.evicting.discard(uid)
+            self.nominated.pop(uid, None)
             self.queue.remove(uid)
             self.reports.forget(uid)
             self._leave_group(old, uid)
@@ -193,6 +208,7 @@ class Scheduler:
             return
         if info.node_name:
             self.assumed.pop(uid, None)
+            self.nominated.pop(uid, None)
         self.pods[uid] = info
         self.versions[uid] = (obj.get("metadata") or {}).get("resourceVersion", "")
         holds = self._charge(info, +1)
@@ -347,11 +363,14 @@ class Scheduler:
         # A gang is decided whole: every pending member joins the pass, backing off or not.
         for key in {g for uid in chosen if (g := self.pods[uid].group) is not None}:
             chosen |= {uid for uid in self.members.get(key, ()) if self._served(self.pods[uid])}
-        pending = [self.pods[uid] for uid in chosen]
+        pending = [self._nominee(self.pods[uid]) for uid in chosen]
         keys = {p.group for p in pending if p.group is not None}
         keys |= self.volcano_open
         groups = {k: self._group(k) for k in keys}
-        decision = placement.schedule(list(self.nodes.values()), self.usage, pending, groups, self.classes)
+        nodes = list(self.nodes.values())
+        decision = placement.schedule(nodes, self.usage, pending, groups, self.classes, self.on_node)
+        for found in decision.preemptions:
+            self._preempt(found)
         for pod, node in decision.bindings:
             self.queue.remove(pod.uid)
             self.assumed[pod.uid] = node
@@ -382,6 +401,24 @@ class Scheduler:
         self._arm()
 
     # -- writes --------------------------------------------------------------------------------------
+
+    def _nominee(self, info: PodInfo) -> PodInfo:
+        node = self.nominated.get(info.uid)
+        return dataclasses.replace(info, nominated=node) if node and node != info.nominated else info
+
+    def _preempt(self, found: preemption.Preemption) -> None:
+        """Evict the victims (held as terminating from now on) and nominate the preemptors."""
+        by = found.preemptors[0][0]
+        for victim in found.victims:
+            self.evicting.add(victim.uid)
+            held = self.on_node.get(victim.node_name, {})
+            if victim.uid in held:
+                held[victim.uid] = dataclasses.replace(held[victim.uid], deleting=True, preempted=True)
+            self._spawn(evictions.evict(self.client, self.reports, self.now, victim, by))
+        for pod, node in found.preemptors:
+            if self.nominated.get(pod.uid) != node:
+                self.nominated[pod.uid] = node
+                self._spawn(evictions.nominate(self.client, pod, node))
 
     async def _bind(self, pod: PodInfo, node: str) -> None:
         binding = {

@@ -9,8 +9,11 @@ could not be placed. Whether and where one pod fits is ``filters``'s.
 It follows kube-scheduler v1.32's default profile for what it implements:
 
 * **Order**: higher ``spec.priority`` first, then older first (a gang by its PodGroup's age).
-* **Preemption** is not implemented: the message's ``preemption:`` part says what the default
-  preemption plugin says when it finds no victims, and nothing is evicted.
+* **Preemption**, when ``running`` is given: a pod or gang that does not fit asks ``preemption``
+  for lower-priority victims (gangs evicted whole); the decision lists them with the nodes the
+  preemptors are nominated to, and the preemptors stay Pending until the victims are gone (their
+  resources are held while they terminate). Victims chosen for one preemptor are not offered to
+  another in the same pass.
 
 Gangs are all-or-nothing: the pending members of a group are placed together on a scratch copy
 of the nodes and bound only if, with the members already placed, at least ``minMember`` fit
@@ -28,7 +31,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from trainyard.api.meta import Obj
+from trainyard.cluster.clients.scheduler import preemption
 from trainyard.cluster.clients.scheduler.filters import NOT_HELPFUL, Failure, fit_error, place
+from trainyard.cluster.clients.scheduler.preemption import Preemption, Running
 from trainyard.cluster.clients.scheduler.snapshot import (
     COSCHEDULING,
     VOLCANO,
@@ -110,6 +115,14 @@ class Decision:
     gangs: dict[GroupKey, str] = field(default_factory=dict)
     # Gangs whose pending members were all bound this time.
     placed_gangs: list[GroupKey] = field(default_factory=list)
+    # Victims to evict, with the pods nominated to the room they leave.
+    preemptions: list[Preemption] = field(default_factory=list)
+    # Units (``preemption.Unit.key``) already chosen as victims in this pass.
+    taken: set[str] = field(default_factory=set)
+
+    def preempt(self, found: Preemption) -> None:
+        self.preemptions.append(found)
+        self.taken |= preemption.taken_units(found)
 
 
 @dataclass(frozen=True)
@@ -224,11 +237,13 @@ def schedule(
     pending: Sequence[PodInfo],
     groups: Mapping[GroupKey, Group],
     priorities: Mapping[str, int],
+    running: Running | None = None,
 ) -> Decision:
     """Decide where ``pending`` pods go; ``used`` is not modified (the decision says what to bind).
 
     ``pending`` are unbound, undeleted pods of the schedulers served here; ``groups`` holds every
     group any of them names plus the Volcano groups waiting to be enqueued or promised resources.
+    ``running`` (the bound pods by node) enables preemption; without it nothing is ever evicted.
     """
     decision = Decision()
     state = {n.name: (used[n.name].copy() if n.name in used else Usage()) for n in nodes}
@@ -242,15 +257,40 @@ def schedule(
                 decision.unschedulable.append((pod, refused[pod.shape]))
                 continue
             target, failures = place(pod, nodes, state)
-            if target is None:
-                refused[pod.shape] = fit_error(pod, failures, len(nodes))
-                decision.unschedulable.append((pod, refused[pod.shape]))
-            else:
+            if target is not None:
                 state[target].add(pod.requests)
                 decision.bindings.append((pod, target))
+                continue
+            fit = fit_error(pod, failures, len(nodes))
+            found = _preempt([pod], 1, nodes, state, running, decision)
+            if found:
+                decision.unschedulable.append((pod, preemption.nominated(fit)))
+                continue
+            if running is not None:
+                fit = preemption.failed_message(fit, [pod], running, nodes)
+            refused[pod.shape] = fit
+            decision.unschedulable.append((pod, fit))
             continue
-        _schedule_gang(unit.group, unit.pods, nodes, state, placeable, decision)
+        _schedule_gang(unit.group, unit.pods, nodes, state, placeable, decision, running)
     return decision
+
+
+def _preempt(
+    pods: Sequence[PodInfo],
+    need: int,
+    nodes: Sequence[NodeInfo],
+    state: Mapping[str, Usage],
+    running: Running | None,
+    decision: Decision,
+) -> bool:
+    """Whether victims were found for ``pods`` (then recorded in ``decision``)."""
+    if running is None or not nodes or pods[0].scheduler == VOLCANO:
+        return False  # Volcano's preempt action (queues, jobs) is not the default plugin's
+    found = preemption.preempt(pods, need, nodes, state, running, decision.taken)
+    if found is None:
+        return False
+    decision.preempt(found)
+    return True
 
 
 def _schedule_gang(
@@ -260,6 +300,7 @@ def _schedule_gang(
     state: dict[str, Usage],
     placeable: set[GroupKey],
     decision: Decision,
+    running: Running | None = None,
 ) -> None:
     refusal = _gang_refusal(g, pods)
     if refusal is None and g.flavour == VOLCANO_GROUP and g.key not in placeable:
@@ -285,10 +326,19 @@ def _schedule_gang(
     already = g.assigned()
     if g.flavour == COSCHEDULING and g.min_resources and already < g.min_member:
         short = _cluster_short(g, nodes, state)
-        if short is not None:
+        # Unlike coscheduling's PreFilter, the minResources gap may be closed by preemption.
+        if short is not None and not _preempt(pods, g.min_member - already, nodes, state, running, decision):
             decision.gangs[g.key] = short
             for pod in pods:
-                decision.unschedulable.append((pod, _prefilter_error(pod, len(nodes), short)))
+                message = _prefilter_error(pod, len(nodes), short)
+                if running is not None:
+                    message = preemption.failed_message(message, pods, running, nodes)
+                decision.unschedulable.append((pod, message))
+            return
+        if short is not None:
+            decision.gangs[g.key] = f"{short}; preempting lower-priority pods to make room"
+            for pod in pods:
+                decision.unschedulable.append((pod, f"0/{len(nodes)} nodes are available: {short}."))
             return
     scratch = {name: u.copy() for name, u in state.items()}
     placed: list[tuple[PodInfo, str]] = []
@@ -309,6 +359,11 @@ def _schedule_gang(
         return
     first = fit_error(failed[0][0], failed[0][1], len(nodes)) if failed else ""
     need = g.min_member - already
+    if _preempt(pods, need, nodes, state, running, decision):
+        message = f"{preemption.nominated(first)} PodGroup {g.label} is preempting lower-priority pods to make room."
+        decision.gangs[g.key] = message
+        decision.unschedulable += [(pod, message) for pod in pods]
+        return
     if g.flavour == VOLCANO_GROUP:
         message = (
             f"{len(failed)}/{len(pods)} tasks in gang unschedulable: pod group is not ready, {len(pods)} Pending, "

@@ -56,6 +56,9 @@ class PodInfo:
     preemption_policy: str = "PreemptLowerPriority"
     owners: tuple[str, ...] = ()
     gated: bool = False  # spec.schedulingGates: not to be scheduled yet
+    nominated: str = ""  # status.nominatedNodeName: where preemption is making room for it
+    started: str = ""  # status.startTime (a victim's start time orders preemption)
+    preempted: bool = False  # carries the scheduler's DisruptionTarget (reason PreemptionByScheduler)
 
     @property
     def terminal(self) -> bool:
@@ -186,6 +189,12 @@ def pod_info(pod: Obj) -> PodInfo:
         preemption_policy=spec.get("preemptionPolicy") or "PreemptLowerPriority",
         owners=tuple(sorted(r.get("name", "") for r in m.get("ownerReferences") or [] if isinstance(r, dict))),
         gated=bool(spec.get("schedulingGates")),
+        nominated=status.get("nominatedNodeName") or "",
+        started=status.get("startTime") or "",
+        preempted=any(
+            isinstance(c, dict) and c.get("type") == "DisruptionTarget" and c.get("reason") == "PreemptionByScheduler"
+            for c in status.get("conditions") or []
+        ),
     )
 
 
