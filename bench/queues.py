@@ -151,9 +151,9 @@ async def drain(plane: Plane, env: dict[str, str], count: int) -> dict[str, floa
     return {"s": elapsed, "cpu ms/job": cpu / count * 1000}
 
 
-def on_fresh_plane(src: Path, secure: bool, work: Any) -> Any:
+def on_fresh_plane(src: Path, secure: bool, work: Any, profile: str | None = None) -> Any:
     home = Path(tempfile.mkdtemp(prefix="yard-queues-bench-"))
-    plane, yard, env = start_plane(home, src, None, secure)
+    plane, yard, env = start_plane(home, src, profile, secure)
     try:
         subprocess.run(
             ["kubectl", "--kubeconfig", str(home / "kubeconfig"), "create", "namespace", NS],
@@ -174,6 +174,7 @@ def main() -> None:
     parser.add_argument("--jobs", default="200,1000", help="comma-separated drain sizes, each on a fresh plane")
     parser.add_argument("--src", default=str(REPO / "src"), help="the trainyard sources the plane runs")
     parser.add_argument("--insecure", action="store_true", help="plain http (yard up --insecure) instead of TLS")
+    parser.add_argument("--profile", default=None, help="run each drain's plane under cProfile; stats to FILE.N")
     args = parser.parse_args()
     src, secure = Path(args.src).resolve(), not args.insecure
     print(f"trainyard queues benchmark, {datetime.now(UTC):%Y-%m-%d %H:%M} UTC")
@@ -190,7 +191,8 @@ def main() -> None:
         )
     results: dict[int, dict[str, float]] = {}
     for count in [int(n) for n in args.jobs.split(",") if n]:
-        results[count] = on_fresh_plane(src, secure, lambda plane, env, n=count: drain(plane, env, n))
+        profile = f"{args.profile}.{count}" if args.profile else None
+        results[count] = on_fresh_plane(src, secure, lambda plane, env, n=count: drain(plane, env, n), profile)
         r = results[count]
         rate = count / r["s"]
         print(

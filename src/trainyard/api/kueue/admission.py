@@ -32,7 +32,7 @@ What it follows of Kueue (v0.14, ``pkg/scheduler``, ``pkg/scheduler/flavorassign
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
@@ -289,6 +289,43 @@ def _shape(wl: Obj) -> tuple[tuple[str, tuple[tuple[str, Decimal], ...]], ...]:
     )
 
 
+@dataclass(frozen=True)
+class Facts:
+    """What the decision reads of one Workload version: read once per version (the controller's
+    informer keeps them, ``Informer.parsed``), not on every pass over a long line."""
+
+    key: Key
+    finished: bool
+    reserved: bool
+    admitted: bool
+    evicted: bool
+    active: bool
+    queue: str
+    owner: str
+    priority: int
+    queued_at: str
+    shape: tuple[tuple[str, tuple[tuple[str, Decimal], ...]], ...]
+    usage: Usage
+
+
+def facts(wl: Obj) -> Facts:
+    spec = wl.get("spec") or {}
+    return Facts(
+        key=_key(wl),
+        finished=is_true(wl, kueue.FINISHED),
+        reserved=is_true(wl, kueue.QUOTA_RESERVED),
+        admitted=is_true(wl, kueue.ADMITTED),
+        evicted=is_true(wl, kueue.EVICTED),
+        active=spec.get("active") is not False,
+        queue=str(spec.get("queueName") or ""),
+        owner=str(((wl.get("status") or {}).get("admission") or {}).get("clusterQueue") or ""),
+        priority=_priority(wl),
+        queued_at=queued_at(wl),
+        shape=_shape(wl),
+        usage=_usage_of(wl),
+    )
+
+
 def _preemption_policy(cq: Obj) -> tuple[str, str]:
     p = (cq.get("spec") or {}).get("preemption") or {}
     return str(p.get("withinClusterQueue") or kueue.NEVER), str(p.get("reclaimWithinCohort") or kueue.NEVER)
@@ -362,10 +399,10 @@ def _preempt_message(wl: Obj, cq: str, owner: str, reason: str) -> str:
     )
 
 
-def decide(config: Config, workloads: Iterable[Obj]) -> Decision:
+def decide(config: Config, workloads: Iterable[Obj], facts_of: Callable[[Obj], Facts] = facts) -> Decision:
     books = _Books(config)
     reserved: dict[Key, tuple[str, Obj]] = {}
-    pending: dict[str, list[Obj]] = {}
+    pending: dict[str, list[tuple[Facts, Obj]]] = {}
     waiting: list[Waiting] = []
     deactivated: list[Evict] = []
     counts: dict[str, dict[str, int]] = {
@@ -378,24 +415,25 @@ def decide(config: Config, workloads: Iterable[Obj]) -> Decision:
         name: sorted({f for _, names in _groups(cq) for f in names} - config.flavors)
         for name, cq in config.cluster_queues.items()
     }
+    selectors = {name: (cq.get("spec") or {}).get("namespaceSelector") for name, cq in config.cluster_queues.items()}
+    matches: dict[tuple[str, str], bool] = {}
     for wl in workloads:
-        if is_true(wl, kueue.FINISHED):
+        f = facts_of(wl)
+        if f.finished:
             continue
-        key = _key(wl)
-        spec = wl.get("spec") or {}
-        lq_key = (key[0], str(spec.get("queueName") or ""))
-        if is_true(wl, kueue.QUOTA_RESERVED):
-            owner = str(((wl.get("status") or {}).get("admission") or {}).get("clusterQueue") or "")
-            if spec.get("active") is False and not is_true(wl, kueue.EVICTED):
+        key = f.key
+        lq_key = (key[0], f.queue)
+        if f.reserved:
+            if not f.active and not f.evicted:
                 deactivated.append(Evict(key, key, "The workload is deactivated", "", kueue.EVICTED_INACTIVE))
-            reserved[key] = (owner, wl)
-            books.add(owner, _usage_of(wl))
-            for book in (counts.get(owner), lq_counts.get(lq_key)):
+            reserved[key] = (f.owner, wl)
+            books.add(f.owner, f.usage)
+            for book in (counts.get(f.owner), lq_counts.get(lq_key)):
                 if book is not None:
                     book["reserving"] += 1
-                    book["admitted"] += is_true(wl, kueue.ADMITTED)
+                    book["admitted"] += f.admitted
             continue
-        if spec.get("active") is False:
+        if not f.active:
             continue
         lq = config.local_queues.get(lq_key)
         if lq is None:
@@ -403,13 +441,14 @@ def decide(config: Config, workloads: Iterable[Obj]) -> Decision:
             continue
         lq_counts[lq_key]["pending"] += 1
         cq_name = str((lq.get("spec") or {}).get("clusterQueue") or "")
-        cq = config.cluster_queues.get(cq_name)
-        if cq is None:
+        if cq_name not in config.cluster_queues:
             waiting.append(Waiting(key, kueue.INADMISSIBLE, f"ClusterQueue {cq_name} doesn't exist"))
             continue
         counts[cq_name]["pending"] += 1
-        labels = config.namespace_labels.get(key[0], {})
-        if not _selector_matches((cq.get("spec") or {}).get("namespaceSelector"), labels):
+        if (cq_name, key[0]) not in matches:
+            labels = config.namespace_labels.get(key[0], {})
+            matches[(cq_name, key[0])] = _selector_matches(selectors[cq_name], labels)
+        if not matches[(cq_name, key[0])]:
             waiting.append(
                 Waiting(key, kueue.INADMISSIBLE, "Workload namespace doesn't match ClusterQueue selector", cq_name)
             )
@@ -417,26 +456,26 @@ def decide(config: Config, workloads: Iterable[Obj]) -> Decision:
         if missing_flavors[cq_name]:
             waiting.append(Waiting(key, kueue.INADMISSIBLE, f"ClusterQueue {cq_name} is inactive", cq_name))
             continue
-        pending.setdefault(cq_name, []).append(wl)
+        pending.setdefault(cq_name, []).append((f, wl))
 
-    def order(wl: Obj) -> tuple[int, str, str]:
-        return -_priority(wl), queued_at(wl), _key(wl)[1]
+    def order(f: Facts) -> tuple[int, str, str]:
+        return -f.priority, f.queued_at, f.key[1]
 
-    line: list[tuple[tuple[int, str, str], str, Obj]] = []
+    line: list[tuple[tuple[int, str, str], str, Facts, Obj]] = []
     for cq_name, items in pending.items():
-        items.sort(key=order)
-        line.extend((order(wl), cq_name, wl) for wl in items)
+        items.sort(key=lambda pair: order(pair[0]))
+        line.extend((order(f), cq_name, f, wl) for f, wl in items)
     line.sort(key=lambda t: t[0])
-    positions = {(_key(wl)): i + 1 for items in pending.values() for i, wl in enumerate(items)}
+    positions = {f.key: i + 1 for items in pending.values() for i, (f, _) in enumerate(items)}
     admitted: list[Admit] = []
     evicted: list[Evict] = []
     blocked: dict[str, Key] = {}
-    stopping = [k for k, (_, other) in reserved.items() if is_true(other, kueue.EVICTED)]
+    stopping = [k for k, (_, other) in reserved.items() if facts_of(other).evicted]
     # Room only shrinks during a pass, so what did not fit does not fit later in it either: a long
     # line of like workloads costs one fit, not one each.
     unfit: dict[tuple[str, Any], str] = {}
-    for _, cq_name, wl in line:
-        key = _key(wl)
+    for _, cq_name, f, wl in line:
+        key = f.key
         cq = config.cluster_queues[cq_name]
         strict = (cq.get("spec") or {}).get("queueingStrategy") == kueue.STRICT_FIFO
         if cq_name in blocked:
@@ -451,7 +490,7 @@ def decide(config: Config, workloads: Iterable[Obj]) -> Decision:
                 )
             )
             continue
-        shape = (cq_name, _shape(wl))
+        shape = (cq_name, f.shape)
         usage: Usage = {}
         if shape in unfit:
             admission, why = None, unfit[shape]
@@ -465,7 +504,7 @@ def decide(config: Config, workloads: Iterable[Obj]) -> Decision:
             counts[cq_name]["pending"] -= 1
             counts[cq_name]["reserving"] += 1
             counts[cq_name]["admitted"] += 1
-            lq_key = (key[0], str((wl.get("spec") or {}).get("queueName") or ""))
+            lq_key = (key[0], f.queue)
             lq_counts[lq_key]["pending"] -= 1
             lq_counts[lq_key]["reserving"] += 1
             lq_counts[lq_key]["admitted"] += 1

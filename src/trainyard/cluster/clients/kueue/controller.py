@@ -47,6 +47,9 @@ from trainyard.kit.worker import work
 Key = tuple[str, str, str]
 """("job", "<group>/<kind>", "<namespace>/<name>"), or SCHEDULE."""
 SCHEDULE: Key = ("schedule", "", "")
+SCHEDULE_BATCH = 0.02
+"""Seconds a change waits for the others of its burst, so that one scheduling pass decides them all
+(Kueue's scheduler also runs in cycles): a long line costs a pass per burst, not per write."""
 COMPONENT = kueue.MANAGER
 
 
@@ -79,7 +82,9 @@ class KueueController:
         self.integrations = {_kind_key(i): i for i in integrations.integrations()}
         self.resources = {k: plain_resource(i.group, i.version, i.kind, i.plural) for k, i in self.integrations.items()}
         self.jobs = {k: Informer(client, res, self._on_job(k)) for k, res in self.resources.items()}
-        self.workloads = Informer(client, WORKLOAD, self._on_workload)
+        # Every Workload's facts are kept, not the informer's usual few hundred: each scheduling
+        # pass reads them all, and re-reading a long line's quantities every pass made it O(n²).
+        self.workloads = Informer(client, WORKLOAD, self._on_workload, parsed=1_000_000)
         self.cluster_queues = Informer(client, CLUSTER_QUEUE, self._on_config, namespaced=False)
         self.local_queues = Informer(client, LOCAL_QUEUE, self._on_config)
         self.flavors = Informer(client, RESOURCE_FLAVOR, self._on_config, namespaced=False)
@@ -121,10 +126,10 @@ class KueueController:
                 kind_key = f"{group}/{ref.get('kind')}"
                 if kind_key in self.integrations:
                     self.queue.add(("job", kind_key, f"{namespace}/{ref.get('name')}"))
-        self.queue.add(SCHEDULE)
+        self.queue.add_after(SCHEDULE, SCHEDULE_BATCH)
 
     def _on_config(self, kind: str, obj: Obj) -> None:
-        self.queue.add(SCHEDULE)
+        self.queue.add_after(SCHEDULE, SCHEDULE_BATCH)
 
     def _on_reference(self, kind: str, obj: Obj) -> None:
         waiting, self._waiting_for_references = self._waiting_for_references, set()
@@ -306,7 +311,7 @@ class KueueController:
 
     async def schedule(self) -> None:
         config = self.config()
-        decision = admission.decide(config, self.workloads.items())
+        decision = admission.decide(config, self.workloads.items(), self._facts)
         self.metrics.observe(config, decision)
         for admit in decision.admit:
             wl = self.workloads.get(*admit.key)
@@ -363,6 +368,9 @@ class KueueController:
             lq = self.local_queues.get(*key)
             if lq is not None:
                 await self._queue_status(LOCAL_QUEUE, lq, status, self.local_queues)
+
+    def _facts(self, wl: Obj) -> admission.Facts:
+        return self.workloads.parsed(admission.facts, wl)
 
     def _waited(self, wl: Obj) -> int:
         queued = admission.queued_at(wl)
