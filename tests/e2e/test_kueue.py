@@ -137,6 +137,10 @@ def test_three_jobs_on_a_two_cpu_cluster_queue_run_one_at_a_time_in_fifo_order(
     assert f"pending in ClusterQueue team-{suffix}" in told, told
     listed = plane.yard("get", "queues", "-n", ns).stdout
     assert f"team-{suffix}" in listed and "cpu 2/2" in listed and "user-queue" in listed, listed
+    metrics = plane.urlopen("/metrics").read().decode()
+    assert f'kueue_pending_workloads{{cluster_queue="team-{suffix}",status="active"}}' in metrics
+    nominal = f'cluster_queue="team-{suffix}",cohort="",flavor="default-flavor-{suffix}",resource="cpu"'
+    assert f"kueue_cluster_queue_nominal_quota{{{nominal}}} 2.0" in metrics
 
     def finished(name: str) -> dict[str, Any] | None:
         found: dict[str, Any] = kubectl.json("get", "pytorchjob", name, "-n", ns)
