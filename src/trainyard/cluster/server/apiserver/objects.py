@@ -20,8 +20,7 @@ from typing import Any
 
 from trainyard.api.meta import Obj, format_time
 from trainyard.cluster.server.apiserver import errors
-from trainyard.cluster.server.apiserver.builtin import priority, quota
-from trainyard.cluster.server.apiserver.quotas import QuotaBooks
+from trainyard.cluster.server.apiserver.builtin import priority
 from trainyard.cluster.server.apiserver.reads import Reads
 from trainyard.cluster.server.apiserver.registry import Registry, ResourceType
 from trainyard.cluster.server.apiserver.requests.writing import INTERNAL, WriteOptions
@@ -90,7 +89,6 @@ class Objects(Reads):
         self.clock = clock
         self.new_uid = new_uid
         self.suffix = suffix
-        self.quotas = QuotaBooks(store, self._resource_of)
 
     # -- writes --------------------------------------------------------------------------------
 
@@ -148,11 +146,8 @@ class Objects(Reads):
         defaulting.on_create(rt, obj, now=m["creationTimestamp"])
         defaulting.on_write(rt.key, obj)
         if rt.key == "core/pods":
-            self._limit_ranges(obj, namespace)
             priority.admit_pod(obj, self._priority_classes())
         admission.admit(rt, obj, warnings=options.warnings)
-        if rt.key == quota.KEY:
-            self._check_quota(rt, obj, created=True)
         self._check_priority_class(rt, obj)
         if options.manager is not None and "managedFields" not in m:
             self._track(rt, None, obj, options.manager, None)
@@ -165,12 +160,9 @@ class Objects(Reads):
             tries += 1
         if self.store.exists(rt.key, space, name):
             raise errors.already_exists(rt, name)
-        charges = self.quotas.charge(rt, obj) if rt.namespaced else []
         if options.dry_run:
             return self.present(rt, obj)
         stored = self.store.put(rt.key, space, name, obj, created=True)
-        self.quotas.commit(charges)
-        self.quotas.added(rt, stored)
         if rt.key == "apiextensions.k8s.io/customresourcedefinitions":
             self.registry.add_crd(stored)
         return self.present(rt, stored)
@@ -487,8 +479,6 @@ class Objects(Reads):
             return self.present(rt, current)  # a no-op write bumps nothing and emits no event
         admission.admit(rt, new, subresource, current, warnings=options.warnings)
         self._check_priority_class(rt, new)
-        if rt.key == quota.KEY and subresource is None:
-            self._check_quota(rt, new, created=False)
         if options.dry_run:
             return self.present(rt, new)
         if m.get("deletionTimestamp") and not m.get("finalizers") and not deletion.awaiting_node(rt, new):
@@ -499,8 +489,6 @@ class Objects(Reads):
         stored = self.store.put(rt.key, m.get("namespace", ""), m["name"], new, created=False, old=current)
         if rt.key == "apiextensions.k8s.io/customresourcedefinitions":
             self.registry.add_crd(stored)
-        if rt.key == "core/pods":
-            self.quotas.released(rt, current, stored)  # a pod that finished holds no compute
         return self.present(rt, stored)
 
     def _write(self, rt: ResourceType, manager: str, subresource: str | None) -> fieldmanager.Write:
@@ -533,25 +521,7 @@ class Objects(Reads):
         removed = self.store.remove(rt.key, m.get("namespace", ""), m["name"]) or obj
         if rt.key == "apiextensions.k8s.io/customresourcedefinitions":
             self.registry.remove_crd(m["name"])
-        if rt.namespaced:
-            self.quotas.removed(rt, removed)
         return removed
-
-    def _resource_of(self, key: str) -> ResourceType | None:
-        return next((rt for rt in self.registry if rt.key == key), None)
-
-    def _limit_ranges(self, pod: Obj, namespace: str) -> None:
-        """The LimitRanger admission plugin: defaults first, then its bounds (403)."""
-        ranges = self.quotas.limit_ranges(namespace)
-        if ranges:
-            quota.limit_defaults(pod, ranges)
-            if problems := quota.limit_problems(pod, ranges):
-                raise quota.limits_forbidden(pod["metadata"]["name"], problems)
-
-    def _check_quota(self, rt: ResourceType, obj: Obj, *, created: bool) -> None:
-        if problems := quota.hard_problems(obj):
-            raise errors.invalid(rt, obj["metadata"]["name"], problems)
-        self.quotas.counted(obj, created=created)
 
 
 _STATUS_WRITE = frozenset({"apiVersion", "kind", "metadata", "status"})

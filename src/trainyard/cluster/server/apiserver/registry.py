@@ -75,10 +75,6 @@ BUILTINS = (
     ),
     _core("events", "event", "Event", short_names=("ev",), has_spec=False),
     _core("configmaps", "configmap", "ConfigMap", short_names=("cm",), has_spec=False),
-    _core(
-        "resourcequotas", "resourcequota", "ResourceQuota", short_names=("quota",), subresources=frozenset({"status"})
-    ),
-    _core("limitranges", "limitrange", "LimitRange", short_names=("limits",)),
     _core("secrets", "secret", "Secret", has_spec=False),
     _core(
         "serviceaccounts",

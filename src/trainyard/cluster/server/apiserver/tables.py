@@ -164,15 +164,6 @@ def _claim_ref(pv: Obj) -> str:
     return f"{_text(pv, 'spec', 'claimRef', 'namespace')}/{name}" if name else ""
 
 
-def _quota_cell(quota: Obj, *, limits: bool) -> str:
-    """kubectl's REQUEST / LIMIT of a quota: ``used/hard`` of each resource, ``limits.*`` apart."""
-    status = quota.get("status") or {}
-    hard, used = status.get("hard") or {}, status.get("used") or {}
-    return ", ".join(
-        f"{name}: {used.get(name, '0')}/{hard[name]}" for name in sorted(hard) if name.startswith("limits") == limits
-    )
-
-
 def _storage_class_name(sc: Obj, _: datetime) -> str:
     default = _at(sc, "metadata", "annotations", "storageclass.kubernetes.io/is-default-class")
     return _name(sc, _) + (" (default)" if default == "true" else "")
@@ -245,16 +236,6 @@ BUILTIN_COLUMNS: dict[str, list[Column]] = {
         ("Name", "string", 0, _name),
         ("Data", "integer", 0, lambda o, _: len(o.get("data") or {}) + len(o.get("binaryData") or {})),
         ("Age", "string", 0, _age),
-    ],
-    "core/resourcequotas": [
-        ("Name", "string", 0, _name),
-        ("Age", "string", 0, _age),
-        ("Request", "string", 0, lambda o, _: _quota_cell(o, limits=False)),
-        ("Limit", "string", 0, lambda o, _: _quota_cell(o, limits=True)),
-    ],
-    "core/limitranges": [
-        ("Name", "string", 0, _name),
-        ("Created At", "date", 0, lambda o, _: o.get("metadata", {}).get("creationTimestamp", "")),
     ],
     "core/secrets": [
         ("Name", "string", 0, _name),
