@@ -106,9 +106,7 @@ def test_seed_001s_quota_counts_jobs_and_pods_as_kube_does(kubectl: Kubectl, ns:
 
 
 def test_the_operator_tells_a_quota_refused_pod_and_goes_on_once_usage_falls(kubectl: Kubectl, ns: str) -> None:
-    quota = {"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "slots"}}
-    quota["spec"] = {"hard": {"pods": "1"}}
-    kubectl("apply", "-n", ns, "-f", "-", input=json.dumps(quota))
+    kubectl("create", "quota", "slots", "-n", ns, "--hard=pods=1")  # kubectl sends this one as protobuf
     kubectl("apply", "-n", ns, "-f", "-", input=pod("blocker", "100m", "import time; time.sleep(4)"))
     kubectl("apply", "-n", ns, "-f", "-", input=pytorchjob("waits"))
     told = eventually(
