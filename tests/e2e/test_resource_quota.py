@@ -1,7 +1,8 @@
 """ResourceQuota on the real plane through the real kubectl: seed 001's quota applied verbatim,
 the 4th PyTorchJob and a pod past ``requests.cpu`` refused with kube-apiserver's words,
-``status.used`` falling when a pod finishes, and the operator telling a quota-refused pod on its
-job (``FailedCreatePod``) and going on once the namespace's usage falls."""
+``status.used`` falling when a pod finishes, and the operator (``FailedCreatePod``) and the
+embedded Job controller (``FailedCreate``) telling a quota-refused pod on its job and going on
+once the namespace's usage falls."""
 
 from __future__ import annotations
 
@@ -105,17 +106,39 @@ def test_seed_001s_quota_counts_jobs_and_pods_as_kube_does(kubectl: Kubectl, ns:
     assert kubectl("get", "pod", "small", "-n", ns, "-o", "jsonpath={.status.phase}") == "Succeeded"
 
 
-def test_the_operator_tells_a_quota_refused_pod_and_goes_on_once_usage_falls(kubectl: Kubectl, ns: str) -> None:
-    kubectl("create", "quota", "slots", "-n", ns, "--hard=pods=1")  # kubectl sends this one as protobuf
-    kubectl("apply", "-n", ns, "-f", "-", input=pod("blocker", "100m", "import time; time.sleep(4)"))
+def batch_job(name: str) -> str:
+    container = {"name": "main", "image": "python:3.11", "command": ["python3", "-c", "pass"]}
+    template = {"spec": {"restartPolicy": "Never", "containers": [container]}}
+    return json.dumps(
+        {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name}, "spec": {"template": template}}
+    )
+
+
+def test_controllers_tell_a_quota_refused_pod_and_go_on_once_usage_falls(kubectl: Kubectl, ns: str) -> None:
+    kubectl("create", "quota", "slots", "-n", ns, "--hard=pods=2")  # kubectl sends this one as protobuf
+    for blocker in ("blocker-a", "blocker-b"):
+        kubectl("apply", "-n", ns, "-f", "-", input=pod(blocker, "100m", "import time; time.sleep(4)"))
     kubectl("apply", "-n", ns, "-f", "-", input=pytorchjob("waits"))
+    kubectl("apply", "-n", ns, "-f", "-", input=batch_job("batch"))
     told = eventually(
         lambda: [m for r, m in job_events(kubectl, ns, "waits") if r == "FailedCreatePod"],
         timeout=30,
-        what="the job's FailedCreatePod event",
+        what="the PyTorchJob's FailedCreatePod event",
     )
     assert told[0] == (
         'Error creating: pods "waits-master-0" is forbidden: exceeded quota: slots, requested: pods=1, '
-        "used: pods=1, limited: pods=1"
+        "used: pods=2, limited: pods=2"
     ), told
+    listing = kubectl.json("get", "events", "-n", ns, "--field-selector", "involvedObject.kind=Job,reason=FailedCreate")
+    said = [e["message"] for e in listing["items"]]
+    assert (
+        said
+        and said[0].startswith('Error creating: pods "batch-')
+        and said[0].endswith("is forbidden: exceeded quota: slots, requested: pods=1, used: pods=2, limited: pods=2")
+    ), said
     eventually(lambda: state(kubectl, ns, "waits") == "Succeeded", timeout=60, what="the job to run once quota frees")
+    eventually(
+        lambda: kubectl("get", "job", "batch", "-n", ns, "-o", "jsonpath={.status.succeeded}") == "1",
+        timeout=60,
+        what="the batch Job to run once quota frees",
+    )
