@@ -97,3 +97,10 @@ def to_dict(obj: Any) -> dict[str, Any]:
 
 def is_status(exc: ApiError, code: int) -> bool:
     return getattr(exc.status, "code", None) == code
+
+
+def quota_refusal(exc: ApiError) -> bool:
+    """Whether ``exc`` is ResourceQuota admission's 403 (``exceeded quota: ...``, ``failed quota: ...``),
+    which a later try may pass once the namespace's usage falls."""
+    message = getattr(exc.status, "message", None) or ""
+    return is_status(exc, 403) and (": exceeded quota: " in message or ": failed quota: " in message)

@@ -9,7 +9,11 @@ one path for every kind (lightkube's own classes for Kubernetes' groups, generic
 CRDs), "already exists" on create and "not found" on delete counting as done. Every answer to a
 write goes back into its cache, and the status write carries the job's resourceVersion, so a cache
 that lags can neither make a pass create twice nor land a status computed from an older job.
-Nothing here decides anything about the job: it observes and it acts.
+Nothing here decides anything about the job: it observes and it acts. A pod the server refuses
+is told on the job as training-operator tells it (a Warning ``FailedCreatePod``, ``Error creating:
+<the server's words>``); a ResourceQuota's refusal waits (``Waiting``, no failure counted, the
+job's status untouched as upstream's) until a quota of that namespace changes, which wakes the
+refused jobs of that namespace only (``refused``), or 30 s pass.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from typing import Any
 from lightkube import AsyncClient
 from lightkube.core.exceptions import ApiError
 from lightkube.generic_resource import create_namespaced_resource
+from lightkube.resources.core_v1 import ResourceQuota
 from lightkube.resources.scheduling_v1 import PriorityClass
 from pydantic import ValidationError
 
@@ -38,7 +43,7 @@ from trainyard.api.meta import TypedObject, format_time
 from trainyard.api.podgroup import flavour
 from trainyard.api.validation import type_errors
 from trainyard.client.events import reference
-from trainyard.client.resources import is_status, job_resource, selector
+from trainyard.client.resources import is_status, job_resource, quota_refusal, selector
 from trainyard.controller import ChildRef, Observed, Plan, child_kinds, children, gang, reconcile
 from trainyard.controller.children import POD, REPLICA_KINDS, SERVICE
 from trainyard.frameworks.base import ChildKind, Framework
@@ -89,6 +94,7 @@ def resource(kind: ChildKind) -> Any:
 STATUS_SERVER_FIELD = "trainingProgress"
 """The status field training code reports through the status server; the one field this controller never writes."""
 PORTS_RECHECK_SECONDS = 30.0
+QUOTA_RECHECK_SECONDS = 30.0  # should a quota's change be missed, a refused pod is tried again this often
 """How long a job waiting for host ports waits at most before it looks again (it is woken as they come back)."""
 
 
@@ -169,6 +175,10 @@ class JobController:
             )
             for k in self.child_kinds
         }
+        # Jobs whose pod a ResourceQuota refused, by namespace: a change of that namespace's
+        # quotas (its status.used falling, above all) wakes exactly these, never a scan of jobs.
+        self.refused: dict[str, set[Key]] = {}
+        self.quotas = shared.informer(ResourceQuota, self._on_quota, namespace=namespace)
         self.caches = Caches(plugin.info.controller_name)
 
     async def prime(self) -> None:
@@ -190,6 +200,7 @@ class JobController:
             (self.plugin.info.plural, self.jobs),
             *((k.plural, self.replicas[k.kind]) for k in REPLICA_KINDS),
             *((k.plural, self.child_caches[k]) for k in self.child_kinds),
+            ("resourcequotas", self.quotas),
         ]
 
     async def run(self) -> None:
@@ -231,6 +242,10 @@ class JobController:
     def _on_job(self, _: str, obj: dict[str, Any]) -> None:
         m = obj["metadata"]
         self.queue.add((m["namespace"], m["name"]))
+
+    def _on_quota(self, _: str, obj: dict[str, Any]) -> None:
+        for key in self.refused.pop(obj["metadata"].get("namespace") or "", ()):
+            self.queue.add(key)
 
     def _on_child(self, _: str, obj: dict[str, Any]) -> None:
         """Enqueue the job controlling a child that changed."""
@@ -413,6 +428,12 @@ class JobController:
             created = await self.applier.create(res, child.to_dict(), self.replicas[kind])
         except ApiError as exc:
             await self._emit(job, [Event.warning(f"FailedCreate{kind}", f"Error creating: {exc}")])
+            if quota_refusal(exc):
+                # As training-operator: the event, then again later; here, as soon as a quota of the
+                # namespace changes (``_on_quota``), or after a while should that word be missed.
+                m = job["metadata"]
+                self.refused.setdefault(m["namespace"], set()).add((m["namespace"], m["name"]))
+                raise Waiting(f"Error creating: {exc}", QUOTA_RECHECK_SECONDS) from exc
             raise
         return [Event.normal(f"SuccessfulCreate{kind}", f"Created {kind.lower()}: {child.name}")] if created else []
 

@@ -85,6 +85,12 @@ def cluster_rules() -> tuple[Rule, ...]:
             ("list",),
             "PodGroup minResources ordered by the replicas' PriorityClass values",
         ),
+        Rule(
+            "",
+            ("resourcequotas",),
+            ("list", "watch"),
+            "a job whose pod a ResourceQuota refused is retried when that namespace's quotas change",
+        ),
     )
 
 

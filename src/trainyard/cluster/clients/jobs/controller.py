@@ -6,7 +6,8 @@ controlling Job), a Job is queued whenever it or one of its pods changes, ``deci
 decides, and the applier writes: every write's answer goes back into its cache, so the next pass
 never works from an older view than its own writes. Status is written whole, with a
 resourceVersion precondition: a stale view gets a conflict and a retry, never a double count.
-Pods whose Job is gone keep no tracking finalizer.
+Pods whose Job is gone keep no tracking finalizer. A pod the server refuses (a ResourceQuota's
+403) is told on the Job as ``FailedCreate`` with the server's words and retried with backoff.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 
 from lightkube import AsyncClient
+from lightkube.core.exceptions import ApiError
 from lightkube.types import PatchType
 
 from trainyard.api.meta import Obj
@@ -183,7 +185,13 @@ class JobController:
 
     async def _create(self, job: Obj, indexes: Sequence[int | None]) -> None:
         for index in indexes:
-            pod = await self.applier.create(POD, pod_for(job, index), self.pods)
+            try:
+                pod = await self.applier.create(POD, pod_for(job, index), self.pods)
+            except ApiError as exc:
+                # As kube's pod control: told on the Job, then retried with the queue's backoff
+                # (a ResourceQuota's 403 passes once the namespace's usage falls).
+                await self._emit(job, [Event.warning("FailedCreate", f"Error creating: {exc}")])
+                raise
             if pod is not None:
                 await self._emit(job, [Event.normal("SuccessfulCreate", f"Created pod: {pod['metadata']['name']}")])
 

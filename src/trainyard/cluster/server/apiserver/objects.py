@@ -19,8 +19,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 from trainyard.api.meta import Obj, format_time
+from trainyard.cluster import qos
 from trainyard.cluster.server.apiserver import errors
-from trainyard.cluster.server.apiserver.builtin import priority
+from trainyard.cluster.server.apiserver.builtin import limits, priority, quota
+from trainyard.cluster.server.apiserver.quotas import Quotas
 from trainyard.cluster.server.apiserver.reads import Reads
 from trainyard.cluster.server.apiserver.registry import Registry, ResourceType
 from trainyard.cluster.server.apiserver.requests.writing import INTERNAL, WriteOptions
@@ -89,6 +91,7 @@ class Objects(Reads):
         self.clock = clock
         self.new_uid = new_uid
         self.suffix = suffix
+        self.quotas = Quotas(store)
 
     # -- writes --------------------------------------------------------------------------------
 
@@ -147,8 +150,12 @@ class Objects(Reads):
         defaulting.on_write(rt.key, obj)
         if rt.key == "core/pods":
             priority.admit_pod(obj, self._priority_classes())
+            self._limit_ranges(obj, namespace)
         admission.admit(rt, obj, warnings=options.warnings)
         self._check_priority_class(rt, obj)
+        self.quotas.admit(rt, obj)
+        if rt.key == quota.KEY:
+            self.quotas.prepare(obj)
         if options.manager is not None and "managedFields" not in m:
             self._track(rt, None, obj, options.manager, None)
         space = m.get("namespace", "")
@@ -163,6 +170,7 @@ class Objects(Reads):
         if options.dry_run:
             return self.present(rt, obj)
         stored = self.store.put(rt.key, space, name, obj, created=True)
+        self.quotas.written(rt.key, space, None, stored)
         if rt.key == "apiextensions.k8s.io/customresourcedefinitions":
             self.registry.add_crd(stored)
         return self.present(rt, stored)
@@ -362,7 +370,9 @@ class Objects(Reads):
         new = deletion.marked(
             rt, current, finalizers=finalizers, graceful=graceful, grace_seconds=grace_seconds, now=now
         )
-        stored = self.store.put(rt.key, new["metadata"].get("namespace", ""), name, new, created=False, old=current)
+        space = new["metadata"].get("namespace", "")
+        stored = self.store.put(rt.key, space, name, new, created=False, old=current)
+        self.quotas.written(rt.key, space, current, stored)
         return self.present(rt, stored)
 
     # -- helpers -------------------------------------------------------------------------------
@@ -463,6 +473,8 @@ class Objects(Reads):
     ) -> Obj:
         m = new["metadata"]
         m["resourceVersion"] = current["metadata"]["resourceVersion"]
+        if rt.key == quota.KEY:
+            self.quotas.prepare(new)  # status is the server's own, whatever the write sent
         owned = current["metadata"].get("managedFields")
         if "managedFields" not in m and owned is not None:
             m["managedFields"] = owned  # a write that omits managedFields keeps them, as upstream
@@ -487,6 +499,7 @@ class Objects(Reads):
                 self.store.put(rt.key, m.get("namespace", ""), m["name"], new, created=False, old=current)
             return self.present(rt, self._remove(rt, new))
         stored = self.store.put(rt.key, m.get("namespace", ""), m["name"], new, created=False, old=current)
+        self.quotas.written(rt.key, m.get("namespace", ""), current, stored)
         if rt.key == "apiextensions.k8s.io/customresourcedefinitions":
             self.registry.add_crd(stored)
         return self.present(rt, stored)
@@ -516,9 +529,19 @@ class Objects(Reads):
         if rt.key == priority.KEY and (refused := priority.second_default(obj, self._priority_classes())):
             raise refused
 
+    def _limit_ranges(self, pod: Obj, namespace: str) -> None:
+        """The LimitRanger admission of a new pod (defaults, then min/max/ratio; 403 when refused)."""
+        if not self.store.count(limits.KEY, namespace):
+            return
+        refused = limits.admit_pod(pod, self.store.list(limits.KEY, namespace)[0])
+        if refused is not None:
+            raise quota.forbidden("pods", "", "pods", pod["metadata"]["name"], refused)
+        pod["status"]["qosClass"] = qos.qos_class(pod.get("spec") or {})  # the defaults can change it
+
     def _remove(self, rt: ResourceType, obj: Obj) -> Obj:
         m = obj["metadata"]
         removed = self.store.remove(rt.key, m.get("namespace", ""), m["name"]) or obj
+        self.quotas.written(rt.key, m.get("namespace", ""), removed, None)
         if rt.key == "apiextensions.k8s.io/customresourcedefinitions":
             self.registry.remove_crd(m["name"])
         return removed

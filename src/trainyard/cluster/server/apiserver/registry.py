@@ -100,6 +100,14 @@ BUILTINS = (
         short_names=("pv",),
         subresources=frozenset({"status"}),
     ),
+    _core(
+        "resourcequotas",
+        "resourcequota",
+        "ResourceQuota",
+        short_names=("quota",),
+        subresources=frozenset({"status"}),
+    ),
+    _core("limitranges", "limitrange", "LimitRange", short_names=("limits",)),
     ResourceType(
         "storage.k8s.io", "v1", "storageclasses", "storageclass", "StorageClass", False, ("sc",), has_spec=False
     ),

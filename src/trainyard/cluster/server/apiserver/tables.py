@@ -20,7 +20,7 @@ from typing import Any
 import msgspec
 
 from trainyard.api.meta import Obj, parse_time
-from trainyard.cluster.server.apiserver.builtin import autoscaling, jobs, leases, pods
+from trainyard.cluster.server.apiserver.builtin import autoscaling, jobs, leases, limits, pods, quota
 from trainyard.cluster.server.apiserver.registry import ResourceType
 from trainyard.cluster.server.apiserver.requests.jsonpath import JSONPathError, evaluate, leading_fields
 from trainyard.cluster.server.storage import codec
@@ -315,6 +315,16 @@ BUILTIN_COLUMNS: dict[str, list[Column]] = {
         ("Global-Default", "boolean", 0, lambda o, _: bool(o.get("globalDefault"))),
         ("Age", "string", 0, _age),
         ("PreemptionPolicy", "string", 0, lambda o, _: o.get("preemptionPolicy") or ""),
+    ],
+    quota.KEY: [
+        ("Name", "string", 0, _name),
+        ("Age", "string", 0, _age),
+        ("Request", "string", 0, lambda o, _: quota.columns_cells(o)[0]),
+        ("Limit", "string", 0, lambda o, _: quota.columns_cells(o)[1]),
+    ],
+    limits.KEY: [
+        ("Name", "string", 0, _name),
+        ("Created At", "date", 0, lambda o, _: o.get("metadata", {}).get("creationTimestamp", "")),
     ],
     leases.KEY: [
         ("Name", "string", 0, _name),

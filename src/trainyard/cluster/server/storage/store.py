@@ -323,6 +323,10 @@ class Store:
         bodies = self._bodies([b for _, b in snapshot])
         yield from zip((r for r, _ in snapshot), codec.loads_many(bodies), strict=True)
 
+    def count(self, resource: str, namespace: str) -> int:
+        """How many objects of ``resource`` ``namespace`` holds: one look, no decoding (quota counts)."""
+        return len(self._objects.get(resource, {}).get(namespace, ()))
+
     def namespace_resources(self, namespace: str) -> builtins.list[str]:
         """The resources that hold at least one object in ``namespace``: a look per resource, never
         a walk over the namespace's objects (asked on every deletion while a namespace is torn down)."""

@@ -260,3 +260,17 @@ def test_kubectl_token_request() -> None:
         },
         "status": {"token": "", "expirationTimestamp": None},  # as Go's JSON writes the empty status
     }
+
+
+def test_kubectl_create_quota_hard_quantities_and_scopes() -> None:
+    # `kubectl create quota q --hard=pods=2,requests.cpu=500m --scopes=NotBestEffort`
+    hard = ld(1, ld(1, "pods") + ld(2, ld(1, "2"))) + ld(1, ld(1, "requests.cpu") + ld(2, ld(1, "500m")))
+    raw = ld(1, ld(1, "q")) + ld(2, hard + ld(2, "NotBestEffort")) + ld(3, b"")
+    assert protobuf.supports("v1", "ResourceQuota")
+    assert protobuf.decode(wrap("v1", "ResourceQuota", raw)) == {
+        "kind": "ResourceQuota",
+        "apiVersion": "v1",
+        "metadata": {"name": "q"},
+        "spec": {"hard": {"pods": "2", "requests.cpu": "500m"}, "scopes": ["NotBestEffort"]},
+        "status": {},
+    }

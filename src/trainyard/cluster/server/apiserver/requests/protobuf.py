@@ -97,7 +97,8 @@ class Map:
 
 
 Message = dict[int, "Field"]
-Type = str | Map | dict[int, Any]  # scalar name ("string", "bytes", "int", "bool", "time", "intstr"), map or message
+# a scalar name ("string", "bytes", "int", "bool", "time", "intstr", "quantity"), a map or a message
+Type = str | Map | dict[int, Any]
 
 
 @dataclass(frozen=True)
@@ -254,6 +255,28 @@ KINDS: dict[tuple[str, str], Message] = {
         5: _f("preemptionPolicy", keep=True),
     },
     ("policy/v1beta1", "Eviction"): {1: METADATA, 2: _f("deleteOptions", DELETE_OPTIONS)},
+    # `kubectl create quota --hard=... --scopes=...`.
+    ("v1", "ResourceQuota"): {
+        1: METADATA,
+        2: _f(
+            "spec",
+            {
+                1: _f("hard", Map("quantity")),
+                2: _f("scopes", repeated=True),
+                3: _f(
+                    "scopeSelector",
+                    {
+                        1: _f(
+                            "matchExpressions",
+                            {1: _f("scopeName"), 2: _f("operator"), 3: _f("values", repeated=True)},
+                            repeated=True,
+                        )
+                    },
+                ),
+            },
+        ),
+        3: _f("status", {1: _f("hard", Map("quantity")), 2: _f("used", Map("quantity"))}),
+    },
     # `kubectl create token`; audiences has no omitempty, expirationSeconds and boundObjectRef are pointers.
     ("authentication.k8s.io/v1", "TokenRequest"): {
         1: METADATA,
@@ -332,6 +355,8 @@ def _scalar(type_: str, wire: int, value: int | bytes, name: str) -> Any:
         return base64.b64encode(value).decode()
     if type_ == "time":
         return _time(value)
+    if type_ == "quantity":  # resource.Quantity: {1: its string}
+        return next((_text(v, name) for n, _, v in fields(value) if n == 1 and isinstance(v, bytes)), "0")
     return _int_or_string(value)
 
 

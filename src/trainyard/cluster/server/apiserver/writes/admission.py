@@ -34,7 +34,7 @@ from trainyard.api.quantity import parse_quantity
 from trainyard.api.validation import review_job
 from trainyard.api.webhooks import webhook_for
 from trainyard.cluster.server.apiserver import causes, errors
-from trainyard.cluster.server.apiserver.builtin import autoscaling, jobs, leases, priority
+from trainyard.cluster.server.apiserver.builtin import autoscaling, jobs, leases, priority, quota
 from trainyard.cluster.server.apiserver.causes import Cause
 from trainyard.cluster.server.apiserver.registry import ResourceType
 from trainyard.cluster.server.apiserver.writes import schema
@@ -429,4 +429,5 @@ _BUILTIN: dict[str, Callable[[dict[str, Any]], list[Cause]]] = {
     leases.KEY: leases.validate,
     autoscaling.KEY: autoscaling.validate,
     jobs.KEY: _job,
+    quota.KEY: quota.validate,
 }

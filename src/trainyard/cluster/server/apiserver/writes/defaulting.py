@@ -17,7 +17,7 @@ import copy
 
 from trainyard.api.meta import Obj
 from trainyard.cluster import qos
-from trainyard.cluster.server.apiserver.builtin import autoscaling, jobs
+from trainyard.cluster.server.apiserver.builtin import autoscaling, jobs, limits
 from trainyard.cluster.server.apiserver.registry import ResourceType
 
 POD_UPDATABLE = (
@@ -91,6 +91,8 @@ def on_write(key: str, obj: Obj) -> None:
         autoscaling.default(obj)
     elif key == jobs.KEY:
         jobs.default(obj)
+    elif key == limits.KEY:
+        limits.default(obj)
     elif key == "scheduling.k8s.io/priorityclasses":
         obj.setdefault("preemptionPolicy", "PreemptLowerPriority")
     elif key == "core/services":
