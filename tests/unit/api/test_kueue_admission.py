@@ -6,7 +6,7 @@ from typing import Any
 
 from trainyard.api.kueue import admission
 from trainyard.api.kueue.admission import Config, decide
-from trainyard.api.kueue.workloads import fmt, requests, workload_name
+from trainyard.api.kueue.workloads import amount, fmt, requests, workload_name
 
 
 def cq(name: str, cpu: str, *, cohort: str = "", strategy: str = "BestEffortFIFO", **extra: Any) -> dict[str, Any]:
@@ -58,7 +58,7 @@ def wl(
         ]
         if evicted:
             conditions.append({"type": "Evicted", "status": "True"})
-        usage = fmt("cpu", admission.amount(cpu) * count)
+        usage = fmt("cpu", amount(cpu) * count)
         obj["status"] = {
             "conditions": conditions,
             "admission": {

@@ -26,6 +26,7 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
+from trainyard.api.labels import selector_matches
 from trainyard.api.meta import Obj, parse_time
 from trainyard.cluster.server.apiserver import causes
 from trainyard.cluster.server.apiserver.causes import Cause
@@ -111,23 +112,6 @@ def _nonnegative(spec: Obj, field: str) -> list[Cause]:
     return []
 
 
-def _selector_matches(selector: Obj, labels: dict[str, str]) -> bool:
-    for key, value in (selector.get("matchLabels") or {}).items():
-        if labels.get(key) != value:
-            return False
-    for expr in selector.get("matchExpressions") or []:
-        key, op, values = expr.get("key"), expr.get("operator"), expr.get("values") or []
-        if op == "In" and labels.get(key) not in values:
-            return False
-        if op == "NotIn" and key in labels and labels[key] in values:
-            return False
-        if op == "Exists" and key not in labels:
-            return False
-        if op == "DoesNotExist" and key in labels:
-            return False
-    return True
-
-
 def _labels_value(labels: dict[str, str]) -> str:
     inner = ", ".join(f"{causes.go_quote(k)}:{causes.go_quote(v)}" for k, v in sorted(labels.items()))
     return "map[string]string{" + inner + "}"
@@ -161,7 +145,7 @@ def validate(obj: Obj) -> list[Cause]:
         out.append(causes.invalid("spec.selector", "", "empty selector is invalid for deployment"))
     elif spec.get("manualSelector") is not True and selector != _generated(obj):
         out.append(causes.invalid("spec.selector", "", "`selector` not auto-generated"))
-    elif not _selector_matches(selector, labels):
+    elif not selector_matches(selector, labels):
         mismatch = "`selector` does not match template `labels`"
         out.append(causes.invalid("spec.template.metadata.labels", _labels_value(labels), mismatch))
     template_spec = _template(obj).get("spec")
