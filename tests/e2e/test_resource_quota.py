@@ -129,6 +129,17 @@ def test_controllers_tell_a_quota_refused_pod_and_go_on_once_usage_falls(kubectl
         'Error creating: pods "waits-master-0" is forbidden: exceeded quota: slots, requested: pods=1, '
         "used: pods=2, limited: pods=2"
     ), told
+
+    # ... and the job's Created condition says it while the pod waits.
+    def created_message() -> str:
+        found = kubectl.json("get", "pytorchjob", "waits", "-n", ns)
+        return next(c["message"] for c in found["status"]["conditions"] if c["type"] == "Created")
+
+    waiting = eventually(lambda: "waits:" in created_message() and created_message(), timeout=30, what="the condition")
+    assert waiting == (
+        'PyTorchJob waits is created. Pod waits-master-0 waits: pods "waits-master-0" is forbidden: '
+        "exceeded quota: slots, requested: pods=1, used: pods=2, limited: pods=2"
+    ), waiting
     listing = kubectl.json("get", "events", "-n", ns, "--field-selector", "involvedObject.kind=Job,reason=FailedCreate")
     said = [e["message"] for e in listing["items"]]
     assert (
@@ -137,6 +148,7 @@ def test_controllers_tell_a_quota_refused_pod_and_go_on_once_usage_falls(kubectl
         and said[0].endswith("is forbidden: exceeded quota: slots, requested: pods=1, used: pods=2, limited: pods=2")
     ), said
     eventually(lambda: state(kubectl, ns, "waits") == "Succeeded", timeout=60, what="the job to run once quota frees")
+    assert created_message() == "PyTorchJob waits is created."
     eventually(
         lambda: kubectl("get", "job", "batch", "-n", ns, "-o", "jsonpath={.status.succeeded}") == "1",
         timeout=60,

@@ -52,6 +52,9 @@ class Observed:
     key_pairs: KeyPairs = field(default=_no_key_pairs)
     """A fresh SSH key pair on demand (randomness, injected like the clock): the operator's
     generates one; called only when a job's credentials do not exist yet."""
+    refused: Mapping[str, str] = field(default_factory=dict)
+    """Replicas the API server refused to create in an earlier pass (a ResourceQuota's 403), by
+    pod name, with its words: the job's ``Created`` condition says why they wait."""
     defaulted: TrainingJob | None = None
     """``apply_defaults(job)``, when the caller has it already (the operator keeps one per cached
     version of a job, as it keeps the job's model: its deep copy was a tenth of the operator's own

@@ -38,8 +38,8 @@ One pass, in order (the order lives here and only here):
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from trainyard.api import conditions
@@ -103,6 +103,7 @@ class _Pass:
     """The replicas' pods (not the rendezvous host's)."""
     services: tuple[Service, ...]
     now: datetime
+    refused: Mapping[str, str] = field(default_factory=dict)
 
 
 def _pass(observed: Observed, job: TrainingJob, plugin: Framework) -> _Pass:
@@ -111,7 +112,7 @@ def _pass(observed: Observed, job: TrainingJob, plugin: Framework) -> _Pass:
 
     pods = tuple(p for p in observed.pods if replica(p))
     services = tuple(s for s in observed.services if replica(s))
-    return _Pass(job, plugin, observed.job.status, pods, services, observed.now)
+    return _Pass(job, plugin, observed.job.status, pods, services, observed.now, observed.refused)
 
 
 def _replicas(p: _Pass, settings: ControllerSettings, *, build: bool = True) -> Plan:
@@ -192,7 +193,23 @@ def _run(p: _Pass, status: JobStatus, network: Network, settings: ControllerSett
         events=decision.events,
         requeue_after=recheck,
     )
-    return _with_status(plan, p.before, status, now)
+    return _with_status(plan, p.before, _told_refusals(p, status, plan), now)
+
+
+def _told_refusals(p: _Pass, status: JobStatus, plan: Plan) -> JobStatus:
+    """The ``Created`` condition says which replicas the API server refused (a ResourceQuota's 403)
+    and in its words, while they are still to be created; its plain message again once none is."""
+    created = conditions.find(status, ConditionType.CREATED)
+    if created is None or created.status != "True":
+        return status
+    waiting = [c.name for c in plan.create if isinstance(c, Pod) and c.name in p.refused]
+    base = f"{p.plugin.info.kind} {p.job.name} is created."
+    message = base + "".join(f" Pod {name} waits: {p.refused[name]}" for name in sorted(waiting))
+    if created.message == message:
+        return status
+    # Only the message moves (upstream's rule keeps a condition whose status and reason stay).
+    told = created.model_copy(update={"message": message, "last_update_time": p.now})
+    return status.model_copy(update={"conditions": [told if c is created else c for c in status.conditions]})
 
 
 def _verdicts(p: _Pass, decision: restarts.RestartDecision) -> JobStatus:

@@ -178,6 +178,8 @@ class JobController:
         # Jobs whose pod a ResourceQuota refused, by namespace: a change of that namespace's
         # quotas (its status.used falling, above all) wakes exactly these, never a scan of jobs.
         self.refused: dict[str, set[Key]] = {}
+        # And what was refused, by job and pod: the next pass's Created condition says it.
+        self.refusals: dict[Key, dict[str, str]] = {}
         self.quotas = shared.informer(ResourceQuota, self._on_quota, namespace=namespace)
         self.caches = Caches(plugin.info.controller_name)
 
@@ -239,8 +241,10 @@ class JobController:
 
     # -- event sources: every one only enqueues a key ------------------------------------------------
 
-    def _on_job(self, _: str, obj: dict[str, Any]) -> None:
+    def _on_job(self, kind: str, obj: dict[str, Any]) -> None:
         m = obj["metadata"]
+        if kind == "DELETED":
+            self.refusals.pop((m["namespace"], m["name"]), None)
         self.queue.add((m["namespace"], m["name"]))
 
     def _on_quota(self, _: str, obj: dict[str, Any]) -> None:
@@ -339,6 +343,7 @@ class JobController:
             priority_classes=classes,
             key_pairs=sshkeys.key_pair,
             defaulted=defaulted,
+            refused=dict(self.refusals.get(key, {})),
         )
 
     def _read_other_children(self, key: Key) -> tuple[TypedObject, ...]:
@@ -395,8 +400,12 @@ class JobController:
         events: list[Event] = []
         for ref in plan.delete:
             events += await self._delete(job, ref, namespace, (uids or {}).get((ref.kind, ref.name)), tell=not finished)
+        refused: list[Waiting] = []
         for child in plan.create:
-            events += await self._create_replica(job, child)
+            try:
+                events += await self._create_replica(job, child)
+            except Waiting as waiting:
+                refused.append(waiting)  # the status is still written: the job says why it waits
         if plan.status is not None:
             try:
                 job = await self._write_status(job, plan.status.to_dict())
@@ -406,6 +415,8 @@ class JobController:
                 raise
         self.metrics.observe_job(job, self.clock())
         await self._emit(job, [*events, *plan.events])
+        if refused:
+            raise refused[0]
 
     async def _write_status(self, job: dict[str, Any], status: dict[str, Any]) -> dict[str, Any]:
         """The pass's one status write, guarded by the resourceVersion it was computed from.
@@ -432,9 +443,19 @@ class JobController:
                 # As training-operator: the event, then again later; here, as soon as a quota of the
                 # namespace changes (``_on_quota``), or after a while should that word be missed.
                 m = job["metadata"]
-                self.refused.setdefault(m["namespace"], set()).add((m["namespace"], m["name"]))
-                raise Waiting(f"Error creating: {exc}", QUOTA_RECHECK_SECONDS) from exc
+                key = (m["namespace"], m["name"])
+                self.refused.setdefault(m["namespace"], set()).add(key)
+                told = self.refusals.setdefault(key, {})
+                new = told.get(child.name) != str(exc)
+                told[child.name] = str(exc)
+                # A refusal not yet in the job's status is told by a pass at once, then waits.
+                raise Waiting(f"Error creating: {exc}", 0.0 if new else QUOTA_RECHECK_SECONDS) from exc
             raise
+        job_key = (job["metadata"]["namespace"], job["metadata"]["name"])
+        if child.name in self.refusals.get(job_key, {}):
+            del self.refusals[job_key][child.name]
+            if not self.refusals[job_key]:
+                del self.refusals[job_key]
         return [Event.normal(f"SuccessfulCreate{kind}", f"Created {kind.lower()}: {child.name}")] if created else []
 
     async def _delete(

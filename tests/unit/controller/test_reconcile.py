@@ -907,3 +907,29 @@ def test_resuming_a_suspended_job_restarts_the_clock_and_creates_its_pods() -> N
     assert (suspended.status, suspended.reason) == ("False", "PyTorchJobResumed")
     assert plan.status.start_time == NOW
     assert {obj.name for obj in plan.create} == {"mnist-master-0", "mnist-worker-0"}
+
+
+# -- a replica the API server refused (a ResourceQuota's 403) -------------------------------------------
+
+
+def test_the_created_condition_says_which_replica_the_server_refused_until_it_is_created() -> None:
+    import dataclasses
+
+    from job_builders import observe, reconciled
+
+    stored = job(master=1, workers=1, status=stored_status("Created"))
+    refusal = 'pods "mnist-worker-0" is forbidden: exceeded quota: q, requested: pods=1, used: pods=2, limited: pods=2'
+    observed = dataclasses.replace(observe(stored), refused={"mnist-worker-0": refusal})
+    plan = reconciled(observed)
+    [told] = [c for c in plan.status.conditions if c.type is ConditionType.CREATED]
+    assert (told.status, told.message) == ("True", f"PyTorchJob {NAME} is created. Pod mnist-worker-0 waits: {refusal}")
+    assert told.last_transition_time == stored.status.conditions[0].last_transition_time  # only the message moved
+    # Once the refused pod exists it is no longer planned, and the message is the plain one again.
+    world = apply(World(stored), run(stored))
+    again = dataclasses.replace(observe(world.job, world.pods, world.services), refused={"mnist-worker-0": refusal})
+    later = reconciled(again)
+    status = later.status if later.status is not None else world.job.status
+    assert (
+        next(c.message for c in status.conditions if c.type is ConditionType.CREATED)
+        == f"PyTorchJob {NAME} is created."
+    )
