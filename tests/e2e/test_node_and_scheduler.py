@@ -239,11 +239,12 @@ def test_a_pod_for_another_scheduler_is_left_alone(kubectl: Kubectl, ns: str, tm
 
 def test_priority_classes_resolve_at_admission_and_order_scheduling(kubectl: Kubectl, ns: str, tmp_path: Path) -> None:
     high = f"high-{ns}"
-    kubectl("create", "priorityclass", high, "--value=1000", "--description=runs first")
+    # Never: this is about order; a class that may preempt evicts the blocker (tests/e2e/test_preemption.py).
+    kubectl("create", "priorityclass", high, "--value=1000", "--description=runs first", "--preemption-policy=Never")
     try:
         classes = {c["metadata"]["name"]: c for c in kubectl.json("get", "priorityclasses")["items"]}
         assert classes["system-cluster-critical"]["value"] == 2000000000
-        assert classes[high]["preemptionPolicy"] == "PreemptLowerPriority"
+        assert classes[high]["preemptionPolicy"] == "Never"
         refused = kubectl.run("apply", "-n", ns, "-f", "-", input=json.dumps(pod("nope", priorityClassName="nope")))
         assert refused.returncode != 0
         assert 'pods "nope" is forbidden: no PriorityClass with name nope was found' in refused.stderr
