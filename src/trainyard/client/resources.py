@@ -13,6 +13,7 @@ from lightkube.core.resource import GlobalResource, NamespacedResource
 from lightkube.generic_resource import (
     GenericGlobalResource,
     GenericNamespacedResource,
+    create_global_resource,
     create_namespaced_resource,
     get_generic_resource,
 )
@@ -35,6 +36,12 @@ def plain_resource(group: str, version: str, kind: str, plural: str) -> Any:
     """A namespaced plain-dict resource; lightkube keeps one class per kind, so a second caller gets the first's."""
     found = get_generic_resource(f"{group}/{version}" if group else version, kind)  # type: ignore[no-untyped-call]
     return found if found is not None else create_namespaced_resource(group, version, kind, plural)
+
+
+def global_resource(group: str, version: str, kind: str, plural: str) -> Any:
+    """A cluster-scoped plain-dict resource, shared as ``plain_resource``'s are."""
+    found = get_generic_resource(f"{group}/{version}" if group else version, kind)  # type: ignore[no-untyped-call]
+    return found if found is not None else create_global_resource(group, version, kind, plural)
 
 
 class _Metadata:

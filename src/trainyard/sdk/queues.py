@@ -14,19 +14,17 @@ from typing import Any
 
 from lightkube import ALL_NS, Client
 from lightkube.core.exceptions import ApiError
-from lightkube.generic_resource import create_global_resource, get_generic_resource
 from lightkube.resources.core_v1 import Namespace
 
 from trainyard.api import kueue
 from trainyard.api.kueue import admission
 from trainyard.api.kueue.admission import Config, Decision
 from trainyard.api.meta import Obj
-from trainyard.client.resources import is_status, plain_resource, to_dict
+from trainyard.client.resources import global_resource, is_status, plain_resource, to_dict
 
 
 def _global(kind: str, plural: str) -> Any:
-    found = get_generic_resource(f"{kueue.GROUP}/{kueue.STORAGE_VERSION}", kind)  # type: ignore[no-untyped-call]
-    return found if found is not None else create_global_resource(kueue.GROUP, kueue.STORAGE_VERSION, kind, plural)
+    return global_resource(kueue.GROUP, kueue.STORAGE_VERSION, kind, plural)
 
 
 @dataclass(frozen=True)

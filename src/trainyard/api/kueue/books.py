@@ -81,6 +81,11 @@ def quotas_of(cq: Obj) -> dict[tuple[str, str], Obj]:
     return out
 
 
+def nominal_quotas(cq: Obj) -> dict[tuple[str, str], Decimal]:
+    """(flavor, resource) → ``nominalQuota``, in the ClusterQueue's order."""
+    return {k: amount(q.get("nominalQuota")) for k, q in quotas_of(cq).items()}
+
+
 def resource_groups(cq: Obj) -> list[tuple[list[str], list[str]]]:
     """Each resource group as (covered resources, flavor names in order)."""
     return [

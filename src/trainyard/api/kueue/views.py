@@ -13,20 +13,12 @@ from decimal import Decimal
 
 from trainyard.api.kueue import admission
 from trainyard.api.kueue.admission import Config, Decision, cohort_of
+from trainyard.api.kueue.books import nominal_quotas
 from trainyard.api.kueue.workloads import amount, fmt, podset_totals
 from trainyard.api.meta import Obj
 
 CLUSTER_QUEUE_HEADERS = ["CLUSTERQUEUE", "COHORT", "STRATEGY", "PENDING", "ADMITTED", "USAGE"]
 LOCAL_QUEUE_HEADERS = ["NAMESPACE", "LOCALQUEUE", "CLUSTERQUEUE", "PENDING", "ADMITTED"]
-
-
-def _nominal(cq: Obj) -> dict[tuple[str, str], Decimal]:
-    out = {}
-    for group in (cq.get("spec") or {}).get("resourceGroups") or []:
-        for flavor in group.get("flavors") or []:
-            for res in flavor.get("resources") or []:
-                out[(str(flavor.get("name")), str(res.get("name")))] = amount(res.get("nominalQuota"))
-    return out
 
 
 def _used(status: Obj) -> dict[tuple[str, str], Decimal]:
@@ -41,8 +33,8 @@ def usage_cell(cq: Obj, status: Obj) -> str:
     used = _used(status)
     parts = [
         f"{res} {fmt(res, used.get((flavor, res), Decimal(0)))}/{fmt(res, nominal)}"
-        + (f" ({flavor})" if len({f for f, _ in _nominal(cq)}) > 1 else "")
-        for (flavor, res), nominal in _nominal(cq).items()
+        + (f" ({flavor})" if len({f for f, _ in nominal_quotas(cq)}) > 1 else "")
+        for (flavor, res), nominal in nominal_quotas(cq).items()
     ]
     return ", ".join(parts) or "-"
 
@@ -86,7 +78,7 @@ def _lacking(config: Config, decision: Decision, cq_name: str, wl: Obj) -> list[
     cq = config.cluster_queues.get(cq_name)
     if cq is None:
         return []
-    nominal = _nominal(cq)
+    nominal = nominal_quotas(cq)
     used = _used(decision.cluster_queue_status.get(cq_name) or {})
     needs: dict[str, Decimal] = {}
     for podset in (wl.get("spec") or {}).get("podSets") or []:

@@ -18,6 +18,7 @@ from typing import Any
 from trainyard.api.kueue import GROUP, JOB_UID_LABEL, STORAGE_VERSION
 from trainyard.api.kueue.integration import Integration
 from trainyard.api.meta import Obj
+from trainyard.api.podresources import pod_resources
 from trainyard.api.quantity import BINARY_SUFFIXES, SUFFIXES, parse_quantity
 
 MAX_NAME = 253
@@ -71,26 +72,9 @@ def amount(value: Any) -> Decimal:
         return Decimal(0)
 
 
-def _container(container: Mapping[str, Any]) -> Amounts:
-    resources = container.get("resources") or {}
-    requests = resources.get("requests") or {}
-    limits = resources.get("limits") or {}
-    return {name: amount(requests.get(name, limits.get(name))) for name in {*requests, *limits}}
-
-
 def requests(template: Mapping[str, Any]) -> Amounts:
     """What one pod of ``template`` requests, as kube-scheduler and Kueue count it."""
-    spec = template.get("spec") or {}
-    total: Amounts = {}
-    for container in spec.get("containers") or []:
-        for name, value in _container(container).items():
-            total[name] = total.get(name, Decimal(0)) + value
-    for container in spec.get("initContainers") or []:
-        for name, value in _container(container).items():
-            total[name] = max(total.get(name, Decimal(0)), value)
-    for name, value in (spec.get("overhead") or {}).items():
-        total[name] = total.get(name, Decimal(0)) + amount(value)
-    return {k: v for k, v in total.items() if v > 0}
+    return {k: v for k, v in pod_resources(template.get("spec"))[0].items() if v > 0}
 
 
 def podset_totals(podset: Mapping[str, Any]) -> Amounts:

@@ -24,7 +24,6 @@ from datetime import UTC, datetime
 from typing import Any
 
 from lightkube import AsyncClient
-from lightkube.generic_resource import create_global_resource, get_generic_resource
 from lightkube.resources.core_v1 import Namespace
 from lightkube.resources.scheduling_v1 import PriorityClass
 
@@ -32,9 +31,9 @@ from trainyard.api import kueue
 from trainyard.api.kueue import admission, integrations
 from trainyard.api.kueue.integration import Integration
 from trainyard.api.kueue.workloads import workload_for, workload_name
-from trainyard.api.meta import Obj, format_time
+from trainyard.api.meta import Obj, format_time, parse_time
 from trainyard.client.events import reference
-from trainyard.client.resources import plain_resource
+from trainyard.client.resources import global_resource, plain_resource
 from trainyard.cluster.clients.kueue.metrics import QueueMetrics
 from trainyard.cluster.tasks import cancel_all
 from trainyard.kit.applier import Applier
@@ -53,13 +52,8 @@ SCHEDULE_BATCH = 0.02
 COMPONENT = kueue.MANAGER
 
 
-def _global_of(group: str, version: str, kind: str, plural: str) -> Any:
-    found = get_generic_resource(f"{group}/{version}", kind)  # type: ignore[no-untyped-call]
-    return found if found is not None else create_global_resource(group, version, kind, plural)
-
-
 def _global(kind: str, plural: str) -> Any:
-    return _global_of(kueue.GROUP, kueue.STORAGE_VERSION, kind, plural)
+    return global_resource(kueue.GROUP, kueue.STORAGE_VERSION, kind, plural)
 
 
 CLUSTER_QUEUE = _global("ClusterQueue", "clusterqueues")
@@ -98,7 +92,7 @@ class KueueController:
                 client,
                 plain_resource(r.group, r.version, r.kind, r.plural)
                 if r.namespaced
-                else _global_of(r.group, r.version, r.kind, r.plural),
+                else global_resource(r.group, r.version, r.kind, r.plural),
                 self._on_reference,
                 namespaced=r.namespaced,
             )
@@ -373,9 +367,8 @@ class KueueController:
         return self.workloads.parsed(admission.facts, wl)
 
     def _waited(self, wl: Obj) -> int:
-        queued = admission.queued_at(wl)
         try:
-            since = datetime.fromisoformat(queued.replace("Z", "+00:00"))
+            since = parse_time(admission.queued_at(wl))
         except ValueError:
             return 0
         return max(0, round((self.clock() - since).total_seconds()))

@@ -19,6 +19,7 @@ from prometheus_client.registry import Collector
 
 from trainyard.api import kueue
 from trainyard.api.kueue.admission import Config, Decision, cohort_of
+from trainyard.api.kueue.books import nominal_quotas
 from trainyard.api.kueue.workloads import amount
 
 
@@ -77,11 +78,6 @@ class QueueMetrics(Collector):
                         reservation.add_metric(
                             [cohort, name, flavor["name"], res["name"]], float(amount(res.get("total")))
                         )
-                for group in (cq.get("spec") or {}).get("resourceGroups") or []:
-                    for flavor in group.get("flavors") or []:
-                        for res in flavor.get("resources") or []:
-                            nominal.add_metric(
-                                [cohort, name, str(flavor.get("name")), str(res.get("name"))],
-                                float(amount(res.get("nominalQuota"))),
-                            )
+                for (flavor_name, resource), quota in nominal_quotas(cq).items():
+                    nominal.add_metric([cohort, name, flavor_name, resource], float(quota))
         yield from (pending, reserving, admitted, reservation, nominal)

@@ -35,6 +35,7 @@ from decimal import ROUND_CEILING, Decimal
 from typing import Any
 
 from trainyard.api.meta import Obj
+from trainyard.api.podresources import container_resources, pod_resources
 from trainyard.api.quantity import BINARY_SUFFIXES, SUFFIXES, parse
 from trainyard.cluster.server.apiserver import causes, errors
 from trainyard.cluster.server.apiserver.causes import Cause
@@ -151,15 +152,6 @@ def _quantity(value: Any) -> Decimal | None:
         return None
 
 
-def _resources(container: Any) -> tuple[Usage, Usage]:
-    res = (container.get("resources") or {}) if isinstance(container, dict) else {}
-    requests = {k: q for k, v in (res.get("requests") or {}).items() if (q := _quantity(v)) is not None}
-    limits = {k: q for k, v in (res.get("limits") or {}).items() if (q := _quantity(v)) is not None}
-    for name, value in limits.items():
-        requests.setdefault(name, value)  # the pod defaulting's rule: a missing request is the limit
-    return requests, limits
-
-
 def _compute(requests: Mapping[str, Decimal], limits: Mapping[str, Decimal]) -> Usage:
     """``podComputeUsageHelper``: what one set of requests and limits charges."""
     out: Usage = {"pods": Decimal(1)}
@@ -176,10 +168,6 @@ def _compute(requests: Mapping[str, Decimal], limits: Mapping[str, Decimal]) -> 
     return out
 
 
-def _maximum(a: Mapping[str, Decimal], b: Mapping[str, Decimal]) -> dict[str, Decimal]:
-    return {k: max(a.get(k, Decimal(0)), b.get(k, Decimal(0))) for k in set(a) | set(b)}
-
-
 def terminal(pod: Obj) -> bool:
     return (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
 
@@ -188,23 +176,7 @@ def pod_usage(pod: Obj) -> Usage:
     """What ``pod`` charges now: ``count/pods`` always, its compute resources while not terminal."""
     if terminal(pod):
         return {"count/pods": Decimal(1)}
-    spec = pod.get("spec") or {}
-    requests: dict[str, Decimal] = {}
-    limits: dict[str, Decimal] = {}
-    for c in spec.get("containers") or []:
-        r, lim = _resources(c)
-        for k, v in r.items():
-            requests[k] = requests.get(k, Decimal(0)) + v
-        for k, v in lim.items():
-            limits[k] = limits.get(k, Decimal(0)) + v
-    for c in spec.get("initContainers") or []:
-        r, lim = _resources(c)
-        requests, limits = _maximum(requests, r), _maximum(limits, lim)
-    for k, v in ((spec.get("overhead") or {}) if isinstance(spec.get("overhead"), dict) else {}).items():
-        if (q := _quantity(v)) is not None:
-            requests[k] = requests.get(k, Decimal(0)) + q
-            if k in limits:
-                limits[k] += q
+    requests, limits = pod_resources(pod.get("spec"))
     return {**_compute(requests, limits), "count/pods": Decimal(1)}
 
 
@@ -234,7 +206,7 @@ def missing(pod: Obj, hard: Iterable[str]) -> str | None:
     lacking: dict[str, set[str]] = {}
     spec = pod.get("spec") or {}
     for c in [*(spec.get("containers") or []), *(spec.get("initContainers") or [])]:
-        has = set(_compute(*_resources(c)))
+        has = set(_compute(*container_resources(c)))
         for name in required - has:
             lacking.setdefault(name, set()).add(str(c.get("name", "")) if isinstance(c, dict) else "")
     if not lacking:
