@@ -1,10 +1,10 @@
-"""The embedded control plane as one process: API server, scheduler, node agent and operator, wired here.
+"""The embedded control plane as one process: API server, scheduler, node agents and operator, wired here.
 
 This is the composition root: the only module that knows them all. The scheduler, the node
-agent and the operator reach the API server through the same client they would use on a real
-cluster; its requests are served in-process (``cluster.apiserver.loopback``: no socket, the same
-server handler), its watches over HTTP. The operator runs in ``host`` network mode because every
-replica shares this machine.
+agents (one per node: ``node.pool``) and the operator reach the API server through the same
+client they would use on a real cluster; its requests are served in-process
+(``cluster.apiserver.loopback``: no socket, the same server handler), its watches over HTTP.
+The operator runs in ``host`` network mode because every replica shares this machine.
 """
 
 from __future__ import annotations
@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
-import functools
 import json
 import logging
 import os
@@ -36,6 +35,10 @@ from trainyard.cluster.clients.kueue.controller import KueueController
 from trainyard.cluster.clients.node import backoff, containerlogs, podexec
 from trainyard.cluster.clients.node.agent import NodeAgent
 from trainyard.cluster.clients.node.capacity import Capacity
+from trainyard.cluster.clients.node.nodespec import NodeSpec
+from trainyard.cluster.clients.node.persistentvolumes import Storage
+from trainyard.cluster.clients.node.pool import NodePool
+from trainyard.cluster.clients.node.registration import DEFAULT_LEASE_SECONDS
 from trainyard.cluster.clients.scheduler.loop import Scheduler
 from trainyard.cluster.paths import DEFAULT_PORT, Layout
 from trainyard.cluster.server.apiserver.auth import Credentials, write_private
@@ -89,6 +92,9 @@ class PlaneOptions:
     node_name: str | None = None
     capacity: Capacity | None = None
     taints: list[dict[str, Any]] = field(default_factory=list)
+    # Several nodes (`yard up --nodes N` or a nodes file); empty: the one local node above.
+    nodes: tuple[NodeSpec, ...] = ()
+    node_lease_seconds: int = DEFAULT_LEASE_SECONDS
     # False: no in-process operator (`yard up --no-operator`); one runs as its own process instead.
     operator: bool = True
     # The operator's --gang-scheduler-name: the plane's scheduler serves both kinds of PodGroup, so
@@ -108,7 +114,7 @@ class EmbeddedPlane:
         # The in-process operator's metrics (and the embedded Kueue's) are served beside the API: `<server>/metrics`.
         self.api.extra_paths["/metrics"] = self._metrics
         self._tasks: list[asyncio.Task[None]] = []
-        self.node: NodeAgent | None = None
+        self.nodes: NodePool | None = None
         self.exec_server: podexec.ExecServer | None = None
         self.scheduler: Scheduler | None = None
         self.jobs: JobController | None = None
@@ -129,21 +135,23 @@ class EmbeddedPlane:
         # socket; their requests without httpx too (lists and watches still go through it).
         wrap_transports(self._client, self.api.loopback.transport, watches=True)
         route_directly(self._client, self.api.loopback.call)
-        self.node = NodeAgent(
-            self._client,
-            self.layout,
-            workspace=self.options.workspace,
-            address=self.options.host,
-            restart_backoff=backoff.from_env().base,
-            node_name=self.options.node_name,
-            capacity=self.options.capacity,
-            taints=self.options.taints,
-            rotation=containerlogs.from_env(),
+        specs = self.options.nodes or (
+            NodeSpec(self.options.node_name or "", self.options.capacity, {}, tuple(self.options.taints)),
         )
-        # The node's exec socket: commands run in its running pods (mpirun's launch agent reaches other pods).
-        target = functools.partial(self.node.container_config.exec_target, self.node.pods, self.node.runtime)
-        self.exec_server = podexec.ExecServer(self.layout, target)
+
+        def connect() -> Client:
+            # Each node its own client (and link, cut when its machine stops), served in-process too.
+            node_client = Client(KubeConfig.from_dict(config), field_manager="trainyard")
+            wrap_transports(node_client, self.api.loopback.transport, watches=True)
+            route_directly(node_client, self.api.loopback.call)
+            return node_client
+
+        self.nodes = NodePool(specs, client=self._client, connect=connect, make_agent=self._agent)
+        self.nodes.boot()
+        # The nodes' exec socket: commands run in their running pods (mpirun's launch agent reaches other pods).
+        self.exec_server = podexec.ExecServer(self.layout, self.nodes.exec_target)
         await self.exec_server.start()
+        first = self.nodes.first
         # One informer on every pod for the scheduler and the Job controller, as kube-controller-manager's
         # controllers share its informer factory's: one watch, one decode per change, one copy of each pod.
         pods = Informer(self._client, plain_resource("", "v1", "Pod", "pods"))
@@ -158,12 +166,16 @@ class EmbeddedPlane:
         self.kueue = KueueController(self._client)
         self._tasks = [
             asyncio.create_task(pods.run(), name="pod informer"),
-            asyncio.create_task(self.node.run(), name="node"),
+            asyncio.create_task(self.nodes.run(), name="nodes"),
             asyncio.create_task(self.scheduler.run(), name="scheduler"),
             asyncio.create_task(self.jobs.run(), name="jobs"),
             asyncio.create_task(self.jobsets.run(), name="jobsets"),
             asyncio.create_task(self.kueue.run(), name="kueue"),
-            asyncio.create_task(self.node.storage.run(), name="volumes"),
+            # kube-controller-manager's volume controllers and the local-path provisioner's (its
+            # volumes on the first node): the plane's, whichever node is up.
+            asyncio.create_task(
+                Storage(self._client, self.layout.storage, first.node_name, first.now).run(), name="volumes"
+            ),
         ]
         if self.options.operator:
             # The operator gets a client of its own, metered as client-go meters upstream's, so
@@ -201,16 +213,44 @@ class EmbeddedPlane:
                     "url": self.api.url,
                     "secure": self.options.secure,
                     "home": str(self.layout.home),
-                    "workspace": str(self.node.workspace),
-                    "node": self.node.node_name,
-                    "capacity": self.node.capacity.resources(),
-                    "declared": sorted(self.node.capacity.declared),
+                    "workspace": str(first.workspace),
+                    "node": first.node_name,
+                    "capacity": first.capacity.resources(),
+                    "declared": sorted(first.capacity.declared),
+                    "nodes": [
+                        {
+                            "name": a.node_name,
+                            "capacity": a.capacity.resources(),
+                            "declared": sorted(a.capacity.declared),
+                        }
+                        for a in self.nodes.agents()
+                    ],
                     "network": "host",
                     "operator": self.options.operator,
                     "gangScheduler": self.options.gang_scheduler_name,
                     "kinds": list(kinds()),
                 }
             )
+        )
+
+    def _volumes(self, first: NodeAgent) -> Storage:
+        assert self._client is not None
+        return Storage(self._client, self.layout.storage, first.node_name, first.now)
+
+    def _agent(self, spec: NodeSpec, client: AsyncClient) -> NodeAgent:
+        return NodeAgent(
+            client,
+            self.layout,
+            workspace=self.options.workspace,
+            address=self.options.host,
+            restart_backoff=backoff.from_env().base,
+            node_name=spec.name or None,
+            capacity=spec.capacity,
+            taints=list(spec.taints),
+            rotation=containerlogs.from_env(),
+            labels=spec.labels,
+            control_plane=spec.control_plane,
+            lease_seconds=self.options.node_lease_seconds,
         )
 
     async def _metrics(self, _: web.Request) -> web.Response:
@@ -227,8 +267,8 @@ class EmbeddedPlane:
                 await task
         if self.scheduler is not None:
             await self.scheduler.shutdown()
-        if self.node is not None:
-            await self.node.shutdown()
+        if self.nodes is not None:
+            await self.nodes.shutdown(grace=5.0)
         if self.exec_server is not None:
             await self.exec_server.close()
         if self.status_server is not None:

@@ -39,6 +39,11 @@ def format_time(moment: datetime) -> str:
     return text
 
 
+def format_micro_time(moment: datetime) -> str:
+    """A ``metav1.MicroTime`` as the API writes it (a Lease's ``renewTime``): RFC 3339 with microseconds, UTC."""
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
 def parse_time(text: str) -> datetime:
     return datetime.fromisoformat(text.replace("Z", "+00:00")).astimezone(UTC)
 

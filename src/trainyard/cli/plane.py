@@ -20,8 +20,11 @@ from typing import Annotated, Any
 import typer
 
 from trainyard.api.podgroup import SCHEDULER_PLUGINS_SCHEDULER
+from trainyard.cli import nodeflags, planestatus
 from trainyard.cli.common import GLOBALS
-from trainyard.cluster.clients.node import backoff, capacity, containerlogs, gpus, nodestatus
+from trainyard.cli.nodeflags import NodeFlags
+from trainyard.cluster.clients.node import backoff, containerlogs
+from trainyard.cluster.clients.node.registration import DEFAULT_LEASE_SECONDS
 from trainyard.cluster.paths import DEFAULT_PORT, PRIVATE_UMASK, Layout, SharedHomeError, make_private
 from trainyard.cluster.server.apiserver import tokenlife
 
@@ -141,6 +144,33 @@ def register(app: typer.Typer) -> None:
                 rich_help_panel=NODE,
             ),
         ] = None,
+        nodes: Annotated[
+            int | None,
+            typer.Option(
+                metavar="N",
+                help="run N nodes alike (node-1 ... node-N, or <node-name>-1 ...), each with the capacity and taints "
+                "the flags above give it (default 1)",
+                rich_help_panel=NODE,
+            ),
+        ] = None,
+        nodes_file: Annotated[
+            Path | None,
+            typer.Option(
+                metavar="FILE",
+                help="run the nodes this YAML file describes: `nodes: [{name, capacity: {cpu, memory, "
+                "nvidia.com/gpu, pods}, labels: {...}, taints: [KEY[=VALUE]:EFFECT, ...]}]` (docs/nodes.md)",
+                rich_help_panel=NODE,
+            ),
+        ] = None,
+        node_lease_duration: Annotated[
+            int | None,
+            typer.Option(
+                metavar="SECONDS",
+                help="each node's Lease duration, renewed every quarter of it, as the kubelet's "
+                "nodeLeaseDurationSeconds (default 40)",
+                rich_help_panel=NODE,
+            ),
+        ] = None,
     ) -> None:
         options = UpOptions(
             port=port,
@@ -152,14 +182,19 @@ def register(app: typer.Typer) -> None:
             gang_scheduler_name=gang_scheduler_name,
             pending_timeout=pending_timeout,
             service_account_max_token_expiration=service_account_max_token_expiration,
-            node_name=node_name,
-            cpus=cpus,
-            memory=memory,
-            gpus=gpus,
-            max_pods=max_pods,
+            node=NodeFlags(
+                node_name=node_name,
+                cpus=cpus,
+                memory=memory,
+                gpus=gpus,
+                max_pods=max_pods,
+                taint=tuple(taint or ()),
+                nodes=nodes,
+                nodes_file=nodes_file,
+                node_lease_duration=node_lease_duration,
+            ),
             container_log_max_size=container_log_max_size,
             container_log_max_files=container_log_max_files,
-            taint=tuple(taint or ()),
         )
         raise typer.Exit(cmd_up(GLOBALS.layout, options))
 
@@ -169,7 +204,7 @@ def register(app: typer.Typer) -> None:
 
     @app.command(help="Say what runs where.")
     def status() -> None:
-        raise typer.Exit(cmd_status(GLOBALS.layout))
+        raise typer.Exit(planestatus.cmd_status(GLOBALS.layout, running(GLOBALS.layout)))
 
     @app.command(help="Print the path of the kubeconfig for kubectl.")
     def kubeconfig() -> None:
@@ -195,14 +230,9 @@ class UpOptions:
     gang_scheduler_name: str | None
     pending_timeout: float | None
     service_account_max_token_expiration: int | None
-    node_name: str | None
-    cpus: str | None
-    memory: str | None
-    gpus: int | None
-    max_pods: int | None
+    node: NodeFlags
     container_log_max_size: str | None
     container_log_max_files: int | None
-    taint: tuple[str, ...]
 
 
 def _alive(pid: int) -> bool:
@@ -241,7 +271,7 @@ def cmd_up(layout: Layout, args: UpOptions) -> int:
             flag = "--secure" if args.secure else "--insecure"
             print(f"error: it is not serving as {flag} asks; run `yard down` first to switch", file=sys.stderr)
             return 1
-        if _node_flags(args):
+        if args.node.argv():
             node = ", ".join(f"{k}={v}" for k, v in (state.get("capacity") or {}).items())
             print(
                 f"note: node flags apply when the plane starts; node {state.get('node')!r} runs with {node} "
@@ -250,7 +280,7 @@ def cmd_up(layout: Layout, args: UpOptions) -> int:
             )
         return 0
     try:
-        _node_options(layout, args)
+        nodeflags.specs(layout, args.node)
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -313,41 +343,6 @@ def cmd_up(layout: Layout, args: UpOptions) -> int:
     return _background(layout, args, workspace, secure)
 
 
-def _node_flags(args: UpOptions) -> list[str]:
-    """The node flags of ``yard up`` given on its command line, as they are passed on."""
-    out = []
-    for flag, value in (
-        ("--node-name", args.node_name),
-        ("--cpus", args.cpus),
-        ("--memory", args.memory),
-        ("--gpus", args.gpus),
-        ("--max-pods", args.max_pods),
-    ):
-        if value is not None:
-            out += [flag, str(value)]
-    for taint in args.taint:
-        out += ["--taint", taint]
-    return out
-
-
-def _gang_option(args: UpOptions) -> dict[str, str]:
-    return {} if args.gang_scheduler_name is None else {"gang_scheduler_name": args.gang_scheduler_name}
-
-
-def _node_options(layout: Layout, args: UpOptions) -> tuple[capacity.Capacity | None, list[dict[str, Any]]]:
-    """Declared capacity (None: detect it all) and taints; ValueError says which flag is wrong."""
-    taints = [nodestatus.parse_taint(t) for t in args.taint]
-    gpu_count = args.gpus
-    if gpu_count is None and os.environ.get(gpus.ENV, "").strip():
-        gpu_count = gpus.from_env()  # $TRAINYARD_GPUS: the same declaration, for scripts and tests
-    if all(v is None for v in (args.cpus, args.memory, gpu_count, args.max_pods)):
-        declared = None
-    else:
-        detected = capacity.detect(layout.home)
-        declared = capacity.declare(detected, cpus=args.cpus, memory=args.memory, gpus=gpu_count, pods=args.max_pods)
-    return declared, taints
-
-
 def serving_mode(layout: Layout, flag: bool | None) -> tuple[bool, bool]:
     """(secure, migrated): the flag if given, else what this home's last ``yard up`` chose.
 
@@ -387,7 +382,7 @@ def _foreground(layout: Layout, args: UpOptions, workspace: Path, secure: bool) 
     from trainyard.embedded import EmbeddedPlane, PlaneOptions
 
     port = args.port
-    declared, taints = _node_options(layout, args)
+    specs = nodeflags.specs(layout, args.node)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("httpx2").setLevel(logging.WARNING)
     logging.getLogger("httpx").setLevel(logging.WARNING)
@@ -400,12 +395,13 @@ def _foreground(layout: Layout, args: UpOptions, workspace: Path, secure: bool) 
             port=port,
             workspace=workspace,
             secure=secure,
-            node_name=args.node_name,
-            capacity=declared,
-            taints=taints,
+            nodes=specs,
+            node_lease_seconds=args.node.node_lease_duration or DEFAULT_LEASE_SECONDS,
             operator=args.operator,
             pending_timeout=args.pending_timeout,
-            **_gang_option(args),
+            gang_scheduler_name=(
+                SCHEDULER_PLUGINS_SCHEDULER if args.gang_scheduler_name is None else args.gang_scheduler_name
+            ),
         )
         asyncio.run(EmbeddedPlane(options).serve_forever())
     except OSError as exc:
@@ -437,7 +433,7 @@ def _background(layout: Layout, args: UpOptions, workspace: Path, secure: bool) 
         "--workspace",
         str(workspace),
         "--secure" if secure else "--insecure",
-        *_node_flags(args),
+        *args.node.argv(),
         *([] if args.operator else ["--no-operator"]),
         *([] if args.gang_scheduler_name is None else ["--gang-scheduler-name", args.gang_scheduler_name]),
     ]
@@ -519,49 +515,6 @@ def _stop_leftovers(layout: Layout) -> None:
     stopped = shims.stop_all(layout.home / "pods", LEFTOVER_GRACE)
     if stopped:
         print(f"stopped {stopped} container(s) left running by a control plane that was killed")
-
-
-def cmd_status(layout: Layout) -> int:
-    state = running(layout)
-    if state is None:
-        print(f"trainyard is not running (home {layout.home}); start it with `yard up`")
-        return 3
-    from lightkube import ALL_NS, Client, KubeConfig
-    from lightkube.resources.core_v1 import Pod
-
-    from trainyard.api.labels import JOB_NAME
-    from trainyard.client.resources import to_dict
-    from trainyard.sdk.kinds import builtin_kinds
-
-    client = Client(KubeConfig.from_file(layout.kubeconfig), field_manager="yard")
-    served = [k for k in builtin_kinds() if k.kind in state["kinds"]]
-    jobs = [j for kind in served for j in client.list(kind.resource, namespace=ALL_NS)]
-    pods = [to_dict(p) for p in client.list(Pod, namespace=ALL_NS, labels={JOB_NAME: None})]
-    running_pods = sum(1 for p in pods if (p.get("status") or {}).get("phase") == "Running")
-    print(f"trainyard control plane: running (pid {state['pid']})")
-    print(f"  API server   {state['url']}   kubectl: KUBECONFIG={layout.kubeconfig}")
-    if state.get("secure"):
-        print(f"  security     TLS (CA {layout.ca_cert}) and a bearer token ({layout.token_file})")
-    else:
-        print("  security     NONE: plain http, no authentication (`yard up --insecure`); any local user can use it")
-    print(f"  store        {layout.database}")
-    print(
-        f"  node agent   node {state['node']!r}: {running_pods} training pod(s) running;"
-        f" /workspace = {state['workspace']}"
-    )
-    if state.get("capacity"):
-        resources = ", ".join(f"{k} {v}" for k, v in state["capacity"].items())
-        simulated = f" (declared, simulated: {', '.join(state['declared'])})" if state.get("declared") else ""
-        print(f"  capacity     {resources}{simulated}")
-    if state.get("operator", True):
-        print(
-            f"  operator     network mode {state['network']}; kinds {', '.join(state['kinds'])}; {len(jobs)} job(s);"
-            f" metrics {state['url']}/metrics"
-        )
-    else:
-        print(f"  operator     not in this process (`yard up --no-operator`: run `yard operator`); {len(jobs)} job(s)")
-    print(f"  log          {layout.log_file}")
-    return 0
 
 
 def cmd_kubeconfig(layout: Layout) -> int:

@@ -31,7 +31,8 @@ def event_body(
     return {
         "apiVersion": "v1",
         "kind": "Event",
-        "metadata": {"generateName": f"{involved['name']}.", "namespace": involved["namespace"]},
+        # About a cluster-scoped object (a Node), in ``default``, as kube's recorders file them.
+        "metadata": {"generateName": f"{involved['name']}.", "namespace": involved.get("namespace") or "default"},
         "involvedObject": involved,
         "type": type_,
         "reason": reason,

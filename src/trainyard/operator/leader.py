@@ -28,6 +28,7 @@ from lightkube import AsyncClient
 from lightkube.core.exceptions import ApiError
 from lightkube.resources.coordination_v1 import Lease
 
+from trainyard.api.meta import format_micro_time
 from trainyard.client.resources import build, is_status, to_dict
 from trainyard.operator.metrics import OperatorMetrics
 
@@ -56,11 +57,6 @@ class LeaderElectionConfig:
             raise ValueError("the retry period must be greater than zero")
         if not self.identity:
             raise ValueError("the leader election identity must not be empty")
-
-
-def micro_time(moment: datetime) -> str:
-    """A ``metav1.MicroTime`` as the API writes it: RFC 3339 with microseconds, UTC."""
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 class LeaderElector:
@@ -133,7 +129,7 @@ class LeaderElector:
             spec = current.get("spec") or {}
             if spec.get("holderIdentity") != self.config.identity:
                 return
-            now = micro_time(self._wall())
+            now = format_micro_time(self._wall())
             current["spec"] = {
                 "holderIdentity": "",
                 "leaseDurationSeconds": 1,
@@ -165,7 +161,7 @@ class LeaderElector:
         cfg = self.config
         # Renewal counts from before the request: the lease may have been written any time after.
         started = self._monotonic()
-        now = micro_time(self._wall())
+        now = format_micro_time(self._wall())
         mine = {
             "holderIdentity": cfg.identity,
             "leaseDurationSeconds": max(1, round(cfg.lease_duration)),

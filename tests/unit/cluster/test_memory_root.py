@@ -68,8 +68,12 @@ def test_the_node_prunes_the_memory_of_pods_that_went_while_it_was_down(shm: Pat
     pods = Informer(None, object)  # type: ignore[arg-type]  # fed as its reflector would, never listed
     pods._deliver("ADDED", {"metadata": {"namespace": "ns", "name": "kept", "uid": "u-kept", "resourceVersion": "1"}})
     pods.synced.set()
-    root = paths.memory_root(layout)
+    # Each node has its own directory there: another node's pods are not this node's to prune.
+    root = paths.memory_root(layout) / "n"
+    other = paths.memory_root(layout) / "m" / "ns_elsewhere_u-other"
+    other.mkdir(parents=True)
     for name in ("ns_kept_u-kept", "ns_gone_u-gone"):
         (root / name / "token").mkdir(parents=True)
     asyncio.run(config.prune(pods))
     assert [p.name for p in root.iterdir()] == ["ns_kept_u-kept"]
+    assert other.is_dir()

@@ -44,7 +44,7 @@ import logging
 import signal
 import socket
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -66,7 +66,7 @@ from trainyard.cluster.clients.node.events import PodEvents
 from trainyard.cluster.clients.node.persistentvolumes import Storage, claim_names
 from trainyard.cluster.clients.node.podenv import ConfigError, Sources, expand, referenced
 from trainyard.cluster.clients.node.probing import ProbeWiring
-from trainyard.cluster.clients.node.registration import Registration
+from trainyard.cluster.clients.node.registration import DEFAULT_LEASE_SECONDS, Registration
 from trainyard.cluster.clients.node.runs import ContainerRun, PodRun, restarts
 from trainyard.cluster.clients.node.runtime import shims
 from trainyard.cluster.environments import EnvironmentsError
@@ -82,6 +82,15 @@ STATUS_WRITES = 16
 # How long a pod's first Running status waits for a newer one (the kubelet notices a start on its
 # next relist, up to a second later): a container done at once costs one status write, not two.
 RUNNING_HOLD_SECONDS = 0.1
+# The kubelet's graceful node shutdown (pkg/kubelet/nodeshutdown): what a pod it terminated says.
+SHUTDOWN_REASON = "Terminated"
+SHUTDOWN_MESSAGE = "Pod was terminated in response to imminent node shutdown."
+SHUTDOWN_TARGET = {
+    "type": "DisruptionTarget",
+    "status": "True",
+    "reason": "TerminationByKubelet",
+    "message": SHUTDOWN_MESSAGE,
+}
 
 
 def _created_waiting(run: PodRun) -> str:
@@ -103,6 +112,9 @@ class NodeAgent:
         capacity: node_capacity.Capacity | None = None,
         taints: list[Obj] | None = None,
         rotation: containerlogs.LogRotation | None = None,
+        labels: Mapping[str, str] | None = None,
+        control_plane: bool = True,
+        lease_seconds: int = DEFAULT_LEASE_SECONDS,
     ) -> None:
         self.client = client
         self.layout = layout
@@ -122,6 +134,10 @@ class NodeAgent:
             capacity=self.capacity,
             taints=self.taints,
             now=self.now,
+            clock=clock,
+            labels=labels,
+            control_plane=control_plane,
+            lease_seconds=lease_seconds,
         )
         self.events = PodEvents(client, self.node_name, self.now)
         self.pods: dict[str, PodRun] = {}
@@ -171,6 +187,7 @@ class NodeAgent:
         self.runtime.cgroup_root = shims.prepare_cgroups()
         await self.registration.register()
         self._spawn(self.registration.heartbeat())
+        self._spawn(self.registration.renew())
         watching = asyncio.create_task(self.bound.run(), name="node-pods")
         self._spawn(self.container_config.prune(self.bound))
         try:
@@ -187,9 +204,45 @@ class NodeAgent:
     async def shutdown(self, grace: float = 5.0) -> None:
         """Stop every process this node runs (``yard down``): SIGTERM, then SIGKILL."""
         await asyncio.gather(*(self._kill(run, grace) for run in list(self.pods.values())), return_exceptions=True)
+        await self.close()
+
+    async def close(self) -> None:
+        for task in list(self._background):
+            task.cancel()
         await self.runtime.close()
         self.container_config.close()
         self.tokens.close()
+
+    def power_off(self) -> None:
+        """The machine stops at once (``yard node stop``): every process of its pods killed, nothing reported.
+
+        The caller has already cut the agent off the API server (its writes cannot arrive, as a
+        dead machine's cannot) and cancels its loop; the pods' objects stay as they were, for the
+        node lifecycle controller to judge once the heartbeats are missed.
+        """
+        for run in list(self.pods.values()):
+            run.stopping = True
+            if run.task is not None:
+                run.task.cancel()
+            for cr in run.init_containers + run.containers:
+                if cr.process is not None and cr.process.exit is None:
+                    cr.process.signal(signal.SIGKILL)
+            podexec.signal_sessions(run.exec_sessions, signal.SIGKILL)
+        for task in list(self._background):
+            task.cancel()
+
+    async def shut_down_node(self, grace: float) -> None:
+        """The kubelet's graceful node shutdown: every pod's containers get SIGTERM, SIGKILL after the
+        pod's grace period (at most ``grace``), and the pod is reported ``Failed`` with reason
+        ``Terminated`` and a ``DisruptionTarget`` condition (``TerminationByKubelet``), in its words."""
+
+        async def terminate(run: PodRun) -> None:
+            pod = run.pod or {}
+            own = (pod.get("spec") or {}).get("terminationGracePeriodSeconds")
+            run.shutdown = True
+            await self._kill(run, min(grace, float(own if own is not None else grace)))
+
+        await asyncio.gather(*(terminate(run) for run in list(self.pods.values())), return_exceptions=True)
 
     # -- level-triggered pod handling --------------------------------------------------------------
 
@@ -278,8 +331,13 @@ class NodeAgent:
                 await done
                 if not all(cr.exit_code is not None for cr in run.containers):
                     await self.statuses.report(run, pod, "Running", wait=False)
-            ok = all(cr.exit_code == 0 for cr in run.containers)
-            await self.statuses.report(run, pod, "Succeeded" if ok else "Failed")
+            if run.shutdown:
+                await self.statuses.report(
+                    run, pod, "Failed", reason=SHUTDOWN_REASON, message=SHUTDOWN_MESSAGE, disruption=SHUTDOWN_TARGET
+                )
+            else:
+                ok = all(cr.exit_code == 0 for cr in run.containers)
+                await self.statuses.report(run, pod, "Succeeded" if ok else "Failed")
             ended = True
         except asyncio.CancelledError:
             raise

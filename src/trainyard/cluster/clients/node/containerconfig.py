@@ -149,9 +149,12 @@ class ContainerConfig:
         return DownwardNode(self.node_name, self.address, cpu, Decimal(self.capacity.memory))
 
     def _memory(self) -> Path:
-        """The node's directory for memory-backed volumes, found (and made) on first use."""
+        """The node's directory for memory-backed volumes, found (and made) on first use: one per
+        node, for each node prunes what its own pods no longer need."""
         if self._memory_root is None:
-            self._memory_root = paths.memory_root(self.layout)
+            root = paths.memory_root(self.layout) / self.node_name
+            root.mkdir(mode=0o700, exist_ok=True)
+            self._memory_root = root
         return self._memory_root
 
     def memory_dir(self, run: PodRun) -> Path:
@@ -167,6 +170,7 @@ class ContainerConfig:
         if self._memory_root is not None:
             with contextlib.suppress(OSError):
                 self._memory_root.rmdir()
+                self._memory_root.parent.rmdir()  # the last node's to go
 
     async def prune(self, pods: Informer) -> None:
         """Once the node's ``pods`` are listed, remove the memory-backed volumes of pods not among

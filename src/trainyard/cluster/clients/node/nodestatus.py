@@ -10,6 +10,7 @@ twins, ``node-role.kubernetes.io/control-plane``) and the taints ``yard up --tai
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 
 from trainyard.api.meta import Obj
 from trainyard.cluster.clients.node.capacity import Capacity, Pressure
@@ -53,16 +54,27 @@ def arch(machine: str) -> str:
     return _ARCH.get(machine, machine)
 
 
-def labels(name: str, machine: str) -> dict[str, str]:
+def labels(name: str, machine: str, *, control_plane: bool = True) -> dict[str, str]:
     goarch = arch(machine)
-    return {
+    out = {
         "beta.kubernetes.io/arch": goarch,
         "beta.kubernetes.io/os": "linux",
         "kubernetes.io/arch": goarch,
         "kubernetes.io/hostname": name,
         "kubernetes.io/os": "linux",
-        "node-role.kubernetes.io/control-plane": "",
     }
+    if control_plane:
+        out["node-role.kubernetes.io/control-plane"] = ""
+    return out
+
+
+def label_problem(key: str, value: str) -> str | None:
+    """Why ``key: value`` is not a valid label (kube's qualified-name and label-value rules), or None."""
+    if not _QUALIFIED.match(key) or len(key.rpartition("/")[2]) > 63:
+        return f'"{key}": a qualified name such as example.com/node-type (at most 63 characters after the prefix)'
+    if not _VALUE.match(value) or len(value) > 63:
+        return f"\"{value}\": at most 63 alphanumerics, '-', '_' or '.', starting and ending with an alphanumeric"
+    return None
 
 
 def parse_taint(text: str) -> Obj:
@@ -80,21 +92,34 @@ def parse_taint(text: str) -> Obj:
     return {"key": key, "effect": effect, **({"value": value} if value else {})}
 
 
-def manifest(name: str, *, machine: str, capacity: Capacity, taints: list[Obj]) -> Obj:
-    """The Node's metadata and spec (status is written through ``/status``)."""
+def manifest(
+    name: str,
+    *,
+    machine: str,
+    capacity: Capacity,
+    taints: list[Obj],
+    extra_labels: Mapping[str, str] | None = None,
+    control_plane: bool = True,
+) -> Obj:
+    """The Node's metadata and spec (status is written through ``/status``); ``extra_labels`` from a nodes file."""
     annotations = {}
     if capacity.declared:
         annotations[DECLARED_ANNOTATION] = ",".join(sorted(capacity.declared))
     return {
         "apiVersion": "v1",
         "kind": "Node",
-        "metadata": {"name": name, "labels": labels(name, machine), "annotations": annotations},
+        "metadata": {
+            "name": name,
+            "labels": labels(name, machine, control_plane=control_plane) | dict(extra_labels or {}),
+            "annotations": annotations,
+        },
         "spec": {"taints": taints} if taints else {},
     }
 
 
 def conditions(previous: list[Obj], pressure: Pressure, now: str) -> list[Obj]:
-    """The kubelet's four node conditions, heartbeat ``now``; a transition time moves only on a change."""
+    """The kubelet's four node conditions, heartbeat ``now`` (a transition time moves only on a
+    change), then the others ``previous`` holds."""
     before = {c.get("type"): c for c in previous if isinstance(c, dict)}
     rows = [
         (kind, "True" if getattr(pressure, attr) else "False", *(on if getattr(pressure, attr) else off))
@@ -115,6 +140,10 @@ def conditions(previous: list[Obj], pressure: Pressure, now: str) -> list[Obj]:
                 "lastTransitionTime": since,
             }
         )
+    # Conditions others set (a spot interruption notice, node-problem-detector's) stay: the kubelet
+    # patches its own by type (a strategic merge); this merge patch writes the list whole.
+    ours = {row[0] for row in rows}
+    out.extend(c for c in previous if isinstance(c, dict) and c.get("type") not in ours)
     return out
 
 

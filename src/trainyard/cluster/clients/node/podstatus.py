@@ -42,7 +42,15 @@ Write = Callable[[str, str, Obj], Awaitable[None]]
 
 
 def pod_status(
-    run: PodRun, pod: Obj, phase: str, *, address: str, now: str, reason: str | None, message: str | None
+    run: PodRun,
+    pod: Obj,
+    phase: str,
+    *,
+    address: str,
+    now: str,
+    reason: str | None,
+    message: str | None,
+    disruption: Obj | None = None,
 ) -> Obj:
     statuses = [cr.status() for cr in run.containers]
     init_statuses = [cr.status() for cr in run.init_containers]
@@ -52,7 +60,7 @@ def pod_status(
         "podIP": address,
         "podIPs": [{"ip": address}],
         "startTime": (pod.get("status") or {}).get("startTime") or now,
-        "conditions": pod_conditions(phase, init_statuses, statuses),
+        "conditions": pod_conditions(phase, init_statuses, statuses) + ([disruption] if disruption else []),
         "containerStatuses": statuses,
         "qosClass": qos.qos_class(pod.get("spec") or {}),
     }
@@ -163,6 +171,7 @@ class PodStatuses:
         message: str | None = None,
         wait: bool = True,
         hold: float = 0.0,
+        disruption: Obj | None = None,
     ) -> None:
         """Write the pod's status (newest wins); with ``wait``, return once it is written.
 
@@ -172,7 +181,16 @@ class PodStatuses:
             if run.final:
                 return
             run.final = phase in TERMINAL
-            status = pod_status(run, pod, phase, address=self.address, now=self.now(), reason=reason, message=message)
+            status = pod_status(
+                run,
+                pod,
+                phase,
+                address=self.address,
+                now=self.now(),
+                reason=reason,
+                message=message,
+                disruption=disruption,
+            )
             written = self._writer.put(run.namespace, run.name, status, hold=hold)
         if wait:
             await written

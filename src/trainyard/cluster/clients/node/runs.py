@@ -125,3 +125,5 @@ class PodRun:
     # exec'd commands run in: they are the pod's, and go when it stops (``podexec``).
     pod: Obj = field(default_factory=dict)
     exec_sessions: set[int] = field(default_factory=set)
+    # Stopped by the node's graceful shutdown: reported Failed (Terminated) whatever the exits.
+    shutdown: bool = False

@@ -33,7 +33,7 @@ from typing import Any
 
 from lightkube import AsyncClient
 from lightkube.core.exceptions import ApiError
-from lightkube.generic_resource import create_global_resource, create_namespaced_resource
+from lightkube.generic_resource import create_namespaced_resource
 from lightkube.resources.core_v1 import PodBinding
 from lightkube.resources.scheduling_v1 import PriorityClass
 from lightkube.types import PatchType
@@ -41,7 +41,7 @@ from lightkube.types import PatchType
 from trainyard.api import podgroupcrds
 from trainyard.api.meta import Obj, format_time
 from trainyard.client.events import event_body
-from trainyard.client.resources import build, is_status, to_dict
+from trainyard.client.resources import build, global_resource, is_status, to_dict
 from trainyard.cluster.clients.scheduler import evictions, placement, podgroups, preemption, snapshot
 from trainyard.cluster.clients.scheduler.queueing import PodQueue
 from trainyard.cluster.clients.scheduler.reports import POD, RETRY_SECONDS, Reports, pod_ref
@@ -51,7 +51,7 @@ from trainyard.kit.informer import Informer, newer
 log = logging.getLogger(__name__)
 
 # Plain-dict resources: the scheduler reads a few fields of many objects.
-NODE = create_global_resource("", "v1", "Node", "nodes")
+NODE = global_resource("", "v1", "Node", "nodes")
 X_K8S_GROUP = create_namespaced_resource(podgroupcrds.X_K8S, "v1alpha1", "PodGroup", "podgroups")
 VOLCANO_POD_GROUP = create_namespaced_resource(podgroupcrds.VOLCANO, "v1beta1", "PodGroup", "podgroups")
 GROUP_RESOURCES = {COSCHEDULING: X_K8S_GROUP, VOLCANO_GROUP: VOLCANO_POD_GROUP}
