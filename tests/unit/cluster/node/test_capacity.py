@@ -108,3 +108,26 @@ def test_conditions_keep_their_transition_time_until_they_change() -> None:
         "KubeletHasInsufficientMemory",
         "t3",
     )
+
+
+def test_conditions_others_set_survive_the_heartbeat() -> None:
+    notice = {"type": "SpotInterruption", "status": "True", "reason": "SpotInterruptionNotice"}
+    written = nodestatus.conditions([*nodestatus.conditions([], Pressure(), "t1"), notice], Pressure(), "t2")
+    kubelet = ["MemoryPressure", "DiskPressure", "PIDPressure", "Ready"]
+    assert [c["type"] for c in written] == [*kubelet, "SpotInterruption"]
+    assert written[-1] == notice
+
+
+def test_only_the_control_plane_node_carries_its_role_and_a_file_adds_labels() -> None:
+    capacity = Capacity(cpu=1000, memory=2**30, gpus=0)
+    node = nodestatus.manifest(
+        "node-2",
+        machine="x86_64",
+        capacity=capacity,
+        taints=[],
+        extra_labels={"topology.kubernetes.io/zone": "zone-b"},
+        control_plane=False,
+    )
+    labels = node["metadata"]["labels"]
+    assert "node-role.kubernetes.io/control-plane" not in labels
+    assert (labels["kubernetes.io/hostname"], labels["topology.kubernetes.io/zone"]) == ("node-2", "zone-b")
