@@ -299,15 +299,28 @@ def failure_detail(pod: Pod, plugin: Framework) -> str:
     rtype, index = children.replica_type_of(pod, plugin), children.replica_index(pod)
     replica = rtype if index is None else f"{rtype} {index}"  # an MPIJob's launcher has no index
     who = f"{replica} (pod {pod.name})" if rtype is not None else f"pod {pod.name}"
+    # A pod the cluster ended (its node shut down, was drained or lost) says on which node, and why.
+    disrupted = _disruption(pod)
+    node = pod.spec.node_name if pod.spec is not None else None
+    where = f" on node {node}" if node and disrupted else ""
     main = main_status(pod, plugin)
     ended = None
     if main is not None:
         ended = main.state.terminated or (main.last_state.terminated if main.last_state is not None else None)
     if ended is not None:
-        return f"{who} exited with code {ended.exit_code} ({ended.reason or 'Error'})"
+        return f"{who}{where} exited with code {ended.exit_code} ({ended.reason or 'Error'}){disrupted}"
     if pod.status.reason:
-        return f"{who} failed: {pod.status.reason}" + (f" ({pod.status.message})" if pod.status.message else "")
-    return f"{who} failed"
+        told = f" ({pod.status.message})" if pod.status.message else ""
+        return f"{who}{where} failed: {pod.status.reason}{told}"
+    return f"{who}{where} failed{disrupted}"
+
+
+def _disruption(pod: Pod) -> str:
+    """``: <reason>: <message>`` of the pod's ``DisruptionTarget`` condition, when the cluster ended it."""
+    for condition in pod.status.conditions or []:
+        if condition.type == "DisruptionTarget" and condition.status == "True":
+            return f": {condition.reason}: {condition.message}" if condition.message else f": {condition.reason}"
+    return ""
 
 
 def _failure(job: TrainingJob, plugin: Framework, pod: Pod) -> str | None:

@@ -953,3 +953,24 @@ def test_a_preempted_static_world_restarts_whole_uncounted_and_says_so() -> None
     )
     assert (last.type, last.status, last.message) == ("Restarting", "True", message)
     assert Event(EventType.WARNING, "Preempted", message) in plan.events
+
+
+def test_a_pod_the_cluster_ended_names_its_node_and_why() -> None:
+    owner = default_scope(elastic=False)
+    said = "Pod was terminated in response to imminent node shutdown."
+    body = with_status(
+        pod(owner, "Worker", 1),
+        phase="Failed",
+        reason="Terminated",
+        message=said,
+        containerStatuses=[main_status(state={"terminated": {"exitCode": 143, "reason": "Error"}})],
+        conditions=[{"type": "DisruptionTarget", "status": "True", "reason": "TerminationByKubelet", "message": said}],
+    ).to_dict()
+    body["spec"]["nodeName"] = "spot-2"
+    assert failure_detail(Pod.model_validate(body), PLUGIN) == (
+        f"Worker 1 (pod mnist-worker-1) on node spot-2 exited with code 143 (Error): TerminationByKubelet: {said}"
+    )
+    # A plain failure stays as it was: where it ran does not explain it.
+    assert (
+        failure_detail(failed_worker(owner, 1, 1), PLUGIN) == "Worker 1 (pod mnist-worker-1) exited with code 1 (Error)"
+    )
