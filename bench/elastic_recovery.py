@@ -4,7 +4,9 @@ The plane runs as ``yard up`` would start it, in a temporary home. Each run subm
 ``examples/pytorch-elastic`` (3 Workers, ``minReplicas: 2``, ``maxReplicas: 4``, c10d, one process
 per pod, a checkpoint every 5 steps, 0.2 s per step), waits until training passed step 12, then
 loses one worker (``--how delete``: ``kubectl delete pod``; ``--how kill``: SIGKILL every process
-of its container) and reads the training script's own stamped lines from ``kubectl logs``:
+of its container; ``--how node``: on a plane of 3 nodes with one worker each, the worker's node
+stops, as ``yard node stop`` stops it: heartbeats end, every process there is killed) and reads the
+training script's own stamped lines from ``kubectl logs``:
 
 * *kill → new round*: until the survivors' agents closed their first rendezvous round after the
   loss (torchrun's own ``Rendezvous complete`` log line, ``LOGLEVEL=INFO``): failure detection,
@@ -15,7 +17,10 @@ of its container) and reads the training script's own stamped lines from ``kubec
   group, checkpoint load) is reported apart, from their ``resumed ... up S`` line;
 * *kill → first step*: until the first training step after that restart (the figure of issue #12);
 * *kill → replacement in*: until the replacement's own training process started (it joined a
-  rendezvous), and the job's end.
+  rendezvous), and the job's end (not with ``--how node``: the lost pod stays bound to the dead
+  node until the node lifecycle controller evicts it, and the survivors finish without it);
+* *steps lost*: the best step before the loss less the step the survivors resumed from (at most
+  the checkpoint interval, 5, is the goal).
 
 Runs are made for a non-zero worker (worker-2) and for worker-0 (the one upstream's layout makes
 the rendezvous host). The target is training again within 15 s plus the script's start-up
@@ -58,8 +63,9 @@ def load() -> str:
 
 
 class Bench:
-    def __init__(self, home: Path, src: Path) -> None:
+    def __init__(self, home: Path, src: Path, nodes: int = 1) -> None:
         self.home = home
+        self.nodes = nodes
         self.env = {**os.environ, "PYTHONPATH": f"{src}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
         self.yard = [sys.executable, "-m", "trainyard.cli.main", "--home", str(home)]
         self.kube = {**os.environ, "KUBECONFIG": str(home / "kubeconfig"), "KUBECACHEDIR": str(home / "kube-cache")}
@@ -69,6 +75,8 @@ class Bench:
             s.bind(("127.0.0.1", 0))
             port = s.getsockname()[1]
         argv = [*self.yard, "up", "--port", str(port), "--workspace", str(REPO), "--restart-backoff", "0.2"]
+        if self.nodes > 1:
+            argv += ["--nodes", str(self.nodes)]
         subprocess.run(argv, check=True, env=self.env, cwd=REPO, capture_output=True)
 
     def down(self) -> None:
@@ -130,6 +138,10 @@ class Bench:
         container["env"].append({"name": "CHECKPOINT_DIR", "value": str(checkpoints)})
         container["args"] = ["--steps", "80", "--step-seconds", "0.2"]
         container["env"].append({"name": "LOGLEVEL", "value": "INFO"})  # torchrun logs each round
+        if how == "node":  # one worker per node
+            job_label = {"training.kubeflow.org/job-name": name}
+            term = {"labelSelector": {"matchLabels": job_label}, "topologyKey": "kubernetes.io/hostname"}
+            spec["affinity"] = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}
         workers = [f"{name}-worker-{i}" for i in range(3)]
         lost = workers[victim]
         submitted = time.time()
@@ -143,8 +155,11 @@ class Bench:
         before = self.pod(lost)
         assert before is not None
         killed = time.time()
+        reached = max((int(m[1]) for w in workers for m in STEP.finditer(self.logs(w))), default=0)
         if how == "delete":
             self.kubectl("delete", "pod", lost, "--wait=false")
+        elif how == "node":
+            self.kubectl("annotate", "node", before["spec"]["nodeName"], "trainyard.dev/power=off")
         else:
             self.kill_container(before)
         survivors = [w for w in workers if w != lost]
@@ -173,6 +188,26 @@ class Bench:
             return min(times) if times else None
 
         step = self.until(first_step, 300, "a step after the restart")
+        resumed = min(
+            (int(m[1] or 0) for w in survivors for m in STARTED.finditer(self.logs(w)) if float(m[2]) > killed),
+            default=0,
+        )
+        if how == "node":
+            self.kubectl("delete", "pytorchjob", name, "--wait=false")
+            self.kubectl("annotate", "node", before["spec"]["nodeName"], "trainyard.dev/power-")
+            nan = float("nan")
+            return {
+                "to_training": trained_at - submitted,
+                "spawned": restart - startup - killed,
+                "round": (rounds[0] - killed) if rounds else nan,
+                "rounds": float(len(rounds)) / len(survivors),
+                "startup": startup,
+                "restarted": restart - killed,
+                "first_step": step - killed,
+                "replacement": nan,
+                "job": nan,
+                "lost": float(reached - resumed),
+            }
 
         def replacement() -> float | None:
             now = self.pod(lost)
@@ -200,17 +235,18 @@ class Bench:
             "first_step": step - killed,
             "replacement": joined - killed,
             "job": done - submitted,
+            "lost": float(reached - resumed),
         }
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--how", choices=["delete", "kill"], default="delete")
+    parser.add_argument("--how", choices=["delete", "kill", "node"], default="delete")
     parser.add_argument("--runs", type=int, default=1, help="runs per victim")
     parser.add_argument("--src", type=Path, default=REPO / "src", help="the checkout whose plane runs")
     args = parser.parse_args()
     home = Path(tempfile.mkdtemp(prefix="yard-bench-elastic-"))
-    bench = Bench(home, args.src)
+    bench = Bench(home, args.src, nodes=3 if args.how == "node" else 1)
     print(f"target: training again within {TARGET_S:.0f} s of the loss plus the script's start-up ({load()})")
     bench.up()
     try:
@@ -225,6 +261,7 @@ def main() -> None:
                     f"{f['spawned']:.1f} s, their start-up (imports, process group, checkpoint) "
                     f"{f['startup']:.1f} s, -> first step {f['first_step']:.1f} s; less start-up {net:.1f} s "
                     f"({TARGET_S / net:.2f}x target, {'meets' if net <= TARGET_S else 'MISSES'}); "
+                    f"steps lost {f['lost']:.0f} (checkpoint every 5); "
                     f"replacement training {f['replacement']:.1f} s after the kill; "
                     f"job {f['job']:.1f} s (training from {f['to_training']:.1f} s); {load()}",
                     flush=True,
