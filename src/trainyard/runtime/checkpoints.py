@@ -9,6 +9,14 @@ number, and only the last ``keep`` survive a save. Other ranks' saves do nothing
 Directory: the one given, else ``TRAINYARD_CHECKPOINT_DIR`` (a TrainingJob's ``checkpoint``
 settings compile to it), else ``checkpoints`` in the working directory.
 
+S3: a directory ``s3://bucket/prefix`` makes the local directory a cache (``cache=``, else
+``TRAINYARD_CHECKPOINT_CACHE``, else under the temporary directory): a save writes there as above
+and returns; a background thread uploads the files and publishes the checkpoint's manifest
+(``s3checkpoints``: atomicity, rotation, cached reads; ``s3store``: boto3, credentials, errors).
+Listing, rotation and resume go by manifests; locations are then ``s3://`` URIs (``Location``).
+At exit the process waits, bounded, for the upload in flight (``_finish_at_exit``), after
+SIGTERM too (``signals``).
+
 Resume: the operator injects ``TRAINYARD_RESUME_FROM``, a checkpoint file or a directory whose
 latest checkpoint to use: a job's ``resumeFrom``, or, once the job has reported a checkpoint,
 its last one (``status.trainingProgress.lastCheckpoint``), so that pods created after a restart

@@ -248,3 +248,17 @@ def test_without_boto3_the_extra_is_named(tmp_path: Path, monkeypatch: pytest.Mo
         CheckpointStorageError, match=r"need boto3, which is not installed: pip install 'trainyard\[s3\]'"
     ):
         CheckpointManager("s3://some-bucket/job", rank=0, environ=KEYS)
+
+
+def test_the_pod_env_names_the_bucket(tmp_path: Path, env: dict[str, str], bucket: str) -> None:
+    # What a TrainingJob's checkpoint.storage.type s3 gives its workers (frameworks.trainingjob).
+    pod = {**env, "TRAINYARD_CHECKPOINT_DIR": f"s3://{bucket}/train", "TRAINYARD_CHECKPOINT_KEEP": "1"}
+    first = CheckpointManager(rank=0, environ=pod, cache=tmp_path / "a")
+    first.save({"epoch": 1}, epoch=1)
+    first.save({"epoch": 2}, epoch=2)
+    first.wait()
+    restarted = CheckpointManager(rank=0, environ={**pod, "TRAINYARD_CHECKPOINT_CACHE": str(tmp_path / "b")})
+    assert restarted.directory == tmp_path / "b"
+    assert restarted.load_latest() == {"epoch": 2}
+    assert CheckpointManager(environ={**pod, "RANK": "1"}, cache=tmp_path / "c").save(b"x", epoch=3) is None
+    assert restarted.checkpoints() == [f"s3://{bucket}/train/checkpoint-00000002.ckpt"]
