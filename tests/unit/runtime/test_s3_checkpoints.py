@@ -172,6 +172,8 @@ def test_the_cache_is_read_first_and_refreshed_when_stale(tmp_path: Path, env: d
     writer.wait()
     (writer.directory / "checkpoint-00000002.ckpt").write_bytes(b"stale")
     assert writer.load_latest() == {"epoch": 2}  # digest differs: downloaded again
+    latest = writer.latest()
+    assert latest is not None and writer.local_path(latest) == writer.directory / "checkpoint-00000002.ckpt"
 
 
 def test_resume_from_an_s3_uri(
