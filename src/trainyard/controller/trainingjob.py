@@ -84,12 +84,12 @@ def reconcile(observed: TrainingJobObserved) -> TrainingJobPlan:
 
 def _creation_notes(tjob: Obj) -> list[Event]:
     """What the owned job will not do as the spec may suggest: said once, when it is created."""
-    _, uri = checkpoint_location(tjob)
-    if uri is None:
-        return []
+    directory, uri = checkpoint_location(tjob)
+    if uri is None or directory is not None:
+        return []  # a directory, or S3, which CheckpointManager writes
     message = (
         f"checkpoints go to {uri} (TRAINYARD_CHECKPOINT_URI): an object store the training code writes itself; "
-        "trainyard's stand-in trainer and CheckpointManager write only directories (pvc, nfs, local storage)"
+        "trainyard's stand-in trainer and CheckpointManager write only directories (pvc, nfs, local storage) and s3"
     )
     return [Event(EventType.WARNING, "CheckpointStorageNotLocal", message)]
 

@@ -43,10 +43,8 @@ import logging
 import math
 import os
 import re
-import signal
 import ssl
 import sys
-import threading
 import time
 import urllib.error
 import urllib.parse
@@ -55,6 +53,8 @@ from collections import deque
 from collections.abc import Mapping
 from typing import Any
 
+from trainyard.runtime import signals
+from trainyard.runtime.signals import exit_on_sigterm as exit_on_sigterm  # reporting calls it here
 from trainyard.runtime.snapshots import MetricValue, ParamValue, Snapshot
 
 _logger = logging.getLogger(__name__)
@@ -139,25 +139,6 @@ def run_failed() -> bool:
     return getattr(sys, "last_value", None) is not None
 
 
-_terminated = threading.Event()
-
-
-def exit_on_sigterm() -> None:
-    """SIGTERM's default action skips ``atexit``, where the run is ended; see the module docstring.
-    Called for the process-wide reporter (``reporting.default_sinks``), not for sinks built by hand."""
-    if threading.current_thread() is not threading.main_thread():
-        return
-    if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
-        return
-
-    def terminate(signum: int, _frame: object) -> None:
-        _terminated.set()
-        signal.signal(signum, signal.SIG_DFL)  # a second SIGTERM kills at once
-        raise SystemExit(128 + signum)
-
-    signal.signal(signal.SIGTERM, terminate)
-
-
 class MlflowSink:
     """A :class:`trainyard.runtime.snapshots.Sink` that keeps an MLflow run; see the module docstring."""
 
@@ -232,7 +213,7 @@ class MlflowSink:
     def close(self, timeout: float) -> None:
         if self.run_id is None or not self.owns_run:
             return
-        status = "KILLED" if _terminated.is_set() else "FAILED" if run_failed() else "FINISHED"
+        status = "KILLED" if signals.terminated() else "FAILED" if run_failed() else "FINISHED"
         self.call("runs/update", {"run_id": self.run_id, "status": status, "end_time": self._now_ms()}, timeout)
 
     # -- queueing --------------------------------------------------------------------------------

@@ -46,6 +46,7 @@ from torch.utils.data import DataLoader, TensorDataset
 from torch.utils.data.distributed import DistributedSampler
 
 from trainyard import runtime
+from trainyard.runtime.s3store import CheckpointStorageError
 
 SEED = 0
 TRANSFORMERS = ("bert", "gpt", "transformer", "t5", "llama", "roberta", "vit")
@@ -221,7 +222,10 @@ def main(argv: list[str] | None = None) -> None:
         context_settings={"help_option_names": ["-h", "--help"]},
     )
     app.command(help="trainyard's stand-in trainer (digits, small networks)")(_command)
-    typer.main.get_command(app).main(args=argv, prog_name="python -m trainyard.standins.train")
+    try:
+        typer.main.get_command(app).main(args=argv, prog_name="python -m trainyard.standins.train")
+    except CheckpointStorageError as error:  # its message names the cause and the fix: no traceback
+        raise SystemExit(f"checkpoints: {error}") from None
 
 
 def train(args: Hyperparameters) -> None:

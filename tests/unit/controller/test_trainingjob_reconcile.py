@@ -66,12 +66,13 @@ def test_advanced_example_passes_everything_through() -> None:
     values = env(c)
     assert values["NCCL_DEBUG"] == "INFO" and values["NCCL_IB_DISABLE"] == "1"  # the user's value first
     assert values["OPTIMIZER"] == "adamw" and values["MIXED_PRECISION"] == "true"
-    assert values["TRAINYARD_CHECKPOINT_URI"] == "s3://ml-checkpoints"
+    # S3: one prefix per job, and a directory CheckpointManager writes (TRAINYARD_CHECKPOINT_DIR)
+    assert values["TRAINYARD_CHECKPOINT_URI"] == "s3://ml-checkpoints/advanced-training"
+    assert values["TRAINYARD_CHECKPOINT_DIR"] == "s3://ml-checkpoints/advanced-training"
     assert values["TRAINYARD_CHECKPOINT_KEEP"] == "10" and values["TRAINYARD_CHECKPOINT_FREQUENCY"] == "5"
     assert values["TRAINYARD_RESUME_FROM"] == "s3://ml-checkpoints/resnet152/checkpoint-epoch-50"
     assert values["MLFLOW_TRACKING_URI"].startswith("http://mlflow") and values["WANDB_PROJECT"] == "advanced-training"
     assert values["TRAINYARD_DIST_BACKEND"] == "nccl"
-    assert "TRAINYARD_CHECKPOINT_DIR" not in values
     pod = specs["Master"]["template"]["spec"]
     assert pod["priorityClassName"] == "high-priority" and pod["nodeSelector"]["node-type"] == "gpu-large"
     assert pod["tolerations"][0]["key"] == "nvidia.com/gpu" and "podAntiAffinity" in pod["affinity"]
@@ -178,7 +179,17 @@ def test_failed_and_suspended() -> None:
     assert plan.apply[0]["spec"]["runPolicy"]["suspend"] is True  # the running job is suspended
 
 
-def test_s3_checkpoints_are_said_to_be_remote_once() -> None:
+def test_gcs_checkpoints_are_said_to_be_remote_once_and_s3_ones_are_written() -> None:
     tjob = example("gpt-resume")
     _, plan = step(tjob, None)
+    assert not [e for e in plan.events if e.reason == "CheckpointStorageNotLocal"]
+    values = env(container(plan.apply[0]))
+    assert values["TRAINYARD_CHECKPOINT_DIR"] == "s3://ml-checkpoints/gpt-resume"
+    assert values["TRAINYARD_RESUME_FROM"] == "s3://checkpoints/gpt-training/checkpoint-epoch-10"
+    tjob = example("gpt-resume")
+    tjob["spec"]["checkpoint"]["storage"] = {"type": "gcs", "gcsBucket": "ml-checkpoints", "path": "runs/gpt"}
+    _, plan = step(tjob, None)
     assert [e.reason for e in plan.events if e.reason == "CheckpointStorageNotLocal"] == ["CheckpointStorageNotLocal"]
+    values = env(container(plan.apply[0]))
+    assert values["TRAINYARD_CHECKPOINT_URI"] == "gcs://ml-checkpoints/runs/gpt"
+    assert "TRAINYARD_CHECKPOINT_DIR" not in values

@@ -76,7 +76,9 @@ def checkpoint_location(trainingjob: Obj) -> tuple[str | None, str | None]:
 
     A volume (pvc, nfs, local; an emptyDir when no storage is named) is mounted at ``/checkpoints``:
     the directory is ``/checkpoints/<storage.path>`` on a PVC (a claim holds many jobs' files), else
-    ``/checkpoints/<name>``. S3 and GCS are object stores: a URI, no directory.
+    ``/checkpoints/<name>``. S3 and GCS are object stores, under ``<bucket>/<storage.path>``, else
+    ``<bucket>/<name>`` (one prefix per job, as the seed's ``resumeFrom`` URIs read): S3 is both the
+    URI and the directory (``CheckpointManager`` writes ``s3://`` itself), GCS only a URI.
     """
     spec = _dict(trainingjob.get("spec"))
     checkpoint = _dict(spec.get("checkpoint"))
@@ -85,10 +87,11 @@ def checkpoint_location(trainingjob: Obj) -> tuple[str | None, str | None]:
     storage = _dict(checkpoint.get("storage"))
     kind = storage.get("type")
     path = str(storage.get("path") or "").strip("/")
+    name = trainingjob["metadata"]["name"]
     if kind in ("s3", "gcs"):
-        bucket = storage.get(f"{kind}Bucket")
-        return None, f"{kind}://{bucket}/{path}".rstrip("/")
-    sub = path if kind == "pvc" and path else trainingjob["metadata"]["name"]
+        uri = f"{kind}://{storage.get(f'{kind}Bucket')}/{path or name}"
+        return (uri if kind == "s3" else None), uri
+    sub = path if kind == "pvc" and path else name
     return f"{tj.CHECKPOINT_MOUNT}/{sub}", None
 
 
