@@ -47,9 +47,9 @@ $(STAMP): pyproject.toml
 	@rm -rf $(VENV)/clients && mkdir -p $(VENV)/clients
 	$(BIN)/python -m pip freeze --disable-pip-version-check --exclude-editable --exclude kubernetes > $(VENV)/clients/constraints.txt
 	@# moto: the real S3 server the checkpoint tests start (moto.server), with its own botocore and
-	@# python-dateutil (<3), so beside the venv, unconstrained by it, by the interpreter outside it (no conflict report).
+	@# python-dateutil (<3), so in a venv of its own beside trainyard's (unconstrained by it).
 	$(CLIENT_PIP) $(VENV)/clients/k8s35 'kubernetes==35.0.0' & k8s=$$!; \
-	$(PYTHON) -m pip install --quiet --disable-pip-version-check --upgrade --target $(VENV)/clients/moto 'moto[s3]==5.2.5' 'flask==3.1.3' 'flask-cors==6.0.5' & moto=$$!; \
+	{ $(PYTHON) -m venv $(VENV)/clients/moto && $(VENV)/clients/moto/bin/python -m pip install --quiet --disable-pip-version-check 'moto[s3]==5.2.5' 'flask==3.1.3' 'flask-cors==6.0.5'; } & moto=$$!; \
 	$(CLIENT_PIP) $(VENV)/clients/kubeflow-training 'kubeflow-training==1.9.4' 'kubernetes==35.0.0' & training=$$!; \
 	$(CLIENT_PIP) $(VENV)/clients/kubeflow 'kubeflow==0.5.0' 'kubernetes==35.0.0'; sdk=$$?; \
 	wait $$k8s && wait $$moto && wait $$training && exit $$sdk

@@ -1,7 +1,7 @@
 """A real S3 server for tests: moto's server mode, in a subprocess on a free loopback port.
 
-moto lives beside the venv (``<venv>/clients/moto``, ``make install``) with its own botocore and
-python-dateutil, which the venv's kubernetes pin refuses; the server runs from there.
+moto lives in a venv of its own beside trainyard's (``<venv>/clients/moto``, ``make install``) with
+its own botocore and python-dateutil, which the venv's kubernetes pin refuses; the server runs there.
 """
 
 from __future__ import annotations
@@ -28,12 +28,14 @@ def free_port() -> int:
 @contextmanager
 def moto_server(extra_env: Mapping[str, str] | None = None) -> Iterator[str]:
     """Start moto's S3 server; yields its endpoint URL; stops it at the end."""
-    if not (MOTO / "moto").is_dir():
+    python = MOTO / "bin" / "python"
+    if not python.exists():
         raise RuntimeError(f"moto is not installed in {MOTO}: run `make install`")
     port = free_port()
-    env = {**os.environ, "PYTHONPATH": str(MOTO), **(extra_env or {})}
+    env = {**os.environ, **(extra_env or {})}
+    env.pop("PYTHONPATH", None)  # trainyard's sources and packages are not the server's
     process = subprocess.Popen(
-        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+        [str(python), "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
         env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
