@@ -96,8 +96,8 @@ def test_an_elastic_job_keeps_training_when_a_workers_node_stops(
     survivors = [w for w in workers if w != lost]
 
     def resumed() -> list[int]:
-        found = [int(m[2]) for w in survivors for m in STARTED.finditer(kubectl.run("logs", "-n", ns, w).stdout) if m[2]]
-        return found
+        logs = [kubectl.run("logs", "-n", ns, w).stdout for w in survivors]
+        return [int(m[2]) for log in logs for m in STARTED.finditer(log) if m[2]]
 
     resumed_from = eventually(resumed, timeout=WAIT, what="the survivors resuming from a checkpoint")
     assert min(resumed_from) >= 5  # from the last checkpoint, not from step 0
