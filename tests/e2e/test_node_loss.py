@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -92,12 +93,13 @@ def test_an_elastic_job_keeps_training_when_a_workers_node_stops(
     rdzv = next(p["spec"]["nodeName"] for name, p in placed.items() if name not in workers)
     lost = next(w for w in workers[1:] if placed[w]["spec"]["nodeName"] != rdzv)
     node = placed[lost]["spec"]["nodeName"]
+    stopped = time.time()
     plane.yard("node", "stop", node)
     survivors = [w for w in workers if w != lost]
 
     def resumed() -> list[int]:
         logs = [kubectl.run("logs", "-n", ns, w).stdout for w in survivors]
-        return [int(m[2]) for log in logs for m in STARTED.finditer(log) if m[2]]
+        return [int(m[2]) for log in logs for m in STARTED.finditer(log) if m[2] and float(m[3]) > stopped]
 
     resumed_from = eventually(resumed, timeout=WAIT, what="the survivors resuming from a checkpoint")
     assert min(resumed_from) >= 5  # from the last checkpoint, not from step 0
