@@ -5,11 +5,14 @@ and scoring, in its words.
   ``NodeUnschedulable`` (``node(s) were unschedulable``), ``TaintToleration`` (NoSchedule and
   NoExecute taints; ``node(s) had untolerated taint {key: value}``), ``NodeAffinity``
   (``nodeSelector`` and required node affinity with In, NotIn, Exists, DoesNotExist, Gt and Lt
-  over labels and ``metadata.name``; ``node(s) didn't match Pod's node affinity/selector``) and
-  ``NodeResourcesFit`` (``Too many pods``, ``Insufficient <resource>``).
-* **Scoring**: the least allocated feasible node (CPU and memory), then by name.
-* **The message** of a pod that fits no node is kube-scheduler's ``FitError``, with the
-  ``preemption:`` part the default preemption plugin writes when it finds no victims.
+  over labels and ``metadata.name``; ``node(s) didn't match Pod's node affinity/selector``),
+  ``NodeResourcesFit`` (``Too many pods``, ``Insufficient <resource>``), ``PodTopologySpread``
+  (``spread``) and ``InterPodAffinity`` (``interpod``), the last two reading the pods already
+  placed (``placed``) through a pre-filter state computed once per pod.
+* **Scoring**: ``scoring`` (the default profile's plugins and weights), ties by name.
+* **The message** of a pod that fits no node is kube-scheduler's ``FitError``: the reasons'
+  histogram sorted as strings, with the ``preemption:`` part the default preemption plugin writes
+  when it finds no victims.
 
 Pure: no I/O.
 """
@@ -19,9 +22,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from trainyard.api.meta import Obj
+from trainyard.cluster.clients.scheduler import interpod, scoring, spread
+from trainyard.cluster.clients.scheduler.nodematch import node_affinity_matches, tolerates, untolerated
+from trainyard.cluster.clients.scheduler.placed import Placed
 from trainyard.cluster.clients.scheduler.snapshot import VOLCANO, NodeInfo, PodInfo, Usage
-from trainyard.cluster.quantity import CPU, MEMORY, PODS
+from trainyard.cluster.quantity import PODS
 
 UNSCHEDULABLE_TAINT = "node.kubernetes.io/unschedulable"
 
@@ -31,75 +36,6 @@ NODE_AFFINITY = "node(s) didn't match Pod's node affinity/selector"
 TOO_MANY_PODS = "Too many pods"
 NOT_HELPFUL = "Preemption is not helpful for scheduling"
 NO_VICTIMS = "No preemption victims found for incoming pod"
-
-
-def tolerates(toleration: Obj, taint: Obj) -> bool:
-    """``Toleration.ToleratesTaint``: empty effect matches every effect, ``Exists`` every value."""
-    effect = toleration.get("effect") or ""
-    if effect and effect != taint.get("effect"):
-        return False
-    key = toleration.get("key") or ""
-    operator = toleration.get("operator") or "Equal"
-    if key and key != taint.get("key"):
-        return False
-    if operator == "Exists":
-        return True
-    if not key:
-        return False  # an empty key with Equal is invalid; it tolerates nothing
-    return operator == "Equal" and (toleration.get("value") or "") == (taint.get("value") or "")
-
-
-def untolerated(pod: PodInfo, node: NodeInfo) -> Obj | None:
-    """The first NoSchedule/NoExecute taint of ``node`` that ``pod`` does not tolerate."""
-    for taint in node.taints:
-        if taint.get("effect") not in ("NoSchedule", "NoExecute"):
-            continue
-        if not any(tolerates(t, taint) for t in pod.tolerations):
-            return taint
-    return None
-
-
-def _requirement(req: Obj, value: str | None) -> bool:
-    operator = req.get("operator")
-    values = [str(v) for v in req.get("values") or []]
-    if operator == "In":
-        return value is not None and value in values
-    if operator == "NotIn":
-        return value is None or value not in values
-    if operator == "Exists":
-        return value is not None
-    if operator == "DoesNotExist":
-        return value is None
-    if operator in ("Gt", "Lt") and value is not None and len(values) == 1:
-        try:
-            have, bound = int(value), int(values[0])
-        except ValueError:
-            return False
-        return have > bound if operator == "Gt" else have < bound
-    return False
-
-
-def _term_matches(term: Obj, node: NodeInfo) -> bool:
-    expressions = [e for e in term.get("matchExpressions") or [] if isinstance(e, dict)]
-    fields = [e for e in term.get("matchFields") or [] if isinstance(e, dict)]
-    if not expressions and not fields:
-        return False  # an empty term matches no node
-    for req in expressions:
-        if not _requirement(req, node.labels.get(str(req.get("key")))):
-            return False
-    for req in fields:
-        value = node.name if req.get("key") == "metadata.name" else None
-        if not _requirement(req, value):
-            return False
-    return True
-
-
-def node_affinity_matches(pod: PodInfo, node: NodeInfo) -> bool:
-    if any(node.labels.get(k) != v for k, v in pod.node_selector):
-        return False
-    if pod.affinity is None:
-        return True
-    return any(_term_matches(term, node) for term in pod.affinity)
 
 
 def insufficient(requests: Mapping[str, int], node: NodeInfo, used: Usage) -> list[str]:
@@ -123,7 +59,25 @@ class Failure:
     resolvable: bool
 
 
-def filter_node(pod: PodInfo, node: NodeInfo, used: Usage) -> Failure | None:
+@dataclass(frozen=True)
+class Prefilter:
+    """What the filters that read other pods computed once for a pod (None: nothing to check)."""
+
+    spread: list[spread.Hard] | None = None
+    affinity: interpod.State | None = None
+
+
+NOTHING = Prefilter()
+
+
+def prefilter(pod: PodInfo, nodes: Sequence[NodeInfo], placed: Placed | None) -> Prefilter:
+    if placed is None:
+        return NOTHING
+    hard, affinity = spread.prefilter(pod, nodes, placed), interpod.prefilter(pod, placed)
+    return Prefilter(hard, affinity) if hard is not None or affinity is not None else NOTHING
+
+
+def filter_node(pod: PodInfo, node: NodeInfo, used: Usage, pre: Prefilter = NOTHING) -> Failure | None:
     """None when ``pod`` fits ``node``; else the first failing filter's reasons, in plugin order."""
     if node.unschedulable and not any(
         tolerates(t, {"key": UNSCHEDULABLE_TAINT, "effect": "NoSchedule"}) for t in pod.tolerations
@@ -135,7 +89,15 @@ def filter_node(pod: PodInfo, node: NodeInfo, used: Usage) -> Failure | None:
     if not node_affinity_matches(pod, node):
         return Failure((NODE_AFFINITY,), False)
     reasons = insufficient(pod.requests, node, used)
-    return Failure(tuple(reasons), True) if reasons else None
+    if reasons:
+        return Failure(tuple(reasons), True)
+    for found in (
+        spread.check(pre.spread, node) if pre.spread is not None else None,
+        interpod.check(pre.affinity, node) if pre.affinity is not None else None,
+    ):
+        if found is not None:
+            return Failure((found[0],), found[1])
+    return None
 
 
 def _histogram(reasons: Iterable[str]) -> str:
@@ -158,26 +120,22 @@ def fit_error(pod: PodInfo, failures: Sequence[Failure], nodes: int) -> str:
     return f"{message} preemption: 0/{nodes} nodes are available: {verdicts}.."
 
 
-def _score(node: NodeInfo, used: Usage, requests: Mapping[str, int]) -> float:
-    """LeastAllocated over CPU and memory: the share left free after placing the pod (higher is better)."""
-    shares = []
-    for name in (CPU, MEMORY):
-        total = node.allocatable.get(name, 0)
-        if total > 0:
-            shares.append((total - used.requested.get(name, 0) - requests.get(name, 0)) / total)
-    return sum(shares) / len(shares) if shares else 0.0
-
-
-def place(pod: PodInfo, nodes: Sequence[NodeInfo], used: Mapping[str, Usage]) -> tuple[str | None, list[Failure]]:
-    """The node ``pod`` goes to, or None with every node's failure."""
-    best: tuple[float, str] | None = None
-    failures = []
+def place(
+    pod: PodInfo, nodes: Sequence[NodeInfo], used: Mapping[str, Usage], placed: Placed | None = None
+) -> tuple[str | None, list[Failure]]:
+    """The node ``pod`` goes to, or None with every node's failure. ``placed``: the pods already on
+    the nodes, for the rules that read them (None: no pod is placed anywhere)."""
+    if placed is None:
+        placed = Placed(nodes)
+    everywhere = list(placed.nodes.values())  # spread's domains span every node, however few are tried
+    pre = prefilter(pod, everywhere, placed)
+    feasible, failures = [], []
     for node in nodes:
-        failure = filter_node(pod, node, used[node.name])
-        if failure is not None:
+        failure = filter_node(pod, node, used[node.name], pre)
+        if failure is None:
+            feasible.append(node)
+        else:
             failures.append(failure)
-            continue
-        rank = (-_score(node, used[node.name], pod.requests), node.name)
-        if best is None or rank < best:
-            best = rank
-    return (best[1] if best is not None else None), failures
+    if not feasible:
+        return None, failures
+    return scoring.best(pod, feasible, everywhere, used, placed), failures

@@ -84,6 +84,9 @@ class Scheduler:
         self.on_node: dict[str, dict[str, PodInfo]] = {}  # node -> uid -> the bound pods there
         self.evicting: set[str] = set()  # uids preempted by us, maybe not yet seen deleting
         self.nominated: dict[str, str] = {}  # uid -> node where preemption makes room for it
+        # Unschedulable pods that placing another pod may help (pod affinity, hard spread): a
+        # pod placed or relabelled moves them, as upstream's queueing hints for AssignedPodAdd.
+        self.sibling_waiters: set[str] = set()
         self.nodes: dict[str, NodeInfo] = {}
         self.classes: dict[str, int] = {}
         self.groups: dict[GroupKey, Obj] = {}
@@ -170,7 +173,7 @@ class Scheduler:
         node = self._node_of(info)
         if not node:
             return False
-        self.usage.setdefault(node, Usage()).add(info.requests, sign)
+        self.usage.setdefault(node, Usage()).add_pod(info, sign)
         if sign < 0:
             self.on_node.get(node, {}).pop(info.uid, None)
         else:
@@ -200,6 +203,7 @@ class Scheduler:
             self.assumed.pop(uid, None)
             self.evicting.discard(uid)
             self.nominated.pop(uid, None)
+            self.sibling_waiters.discard(uid)
             self.queue.remove(uid)
             self.reports.forget(uid)
             self._leave_group(old, uid)
@@ -214,6 +218,8 @@ class Scheduler:
         holds = self._charge(info, +1)
         if held and not holds:
             self._requeue_all()  # something finished: room for those waiting
+        elif holds and (not held or old is None or old.labels != info.labels):
+            self._wake_sibling_waiters()
         if old is None or old.group != info.group:
             self._leave_group(old, uid)
             if info.group is not None:
@@ -221,11 +227,24 @@ class Scheduler:
         if info.group is not None and (old is None or (old.node_name, old.phase) != (info.node_name, info.phase)):
             self._touch(info.group)
         if self._served(info):
-            if old is None or not self._served(old) or old.shape != info.shape or old.priority != info.priority:
+            if (
+                old is None
+                or not self._served(old)
+                or old.shape != info.shape
+                or old.priority != info.priority
+                or old.labels != info.labels
+            ):
                 self.queue.add(uid)
                 self._wake.set()
         else:
             self.queue.remove(uid)
+            self.sibling_waiters.discard(uid)
+
+    def _wake_sibling_waiters(self) -> None:
+        if self.sibling_waiters:
+            self.queue.move(self.sibling_waiters, asyncio.get_running_loop().time())
+            self._arm()
+            self._wake.set()
 
     def _leave_group(self, old: PodInfo | None, uid: str) -> None:
         if old is not None and old.group is not None:
@@ -381,6 +400,10 @@ class Scheduler:
         for pod, message in decision.unschedulable:
             self.queue.failed(pod.uid, now)
             self.reports.report(pod, message)
+            if pod.waits_for_siblings:
+                self.sibling_waiters.add(pod.uid)
+        if decision.bindings:
+            self._wake_sibling_waiters()  # a pod placed before them in this pass may have helped
         for key in decision.enqueued:
             self.enqueued.add(key)
             self._touch(key)

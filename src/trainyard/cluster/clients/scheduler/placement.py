@@ -33,6 +33,7 @@ from typing import Any
 from trainyard.api.meta import Obj
 from trainyard.cluster.clients.scheduler import preemption
 from trainyard.cluster.clients.scheduler.filters import NOT_HELPFUL, Failure, fit_error, place
+from trainyard.cluster.clients.scheduler.placed import Placed
 from trainyard.cluster.clients.scheduler.preemption import Preemption, Running
 from trainyard.cluster.clients.scheduler.snapshot import (
     COSCHEDULING,
@@ -247,32 +248,48 @@ def schedule(
     """
     decision = Decision()
     state = {n.name: (used[n.name].copy() if n.name in used else Usage()) for n in nodes}
+    placed = Placed(nodes, running)
     placeable = _enqueue(groups, nodes, state, priorities, decision)
-    # Pods of one shape that failed once fail again: usage only grows within one decision.
     refused: dict[tuple[Any, ...], str] = {}
     for unit in _units(pending, groups, priorities):
         if unit.group is None:
             pod = unit.pods[0]
-            if pod.shape in refused:
-                decision.unschedulable.append((pod, refused[pod.shape]))
+            key = _refusal_key(pod, placed)
+            if key in refused:
+                decision.unschedulable.append((pod, refused[key]))
                 continue
-            target, failures = place(pod, nodes, state)
+            target, failures = place(pod, nodes, state, placed)
             if target is not None:
-                state[target].add(pod.requests)
+                _bind(pod, target, state, placed)
                 decision.bindings.append((pod, target))
                 continue
             fit = fit_error(pod, failures, len(nodes))
-            found = _preempt([pod], 1, nodes, state, running, decision)
+            found = _preempt([pod], 1, nodes, state, running, decision, placed)
             if found:
                 decision.unschedulable.append((pod, preemption.nominated(fit)))
                 continue
             if running is not None:
                 fit = preemption.failed_message(fit, [pod], running, nodes)
-            refused[pod.shape] = fit
+            refused[key] = fit
             decision.unschedulable.append((pod, fit))
             continue
-        _schedule_gang(unit.group, unit.pods, nodes, state, placeable, decision, running)
+        _schedule_gang(unit.group, unit.pods, nodes, state, placeable, decision, running, placed)
     return decision
+
+
+def _refusal_key(pod: PodInfo, placed: Placed) -> tuple[Any, ...]:
+    """Which pods share a refusal within one decision: those of one shape, while usage and
+    anti-affinity only fill up. Labels join the key where some rule may match them; a pod that
+    placing others can help (pod affinity, hard spread) is refused only until anything is placed."""
+    labels = None
+    if pod.label_sensitive or placed.anti_affinity:
+        labels = (pod.namespace, tuple(sorted(pod.labels.items())))
+    return (pod.shape, labels, placed.version if pod.waits_for_siblings else None)
+
+
+def _bind(pod: PodInfo, node: str, state: Mapping[str, Usage], placed: Placed) -> None:
+    state[node].add_pod(pod)
+    placed.add(pod, node)
 
 
 def _preempt(
@@ -282,11 +299,12 @@ def _preempt(
     state: Mapping[str, Usage],
     running: Running | None,
     decision: Decision,
+    placed: Placed | None = None,
 ) -> bool:
     """Whether victims were found for ``pods`` (then recorded in ``decision``)."""
     if running is None or not nodes or pods[0].scheduler == VOLCANO:
         return False  # Volcano's preempt action (queues, jobs) is not the default plugin's
-    found = preemption.preempt(pods, need, nodes, state, running, decision.taken)
+    found = preemption.preempt(pods, need, nodes, state, running, decision.taken, placed)
     if found is None:
         return False
     decision.preempt(found)
@@ -300,7 +318,8 @@ def _schedule_gang(
     state: dict[str, Usage],
     placeable: set[GroupKey],
     decision: Decision,
-    running: Running | None = None,
+    running: Running | None,
+    placed: Placed,
 ) -> None:
     refusal = _gang_refusal(g, pods)
     if refusal is None and g.flavour == VOLCANO_GROUP and g.key not in placeable:
@@ -316,18 +335,18 @@ def _schedule_gang(
         return
     if not g.exists:  # coscheduling: a pod naming no PodGroup is scheduled on its own
         for pod in pods:
-            target, failures = place(pod, nodes, state)
+            target, failures = place(pod, nodes, state, placed)
             if target is None:
                 decision.unschedulable.append((pod, fit_error(pod, failures, len(nodes))))
             else:
-                state[target].add(pod.requests)
+                _bind(pod, target, state, placed)
                 decision.bindings.append((pod, target))
         return
     already = g.assigned()
     if g.flavour == COSCHEDULING and g.min_resources and already < g.min_member:
         short = _cluster_short(g, nodes, state)
         # Unlike coscheduling's PreFilter, the minResources gap may be closed by preemption.
-        if short is not None and not _preempt(pods, g.min_member - already, nodes, state, running, decision):
+        if short is not None and not _preempt(pods, g.min_member - already, nodes, state, running, decision, placed):
             decision.gangs[g.key] = short
             for pod in pods:
                 message = _prefilter_error(pod, len(nodes), short)
@@ -340,26 +359,30 @@ def _schedule_gang(
             for pod in pods:
                 decision.unschedulable.append((pod, f"0/{len(nodes)} nodes are available: {short}."))
             return
+    # Members are placed on a scratch copy, each seeing those placed before it (anti-affinity
+    # among siblings, spread inside the gang); undone unless the gang fits.
     scratch = {name: u.copy() for name, u in state.items()}
-    placed: list[tuple[PodInfo, str]] = []
+    mark = placed.mark()
+    fits: list[tuple[PodInfo, str]] = []
     failed: list[tuple[PodInfo, list[Failure]]] = []
     for pod in pods:
-        target, failures = place(pod, nodes, scratch)
+        target, failures = place(pod, nodes, scratch, placed)
         if target is None:
             failed.append((pod, failures))
         else:
-            scratch[target].add(pod.requests)
-            placed.append((pod, target))
-    if already + len(placed) >= g.min_member:
+            _bind(pod, target, scratch, placed)
+            fits.append((pod, target))
+    if already + len(fits) >= g.min_member:
         state.update(scratch)
-        decision.bindings += placed
+        decision.bindings += fits
         decision.unschedulable += [(pod, fit_error(pod, failures, len(nodes))) for pod, failures in failed]
         if not failed:
             decision.placed_gangs.append(g.key)
         return
+    placed.rollback(mark)
     first = fit_error(failed[0][0], failed[0][1], len(nodes)) if failed else ""
     need = g.min_member - already
-    if _preempt(pods, need, nodes, state, running, decision):
+    if _preempt(pods, need, nodes, state, running, decision, placed):
         message = f"{preemption.nominated(first)} PodGroup {g.label} is preempting lower-priority pods to make room."
         decision.gangs[g.key] = message
         decision.unschedulable += [(pod, message) for pod in pods]
@@ -367,7 +390,7 @@ def _schedule_gang(
     if g.flavour == VOLCANO_GROUP:
         message = (
             f"{len(failed)}/{len(pods)} tasks in gang unschedulable: pod group is not ready, {len(pods)} Pending, "
-            f"{g.min_member} minAvailable; Pending: {len(failed)} Unschedulable, {len(placed)} Schedulable. "
+            f"{g.min_member} minAvailable; Pending: {len(failed)} Unschedulable, {len(fits)} Schedulable. "
             f"Origin reason is {failed[0][0].name}: {first}"
             if failed
             else f"pod group {g.label} is not ready: {len(pods)} Pending, {g.min_member} minAvailable"
@@ -375,7 +398,7 @@ def _schedule_gang(
     else:
         message = (
             f"{first.split(' preemption:')[0]} PodGroup {g.label} gets rejected: {need} more pod(s) must be placed "
-            f"together for minMember {g.min_member}, only {len(placed)} fit."
+            f"together for minMember {g.min_member}, only {len(fits)} fit."
         )
     decision.gangs[g.key] = message
     decision.unschedulable += [(pod, message) for pod in pods]

@@ -34,7 +34,8 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from trainyard.cluster.clients.scheduler.filters import filter_node, place
+from trainyard.cluster.clients.scheduler.filters import filter_node, place, prefilter
+from trainyard.cluster.clients.scheduler.placed import Placed
 from trainyard.cluster.clients.scheduler.snapshot import NodeInfo, PodInfo, Usage
 
 DISRUPTION_TARGET = "DisruptionTarget"
@@ -116,16 +117,19 @@ def not_eligible(pods: Sequence[PodInfo], running: Running) -> str | None:
 
 
 def _fits(
-    pods: Sequence[PodInfo], need: int, nodes: Sequence[NodeInfo], used: Mapping[str, Usage]
+    pods: Sequence[PodInfo], need: int, nodes: Sequence[NodeInfo], used: Mapping[str, Usage], placed: Placed
 ) -> list[tuple[PodInfo, str]] | None:
     scratch = {name: u.copy() for name, u in used.items()}
-    placed = []
+    mark = placed.mark()
+    fits = []
     for pod in pods:
-        target, _ = place(pod, nodes, scratch)
+        target, _ = place(pod, nodes, scratch, placed)
         if target is not None:
-            scratch[target].add(pod.requests)
-            placed.append((pod, target))
-    return placed if len(placed) >= need else None
+            scratch[target].add_pod(pod)
+            placed.add(pod, target)
+            fits.append((pod, target))
+    placed.rollback(mark)
+    return fits if len(fits) >= need else None
 
 
 def _select(
@@ -134,31 +138,39 @@ def _select(
     nodes: Sequence[NodeInfo],
     used: Mapping[str, Usage],
     candidates: Sequence[Unit],
+    placed: Placed,
 ) -> tuple[list[Unit], list[tuple[PodInfo, str]]] | None:
-    """Remove every candidate unit; if ``pods`` then fit, give back all that are not needed."""
+    """Remove every candidate unit; if ``pods`` then fit, give back all that are not needed.
+
+    Victims leave ``placed`` too while they are tried, so that the anti-affinity and spread they
+    cause are lifted with them (as upstream's ``RemovePod`` on the pre-filter state)."""
     scratch = {name: u.copy() for name, u in used.items()}
+    mark = placed.mark()
 
     def charge(unit: Unit, sign: int) -> None:
         for member in unit.pods:
             if member.node_name in scratch:
-                scratch[member.node_name].add(member.requests, sign)
+                scratch[member.node_name].add_pod(member, sign)
+                placed.add(member, member.node_name, sign)
 
-    for unit in candidates:
-        charge(unit, -1)
-    placed = _fits(pods, need, nodes, scratch)
-    if placed is None:
-        return None
-    victims = []
-    for unit in sorted(candidates, key=lambda u: (u.importance, u.key)):
-        charge(unit, +1)
-        again = _fits(pods, need, nodes, scratch)
-        if again is None:
+    try:
+        for unit in candidates:
             charge(unit, -1)
-            victims.append(unit)
-        else:
-            placed = again
-    placed = _fits(pods, need, nodes, scratch) or placed
-    return victims, placed
+        fits = _fits(pods, need, nodes, scratch, placed)
+        if fits is None:
+            return None
+        victims = []
+        for unit in sorted(candidates, key=lambda u: (u.importance, u.key)):
+            charge(unit, +1)
+            again = _fits(pods, need, nodes, scratch, placed)
+            if again is None:
+                charge(unit, -1)
+                victims.append(unit)
+            else:
+                fits = again
+        return victims, _fits(pods, need, nodes, scratch, placed) or fits
+    finally:
+        placed.rollback(mark)
 
 
 def _pick(candidates: Sequence[tuple[list[Unit], list[tuple[PodInfo, str]]]]) -> int:
@@ -189,14 +201,18 @@ def preempt(
     used: Mapping[str, Usage],
     running: Running,
     taken: Collection[str] = (),
+    placed: Placed | None = None,
 ) -> Preemption | None:
     """Victims whose eviction lets ``pods`` (at least ``need`` of them) fit, or None.
 
     ``pods`` are one preemptor, or the pending members of one gang; ``taken`` are units already
-    chosen as victims in this pass (their resources are promised to another preemptor).
+    chosen as victims in this pass (their resources are promised to another preemptor);
+    ``placed``: the pass's placed pods (by default ``running``'s).
     """
     if not pods or not_eligible(pods, running) is not None:
         return None
+    if placed is None:
+        placed = Placed(nodes, running)
     priority = min(p.priority for p in pods)
     eligible = [
         u
@@ -212,22 +228,23 @@ def preempt(
     candidates: list[tuple[list[Unit], list[tuple[PodInfo, str]]]] = []
     if len(pods) == 1:
         pod = pods[0]
+        pre = prefilter(pod, list(placed.nodes.values()), placed)
         for node in sorted(nodes, key=lambda n: n.name):
-            failure = filter_node(pod, node, used.get(node.name, Usage()))
+            failure = filter_node(pod, node, used.get(node.name, Usage()), pre)
             if (failure is not None and not failure.resolvable) or node.name not in by_node:
                 continue
-            found = _select(pods, 1, [node], used, by_node[node.name])
+            found = _select(pods, 1, [node], used, by_node[node.name], placed)
             if found is not None and found[0]:
                 candidates.append(found)
     else:
-        found = _select(pods, need, nodes, used, eligible)
+        found = _select(pods, need, nodes, used, eligible, placed)
         if found is not None and found[0]:
             candidates.append(found)
     if not candidates:
         return None
-    victims, placed = candidates[_pick(candidates)]
+    victims, fits = candidates[_pick(candidates)]
     return Preemption(
-        preemptors=tuple(placed),
+        preemptors=tuple(fits),
         victims=tuple(p for u in sorted(victims, key=lambda u: u.key) for p in u.pods),
     )
 

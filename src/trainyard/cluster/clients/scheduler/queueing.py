@@ -3,7 +3,8 @@
 A new or changed pod is *active*: the next pass tries it. A pod that did not fit becomes
 *unschedulable*, with a back-off that doubles with each failed attempt (``INITIAL_BACKOFF`` to
 ``MAX_BACKOFF``, kube-scheduler's defaults). It is tried again only after a change that could
-make room (``move_all``: a pod finished, a node or a PodGroup changed) — at once if its back-off
+make room (``move_all``: a pod finished, a node or a PodGroup changed; ``move``: a pod placed
+or relabelled, for pods waiting on pod affinity or spread) — at once if its back-off
 has passed, else when it does (*backing off*) — or after ``FLUSH_SECONDS`` regardless. So a
 crowd of pods that cannot fit costs one attempt each per back-off, however busy the cluster.
 When no pod is active, the scheduler takes backing-off pods early, a few at a time (``pop_backing``,
@@ -14,6 +15,7 @@ Pure: the caller passes the time (its event loop's clock).
 from __future__ import annotations
 
 import heapq
+from collections.abc import Iterable
 
 INITIAL_BACKOFF = 1.0
 MAX_BACKOFF = 10.0
@@ -63,13 +65,20 @@ class PodQueue:
 
     def move_all(self, now: float) -> None:
         """Something changed that could make room: unschedulable pods become active or back off."""
-        for uid, (until, _) in self.unschedulable.items():
+        self.move(list(self.unschedulable), now)
+
+    def move(self, uids: Iterable[str], now: float) -> None:
+        """``move_all`` for some pods only (those a change could help, as a queueing hint says)."""
+        for uid in uids:
+            entry = self.unschedulable.pop(uid, None)
+            if entry is None:
+                continue
+            until = entry[0]
             if until <= now:
                 self.active.add(uid)
             else:
                 self.backing[uid] = until
                 heapq.heappush(self._heap, (until, uid))
-        self.unschedulable.clear()
 
     def expire(self, now: float) -> None:
         """Back-offs that ended make their pods active; pods unschedulable too long are flushed."""

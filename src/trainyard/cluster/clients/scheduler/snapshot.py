@@ -11,13 +11,21 @@ scheduler reads it. Pure: no I/O.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, Literal
 
 from trainyard.api.meta import Obj
-from trainyard.cluster.quantity import amount
+from trainyard.cluster.clients.scheduler.terms import (
+    NO_TERMS,
+    PodTerms,
+    Selector,
+    Spread,
+    pod_terms,
+    spread_constraints,
+)
+from trainyard.cluster.quantity import CPU, MEMORY, amount
 
 Resources = dict[str, int]
 GroupKey = tuple[str, str, str]  # (flavour, namespace, name)
@@ -32,6 +40,9 @@ POD_GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
 VOLCANO_GROUP_ANNOTATION = "scheduling.k8s.io/group-name"
 NOT_READY_TAINT = {"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}
 TERMINAL = ("Succeeded", "Failed")
+# What NodeResourcesFit's scoring counts for a container that requests no CPU or memory (kube's
+# DefaultMilliCPURequest and DefaultMemoryRequest).
+NONZERO_DEFAULTS = {CPU: 100, MEMORY: 200 * 2**20}
 
 
 @dataclass(frozen=True)
@@ -59,6 +70,16 @@ class PodInfo:
     nominated: str = ""  # status.nominatedNodeName: where preemption is making room for it
     started: str = ""  # status.startTime (a victim's start time orders preemption)
     preempted: bool = False  # carries the scheduler's DisruptionTarget (reason PreemptionByScheduler)
+    labels: Mapping[str, str] = field(default_factory=dict)
+    terms: PodTerms = NO_TERMS  # pod affinity and anti-affinity
+    spread: tuple[Spread, ...] = ()  # topologySpreadConstraints
+    # Preferred node affinity: (weight, nodeSelectorTerm).
+    preferred: tuple[tuple[int, Obj], ...] = ()
+    # CPU and memory as NodeResourcesFit's scoring counts them (unset requests at their defaults).
+    nonzero: Mapping[str, int] = field(default_factory=dict)
+    # The selector of the Services and workload controllers selecting the pod, when the scheduler
+    # knows it: the system default spread constraints apply to a pod without its own.
+    default_selector: Selector | None = None
 
     @property
     def terminal(self) -> bool:
@@ -66,7 +87,8 @@ class PodInfo:
 
     @cached_property
     def shape(self) -> tuple[Any, ...]:
-        """What a pod's placement depends on: pods of one template share it (and their verdicts)."""
+        """What a pod's placement depends on but its labels: pods of one template share it (and
+        their verdicts, while nothing placed in between can change them: ``placement``)."""
         return (
             tuple(sorted(self.requests.items())),
             self.node_selector,
@@ -74,7 +96,21 @@ class PodInfo:
             repr(self.tolerations),
             self.preemption_policy,
             self.scheduler,
+            self.terms,
+            self.spread,
+            repr(self.preferred),
         )
+
+    @property
+    def label_sensitive(self) -> bool:
+        """Whether the pod's own labels take part in its placement (its terms or constraints may match it)."""
+        return bool(self.terms or self.spread)
+
+    @property
+    def waits_for_siblings(self) -> bool:
+        """Whether placing other pods can make this one fit (required pod affinity, hard spread):
+        unlike resources and anti-affinity, which only fill up, a refusal does not stand."""
+        return bool(self.terms.affinity) or any(c.hard for c in self.spread)
 
 
 @dataclass(frozen=True)
@@ -88,18 +124,26 @@ class NodeInfo:
 
 @dataclass
 class Usage:
-    """What the pods bound to one node request, and how many they are (terminal pods excluded)."""
+    """What the pods bound to one node request, and how many they are (terminal pods excluded);
+    ``nonzero``: their CPU and memory as scoring counts them (``PodInfo.nonzero``)."""
 
     requested: Resources = field(default_factory=dict)
     pods: int = 0
+    nonzero: Resources = field(default_factory=dict)
 
-    def add(self, requests: Mapping[str, int], sign: int = 1) -> None:
+    def add(self, requests: Mapping[str, int], sign: int = 1, nonzero: Mapping[str, int] | None = None) -> None:
         for name, value in requests.items():
             self.requested[name] = self.requested.get(name, 0) + sign * value
+        for name, value in (requests if nonzero is None else nonzero).items():
+            if name in NONZERO_DEFAULTS:
+                self.nonzero[name] = self.nonzero.get(name, 0) + sign * value
         self.pods += sign
 
+    def add_pod(self, pod: PodInfo, sign: int = 1) -> None:
+        self.add(pod.requests, sign, pod.nonzero or None)
+
     def copy(self) -> Usage:
-        return Usage(dict(self.requested), self.pods)
+        return Usage(dict(self.requested), self.pods, dict(self.nonzero))
 
 
 def quantities(values: Any) -> Resources:
@@ -131,15 +175,16 @@ def _max(a: Mapping[str, int], b: Mapping[str, int]) -> Resources:
     return {name: max(a.get(name, 0), b.get(name, 0)) for name in set(a) | set(b)}
 
 
-def pod_requests(spec: Obj) -> Resources:
-    """kube's ``PodRequests``: containers summed, at least each init container, plus ``overhead``."""
+def pod_requests(spec: Obj, of: Callable[[Obj], Resources] = container_requests) -> Resources:
+    """kube's ``PodRequests``: containers summed, at least each init container, plus ``overhead``
+    (``of``: what one container requests)."""
     total: Resources = {}
     for container in spec.get("containers") or []:
-        total = add_requests(total, container_requests(container))
+        total = add_requests(total, of(container))
     sidecars: Resources = {}
     init_max: Resources = {}
     for container in spec.get("initContainers") or []:
-        requests = container_requests(container)
+        requests = of(container)
         if container.get("restartPolicy") == "Always":
             total = add_requests(total, requests)
             sidecars = add_requests(sidecars, requests)
@@ -149,6 +194,18 @@ def pod_requests(spec: Obj) -> Resources:
         init_max = _max(init_max, step)
     total = add_requests(_max(total, init_max), quantities(spec.get("overhead")))
     return {name: value for name, value in total.items() if value > 0}
+
+
+def _nonzero(container: Obj) -> Resources:
+    requests = container_requests(container)
+    return {**{n: v for n, v in NONZERO_DEFAULTS.items() if n not in requests}, **requests}
+
+
+def nonzero_requests(spec: Obj) -> Resources:
+    """CPU and memory as kube-scheduler's scoring counts them: ``PodRequests`` with each container's
+    missing request at its default (``NonMissingContainerRequests``)."""
+    total = pod_requests(spec, _nonzero)
+    return {name: total.get(name, 0) for name in NONZERO_DEFAULTS}
 
 
 def group_of(pod: Obj, scheduler: str) -> GroupKey | None:
@@ -171,6 +228,11 @@ def pod_info(pod: Obj) -> PodInfo:
     if isinstance(affinity, dict):
         terms = tuple(t for t in affinity.get("nodeSelectorTerms") or [] if isinstance(t, dict))
     selector = spec.get("nodeSelector") or {}
+    namespace = m.get("namespace", "")
+    labels = {str(k): str(v) for k, v in (m.get("labels") or {}).items()}
+    preferred = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
+        "preferredDuringSchedulingIgnoredDuringExecution"
+    )
     return PodInfo(
         uid=m.get("uid", ""),
         namespace=m.get("namespace", ""),
@@ -195,6 +257,13 @@ def pod_info(pod: Obj) -> PodInfo:
             isinstance(c, dict) and c.get("type") == "DisruptionTarget" and c.get("reason") == "PreemptionByScheduler"
             for c in status.get("conditions") or []
         ),
+        labels=labels,
+        terms=pod_terms(spec.get("affinity"), namespace, labels),
+        spread=spread_constraints(spec.get("topologySpreadConstraints"), namespace, labels),
+        preferred=tuple(
+            (int(t.get("weight") or 0), t.get("preference") or {}) for t in preferred or [] if isinstance(t, dict)
+        ),
+        nonzero=nonzero_requests(spec),
     )
 
 
@@ -225,5 +294,5 @@ def usage(nodes: Iterable[NodeInfo], pods: Iterable[PodInfo]) -> dict[str, Usage
     out = {n.name: Usage() for n in nodes}
     for pod in pods:
         if pod.node_name and not pod.terminal:
-            out.setdefault(pod.node_name, Usage()).add(pod.requests)
+            out.setdefault(pod.node_name, Usage()).add_pod(pod)
     return out
