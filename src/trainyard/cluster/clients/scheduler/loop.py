@@ -565,37 +565,14 @@ class Scheduler:
 
     def _group_events(self, key: GroupKey, obj: Obj, old: Obj, new: Obj) -> None:
         """Warnings on the PodGroup: a new Unschedulable condition (Volcano) or a schedule timeout."""
-
-        def unschedulable(status: Obj) -> Obj | None:
-            return next(
-                (
-                    c
-                    for c in status.get("conditions") or []
-                    if c.get("type") == "Unschedulable" and c.get("status") == "True"
-                ),
-                None,
+        warning = podgroups.unschedulable_warning(key, obj, old, new)
+        if warning is not None:
+            involved, reason, message = warning
+            source = GROUP_SOURCES[key[0]]
+            now = self.now()
+            self.reports.emit(
+                event_body(involved, type_="Warning", reason=reason, message=message, component=source, now=now)
             )
-
-        before, after = unschedulable(old), unschedulable(new)
-        if after is None or (before is not None and before.get("message") == after.get("message")):
-            return
-        flavour, namespace, name = key
-        reason = "Unschedulable" if flavour == VOLCANO_GROUP else str(after.get("reason"))
-        group = podgroupcrds.VOLCANO if flavour == VOLCANO_GROUP else podgroupcrds.X_K8S
-        version = "v1beta1" if flavour == VOLCANO_GROUP else "v1alpha1"
-        involved = {
-            "apiVersion": f"{group}/{version}",
-            "kind": "PodGroup",
-            "name": name,
-            "namespace": namespace,
-            "uid": (obj.get("metadata") or {}).get("uid", ""),
-        }
-        message = str(after.get("message"))
-        source = GROUP_SOURCES[flavour]
-        now = self.now()
-        self.reports.emit(
-            event_body(involved, type_="Warning", reason=reason, message=message, component=source, now=now)
-        )
 
     async def shutdown(self) -> None:
         if self._timer is not None:

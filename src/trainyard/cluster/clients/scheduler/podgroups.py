@@ -25,8 +25,8 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from trainyard.api.meta import Obj
-from trainyard.api.podgroupcrds import X_K8S
-from trainyard.cluster.clients.scheduler.snapshot import COSCHEDULING, VOLCANO_GROUP, PodInfo
+from trainyard.api.podgroupcrds import VOLCANO, X_K8S
+from trainyard.cluster.clients.scheduler.snapshot import COSCHEDULING, VOLCANO_GROUP, GroupKey, PodInfo
 from trainyard.kit.conditions import transition_time
 
 # -- status ------------------------------------------------------------------------------------------
@@ -162,6 +162,31 @@ def volcano_status(group: Obj, members: Sequence[PodInfo], *, enqueued: bool, ve
     if conditions:
         status["conditions"] = conditions
     return status
+
+
+def _unschedulable(status: Obj) -> Obj | None:
+    conditions = status.get("conditions") or []
+    return next((c for c in conditions if c.get("type") == "Unschedulable" and c.get("status") == "True"), None)
+
+
+def unschedulable_warning(key: GroupKey, obj: Obj, old: Obj, new: Obj) -> tuple[Obj, str, str] | None:
+    """The Warning a status change from ``old`` to ``new`` calls for on the PodGroup: (involved
+    object, reason, message) for a new or changed Unschedulable condition, else None."""
+    before, after = _unschedulable(old), _unschedulable(new)
+    if after is None or (before is not None and before.get("message") == after.get("message")):
+        return None
+    flavour, namespace, name = key
+    reason = "Unschedulable" if flavour == VOLCANO_GROUP else str(after.get("reason"))
+    group, version = (VOLCANO, "v1beta1") if flavour == VOLCANO_GROUP else (X_K8S, "v1alpha1")
+    uid = (obj.get("metadata") or {}).get("uid", "")
+    involved = {
+        "apiVersion": f"{group}/{version}",
+        "kind": "PodGroup",
+        "name": name,
+        "namespace": namespace,
+        "uid": uid,
+    }
+    return involved, reason, str(after.get("message"))
 
 
 def flavour_of(group: str) -> str:
