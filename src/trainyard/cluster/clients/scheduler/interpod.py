@@ -63,8 +63,8 @@ def _pairs(terms: Sequence[Term], counts: Counts, nodes: Mapping[str, NodeInfo],
 def prefilter(pod: PodInfo, placed: Placed) -> State | None:
     """None when the plugin has nothing to check for ``pod``."""
     existing: set[Pair] = set()
-    for (role, _, term), counts in placed.carried.items():
-        if role != index.ANTI or not counts or not term.matches(pod.namespace, pod.labels):
+    for (role, _, term), counts in placed.carried_matching(pod):
+        if role != index.ANTI:
             continue
         hits: dict[Pair, int] = {}
         _pairs((term,), counts, placed.nodes, hits)
@@ -121,8 +121,8 @@ def scores(pod: PodInfo, feasible: Sequence[NodeInfo], placed: Placed) -> list[i
         add(term, placed.count((term,)), term.weight)
     for term in pod.terms.preferred_anti_affinity:
         add(term, placed.count((term,)), -term.weight)
-    for (role, _, term), counts in placed.carried.items():
-        if role == index.ANTI or not counts or not term.matches(pod.namespace, pod.labels):
+    for (role, _, term), counts in placed.carried_matching(pod):
+        if role == index.ANTI:
             continue
         weight = {index.AFFINITY: HARD_POD_AFFINITY_WEIGHT, index.PREFERRED: term.weight}.get(role, -term.weight)
         add(term, counts, weight)

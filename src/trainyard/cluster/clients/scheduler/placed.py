@@ -31,6 +31,40 @@ PREFERRED = "preferred"  # preferred affinity: scores by weight
 PREFERRED_ANTI = "preferred-anti"  # preferred anti-affinity: scores minus weight
 
 
+Pair = tuple[str, str]
+
+
+def _hint(matcher: tuple[Any, ...]) -> tuple[Pair, ...] | None:
+    """Label pairs one of which a pod must carry to match (its selector's first ``In``), or None."""
+    chosen = matcher[0]
+    if chosen is None:
+        return ()  # matches no pod
+    for key, operator, values in chosen.requirements:
+        if operator == "In":
+            return tuple((key, v) for v in values)
+    return None
+
+
+class _ByLabel:
+    """Rules filed under the label pairs they require, so a pod is tried only against those it may match."""
+
+    def __init__(self) -> None:
+        self.by_pair: dict[Pair, list[Any]] = {}
+        self.always: list[Any] = []
+
+    def put(self, item: Any, hint: tuple[Pair, ...] | None) -> None:
+        if hint is None:
+            self.always.append(item)
+        for pair in hint or ():
+            self.by_pair.setdefault(pair, []).append(item)
+
+    def candidates(self, labels: Mapping[str, str]) -> list[Any]:
+        out = list(self.always)
+        for pair in labels.items():
+            out += self.by_pair.get(pair, ())
+        return out
+
+
 class Placed:
     """The pods on each node, with counts per node of the pods a rule matches (see the module)."""
 
@@ -40,8 +74,13 @@ class Placed:
         self._changed: dict[str, tuple[str, PodInfo] | None] = {}  # uid -> (node, pod), or None: taken out
         self._journal: list[tuple[str, tuple[str, PodInfo] | None]] = []
         self._counts: dict[tuple[Any, ...], Counts] = {}
+        self._rules = _ByLabel()  # the keys of ``_counts``
+        # Placed pods by label pair, built when a rule is first counted.
+        self._by_pair: dict[Pair, dict[str, tuple[str, PodInfo]]] | None = None
         # (role, namespace of the carrier, term) -> pods carrying it, per node
         self.carried: dict[tuple[str, str, Term], Counts] = {}
+        self._carried = _ByLabel()
+        self._anti = 0  # pods carrying required anti-affinity terms, counted once a term
         self.version = 0  # bumped by every change: verdicts that depend on other pods key on it
         for node, pod in self.pods():
             self._carry(pod, node, 1)
@@ -49,7 +88,16 @@ class Placed:
     @property
     def anti_affinity(self) -> bool:
         """Whether any placed pod carries a required anti-affinity term (every pod's labels then matter)."""
-        return any(role == ANTI and counts for (role, _, _), counts in self.carried.items())
+        return self._anti > 0
+
+    def carried_matching(self, pod: PodInfo) -> list[tuple[tuple[str, str, Term], Counts]]:
+        """The terms placed pods carry that match ``pod``, with their carriers per node."""
+        out = []
+        for entry in self._carried.candidates(pod.labels):
+            counts = self.carried[entry]
+            if counts and entry[2].matches(pod.namespace, pod.labels):
+                out.append((entry, counts))
+        return out
 
     def pods(self) -> Iterator[tuple[str, PodInfo]]:
         """Every placed, unfinished pod, with its node."""
@@ -72,6 +120,25 @@ class Placed:
             return False
         return all(matcher_matches(m, pod.namespace, pod.labels) for m in matchers)
 
+    def _pods_with(self, hint: tuple[Pair, ...] | None) -> Iterator[tuple[str, PodInfo]]:
+        if hint is None:
+            yield from self.pods()
+            return
+        if self._by_pair is None:
+            self._by_pair = {}
+            for node, pod in self.pods():
+                self._file(pod, node, 1)
+        for pair in hint:
+            yield from self._by_pair.get(pair, {}).values()
+
+    def _file(self, pod: PodInfo, node: str, sign: int) -> None:
+        assert self._by_pair is not None
+        for pair in pod.labels.items():
+            if sign > 0:
+                self._by_pair.setdefault(pair, {})[pod.uid] = (node, pod)
+            else:
+                self._by_pair.get(pair, {}).pop(pod.uid, None)
+
     def count(self, terms: Sequence[Term], *, live: bool = False) -> Counts:
         """Pods matching every one of ``terms`` on each node (``live``: not being deleted, as
         PodTopologySpread counts). Computed once per distinct rule, then kept up to date."""
@@ -79,22 +146,30 @@ class Placed:
         counts = self._counts.get(key)
         if counts is None:
             counts = {}
-            for node, pod in self.pods():
+            hint = _hint(key[0][0]) if key[0] else None
+            for node, pod in self._pods_with(hint):
                 if self._matches(key, pod):
                     counts[node] = counts.get(node, 0) + 1
             self._counts[key] = counts
+            self._rules.put(key, hint)
         return counts
 
     def _carry(self, pod: PodInfo, node: str, sign: int) -> None:
         t = pod.terms
         if not t:
             return
-        for role, terms in ((ANTI, t.anti_affinity), (AFFINITY, t.affinity)):
+        roles: tuple[tuple[str, tuple[Term, ...]], ...] = ((ANTI, t.anti_affinity), (AFFINITY, t.affinity))
+        roles += ((PREFERRED, t.preferred_affinity), (PREFERRED_ANTI, t.preferred_anti_affinity))
+        for role, terms in roles:
             for term in terms:
-                self._bump(self.carried.setdefault((role, pod.namespace, term), {}), node, sign)
-        for role, terms in ((PREFERRED, t.preferred_affinity), (PREFERRED_ANTI, t.preferred_anti_affinity)):
-            for term in terms:
-                self._bump(self.carried.setdefault((role, pod.namespace, term), {}), node, sign)
+                entry = (role, pod.namespace, term)
+                counts = self.carried.get(entry)
+                if counts is None:
+                    counts = self.carried[entry] = {}
+                    self._carried.put(entry, _hint(term.matcher))
+                self._bump(counts, node, sign)
+                if role == ANTI:
+                    self._anti += sign
 
     @staticmethod
     def _bump(counts: Counts, node: str, sign: int) -> None:
@@ -105,9 +180,11 @@ class Placed:
             counts.pop(node, None)
 
     def _apply(self, pod: PodInfo, node: str, sign: int) -> None:
-        for key, counts in self._counts.items():
+        for key in self._rules.candidates(pod.labels):
             if self._matches(key, pod):
-                self._bump(counts, node, sign)
+                self._bump(self._counts[key], node, sign)
+        if self._by_pair is not None:
+            self._file(pod, node, sign)
         self._carry(pod, node, sign)
         self.version += 1
 

@@ -17,7 +17,6 @@ scored, as upstream. Pure: no I/O.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 
 from trainyard.cluster.clients.scheduler import interpod, spread
@@ -54,21 +53,17 @@ def preferred_node_affinity(pod: PodInfo, node: NodeInfo) -> int:
     return sum(weight for weight, term in pod.preferred if weight and term_matches(term, node))
 
 
-def _scored(used: Usage, name: str) -> int:
-    return used.nonzero.get(name, 0) if used.nonzero else used.requested.get(name, 0)
-
-
 def least_allocated(pod: PodInfo, node: NodeInfo, used: Usage) -> int:
     """``LeastAllocated`` over CPU and memory (weight 1 each), as NodeResourcesFit scores by default."""
     total = weights = 0
+    have, want = used.nonzero or used.requested, pod.nonzero or pod.requests
     for name in NONZERO_DEFAULTS:
         capacity = node.allocatable.get(name, 0)
-        if capacity == 0:
-            continue
-        wanted = pod.nonzero.get(name, 0) if pod.nonzero else pod.requests.get(name, 0)
-        requested = _scored(used, name) + wanted
-        total += 0 if requested > capacity else (capacity - requested) * MAX_NODE_SCORE // capacity
-        weights += 1
+        if capacity:
+            requested = have.get(name, 0) + want.get(name, 0)
+            if requested <= capacity:
+                total += (capacity - requested) * MAX_NODE_SCORE // capacity
+            weights += 1
     return total // weights if weights else 0
 
 
@@ -77,16 +72,11 @@ def balanced_allocation(pod: PodInfo, node: NodeInfo, used: Usage) -> int:
     fractions = []
     for name in (CPU, MEMORY):
         capacity = node.allocatable.get(name, 0)
-        if capacity == 0:
-            continue
-        requested = used.requested.get(name, 0) + pod.requests.get(name, 0)
-        fractions.append(min(1.0, requested / capacity))
-    std = 0.0
-    if len(fractions) == 2:
-        std = abs((fractions[0] - fractions[1]) / 2)
-    elif len(fractions) > 2:
-        mean = sum(fractions) / len(fractions)
-        std = math.sqrt(sum((f - mean) ** 2 for f in fractions) / len(fractions))
+        if capacity:
+            fraction = (used.requested.get(name, 0) + pod.requests.get(name, 0)) / capacity
+            fractions.append(fraction if fraction < 1 else 1.0)
+    # Upstream's formula for any number of resources; with CPU and memory it is |f1 - f2| / 2.
+    std = abs(fractions[0] - fractions[1]) / 2 if len(fractions) == 2 else 0.0
     return int((1 - std) * MAX_NODE_SCORE)
 
 
@@ -105,7 +95,8 @@ def totals(
             for i, s in enumerate(scores):
                 out[i] += s * weight
 
-    weigh(default_normalize([prefer_no_schedule(pod, n) for n in feasible], reverse=True), TAINT_TOLERATION)
+    if any(n.taints for n in feasible):  # else every node scores 100: no difference to make
+        weigh(default_normalize([prefer_no_schedule(pod, n) for n in feasible], reverse=True), TAINT_TOLERATION)
     if pod.preferred:
         weigh(default_normalize([preferred_node_affinity(pod, n) for n in feasible]), NODE_AFFINITY)
     weigh(spread.scores(pod, feasible, nodes, placed), POD_TOPOLOGY_SPREAD)
