@@ -12,7 +12,7 @@ from trainyard.cluster.clients.scheduler import interpod, scoring
 from trainyard.cluster.clients.scheduler import spread as spreading
 from trainyard.cluster.clients.scheduler.placed import Placed
 from trainyard.cluster.clients.scheduler.snapshot import NodeInfo, Usage, nonzero_requests
-from trainyard.cluster.clients.scheduler.terms import Selector
+from trainyard.cluster.clients.scheduler.terms import Selector, default_selector
 
 
 @pytest.mark.parametrize(
@@ -137,3 +137,10 @@ def test_weights_taints_outweigh_resources() -> None:
     used = {"n1": Usage(), "n2": Usage({"cpu": 6000}, 2, {"cpu": 6000, "memory": 400 * 2**20})}
     totals = scoring.totals(pod("p"), nodes, nodes, used, placed)
     assert totals[1] > totals[0]
+
+
+def test_the_default_selector_merges_the_services_selecting_the_pod() -> None:
+    services = [{"app": "w"}, {"app": "w", "role": "worker"}, {"app": "other"}, {}]
+    chosen = default_selector(services, {"app": "w", "role": "worker", "index": "0"})
+    assert chosen == Selector((("app", "In", frozenset({"w"})), ("role", "In", frozenset({"worker"}))))
+    assert default_selector(services, {"app": "x"}) is None

@@ -41,11 +41,12 @@ from lightkube.types import PatchType
 from trainyard.api import podgroupcrds
 from trainyard.api.meta import Obj, format_time
 from trainyard.client.events import event_body
-from trainyard.client.resources import build, global_resource, is_status, to_dict
+from trainyard.client.resources import build, global_resource, is_status, plain_resource, to_dict
 from trainyard.cluster.clients.scheduler import evictions, placement, podgroups, preemption, snapshot
 from trainyard.cluster.clients.scheduler.queueing import PodQueue
 from trainyard.cluster.clients.scheduler.reports import POD, RETRY_SECONDS, Reports, pod_ref
 from trainyard.cluster.clients.scheduler.snapshot import COSCHEDULING, VOLCANO_GROUP, GroupKey, NodeInfo, PodInfo, Usage
+from trainyard.cluster.clients.scheduler.terms import default_selector
 from trainyard.kit.informer import Informer, newer
 
 log = logging.getLogger(__name__)
@@ -54,6 +55,7 @@ log = logging.getLogger(__name__)
 NODE = global_resource("", "v1", "Node", "nodes")
 X_K8S_GROUP = create_namespaced_resource(podgroupcrds.X_K8S, "v1alpha1", "PodGroup", "podgroups")
 VOLCANO_POD_GROUP = create_namespaced_resource(podgroupcrds.VOLCANO, "v1beta1", "PodGroup", "podgroups")
+SERVICE = plain_resource("", "v1", "Service", "services")
 GROUP_RESOURCES = {COSCHEDULING: X_K8S_GROUP, VOLCANO_GROUP: VOLCANO_POD_GROUP}
 GROUP_SOURCES = {COSCHEDULING: snapshot.SCHEDULER_PLUGINS, VOLCANO_GROUP: snapshot.VOLCANO}
 
@@ -84,11 +86,12 @@ class Scheduler:
         self.on_node: dict[str, dict[str, PodInfo]] = {}  # node -> uid -> the bound pods there
         self.evicting: set[str] = set()  # uids preempted by us, maybe not yet seen deleting
         self.nominated: dict[str, str] = {}  # uid -> node where preemption makes room for it
-        # Unschedulable pods that placing another pod may help (pod affinity, hard spread): a
-        # pod placed or relabelled moves them, as upstream's queueing hints for AssignedPodAdd.
+        # Unschedulable pods a pod placed or relabelled may help (pod affinity, hard spread).
         self.sibling_waiters: set[str] = set()
         self.nodes: dict[str, NodeInfo] = {}
         self.classes: dict[str, int] = {}
+        # namespace -> Service -> spec.selector: the system default spread constraints' selector.
+        self.services: dict[str, dict[str, dict[str, str]]] = {}
         self.groups: dict[GroupKey, Obj] = {}
         # Volcano groups still to be enqueued or placed: every pass judges them, pods pending or
         # not, so they are kept apart rather than found among all groups (one a job) each pass.
@@ -120,6 +123,7 @@ class Scheduler:
         informers = [
             Informer(self.client, NODE, self._on_node, namespaced=False),
             Informer(self.client, PriorityClass, self._on_class, namespaced=False),
+            Informer(self.client, SERVICE, self._on_service),
             Informer(self.client, X_K8S_GROUP, lambda k, o: self._on_group(COSCHEDULING, k, o)),
             Informer(self.client, VOLCANO_POD_GROUP, lambda k, o: self._on_group(VOLCANO_GROUP, k, o)),
             *([self._pods] if self._own_pods else []),
@@ -227,13 +231,12 @@ class Scheduler:
         if info.group is not None and (old is None or (old.node_name, old.phase) != (info.node_name, info.phase)):
             self._touch(info.group)
         if self._served(info):
-            if (
-                old is None
-                or not self._served(old)
-                or old.shape != info.shape
-                or old.priority != info.priority
-                or old.labels != info.labels
-            ):
+            changed = old is not None and (old.shape, old.priority, old.labels) != (
+                info.shape,
+                info.priority,
+                info.labels,
+            )
+            if old is None or not self._served(old) or changed:
                 self.queue.add(uid)
                 self._wake.set()
         else:
@@ -275,6 +278,13 @@ class Scheduler:
         else:
             self.classes[name] = int(obj.get("value") or 0)
         self._requeue_all()
+
+    def _on_service(self, kind: str, obj: Obj) -> None:
+        m, selector = obj.get("metadata") or {}, (obj.get("spec") or {}).get("selector")
+        held = self.services.setdefault(m.get("namespace", ""), {})
+        held.pop(m.get("name", ""), None)
+        if kind != "DELETED" and selector:  # a Service without a selector selects no pod
+            held[m.get("name", "")] = {str(k): str(v) for k, v in selector.items()}
 
     def _on_group(self, flavour: str, kind: str, obj: Obj) -> None:
         m = obj.get("metadata") or {}
@@ -426,8 +436,14 @@ class Scheduler:
     # -- writes --------------------------------------------------------------------------------------
 
     def _nominee(self, info: PodInfo) -> PodInfo:
+        """The pod as this pass judges it: where it is nominated, and the Services selecting it."""
         node = self.nominated.get(info.uid)
-        return dataclasses.replace(info, nominated=node) if node and node != info.nominated else info
+        selected = (
+            None if info.spread else default_selector(self.services.get(info.namespace, {}).values(), info.labels)
+        )
+        if (node and node != info.nominated) or selected != info.default_selector:
+            return dataclasses.replace(info, nominated=node or info.nominated, default_selector=selected)
+        return info
 
     def _preempt(self, found: preemption.Preemption) -> None:
         """Evict the victims (held as terminating from now on) and nominate the preemptors."""
@@ -522,14 +538,9 @@ class Scheduler:
         self._spawn(self._write_group(key, obj, status))
 
     def _arm_timeout(self, key: GroupKey, status: Obj, timeout: int, expired: bool) -> None:
-        start = status.get("scheduleStartTime")
-        if expired or not start or key in self._timers or status.get("phase") not in ("Pending", "Scheduling"):
+        delay = None if expired or key in self._timers else podgroups.timeout_delay(status, timeout, self.clock())
+        if delay is None:
             return
-        try:
-            began = datetime.fromisoformat(str(start).replace("Z", "+00:00"))
-        except ValueError:
-            return
-        delay = max(0.0, timeout - (self.clock() - began).total_seconds()) + 0.05
 
         def fire() -> None:
             self._timers.pop(key, None)

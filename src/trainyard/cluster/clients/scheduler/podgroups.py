@@ -62,17 +62,31 @@ def _condition(conditions: list[Obj], kind: str, status: str, reason: str, messa
     return [*(c for c in conditions if c.get("type") != kind), new]
 
 
+def _started(status: Obj) -> datetime | None:
+    start = status.get("scheduleStartTime")
+    if not start:
+        return None
+    try:
+        return datetime.fromisoformat(str(start).replace("Z", "+00:00"))
+    except ValueError:
+        return None
+
+
 def timed_out(group: Obj, now: datetime) -> bool:
     """Whether a scheduler-plugins group has waited longer than its ``scheduleTimeoutSeconds``."""
     timeout = (group.get("spec") or {}).get("scheduleTimeoutSeconds")
-    start = (group.get("status") or {}).get("scheduleStartTime")
-    if not timeout or not start:
-        return False
-    try:
-        began = datetime.fromisoformat(str(start).replace("Z", "+00:00"))
-    except ValueError:
+    began = _started(group.get("status") or {})
+    if not timeout or began is None:
         return False
     return (now - began).total_seconds() >= int(timeout)
+
+
+def timeout_delay(status: Obj, timeout: int, now: datetime) -> float | None:
+    """Seconds until a group still being placed reaches its schedule timeout (None: no timer to set)."""
+    began = _started(status)
+    if began is None or status.get("phase") not in ("Pending", "Scheduling"):
+        return None
+    return max(0.0, timeout - (now - began).total_seconds()) + 0.05
 
 
 def coscheduling_status(group: Obj, members: Sequence[PodInfo], *, now: str) -> Obj:

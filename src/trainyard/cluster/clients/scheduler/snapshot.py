@@ -102,6 +102,11 @@ class PodInfo:
         )
 
     @property
+    def judged(self) -> tuple[Any, ...]:
+        """What a pending pod's verdict depends on: a change to it makes the pod worth trying again."""
+        return (self.shape, self.priority, self.labels)
+
+    @property
     def label_sensitive(self) -> bool:
         """Whether the pod's own labels take part in its placement (its terms or constraints may match it)."""
         return bool(self.terms or self.spread)

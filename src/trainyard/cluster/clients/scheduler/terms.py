@@ -21,7 +21,7 @@ Pure: no I/O.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -197,6 +197,18 @@ def spread_constraints(items: Any, namespace: str, labels: Mapping[str, str]) ->
             )
         )
     return tuple(out)
+
+
+def default_selector(selectors: Iterable[Mapping[str, str]], labels: Mapping[str, str]) -> Selector | None:
+    """``helper.DefaultSelector`` over Services: the merged selectors of those selecting a pod with
+    ``labels`` (None: none does, and the system default constraints do not apply)."""
+    merged: dict[str, str] = {}
+    for chosen in selectors:
+        if chosen and all(labels.get(k) == v for k, v in chosen.items()):
+            merged.update(chosen)
+    if not merged:
+        return None
+    return Selector(tuple((k, "In", frozenset({v})) for k, v in sorted(merged.items())))
 
 
 def system_defaults(chosen: Selector, namespace: str) -> tuple[Spread, ...]:
