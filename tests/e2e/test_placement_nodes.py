@@ -138,3 +138,15 @@ def test_spread_over_zones_and_affinity_to_a_zone(kubectl: Kubectl, ns: str) -> 
     near = {"labelSelector": {"matchLabels": {"app": "db"}}, "topologyKey": "topology.kubernetes.io/zone"}
     create(kubectl, ns, "web", affinity={"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [near]}})
     assert node_of(kubectl, ns, "web") == "node-b"
+
+
+def test_a_pod_waiting_for_its_affinity_is_placed_once_the_pod_it_wants_is(kubectl: Kubectl, ns: str) -> None:
+    near = {"labelSelector": {"matchLabels": {"app": "cache"}}, "topologyKey": "kubernetes.io/hostname"}
+    create(kubectl, ns, "reader", affinity={"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [near]}})
+    assert unschedulable(kubectl, ns, "reader").startswith(
+        "0/3 nodes are available: 1 node(s) had untolerated taint {nvidia.com/gpu: }, "
+        "2 node(s) didn't match pod affinity rules."
+    )
+    create(kubectl, ns, "cache", {"app": "cache"}, nodeSelector={"kubernetes.io/hostname": "node-a"})
+    assert node_of(kubectl, ns, "cache") == "node-a"
+    assert node_of(kubectl, ns, "reader") == "node-a"

@@ -15,9 +15,14 @@ It follows kube-scheduler v1.32's default profile for what it implements:
   resources are held while they terminate). Victims chosen for one preemptor are not offered to
   another in the same pass.
 
+**Pods placed earlier in the pass count** for the rules that read other pods (``placed``: pod
+affinity and anti-affinity, spread), and a pod refused is not refused again by a sibling's verdict
+when placing others could have helped it (``_refusal_key``).
+
 Gangs are all-or-nothing: the pending members of a group are placed together on a scratch copy
-of the nodes and bound only if, with the members already placed, at least ``minMember`` fit
-(scheduler-plugins' coscheduling: bound and running members; Volcano: also succeeded ones). A
+of the nodes (each member seeing those placed before it) and bound only if, with the members
+already placed, at least ``minMember`` fit (scheduler-plugins' coscheduling: bound and running
+members; Volcano: also succeeded ones). A
 gang that does not fit binds nothing and reserves nothing, so two gangs cannot deadlock. Volcano
 groups are first *enqueued* (``Pending`` → ``Inqueue``) when their ``minResources`` fit the
 cluster's free resources less what other enqueued groups still need; only enqueued groups are
