@@ -12,7 +12,7 @@ from trainyard.cluster.clients.scheduler import interpod, scoring
 from trainyard.cluster.clients.scheduler import spread as spreading
 from trainyard.cluster.clients.scheduler.placed import Placed
 from trainyard.cluster.clients.scheduler.snapshot import NodeInfo, Usage, nonzero_requests
-from trainyard.cluster.clients.scheduler.terms import Selector, default_selector
+from trainyard.cluster.clients.scheduler.terms import Selector, ServiceSelectors, default_selector
 
 
 @pytest.mark.parametrize(
@@ -144,3 +144,16 @@ def test_the_default_selector_merges_the_services_selecting_the_pod() -> None:
     chosen = default_selector(services, {"app": "w", "role": "worker", "index": "0"})
     assert chosen == Selector((("app", "In", frozenset({"w"})), ("role", "In", frozenset({"worker"}))))
     assert default_selector(services, {"app": "x"}) is None
+
+
+def test_service_selectors_find_the_services_selecting_a_pod() -> None:
+    services = ServiceSelectors()
+    services.put("ns", "job", {"job": "j"})
+    services.put("ns", "replica", {"job": "j", "index": "0"})
+    services.put("other", "job", {"job": "j"})
+    services.put("ns", "none", {})
+    want = Selector((("index", "In", frozenset({"0"})), ("job", "In", frozenset({"j"}))))
+    assert services.selector_for("ns", {"job": "j", "index": "0"}) == want
+    services.put("ns", "replica", None)
+    assert services.selector_for("ns", {"job": "j", "index": "0"}) == Selector((("job", "In", frozenset({"j"})),))
+    assert services.selector_for("ns", {"job": "k"}) is None

@@ -46,7 +46,7 @@ from trainyard.cluster.clients.scheduler import evictions, placement, podgroups,
 from trainyard.cluster.clients.scheduler.queueing import PodQueue
 from trainyard.cluster.clients.scheduler.reports import POD, RETRY_SECONDS, Reports, pod_ref
 from trainyard.cluster.clients.scheduler.snapshot import COSCHEDULING, VOLCANO_GROUP, GroupKey, NodeInfo, PodInfo, Usage
-from trainyard.cluster.clients.scheduler.terms import default_selector
+from trainyard.cluster.clients.scheduler.terms import ServiceSelectors
 from trainyard.kit.informer import Informer, newer
 
 log = logging.getLogger(__name__)
@@ -90,8 +90,7 @@ class Scheduler:
         self.sibling_waiters: set[str] = set()
         self.nodes: dict[str, NodeInfo] = {}
         self.classes: dict[str, int] = {}
-        # namespace -> Service -> spec.selector: the system default spread constraints' selector.
-        self.services: dict[str, dict[str, dict[str, str]]] = {}
+        self.services = ServiceSelectors()  # the system default spread constraints' selectors
         self.groups: dict[GroupKey, Obj] = {}
         # Volcano groups still to be enqueued or placed: every pass judges them, pods pending or
         # not, so they are kept apart rather than found among all groups (one a job) each pass.
@@ -231,12 +230,7 @@ class Scheduler:
         if info.group is not None and (old is None or (old.node_name, old.phase) != (info.node_name, info.phase)):
             self._touch(info.group)
         if self._served(info):
-            changed = old is not None and (old.shape, old.priority, old.labels) != (
-                info.shape,
-                info.priority,
-                info.labels,
-            )
-            if old is None or not self._served(old) or changed:
+            if old is None or not self._served(old) or old.judged != info.judged:
                 self.queue.add(uid)
                 self._wake.set()
         else:
@@ -281,10 +275,7 @@ class Scheduler:
 
     def _on_service(self, kind: str, obj: Obj) -> None:
         m, selector = obj.get("metadata") or {}, (obj.get("spec") or {}).get("selector")
-        held = self.services.setdefault(m.get("namespace", ""), {})
-        held.pop(m.get("name", ""), None)
-        if kind != "DELETED" and selector:  # a Service without a selector selects no pod
-            held[m.get("name", "")] = {str(k): str(v) for k, v in selector.items()}
+        self.services.put(m.get("namespace", ""), m.get("name", ""), None if kind == "DELETED" else selector)
 
     def _on_group(self, flavour: str, kind: str, obj: Obj) -> None:
         m = obj.get("metadata") or {}
@@ -438,9 +429,7 @@ class Scheduler:
     def _nominee(self, info: PodInfo) -> PodInfo:
         """The pod as this pass judges it: where it is nominated, and the Services selecting it."""
         node = self.nominated.get(info.uid)
-        selected = (
-            None if info.spread else default_selector(self.services.get(info.namespace, {}).values(), info.labels)
-        )
+        selected = None if info.spread else self.services.selector_for(info.namespace, info.labels)
         if (node and node != info.nominated) or selected != info.default_selector:
             return dataclasses.replace(info, nominated=node or info.nominated, default_selector=selected)
         return info

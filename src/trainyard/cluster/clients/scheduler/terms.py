@@ -211,6 +211,30 @@ def default_selector(selectors: Iterable[Mapping[str, str]], labels: Mapping[str
     return Selector(tuple((k, "In", frozenset({v})) for k, v in sorted(merged.items())))
 
 
+class ServiceSelectors:
+    """The Services' selectors by namespace, filed under one label pair each, so that finding the
+    Services selecting a pod reads only those that may (not every Service of its namespace)."""
+
+    def __init__(self) -> None:
+        self._by_pair: dict[tuple[str, str, str], dict[str, Mapping[str, str]]] = {}
+        self._filed: dict[tuple[str, str], tuple[str, str, str]] = {}
+
+    def put(self, namespace: str, name: str, selector: Mapping[str, str] | None) -> None:
+        """A Service's selector (None or empty: it is gone, or selects no pod)."""
+        old = self._filed.pop((namespace, name), None)
+        if old is not None:
+            self._by_pair.get(old, {}).pop(name, None)
+        if selector:
+            key, value = min(selector.items())
+            pair = (namespace, str(key), str(value))
+            self._by_pair.setdefault(pair, {})[name] = dict(selector)
+            self._filed[(namespace, name)] = pair
+
+    def selector_for(self, namespace: str, labels: Mapping[str, str]) -> Selector | None:
+        found = [s for k, v in labels.items() for s in self._by_pair.get((namespace, k, v), {}).values()]
+        return default_selector(found, labels)
+
+
 def system_defaults(chosen: Selector, namespace: str) -> tuple[Spread, ...]:
     """kube-scheduler's system default constraints (ScheduleAnyway) for a pod with none of its own."""
     return (
