@@ -326,3 +326,16 @@ def test_the_index_follows_adds_and_rolls_back(sign: int) -> None:
     placed.rollback(mark)
     assert placed.count(rule) == {"n1": 1}
     assert sorted(p.name for _, p in placed.pods()) == ["a"]
+
+
+def test_seed_004s_anti_affinity_by_expression_spreads_a_gang_one_worker_per_node() -> None:
+    rule = {
+        "labelSelector": {
+            "matchExpressions": [{"key": "training-job", "operator": "In", "values": ["advanced-training"]}]
+        },
+        "topologyKey": HOST,
+    }
+    spec = {"affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [rule]}}}
+    labels = {"training-job": "advanced-training"}
+    members, groups = gang("adv", [pod(f"w{i}", labels, **spec) for i in range(3)])
+    assert sorted(where(decide(members, groups=groups)).values()) == ["n1", "n2", "n3"]

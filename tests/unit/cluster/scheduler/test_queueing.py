@@ -58,3 +58,15 @@ def test_backing_off_pods_can_be_taken_early_soonest_first() -> None:
     assert q.pop_backing(2) == ["soon", "mid"]
     assert set(q.backing) == {"late"}
     assert q.pop_backing(5) == ["late"] and not q.backing
+
+
+def test_move_retries_only_the_pods_named() -> None:
+    q = PodQueue(initial=1.0, maximum=10.0)
+    q.failed("waits-for-a-sibling", now=0.0)
+    q.failed("other", now=0.0)
+    q.move(["waits-for-a-sibling", "unknown"], 5.0)
+    assert q.take() == {"waits-for-a-sibling"}
+    q.move(["other"], 0.5)  # its back-off is not over: it backs off, then is tried
+    assert q.take() == set()
+    q.expire(1.0)
+    assert q.take() == {"other"}
