@@ -6,11 +6,12 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
-from podrules import HOST, THREE, ZONE, affinity, decide, gang, node, pod, spread, term, where
+from podrules import HOST, THREE, ZONE, affinity, decide, gang, node, pod, running, spread, term, where
 
 from trainyard.cluster.clients.scheduler.filters import fit_error, place
 from trainyard.cluster.clients.scheduler.placed import Placed
-from trainyard.cluster.clients.scheduler.snapshot import Usage
+from trainyard.cluster.clients.scheduler.placement import schedule
+from trainyard.cluster.clients.scheduler.snapshot import Usage, usage
 from trainyard.cluster.clients.scheduler.terms import Selector, pod_terms, spread_constraints
 
 NOT_HELPFUL = "Preemption is not helpful for scheduling"
@@ -339,3 +340,14 @@ def test_seed_004s_anti_affinity_by_expression_spreads_a_gang_one_worker_per_nod
     labels = {"training-job": "advanced-training"}
     members, groups = gang("adv", [pod(f"w{i}", labels, **spec) for i in range(3)])
     assert sorted(where(decide(members, groups=groups)).values()) == ["n1", "n2", "n3"]
+
+
+def test_a_namespace_selector_reads_the_namespaces_labels() -> None:
+    db = pod("db", {"app": "db"}, on="n2", namespace="data")
+    t = {**term(app="db"), "namespaceSelector": {"matchLabels": {"team": "storage"}}}
+    web = pod("web", affinity=affinity(t))
+    nodes, bound = THREE, [db]
+    labelled = {"data": {"team": "storage"}}
+    decision = schedule(nodes, usage(nodes, bound), [web], {}, {}, running(db), labelled)
+    assert where(decision) == {"web": "n2"}
+    assert "didn't match pod affinity rules" in message(decide([web], bound))

@@ -78,7 +78,8 @@ def prefilter(pod: PodInfo, placed: Placed) -> State | None:
     anti: dict[Pair, int] = {}
     for term in anti_terms:
         _pairs((term,), placed.count((term,)), placed.nodes, anti)
-    self_match = bool(terms) and all(t.matches(pod.namespace, pod.labels) for t in terms)
+    ns_labels = placed.namespaces.get(pod.namespace)
+    self_match = bool(terms) and all(t.matches(pod.namespace, pod.labels, ns_labels) for t in terms)
     return State(affinity, anti, frozenset(existing), self_match, terms, anti_terms)
 
 

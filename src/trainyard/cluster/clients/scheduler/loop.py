@@ -56,6 +56,7 @@ NODE = global_resource("", "v1", "Node", "nodes")
 X_K8S_GROUP = create_namespaced_resource(podgroupcrds.X_K8S, "v1alpha1", "PodGroup", "podgroups")
 VOLCANO_POD_GROUP = create_namespaced_resource(podgroupcrds.VOLCANO, "v1beta1", "PodGroup", "podgroups")
 SERVICE = plain_resource("", "v1", "Service", "services")
+NAMESPACE = global_resource("", "v1", "Namespace", "namespaces")
 GROUP_RESOURCES = {COSCHEDULING: X_K8S_GROUP, VOLCANO_GROUP: VOLCANO_POD_GROUP}
 GROUP_SOURCES = {COSCHEDULING: snapshot.SCHEDULER_PLUGINS, VOLCANO_GROUP: snapshot.VOLCANO}
 
@@ -91,6 +92,7 @@ class Scheduler:
         self.nodes: dict[str, NodeInfo] = {}
         self.classes: dict[str, int] = {}
         self.services = ServiceSelectors()  # the system default spread constraints' selectors
+        self.namespaces: dict[str, dict[str, str]] = {}  # their labels, for affinity's namespaceSelector
         self.groups: dict[GroupKey, Obj] = {}
         # Volcano groups still to be enqueued or placed: every pass judges them, pods pending or
         # not, so they are kept apart rather than found among all groups (one a job) each pass.
@@ -123,6 +125,7 @@ class Scheduler:
             Informer(self.client, NODE, self._on_node, namespaced=False),
             Informer(self.client, PriorityClass, self._on_class, namespaced=False),
             Informer(self.client, SERVICE, self._on_service),
+            Informer(self.client, NAMESPACE, self._on_namespace, namespaced=False),
             Informer(self.client, X_K8S_GROUP, lambda k, o: self._on_group(COSCHEDULING, k, o)),
             Informer(self.client, VOLCANO_POD_GROUP, lambda k, o: self._on_group(VOLCANO_GROUP, k, o)),
             *([self._pods] if self._own_pods else []),
@@ -277,6 +280,14 @@ class Scheduler:
         m, selector = obj.get("metadata") or {}, (obj.get("spec") or {}).get("selector")
         self.services.put(m.get("namespace", ""), m.get("name", ""), None if kind == "DELETED" else selector)
 
+    def _on_namespace(self, kind: str, obj: Obj) -> None:
+        m = obj.get("metadata") or {}
+        before = self.namespaces.pop(m.get("name", ""), None)
+        if kind != "DELETED":
+            self.namespaces[m.get("name", "")] = {str(k): str(v) for k, v in (m.get("labels") or {}).items()}
+        if before != self.namespaces.get(m.get("name", "")):
+            self._requeue_all()  # rare: what a namespaceSelector matches changed
+
     def _on_group(self, flavour: str, kind: str, obj: Obj) -> None:
         m = obj.get("metadata") or {}
         key: GroupKey = (flavour, m.get("namespace", ""), m.get("name", ""))
@@ -388,7 +399,7 @@ class Scheduler:
         keys |= self.volcano_open
         groups = {k: self._group(k) for k in keys}
         nodes = list(self.nodes.values())
-        decision = placement.schedule(nodes, self.usage, pending, groups, self.classes, self.on_node)
+        decision = placement.schedule(nodes, self.usage, pending, groups, self.classes, self.on_node, self.namespaces)
         for found in decision.preemptions:
             self._preempt(found)
         for pod, node in decision.bindings:

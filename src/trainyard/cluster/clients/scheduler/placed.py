@@ -68,8 +68,14 @@ class _ByLabel:
 class Placed:
     """The pods on each node, with counts per node of the pods a rule matches (see the module)."""
 
-    def __init__(self, nodes: Sequence[NodeInfo], running: Running | None = None) -> None:
+    def __init__(
+        self,
+        nodes: Sequence[NodeInfo],
+        running: Running | None = None,
+        namespaces: Mapping[str, Mapping[str, str]] | None = None,
+    ) -> None:
         self.nodes = {n.name: n for n in nodes}
+        self.namespaces = namespaces or {}  # namespace -> its labels, for namespaceSelectors
         self._running: Running = running or {}
         self._changed: dict[str, tuple[str, PodInfo] | None] = {}  # uid -> (node, pod), or None: taken out
         self._journal: list[tuple[str, tuple[str, PodInfo] | None]] = []
@@ -95,7 +101,7 @@ class Placed:
         out = []
         for entry in self._carried.candidates(pod.labels):
             counts = self.carried[entry]
-            if counts and entry[2].matches(pod.namespace, pod.labels):
+            if counts and entry[2].matches(pod.namespace, pod.labels, self.namespaces.get(pod.namespace)):
                 out.append((entry, counts))
         return out
 
@@ -113,12 +119,12 @@ class Placed:
     def _key(terms: Sequence[Term], live: bool) -> tuple[Any, ...]:
         return (tuple(sorted({t.matcher for t in terms}, key=repr)), live)
 
-    @staticmethod
-    def _matches(key: tuple[Any, ...], pod: PodInfo) -> bool:
+    def _matches(self, key: tuple[Any, ...], pod: PodInfo) -> bool:
         matchers, live = key
         if live and pod.deleting:
             return False
-        return all(matcher_matches(m, pod.namespace, pod.labels) for m in matchers)
+        ns_labels = self.namespaces.get(pod.namespace)
+        return all(matcher_matches(m, pod.namespace, pod.labels, ns_labels) for m in matchers)
 
     def _pods_with(self, hint: tuple[Pair, ...] | None) -> Iterator[tuple[str, PodInfo]]:
         if hint is None:

@@ -244,16 +244,18 @@ def schedule(
     groups: Mapping[GroupKey, Group],
     priorities: Mapping[str, int],
     running: Running | None = None,
+    namespaces: Mapping[str, Mapping[str, str]] | None = None,
 ) -> Decision:
     """Decide where ``pending`` pods go; ``used`` is not modified (the decision says what to bind).
 
     ``pending`` are unbound, undeleted pods of the schedulers served here; ``groups`` holds every
     group any of them names plus the Volcano groups waiting to be enqueued or promised resources.
     ``running`` (the bound pods by node) enables preemption; without it nothing is ever evicted.
+    ``namespaces``: each namespace's labels, for the namespaceSelectors of affinity terms.
     """
     decision = Decision()
     state = {n.name: (used[n.name].copy() if n.name in used else Usage()) for n in nodes}
-    placed = Placed(nodes, running)
+    placed = Placed(nodes, running, namespaces)
     placeable = _enqueue(groups, nodes, state, priorities, decision)
     refused: dict[tuple[Any, ...], str] = {}
     for unit in _units(pending, groups, priorities):

@@ -6,12 +6,11 @@ constraints.
   ``matchExpressions`` ANDed, an empty selector matching everything and a missing (nil) one
   nothing; a malformed one (an unknown operator) matches nothing, as a conversion error would.
 * **Affinity terms** (``PodAffinityTerm``): the namespaces a term looks in are its ``namespaces``
-  or, with neither they nor ``namespaceSelector`` given, the pod's own. A ``namespaceSelector`` is
-  matched against the labels every namespace has, ``kubernetes.io/metadata.name``; labels users
-  put on namespaces are not read (the scheduler does not watch namespaces), so ``{}`` (every
-  namespace) and selectors on the namespace's name work, others match only by name.
-  ``matchLabelKeys``/``mismatchLabelKeys`` are merged into the selector with the pod's own values,
-  as kube-apiserver v1.32 does at creation (not when the selector is nil: it matches nothing).
+  or, with neither they nor ``namespaceSelector`` given, the pod's own; a ``namespaceSelector``
+  is matched against the namespace's labels (the scheduler's Namespace cache; every namespace has
+  ``kubernetes.io/metadata.name``). ``matchLabelKeys``/``mismatchLabelKeys`` are merged into the
+  selector with the pod's own values, as kube-apiserver v1.32 does at creation (not when the
+  selector is nil: it matches nothing).
 * **Spread constraints** (``TopologySpreadConstraint``): ``minDomains`` 1 unless given,
   ``nodeAffinityPolicy`` Honor and ``nodeTaintsPolicy`` Ignore by default, ``matchLabelKeys``
   merged with the pod's values as the scheduler does; the selector looks in the pod's namespace.
@@ -92,18 +91,20 @@ class Term:
         """What decides which pods the term matches (not its topology or weight): a cache key."""
         return (self.selector, self.namespaces, self.namespace_selector)
 
-    def matches(self, namespace: str, labels: Mapping[str, str]) -> bool:
-        return matcher_matches(self.matcher, namespace, labels)
+    def matches(self, namespace: str, labels: Mapping[str, str], ns_labels: Mapping[str, str] | None = None) -> bool:
+        return matcher_matches(self.matcher, namespace, labels, ns_labels)
 
 
-def matcher_matches(matcher: tuple[Any, ...], namespace: str, labels: Mapping[str, str]) -> bool:
-    """Whether a pod of ``namespace`` with ``labels`` is matched by a term's ``matcher``."""
+def matcher_matches(
+    matcher: tuple[Any, ...], namespace: str, labels: Mapping[str, str], ns_labels: Mapping[str, str] | None = None
+) -> bool:
+    """Whether a pod of ``namespace`` (labelled ``ns_labels``) with ``labels`` is matched by a term's ``matcher``."""
     chosen, namespaces, ns_selector = matcher
     if chosen is None:
         return False
-    if namespace not in namespaces and not (
-        ns_selector is not None and ns_selector.matches({NAMESPACE_NAME: namespace})
-    ):
+    if namespace in namespaces:
+        return bool(chosen.matches(labels))
+    if ns_selector is None or not ns_selector.matches({**(ns_labels or {}), NAMESPACE_NAME: namespace}):
         return False
     return bool(chosen.matches(labels))
 
