@@ -5,9 +5,12 @@ pre-filter state its InterPodAffinity and PodTopologySpread plugins keep.
 Counting the pods a rule matches on every node is one scan of the bound pods per distinct rule in a
 pass (pods of one template share their rules), kept up to date as the pass places pods, takes them
 out for preemption or puts them back (``add``); a rule is never matched against every pod per node
-per pending pod. The terms that bound pods carry themselves (their anti-affinity against the pod
-being placed, their preferred terms for scoring) are gathered once per pass, by term, with how many
-pods on each node carry them. ``mark``/``rollback`` undo what a gang or a preemption trial placed.
+per pending pod. Rules are filed under a label pair their selector requires (its first ``In``), and
+placed pods by their label pairs, so a pod placed is tried only against the rules it may satisfy
+and a new rule reads only the pods that may match it. The terms that bound pods carry themselves
+(their anti-affinity against the pod being placed, their preferred terms for scoring) are gathered
+once per pass, by term, with how many pods on each node carry them. ``mark``/``rollback`` undo
+what a gang or a preemption trial placed.
 
 Pure: no I/O.
 """
