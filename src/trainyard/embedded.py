@@ -39,6 +39,7 @@ from trainyard.cluster.clients.node.nodespec import NodeSpec
 from trainyard.cluster.clients.node.persistentvolumes import Storage
 from trainyard.cluster.clients.node.pool import NodePool
 from trainyard.cluster.clients.node.registration import DEFAULT_LEASE_SECONDS
+from trainyard.cluster.clients.nodelifecycle.manager import NodeControllers
 from trainyard.cluster.clients.scheduler.loop import Scheduler
 from trainyard.cluster.paths import DEFAULT_PORT, Layout
 from trainyard.cluster.server.apiserver.auth import Credentials, write_private
@@ -164,6 +165,8 @@ class EmbeddedPlane:
         self.jobsets = JobSetController(self._client)
         # Kueue's controller manager (kueue.x-k8s.io): queues the jobs that name a LocalQueue.
         self.kueue = KueueController(self._client)
+        # kube-controller-manager's node lifecycle, taint eviction, PodGC and disruption controllers.
+        self.node_controllers = NodeControllers(self._client, pods)
         self._tasks = [
             asyncio.create_task(pods.run(), name="pod informer"),
             asyncio.create_task(self.nodes.run(), name="nodes"),
@@ -171,6 +174,7 @@ class EmbeddedPlane:
             asyncio.create_task(self.jobs.run(), name="jobs"),
             asyncio.create_task(self.jobsets.run(), name="jobsets"),
             asyncio.create_task(self.kueue.run(), name="kueue"),
+            asyncio.create_task(self.node_controllers.run(), name="node controllers"),
             # kube-controller-manager's volume controllers and the local-path provisioner's (its
             # volumes on the first node): the plane's, whichever node is up.
             asyncio.create_task(

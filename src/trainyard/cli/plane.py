@@ -20,7 +20,7 @@ from typing import Annotated, Any
 import typer
 
 from trainyard.api.podgroup import SCHEDULER_PLUGINS_SCHEDULER
-from trainyard.cli import nodeflags, planestatus
+from trainyard.cli import failureflags, nodeflags, planestatus
 from trainyard.cli.common import GLOBALS
 from trainyard.cli.nodeflags import NodeFlags
 from trainyard.cluster.clients.node import backoff, containerlogs
@@ -171,6 +171,9 @@ def register(app: typer.Typer) -> None:
                 rich_help_panel=NODE,
             ),
         ] = None,
+        node_monitor_grace_period: failureflags.GracePeriod = None,
+        default_not_ready_toleration_seconds: failureflags.NotReadySeconds = None,
+        default_unreachable_toleration_seconds: failureflags.UnreachableSeconds = None,
     ) -> None:
         options = UpOptions(
             port=port,
@@ -195,6 +198,11 @@ def register(app: typer.Typer) -> None:
             ),
             container_log_max_size=container_log_max_size,
             container_log_max_files=container_log_max_files,
+            failure=(
+                node_monitor_grace_period,
+                default_not_ready_toleration_seconds,
+                default_unreachable_toleration_seconds,
+            ),
         )
         raise typer.Exit(cmd_up(GLOBALS.layout, options))
 
@@ -233,6 +241,7 @@ class UpOptions:
     node: NodeFlags
     container_log_max_size: str | None
     container_log_max_files: int | None
+    failure: tuple[str | None, int | None, int | None] = (None, None, None)  # ``failureflags.FAILURE_ENVS``' flags
 
 
 def _alive(pid: int) -> bool:
@@ -293,6 +302,7 @@ def cmd_up(layout: Layout, args: UpOptions) -> int:
     for env, value in (
         (containerlogs.SIZE_ENV, args.container_log_max_size),
         (containerlogs.FILES_ENV, args.container_log_max_files),
+        *zip(failureflags.FAILURE_ENVS, args.failure, strict=True),
     ):
         if value is not None:
             os.environ[env] = str(value)
@@ -300,6 +310,7 @@ def cmd_up(layout: Layout, args: UpOptions) -> int:
         backoff.from_env()
         tokenlife.max_expiration()
         containerlogs.from_env()
+        failureflags.check_env()
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -20,7 +20,7 @@ from typing import Any
 
 from trainyard.api.meta import Obj, format_time
 from trainyard.cluster import qos
-from trainyard.cluster.server.apiserver import errors
+from trainyard.cluster.server.apiserver import errors, tolerationflags
 from trainyard.cluster.server.apiserver.builtin import limits, priority, quota
 from trainyard.cluster.server.apiserver.quotas import Quotas
 from trainyard.cluster.server.apiserver.reads import Reads
@@ -92,6 +92,8 @@ class Objects(Reads):
         self.new_uid = new_uid
         self.suffix = suffix
         self.quotas = Quotas(store)
+        # kube-apiserver's --default-{not-ready,unreachable}-toleration-seconds (``yard up`` sets them).
+        self.toleration_seconds = tolerationflags.from_env()
 
     # -- writes --------------------------------------------------------------------------------
 
@@ -150,6 +152,7 @@ class Objects(Reads):
         defaulting.on_write(rt.key, obj)
         if rt.key == "core/pods":
             priority.admit_pod(obj, self._priority_classes())
+            admission.default_toleration_seconds(obj, *self.toleration_seconds)
             self._limit_ranges(obj, namespace)
         admission.admit(rt, obj, warnings=options.warnings)
         self._check_priority_class(rt, obj)

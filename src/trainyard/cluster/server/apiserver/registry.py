@@ -123,6 +123,16 @@ BUILTINS = (
     ),
     ResourceType("coordination.k8s.io", "v1", "leases", "lease", "Lease", True),
     ResourceType(
+        "policy",
+        "v1",
+        "poddisruptionbudgets",
+        "poddisruptionbudget",
+        "PodDisruptionBudget",
+        True,
+        short_names=("pdb",),
+        subresources=frozenset({"status"}),
+    ),
+    ResourceType(
         "autoscaling",
         "v2",
         "horizontalpodautoscalers",

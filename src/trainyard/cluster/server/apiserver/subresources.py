@@ -1,14 +1,20 @@
 """The subresources that are verbs on an object, not the object itself: ``scale`` and ``pods/eviction``.
 
-Each returns the body of its answer; ``server`` routes to them and renders it.
+Each returns the body of its answer; ``server`` routes to them and renders it. An eviction asks
+the PodDisruptionBudget that selects the pod first (``builtin.disruptionbudgets.admit_eviction``):
+allowed, the budget's status is written (one disruption fewer, the pod among ``disruptedPods``)
+before the pod is deleted; refused, nothing changes and the answer says why (429, retried by
+kubectl drain).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from trainyard.api.meta import Obj
+from trainyard.api.disruption import selects
+from trainyard.api.meta import Obj, format_time
 from trainyard.cluster.server.apiserver import errors
+from trainyard.cluster.server.apiserver.builtin import disruptionbudgets
 from trainyard.cluster.server.apiserver.objects import Objects, patch_failure
 from trainyard.cluster.server.apiserver.registry import ResourceType
 from trainyard.cluster.server.apiserver.requests import bodies
@@ -80,7 +86,7 @@ async def scale(objects: Objects, request: ApiRequest, rt: ResourceType, namespa
 async def evict(
     objects: Objects, request: ApiRequest, rt: ResourceType, namespace: str, name: str, dry_run: bool
 ) -> Obj:
-    """``pods/eviction``: no PodDisruptionBudgets are served, so every eviction is allowed."""
+    """``pods/eviction``: the pod is deleted unless its PodDisruptionBudget refuses (``_budget``)."""
     body = bodies.decode_object(await bodies.read(request), request.content_type, ("policy/v1", "Eviction"))
     if body.get("kind", "Eviction") != "Eviction":
         raise errors.bad_request(f"the body of a pods/eviction request must be an Eviction, not {body['kind']}")
@@ -96,12 +102,38 @@ async def evict(
             why = f"Precondition failed: {key}: {pre[key]}, {key} in object meta: {m.get(key)}"
             raise errors.conflict(rt, name, why)
     opts = checked_delete_options(opts)
+    dry_run = dry_run or "All" in opts.get("dryRun", ())
+    _budget(objects, objects.get(rt, namespace, name), dry_run)
     objects.delete(
         rt,
         namespace,
         name,
         propagation=opts.get("propagationPolicy"),
         grace_seconds=opts.get("gracePeriodSeconds"),
-        dry_run=dry_run or "All" in opts.get("dryRun", ()),
+        dry_run=dry_run,
     )
     return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}
+
+
+def _budget(objects: Objects, pod: Obj, dry_run: bool) -> None:
+    """Take one disruption from the budget that selects ``pod``, or raise its refusal."""
+    rt = objects.registry.lookup("policy", "v1", "poddisruptionbudgets")
+    assert rt is not None
+    namespace = pod["metadata"]["namespace"]
+    budgets, _ = objects.list(rt, namespace)
+    verdict = disruptionbudgets.admit_eviction(pod, budgets, format_time(objects.clock()), dry_run=dry_run)
+    if verdict.code == 429:
+        details = {"causes": [{"reason": "DisruptionBudget", "message": verdict.cause}]}
+        raise errors.ApiError(429, "TooManyRequests", verdict.message, details)
+    if verdict.code == 403:
+        name = next(b["metadata"]["name"] for b in budgets if selects(b, pod))
+        message = f'poddisruptionbudgets.policy "{name}" is forbidden: {verdict.message}'
+        raise errors.ApiError(
+            403, "Forbidden", message, {"name": name, "group": "policy", "kind": "poddisruptionbudgets"}
+        )
+    if verdict.code:
+        raise errors.ApiError(verdict.code, "InternalError", verdict.message)
+    if verdict.status is not None:
+        pdb = next(b for b in budgets if selects(b, pod))
+        body = {**pdb, "status": verdict.status}  # guarded by the version read: a racing eviction gets 409
+        objects.update(rt, namespace, pdb["metadata"]["name"], body, subresource="status")

@@ -20,7 +20,7 @@ from typing import Any
 import msgspec
 
 from trainyard.api.meta import Obj, parse_time
-from trainyard.cluster.server.apiserver.builtin import autoscaling, jobs, leases, limits, pods, quota
+from trainyard.cluster.server.apiserver.builtin import autoscaling, disruptionbudgets, jobs, leases, limits, pods, quota
 from trainyard.cluster.server.apiserver.registry import ResourceType
 from trainyard.cluster.server.apiserver.requests.jsonpath import JSONPathError, evaluate, leading_fields
 from trainyard.cluster.server.storage import codec
@@ -98,6 +98,18 @@ def _readiness_gates(pod: Obj) -> str:
 def _node_address(node: Obj, kind: str) -> str:
     found = [a.get("address", "") for a in (node.get("status") or {}).get("addresses") or [] if a.get("type") == kind]
     return found[0] if found else "<none>"
+
+
+def _node_status(node: Obj) -> str:
+    """kubectl's node STATUS: Ready or NotReady (Unknown without a Ready condition), and
+    SchedulingDisabled when it is cordoned (``printNode``)."""
+    ready = next(
+        (c.get("status") for c in (node.get("status") or {}).get("conditions") or [] if c.get("type") == "Ready"), None
+    )
+    shown = ["Unknown" if ready is None else "Ready" if ready == "True" else "NotReady"]
+    if (node.get("spec") or {}).get("unschedulable"):
+        shown.append("SchedulingDisabled")
+    return ",".join(shown)
 
 
 def _node_roles(node: Obj) -> str:
@@ -250,19 +262,7 @@ BUILTIN_COLUMNS: dict[str, list[Column]] = {
     ],
     "core/nodes": [
         ("Name", "string", 0, _name),
-        (
-            "Status",
-            "string",
-            0,
-            lambda o, _: next(
-                (
-                    "Ready" if c.get("status") == "True" else "NotReady"
-                    for c in (o.get("status") or {}).get("conditions") or []
-                    if c.get("type") == "Ready"
-                ),
-                "Unknown",
-            ),
-        ),
+        ("Status", "string", 0, lambda o, _: _node_status(o)),
         ("Roles", "string", 0, lambda o, _: _node_roles(o)),
         ("Age", "string", 0, _age),
         (
@@ -332,6 +332,7 @@ BUILTIN_COLUMNS: dict[str, list[Column]] = {
         ("Age", "string", 0, _age),
     ],
     autoscaling.KEY: autoscaling.columns(_name, _age),
+    disruptionbudgets.KEY: disruptionbudgets.columns(_name, _age),
     jobs.KEY: jobs.columns(_name, _age, human_age),
     "apiextensions.k8s.io/customresourcedefinitions": [
         ("Name", "string", 0, _name),

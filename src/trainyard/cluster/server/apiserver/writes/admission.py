@@ -12,6 +12,11 @@ is decoded (``decoding``):
 Not implemented: immutability rules on update (pod spec, secret type, ...), most of PodSpec
 (volumes, probes, resources, security contexts) and ServiceSpec (IP families, node ports).
 
+``default_toleration_seconds`` is the DefaultTolerationSeconds plugin: a new pod that does not
+tolerate the ``node.kubernetes.io/not-ready`` or ``unreachable`` NoExecute taints gets a
+toleration of each for kube-apiserver's ``--default-*-toleration-seconds`` (300 s), so the taint
+eviction controller evicts it that long after its node failed.
+
 ``admit`` first suspends a new job that names a Kueue LocalQueue (Kueue's mutating webhook,
 ``api.kueue.integrations``), runs ``validate`` and then, for a resource of a registered job kind
 (``trainyard.api.kinds``), the job webhook (``trainyard.api.validation.review_job``), whose
@@ -34,7 +39,7 @@ from trainyard.api.quantity import parse_quantity
 from trainyard.api.validation import review_job
 from trainyard.api.webhooks import webhook_for
 from trainyard.cluster.server.apiserver import causes, errors
-from trainyard.cluster.server.apiserver.builtin import autoscaling, jobs, leases, priority, quota
+from trainyard.cluster.server.apiserver.builtin import autoscaling, disruptionbudgets, jobs, leases, priority, quota
 from trainyard.cluster.server.apiserver.causes import Cause
 from trainyard.cluster.server.apiserver.registry import ResourceType
 from trainyard.cluster.server.apiserver.writes import schema
@@ -94,6 +99,29 @@ def admit(
             warnings += review.warnings
     if found:
         raise errors.invalid(rt, obj.get("metadata", {}).get("name", ""), found)
+
+
+# -- DefaultTolerationSeconds ------------------------------------------------------------------
+
+NOT_READY_TAINT = "node.kubernetes.io/not-ready"
+UNREACHABLE_TAINT = "node.kubernetes.io/unreachable"
+
+
+def default_toleration_seconds(pod: dict[str, Any], not_ready: int, unreachable: int) -> None:
+    """The DefaultTolerationSeconds admission plugin, in place: tolerations a pod lacks are added."""
+    spec = pod.setdefault("spec", {})
+    tolerations = spec.get("tolerations") or []
+    for key, seconds in ((NOT_READY_TAINT, not_ready), (UNREACHABLE_TAINT, unreachable)):
+        # As upstream: an empty key or effect counts as tolerating (whatever the operator).
+        if not any(
+            isinstance(t, dict) and t.get("key", "") in (key, "") and t.get("effect", "") in ("NoExecute", "")
+            for t in tolerations
+        ):
+            tolerations = [
+                *tolerations,
+                {"key": key, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": seconds},
+            ]
+    spec["tolerations"] = tolerations
 
 
 # -- metadata -------------------------------------------------------------------------------
@@ -427,6 +455,7 @@ _BUILTIN: dict[str, Callable[[dict[str, Any]], list[Cause]]] = {
     "apiextensions.k8s.io/customresourcedefinitions": _crd,
     priority.KEY: priority.validate,
     leases.KEY: leases.validate,
+    disruptionbudgets.KEY: disruptionbudgets.validate,
     autoscaling.KEY: autoscaling.validate,
     jobs.KEY: _job,
     quota.KEY: quota.validate,

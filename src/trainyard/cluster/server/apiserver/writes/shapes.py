@@ -14,7 +14,7 @@ import re
 from typing import Any
 
 from trainyard.cluster.server.apiserver import errors
-from trainyard.cluster.server.apiserver.builtin import autoscaling, jobs, leases, limits, quota
+from trainyard.cluster.server.apiserver.builtin import autoscaling, disruptionbudgets, jobs, leases, limits, quota
 from trainyard.cluster.server.apiserver.registry import ResourceType
 
 # A shape is one of the scalar names below, a dict of field shapes (a struct; "*" makes it a
@@ -191,6 +191,7 @@ SHAPES: dict[str, dict[str, Any]] = {
         "preemptionPolicy": STR,
     },
     leases.KEY: leases.SHAPE,
+    disruptionbudgets.KEY: disruptionbudgets.SHAPE,
     quota.KEY: quota.SHAPE,
     limits.KEY: limits.SHAPE,
     "apiextensions.k8s.io/customresourcedefinitions": {
