@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from trainyard.cli import envs, jobs, operator_cmd, plane, runs
+from trainyard.cli import envs, jobs, nodes, operator_cmd, plane, runs
 from trainyard.cli.common import GLOBALS
 
 app = typer.Typer(
@@ -36,6 +36,7 @@ jobs.register(app)
 runs.register(app)
 operator_cmd.register(app)
 envs.register(app)
+nodes.register(app)
 
 
 def main(argv: list[str] | None = None) -> int:
