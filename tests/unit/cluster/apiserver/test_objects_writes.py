@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from served_objects import objects_in, rt
 from trainyard.cluster.server.apiserver import errors
 from trainyard.cluster.server.apiserver.objects import Objects
-from trainyard.cluster.server.apiserver.registry import Registry, ResourceType
+from trainyard.cluster.server.apiserver.registry import Registry
 from trainyard.cluster.server.storage.store import Store
 
 MERGE = "application/merge-patch+json"
@@ -37,15 +38,7 @@ WIDGETS = {
 
 @pytest.fixture
 def objects(tmp_path: Path) -> Objects:
-    objs = Objects(Store(tmp_path / "store.db"), Registry())
-    objs.create(rt(objs, "", "namespaces"), "", {"metadata": {"name": "ns"}})
-    return objs
-
-
-def rt(objects: Objects, group: str, plural: str) -> ResourceType:
-    found = objects.registry.lookup(group, "v1", plural)
-    assert found is not None
-    return found
+    return objects_in(tmp_path)
 
 
 def test_noop_patch_after_create_with_type_meta_keeps_the_resource_version(objects: Objects) -> None:
