@@ -128,10 +128,12 @@ class NodeLifecycleController:
         now = self.clock()
         probe = health.observe(self.probes.get(name), node, self.leases.get(LEASE_NAMESPACE, name), now)
         self.probes[name] = probe
-        view = {**self.ready, name: health.ready_status(node)}
-        evict = health.evictions(self.nodes.items(), view).get(health.zone_of(node), True)
         s = self.settings
-        verdict = health.assess(node, probe, now, grace=s.grace, startup_grace=s.startup_grace, evict=evict)
+        verdict = health.assess(node, probe, now, grace=s.grace, startup_grace=s.startup_grace)
+        # Whether NoExecute taints may be added depends on every node, this one as this pass leaves it.
+        view = {**self.ready, name: verdict.ready}
+        if not health.evictions(self.nodes.items(), view).get(health.zone_of(node), True):
+            verdict = health.assess(node, probe, now, grace=s.grace, startup_grace=s.startup_grace, evict=False)
         if verdict.conditions is not None:
             node = await self.applier.write_status(NODE, node, {"conditions": verdict.conditions}, self.nodes)
         if verdict.went_silent:

@@ -449,6 +449,8 @@ class Objects(Reads):
         defaulting.on_write(rt.key, new)
         if rt.key == "core/pods":
             priority.keep_on_update(current.get("spec") or {}, new.setdefault("spec", {}))
+            # A mutating plugin on update too (as upstream's), before the update rules judge the spec.
+            admission.default_toleration_seconds(new, *self.toleration_seconds)
             forbidden = defaulting.pod_spec_change(current.get("spec") or {}, new.get("spec") or {})
             if forbidden:
                 raise errors.invalid(rt, cm["name"], [("FieldValueForbidden", "spec", forbidden)])

@@ -117,6 +117,10 @@ def test_default_toleration_seconds_are_added_unless_the_pod_tolerates(objects: 
         "spec": {"containers": [{"name": "c", "image": "i"}], "tolerations": [{"operator": "Exists"}]},
     }
     assert objects.create(rt(objects, "", "pods"), "ns", body)["spec"]["tolerations"] == [{"operator": "Exists"}]
+    # a replace from the manifest (without them) gets them again before the pod update rules judge it
+    manifest = {"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "image": "i"}]}}
+    replaced = objects.update(rt(objects, "", "pods"), "ns", "p", manifest)
+    assert replaced["spec"]["tolerations"] == created["spec"]["tolerations"]
 
 
 def test_kubectl_columns() -> None:

@@ -12,7 +12,7 @@ is decoded (``decoding``):
 Not implemented: immutability rules on update (pod spec, secret type, ...), most of PodSpec
 (volumes, probes, resources, security contexts) and ServiceSpec (IP families, node ports).
 
-``default_toleration_seconds`` is the DefaultTolerationSeconds plugin: a new pod that does not
+``default_toleration_seconds`` is the DefaultTolerationSeconds plugin: a pod (created or updated) that does not
 tolerate the ``node.kubernetes.io/not-ready`` or ``unreachable`` NoExecute taints gets a
 toleration of each for kube-apiserver's ``--default-*-toleration-seconds`` (300 s), so the taint
 eviction controller evicts it that long after its node failed.
