@@ -4,8 +4,10 @@ A Node is created with kubectl and its Lease renewed by the test (standing in fo
 once the test stops renewing, the node lifecycle controller marks it Unknown after
 ``--node-monitor-grace-period`` and taints it ``node.kubernetes.io/unreachable``; the taint
 eviction controller deletes a pod that tolerates that for 2 s (and not one that tolerates it
-forever); PodGC force-deletes the terminating pod once the node is tainted out-of-service, and
-the pods of a deleted Node. A PodDisruptionBudget makes an eviction answer 429, and both
+forever, which is marked not Ready); PodGC force-deletes the terminating pod once the node is
+tainted out-of-service, and the pods of a deleted Node. ``yard node stop|start|preempt`` set the
+annotations the plane's node pool acts on (here nothing acts: the test deletes the node itself,
+and ``preempt --wait`` sees it go). A PodDisruptionBudget makes an eviction answer 429, and both
 ``kubectl drain`` and ``yard node drain`` retry it until their timeout, then drain once it is gone.
 """
 
@@ -13,6 +15,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -21,7 +25,7 @@ from typing import Any
 
 import pytest
 
-from conftest import Kubectl, Plane, eventually, own_plane
+from conftest import REPO, Kubectl, Plane, eventually, own_plane
 
 pytestmark = pytest.mark.e2e
 
@@ -110,6 +114,8 @@ def test_a_silent_node_goes_unknown_is_tainted_and_its_pods_are_evicted(kubectl:
     unreachable = {"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute"}
     bound_pod(kubectl, "brief", "lost-1", [{**unreachable, "tolerationSeconds": 2}])
     bound_pod(kubectl, "forever", "lost-1", [unreachable])
+    running = {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}
+    kubectl("patch", "pod", "forever", "--subresource=status", "--type=merge", "-p", json.dumps({"status": running}))
     for _ in range(3):
         renew(kubectl, "lost-1")
     # the plane's --default-not-ready-toleration-seconds 7 was given to the pods that did not say
@@ -148,7 +154,10 @@ def test_a_silent_node_goes_unknown_is_tainted_and_its_pods_are_evicted(kubectl:
     events = kubectl("get", "events", "--field-selector", "involvedObject.name=brief")
     assert "TaintManagerEviction" in events and "Marking for deletion Pod default/brief" in events
     assert "Node lost-1 status is now: NodeNotReady" in kubectl("describe", "node", "lost-1")
-    assert not get(kubectl, "pod", "forever")["metadata"].get("deletionTimestamp")
+    forever = get(kubectl, "pod", "forever")
+    assert not forever["metadata"].get("deletionTimestamp")
+    assert next(c for c in forever["status"]["conditions"] if c["type"] == "Ready")["status"] == "False"
+    assert "Node is not ready" in kubectl("get", "events", "--field-selector", "involvedObject.name=forever")
 
     # Non-graceful node shutdown: tainted out-of-service, the terminating pod is force-deleted.
     kubectl("taint", "node", "lost-1", "node.kubernetes.io/out-of-service=nodeshutdown:NoExecute")
@@ -165,10 +174,50 @@ def test_a_silent_node_goes_unknown_is_tainted_and_its_pods_are_evicted(kubectl:
     eventually(recovered, timeout=60, what="the unreachable taints to be removed")
 
 
-def test_pod_gc_deletes_the_pods_of_a_deleted_node(kubectl: Kubectl) -> None:
+def test_simulation_verbs_and_pod_gc_of_a_deleted_node(plane: Plane, kubectl: Kubectl) -> None:
     stand_in_node(kubectl, "gone-1")
     bound_pod(kubectl, "orphan", "gone-1", [])
-    kubectl("delete", "node", "gone-1")
+    assert "powered off" in plane.yard("node", "stop", "gone-1").stdout
+    assert get(kubectl, "node", "gone-1")["metadata"]["annotations"]["trainyard.dev/power"] == "off"
+    plane.yard("node", "start", "gone-1")
+    assert "trainyard.dev/power" not in (get(kubectl, "node", "gone-1")["metadata"].get("annotations") or {})
+    unknown = plane.yard("node", "stop", "nope", check=False)
+    assert unknown.returncode == 1 and 'nodes "nope" not found' in unknown.stderr
+    # A spot notice: its deadline as an RFC 3339 UTC annotation; --wait shows progress until the node goes
+    # (here the test removes it, standing in for the plane's node pool).
+    started = datetime.now(UTC)
+    waiting = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "trainyard.cli.main",
+            "--home",
+            str(plane.home),
+            "node",
+            "preempt",
+            "gone-1",
+            "--notice",
+            "30s",
+            "--wait",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        cwd=REPO,
+    )
+    try:
+
+        def noticed() -> Any:
+            annotations = get(kubectl, "node", "gone-1")["metadata"].get("annotations") or {}
+            return annotations.get("trainyard.dev/preemption-notice")
+
+        deadline = datetime.fromisoformat(eventually(noticed, timeout=30, what="the preemption notice"))
+        assert 25 <= (deadline - started).total_seconds() <= 35
+        kubectl("delete", "node", "gone-1")
+        output, _ = waiting.communicate(timeout=60)
+    finally:
+        waiting.kill()
+    assert "preemption notice until" in output and "notice ends in" in output and "node/gone-1 removed" in output
     eventually(lambda: get(kubectl, "pod", "orphan") is None, timeout=60, what="PodGC to delete the orphan")
 
 
