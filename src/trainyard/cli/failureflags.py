@@ -46,7 +46,26 @@ UnreachableSeconds = Annotated[
 ]
 
 
+FLAGS = dict(
+    zip(
+        FAILURE_ENVS,
+        (
+            "--node-monitor-grace-period",
+            "--default-not-ready-toleration-seconds",
+            "--default-unreachable-toleration-seconds",
+        ),
+        strict=True,
+    )
+)
+
+
 def check_env() -> None:
-    """Raise ValueError naming the flag's variable whose value the plane would refuse."""
-    settings.from_env()
-    tolerationflags.from_env()
+    """Raise ValueError naming the flag (and its variable) whose value the plane would refuse."""
+    try:
+        settings.from_env()
+        tolerationflags.from_env()
+    except ValueError as exc:
+        text = str(exc)
+        for env, flag in FLAGS.items():
+            text = text.replace(f"${env}", f"{flag} (${env})")
+        raise ValueError(text) from None
