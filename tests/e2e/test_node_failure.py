@@ -31,26 +31,24 @@ pytestmark = pytest.mark.e2e
 
 # The local node heartbeats every 10 s: the grace period leaves it margin on a loaded machine.
 GRACE = "15s"
+QUARANTINE_ENV = "TRAINYARD_POD_GC_QUARANTINE"
 
 
 @pytest.fixture(scope="module")
 def plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Plane]:
-    saved = os.environ.get("TRAINYARD_POD_GC_QUARANTINE")
-    os.environ["TRAINYARD_POD_GC_QUARANTINE"] = "1s"  # PodGC's 40 s wait for a missing node, shortened
+    flags = ("--node-monitor-grace-period", GRACE, "--default-not-ready-toleration-seconds", "7")
+    started = own_plane(tmp_path_factory, "yard-node-failure", *flags)
+    saved = os.environ.get(QUARANTINE_ENV)
+    os.environ[QUARANTINE_ENV] = "1s"  # PodGC's 40 s wait for a missing node, shortened for the plane only
     try:
-        yield from own_plane(
-            tmp_path_factory,
-            "yard-node-failure",
-            "--node-monitor-grace-period",
-            GRACE,
-            "--default-not-ready-toleration-seconds",
-            "7",
-        )
+        plane = next(started)  # `yard up` has returned: the plane has read its environment
     finally:
         if saved is None:
-            os.environ.pop("TRAINYARD_POD_GC_QUARANTINE", None)
+            os.environ.pop(QUARANTINE_ENV, None)
         else:
-            os.environ["TRAINYARD_POD_GC_QUARANTINE"] = saved
+            os.environ[QUARANTINE_ENV] = saved
+    yield plane
+    next(started, None)
 
 
 @pytest.fixture(scope="module")
