@@ -21,10 +21,11 @@ from lightkube.resources.core_v1 import Node, Pod
 
 from trainyard.cli.common import api, handled
 from trainyard.cli.nodedrain import Drain, pods_to_evict
+from trainyard.cluster.clients.node import machines
 from trainyard.cluster.clients.nodelifecycle.settings import parse_duration
 
-POWER = "trainyard.dev/power"
-PREEMPTION_NOTICE = "trainyard.dev/preemption-notice"
+POWER = machines.POWER_ANNOTATION
+PREEMPTION_NOTICE = machines.NOTICE_ANNOTATION
 REMOVAL_WAIT = 300.0
 """How long ``preempt --wait`` waits past the notice for the node to go before it says why it stopped."""
 NODE_HELP = "the Node's name (kubectl get nodes)"

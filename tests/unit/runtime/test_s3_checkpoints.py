@@ -17,8 +17,8 @@ from pathlib import Path
 
 import boto3
 import pytest
-from s3server import free_port, moto_server
 
+from s3server import free_port, moto_server
 from trainyard.runtime import reporting
 from trainyard.runtime.checkpoints import ENV_RESUME_FROM, CheckpointManager
 from trainyard.runtime.s3store import CheckpointStorageError
