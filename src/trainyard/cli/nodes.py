@@ -154,7 +154,8 @@ def register(app: typer.Typer) -> None:
             _wait_gone(client, node, deadline)
 
     def _wait_gone(client: Client, node: str, deadline: datetime) -> None:
-        shown = ""
+        """Poll until the Node is gone; a progress line when its pods change, else every 5 s."""
+        shown: tuple[int, float] | None = None
         while True:
             try:
                 client.get(Node, node)
@@ -165,19 +166,18 @@ def register(app: typer.Typer) -> None:
                 raise
             pods = len(list(client.list(Pod, namespace="*", fields={"spec.nodeName": node})))
             remaining = (deadline - datetime.now(UTC)).total_seconds()
-            line = (
-                f"node/{node}: notice ends in {remaining:.0f}s, {pods} pod(s) on it"
-                if remaining > 0
-                else f"node/{node}: notice over, waiting for the node to go ({pods} pod(s) on it)"
-            )
-            if line != shown:
-                say(line)
-                shown = line
+            if shown is None or shown[0] != pods or time.monotonic() - shown[1] >= 5:
+                say(
+                    f"node/{node}: notice ends in {remaining:.0f}s, {pods} pod(s) on it"
+                    if remaining > 0
+                    else f"node/{node}: notice over, waiting for the node to go ({pods} pod(s) on it)"
+                )
+                shown = (pods, time.monotonic())
             if remaining < -REMOVAL_WAIT:
                 print(
                     f"error: node/{node} is still there {REMOVAL_WAIT:.0f}s after its notice ended: nothing acts on "
-                    f"{PREEMPTION_NOTICE} (the plane's node pool does; a plane started without it, or a real cluster, "
-                    "does not): delete it with `kubectl delete node` or remove the annotation",
+                    f"{PREEMPTION_NOTICE} (the plane's node pool does; a real cluster does not): delete it with "
+                    "`kubectl delete node` or remove the annotation",
                     file=sys.stderr,
                 )
                 raise typer.Exit(1)
