@@ -92,7 +92,8 @@ def test_a_node_already_unknown_is_not_rewritten_nor_told_again() -> None:
 def test_a_node_that_never_posted_ready_gets_the_startup_grace_period() -> None:
     fresh = node(ready=None)
     probe = health.observe(None, fresh, None, at(0))
-    assert health.assess(fresh, probe, at(30), grace=15, startup_grace=60).conditions is None
+    registering = health.assess(fresh, probe, at(30), grace=15, startup_grace=60)
+    assert (registering.conditions, registering.taints) == (None, None)  # no taint before its first status
     late = health.assess(fresh, probe, at(60), grace=15, startup_grace=60)
     assert late.conditions is not None and not late.went_silent
     assert {c["reason"] for c in late.conditions} == {"NodeStatusNeverUpdated"}

@@ -151,7 +151,8 @@ def wanted_taints(node: Obj, conditions_of: Obj, now: datetime, *, evict: bool =
     None when they already are. Taints of other keys are kept as they are."""
     current = [t for t in (node.get("spec") or {}).get("taints") or [] if isinstance(t, dict)]
     wanted: set[tuple[str, str]] = set()
-    ready = ready_status(conditions_of)
+    # A node that has no Ready condition yet (registering) gets none: its startup grace decides.
+    ready = ready_status(conditions_of) if condition(conditions_of, "Ready") else "True"
     for_ready = {"False": NOT_READY, "Unknown": UNREACHABLE}.get(ready)
     if for_ready:
         wanted.add((for_ready, "NoSchedule"))
