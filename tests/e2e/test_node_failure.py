@@ -128,7 +128,7 @@ def test_a_silent_node_goes_unknown_is_tainted_and_its_pods_are_evicted(kubectl:
     def unknown() -> Any:
         node = get(kubectl, "node", "lost-1")
         ready = next(c for c in node["status"]["conditions"] if c["type"] == "Ready")
-        taints = {(t["key"], t["effect"]) for t in node["spec"].get("taints") or []}
+        taints = {(t["key"], t["effect"]) for t in (node.get("spec") or {}).get("taints") or []}
         return (
             ready["status"] == "Unknown"
             and taints
@@ -166,7 +166,7 @@ def test_a_silent_node_goes_unknown_is_tainted_and_its_pods_are_evicted(kubectl:
     stand_in_node(kubectl, "lost-1")
 
     def recovered() -> bool:
-        taints = get(kubectl, "node", "lost-1")["spec"].get("taints") or []
+        taints = (get(kubectl, "node", "lost-1").get("spec") or {}).get("taints") or []
         return not any(t["key"] == "node.kubernetes.io/unreachable" for t in taints)
 
     eventually(recovered, timeout=60, what="the unreachable taints to be removed")
