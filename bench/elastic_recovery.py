@@ -138,10 +138,19 @@ class Bench:
         container["env"].append({"name": "CHECKPOINT_DIR", "value": str(checkpoints)})
         container["args"] = ["--steps", "80", "--step-seconds", "0.2"]
         container["env"].append({"name": "LOGLEVEL", "value": "INFO"})  # torchrun logs each round
-        if how == "node":  # one worker per node
-            job_label = {"training.kubeflow.org/job-name": name}
-            term = {"labelSelector": {"matchLabels": job_label}, "topologyKey": "kubernetes.io/hostname"}
-            spec["affinity"] = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}
+        if how == "node":  # one worker per node (a hard spread: the rendezvous pod, no replica, goes anywhere)
+            workers_only = {
+                "matchLabels": {"training.kubeflow.org/job-name": name},
+                "matchExpressions": [{"key": "training.kubeflow.org/replica-type", "operator": "Exists"}],
+            }
+            spec["topologySpreadConstraints"] = [
+                {
+                    "maxSkew": 1,
+                    "topologyKey": "kubernetes.io/hostname",
+                    "whenUnsatisfiable": "DoNotSchedule",
+                    "labelSelector": workers_only,
+                }
+            ]
         workers = [f"{name}-worker-{i}" for i in range(3)]
         lost = workers[victim]
         submitted = time.time()

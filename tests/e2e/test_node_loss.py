@@ -71,10 +71,19 @@ def test_an_elastic_job_keeps_training_when_a_workers_node_stops(
     body: dict[str, Any] = yaml.safe_load((REPO / "examples" / "pytorch-elastic" / "pytorchjob.yaml").read_text())
     body["metadata"] = {"name": "elastic", "namespace": ns}
     spec = body["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]
-    term = {"labelSelector": {"matchLabels": {JOB_LABEL: "elastic"}}, "topologyKey": "kubernetes.io/hostname"}
-    # The workers one per node; the rendezvous pod (no replica, same job label) may share one.
-    term["labelSelector"]["matchExpressions"] = [{"key": "training.kubeflow.org/replica-type", "operator": "Exists"}]
-    spec["affinity"] = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}
+    # The workers one per node (a hard spread; the rendezvous pod, no replica, may go anywhere).
+    workers_only = {
+        "matchLabels": {JOB_LABEL: "elastic"},
+        "matchExpressions": [{"key": "training.kubeflow.org/replica-type", "operator": "Exists"}],
+    }
+    spec["topologySpreadConstraints"] = [
+        {
+            "maxSkew": 1,
+            "topologyKey": "kubernetes.io/hostname",
+            "whenUnsatisfiable": "DoNotSchedule",
+            "labelSelector": workers_only,
+        }
+    ]
     spec["terminationGracePeriodSeconds"] = 5
     (container,) = spec["containers"]
     container["env"] = [e for e in container["env"] if e["name"] != "CHECKPOINT_DIR"]

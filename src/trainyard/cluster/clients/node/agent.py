@@ -220,14 +220,18 @@ class NodeAgent:
         dead machine's cannot) and cancels its loop; the pods' objects stay as they were, for the
         node lifecycle controller to judge once the heartbeats are missed.
         """
+        roots = []
         for run in list(self.pods.values()):
             run.stopping = True
             if run.task is not None:
                 run.task.cancel()
-            for cr in run.init_containers + run.containers:
-                if cr.process is not None and cr.process.exit is None:
-                    cr.process.signal(signal.SIGKILL)
+            roots += [
+                cr.process.pid
+                for cr in run.init_containers + run.containers
+                if cr.process is not None and cr.process.exit is None and cr.process.pid and cr.process.supervised()
+            ]
             podexec.signal_sessions(run.exec_sessions, signal.SIGKILL)
+        lifecycle.kill_trees(roots)
         for task in list(self._background):
             task.cancel()
 

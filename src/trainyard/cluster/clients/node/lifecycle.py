@@ -4,15 +4,19 @@
 kubelet reports it); ``wait`` waits for the run's shim to report the exit and records it, its
 probes stopped first, an ``OOMKilled`` exit worded with the memory used and the limit it went
 over; ``kill_group`` and ``stop_groups`` stop process groups as the kubelet stops containers
-(SIGTERM, then SIGKILL after the grace period). ``stamp`` renders a shim's epoch time as the
-API's timestamps.
+(SIGTERM, then SIGKILL after the grace period); ``kill_trees`` kills containers' every process at
+once, as a machine losing power does. ``stamp`` renders a shim's epoch time as the API's timestamps.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
 import signal
+from collections.abc import Iterable
 from datetime import UTC, datetime
+from pathlib import Path
 
 from trainyard.api.meta import format_time
 from trainyard.cluster import qos
@@ -22,6 +26,40 @@ from trainyard.cluster.clients.node.runtime import shims
 
 def stamp(moment: float) -> str:
     return format_time(datetime.fromtimestamp(moment, UTC))
+
+
+def _parents() -> dict[int, int]:
+    """pid -> parent pid of every process, from ``/proc``."""
+    out = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError, IndexError, ValueError):
+                out[int(entry.name)] = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+    return out
+
+
+def kill_trees(roots: Iterable[int]) -> None:
+    """SIGKILL every process of these containers at once: each root's group and every descendant,
+    also those that left it for a session of their own (torchrun's and mpirun's workers do, and a
+    signal to the group alone would leave them running on a machine that is gone)."""
+    parents = _parents()
+    children: dict[int, list[int]] = {}
+    for pid, parent in parents.items():
+        children.setdefault(parent, []).append(pid)
+    doomed: set[int] = set()
+    frontier = [r for r in roots if r > 1]
+    while frontier:
+        pid = frontier.pop()
+        if pid in doomed:
+            continue
+        doomed.add(pid)
+        frontier.extend(children.get(pid, ()))
+    for root in roots:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(root, signal.SIGKILL)
+    for pid in doomed:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
 
 
 def fail_start(cr: ContainerRun, message: str, now: str) -> None:
