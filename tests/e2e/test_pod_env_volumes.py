@@ -350,7 +350,8 @@ def test_mounts_under_missing_host_directories_change_nothing_on_the_host(kubect
         assert not home.exists() and not etc.exists()
         # The secret and config map live in memory (a kubelet's tmpfs) while the pod runs...
         uid = kubectl("get", "pod", "mounts-fresh", "-o", "jsonpath={.metadata.uid}")
-        memory = paths.memory_root(Layout(plane.home)) / f"default_mounts-fresh_{uid}"
+        node = kubectl("get", "pod", "mounts-fresh", "-o", "jsonpath={.spec.nodeName}")
+        memory = paths.memory_root(Layout(plane.home)) / node / f"default_mounts-fresh_{uid}"
         assert (memory / "ssh" / "id_rsa").read_text() == "k3y" and (memory / "mpi" / "hostfile").exists()
     finally:
         kubectl("delete", "pod", "mounts-fresh", "--wait=true", "--timeout=60s")

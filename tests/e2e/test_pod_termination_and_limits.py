@@ -162,7 +162,11 @@ def test_a_container_that_ignores_sigterm_is_killed_after_the_grace_period(
 
 
 def test_memory_over_the_limit_is_oom_killed(plane: Plane, kubectl: Kubectl, ns: str) -> None:
-    script = "import time\nkeep = [b'x' * (16 << 20) for _ in range(24)]\nprint('survived', flush=True)\n"
+    # It holds what it took: without a cgroup the limit is enforced by polling, and a process that
+    # ended within one poll of its allocation (a loaded machine) would escape it.
+    script = (
+        "import time\nkeep = [b'x' * (16 << 20) for _ in range(24)]\ntime.sleep(60)\nprint('survived', flush=True)\n"
+    )
     pod = python_pod(
         "hog",
         script,
