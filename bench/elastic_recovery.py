@@ -66,6 +66,7 @@ class Bench:
     def __init__(self, home: Path, src: Path, nodes: int = 1) -> None:
         self.home = home
         self.nodes = nodes
+        self.lost = ""  # the pod the last run lost
         self.env = {**os.environ, "PYTHONPATH": f"{src}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
         self.yard = [sys.executable, "-m", "trainyard.cli.main", "--home", str(home)]
         self.kube = {**os.environ, "KUBECONFIG": str(home / "kubeconfig"), "KUBECACHEDIR": str(home / "kube-cache")}
@@ -161,6 +162,11 @@ class Bench:
 
         self.until(best_step, 600, "training past step 12")
         trained_at = time.time()
+        if how == "node":
+            # Not the node of the job's rendezvous pod: losing it ends every round (bench the pod apart).
+            rdzv = (self.pod(f"{name}-rdzv") or {}).get("spec", {}).get("nodeName")
+            order = [workers[victim], *(w for w in workers if w != workers[victim])]
+            lost = next(w for w in order if (self.pod(w) or {}).get("spec", {}).get("nodeName") != rdzv)
         before = self.pod(lost)
         assert before is not None
         killed = time.time()
@@ -172,6 +178,7 @@ class Bench:
         else:
             self.kill_container(before)
         survivors = [w for w in workers if w != lost]
+        self.lost = lost
 
         def restarted() -> tuple[float, float] | None:
             found = [
@@ -265,7 +272,7 @@ def main() -> None:
                 f = bench.run(name, victim, args.how, home / "checkpoints" / name)
                 net = f["first_step"] - f["startup"]
                 print(
-                    f"{args.how} worker-{victim} (run {run + 1}): kill -> new round {f['round']:.1f} s "
+                    f"{args.how} {bench.lost} (run {run + 1}): kill -> new round {f['round']:.1f} s "
                     f"({f['rounds']:.0f} rounds until the replacement was in), -> new training processes "
                     f"{f['spawned']:.1f} s, their start-up (imports, process group, checkpoint) "
                     f"{f['startup']:.1f} s, -> first step {f['first_step']:.1f} s; less start-up {net:.1f} s "
