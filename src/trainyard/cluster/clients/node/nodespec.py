@@ -28,7 +28,7 @@ from typing import Any
 from trainyard.api.meta import Obj
 from trainyard.cluster.clients.node import capacity as node_capacity
 from trainyard.cluster.clients.node import nodestatus
-from trainyard.cluster.quantity import CPU, GPU, MEMORY, PODS
+from trainyard.cluster.quantity import CPU, GPU, MEMORY, PODS, amount
 
 # RFC 1123 subdomain: what a Node's name must be.
 _SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
@@ -169,6 +169,16 @@ def _capacity(path: str, value: Any, base: node_capacity.Capacity, causes: list[
         causes.append(f"{path}: Invalid value: {GPU} and {PODS} must be whole numbers")
         return None
     cpu, memory = value.get(CPU), value.get(MEMORY)
+    for key, text, example in ((CPU, cpu, "4 or 500m"), (MEMORY, memory, "64Gi")):
+        if text is None:
+            continue
+        try:
+            positive = amount(key, str(text)) > 0
+        except ValueError:
+            positive = False
+        if not positive:
+            causes.append(f'{path}.{key}: Invalid value: "{text}": must be a positive quantity such as {example}')
+            return None
     try:
         return node_capacity.declare(
             base,
