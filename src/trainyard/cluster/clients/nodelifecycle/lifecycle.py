@@ -16,13 +16,12 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 
 from lightkube import AsyncClient
-from lightkube.core.exceptions import ApiError
 from lightkube.resources.coordination_v1 import Lease
-from lightkube.resources.core_v1 import Event, Node
+from lightkube.resources.core_v1 import Node
 
 from trainyard.api.meta import Obj, format_time
-from trainyard.client.events import event_body, reference
-from trainyard.client.resources import build, plain_resource
+from trainyard.client.events import record_event, reference
+from trainyard.client.resources import plain_resource
 from trainyard.cluster.clients.nodelifecycle import health
 from trainyard.cluster.clients.nodelifecycle.settings import Settings
 from trainyard.kit import plans
@@ -58,16 +57,11 @@ def node_reference(node: Obj) -> Obj:
 async def record_node_event(
     client: AsyncClient, node: Obj, type_: str, reason: str, message: str, *, component: str, now: str
 ) -> None:
-    """An Event about a Node: in ``default``, its involvedObject without a namespace, as upstream's."""
-    involved = node_reference(node)
-    body = event_body(
-        {**involved, "namespace": "default"}, type_=type_, reason=reason, message=message, component=component, now=now
+    """An Event about a Node: in ``default``, its involvedObject without a namespace, as upstream's
+    (``record_event`` files events about cluster-scoped objects so)."""
+    await record_event(
+        client, node_reference(node), type_=type_, reason=reason, message=message, component=component, now=now
     )
-    body["involvedObject"] = involved
-    try:
-        await client.create(build(Event, body))
-    except ApiError as exc:
-        log.warning("could not record event %s on node %s: %s", reason, involved["name"], exc)
 
 
 class NodeLifecycleController:
