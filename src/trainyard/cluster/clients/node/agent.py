@@ -62,6 +62,7 @@ from trainyard.cluster.clients.node import capacity as node_capacity
 from trainyard.cluster.clients.node.backoff import KUBELET_BASE, BackOff, go_duration
 from trainyard.cluster.clients.node.caches import CONFIG_MAP, POD, SECRET, BoundPods, ConfigSources
 from trainyard.cluster.clients.node.containerconfig import ContainerConfig
+from trainyard.cluster.clients.node.dnsconfig import NodeDns
 from trainyard.cluster.clients.node.events import PodEvents
 from trainyard.cluster.clients.node.persistentvolumes import Storage, claim_names
 from trainyard.cluster.clients.node.podenv import ConfigError, Sources, expand, referenced
@@ -115,6 +116,7 @@ class NodeAgent:
         labels: Mapping[str, str] | None = None,
         control_plane: bool = True,
         lease_seconds: int = DEFAULT_LEASE_SECONDS,
+        dns: NodeDns | None = None,
     ) -> None:
         self.client = client
         self.layout = layout
@@ -161,6 +163,7 @@ class NodeAgent:
             capacity=self.capacity,
             running=self.bound.active,
             rotation=rotation,
+            dns=dns,
         )
         self.probing = ProbeWiring(
             address,
