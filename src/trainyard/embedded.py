@@ -240,6 +240,7 @@ class EmbeddedPlane:
                         for a in self.nodes.agents()
                     ],
                     "network": "host",
+                    "clusterDNS": self.dns.address if self.dns is not None else None,
                     "operator": self.options.operator,
                     "gangScheduler": self.options.gang_scheduler_name,
                     "kinds": list(kinds()),
