@@ -141,9 +141,19 @@ class ExecSession:
         self._master: int | None = None
         self._conn: socket.socket | None = None
         self._closed = asyncio.Event()
+        self._made: tuple[list[int], list[int | None]] | None = None
 
     def _descriptors(self) -> tuple[list[int], list[int | None]]:
-        """What the command gets (stdin, stdout, stderr), and our ends (stdin writer, stdout, stderr readers)."""
+        """What the command gets (stdin, stdout, stderr), and our ends (stdin writer, stdout, stderr readers).
+
+        Made once, by whichever comes first: ``run``, or stdin or a resize the transport read before it.
+        """
+        if self._made is None:
+            self._made = self._make()
+            self._stdin = self._made[1][0]
+        return self._made
+
+    def _make(self) -> tuple[list[int], list[int | None]]:
         o = self.options
         if o.tty:
             master, slave = os.openpty()
@@ -166,8 +176,9 @@ class ExecSession:
 
     async def run(self, output: Output) -> Outcome:
         loop = asyncio.get_running_loop()
+        if self._closed.is_set():
+            return Outcome(error="the client went away")
         theirs, ours = self._descriptors()
-        self._stdin = ours[0]
         conn = self._conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         conn.setblocking(False)
         pumps: list[asyncio.Task[None]] = []
@@ -213,17 +224,23 @@ class ExecSession:
             self._stdin = self._master = None
 
     async def write_stdin(self, data: bytes) -> None:
+        if self._made is None:
+            self._descriptors()
         if self._stdin is not None:
             with contextlib.suppress(BrokenPipeError, OSError):
                 await write_fd(self._stdin, data)
 
     def close_stdin(self) -> None:
+        if self._made is None:
+            self._descriptors()
         # A terminal's input has no end of file to give: the user types Ctrl-D.
-        if self._stdin is not None and self._master is None:
+        if self._stdin is not None and self._master is None and self._made is not None:
             _close(self._stdin)
-            self._stdin = None
+            self._stdin = self._made[1][0] = None  # closed once: not again when the session ends
 
     def resize(self, width: int, height: int) -> None:
+        if self._made is None:
+            self._descriptors()
         if self._master is not None:
             set_window(self._master, width, height)
 
