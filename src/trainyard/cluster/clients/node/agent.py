@@ -494,6 +494,10 @@ class NodeAgent:
             **self.container_config.placement(run, container),
             **self.container_config.logging(run, cr.name),
             "state": str(self.layout.container_state(run.namespace, run.name, run.uid, cr.name)),
+            # `stdin: true`: a FIFO that stays open for `kubectl attach` to write to (else /dev/null).
+            "stdin": str(self.layout.container_stdin(run.namespace, run.name, run.uid, cr.name))
+            if container.get("stdin")
+            else None,
             "restartCount": cr.restart_count,
             "memoryLimit": qos.memory_limit(container),
             "cpuMillis": qos.cpu_limit_millis(container),

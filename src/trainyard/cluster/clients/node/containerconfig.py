@@ -309,13 +309,14 @@ class ContainerConfig:
     def exec_target(self, runs: dict[str, PodRun], runtime: ShimRuntime, request: podexec.Request) -> podexec.Target:
         """Where an exec request runs: a running container of the one pod among ``runs`` (by uid) its host names.
 
-        Raises ``podexec.Refused`` (ssh-like words) when no pod, several pods, or no running container fit.
+        Raises ``podexec.Refused`` when no pod, several pods, or no running container fit: in ssh's words
+        for a host name, in the kubelet's for a pod named by the API server.
         """
         cgroup_root = runtime.cgroup_root
         by_uid = {uid: run for uid, run in runs.items() if run.pod}
-        named = podexec.resolve(request.host, (run.pod for run in by_uid.values()))
+        named = podexec.select(request, (run.pod for run in by_uid.values()))
         if not named:
-            raise podexec.Refused(podexec.unknown_host(request.host))
+            raise podexec.Refused(podexec.not_found(request))
         if len(named) > 1:
             pods = ", ".join(sorted(f"{p['metadata']['namespace']}/{p['metadata']['name']}" for p in named))
             raise podexec.Refused(f"ssh: {request.host} names several pods ({pods}): add <subdomain>.<namespace>")
@@ -324,10 +325,16 @@ class ContainerConfig:
         key = f"{run.namespace}/{run.name}"
         name = request.container or podexec.default_container(pod)
         found = [(c, cr) for c, cr in zip(pod["spec"]["containers"], run.containers, strict=False) if c["name"] == name]
+        running = bool(found) and not (
+            run.stopping or found[0][1].process is None or found[0][1].process.exit is not None
+        )
+        if request.pod is not None and not (running and found[0][1].exit_code is None):
+            # The kubelet looks among running containers only: a stopped one is as absent.
+            raise podexec.Refused(f'container not found ("{name}")')
         if not found:
             raise podexec.Refused(f"ssh: {request.host}: pod {key} has no container {name!r}")
         container, cr = found[0]
-        if run.stopping or cr.process is None or cr.process.exit is not None or cr.exit_code is not None:
+        if not running or cr.exit_code is not None:
             raise podexec.Refused(f"ssh: {request.host}: pod {key} is not running (container {name!r} is not)")
         try:
             env = cr.env or self.exec_environment(run, pod, container)
