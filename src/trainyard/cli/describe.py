@@ -1,5 +1,6 @@
 """``yard describe``: one job explained, kubectl-style: its fields, the Kueue queue it waits in
-(its place in line and what it waits for: ``api.kueue.views``), why it is stuck (``sdk.explain``),
+(its place in line and what it waits for: ``api.kueue.views``), why it is stuck (``sdk.explain``,
+with ``yard doctor``'s findings: ``sdk.diagnosis``),
 what its training reported, conditions, family sections, replicas and recent events.
 """
 
@@ -18,7 +19,7 @@ from trainyard.api.meta import Obj
 from trainyard.cli.common import age, api, handled, out, styled, table
 from trainyard.cli.lookup import find_job, split_target
 from trainyard.cli.progress import pod_status_word
-from trainyard.sdk import explain, jobstate, queues
+from trainyard.sdk import diagnosis, doctor, explain, jobstate, queues
 from trainyard.sdk.kinds import JobKind
 
 
@@ -49,13 +50,9 @@ def describe_job(client: Client, kind: JobKind, job: Obj) -> None:
     meta = job["metadata"]
     view = kind.view
     namespace = meta.get("namespace") or client.namespace
-    pods = jobstate.job_pods(client, kind, meta["name"], namespace)
-    events = jobstate.pod_events(
-        client,
-        namespace,
-        jobstate.event_names(kind, meta["name"], pods),
-        {meta.get("uid", ""), *(p["metadata"].get("uid", "") for p in pods)},
-    )
+    # One reading serves the Why (``yard doctor``'s findings) and the tables below.
+    snap = doctor.gather(client, kind, job)
+    pods, events = list(snap.pods), list(snap.events)
     _field("Name", meta["name"])
     _field("Namespace", namespace)
     _field("Kind", f"{kind.kind} ({kind.api_version})")
@@ -69,7 +66,9 @@ def describe_job(client: Client, kind: JobKind, job: Obj) -> None:
         if workload is not None:
             for label, value in views.waiting_lines(queued.config, queued.decision, workload):
                 _field(label, value)
-    reasons = explain.why(job, pods, events, container=kind.default_container, view=view)
+    reasons = explain.why(
+        job, pods, events, container=kind.default_container, view=view, findings=diagnosis.diagnose(snap)
+    )
     if reasons:
         out.print()
         out.print(Text("Why:", style="bold"))

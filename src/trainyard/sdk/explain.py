@@ -1,4 +1,5 @@
-"""Why a job is where it is, in plain language: Pending, Restarting and Failed jobs explained.
+"""Why a job is where it is, in plain language: Pending, Restarting and Failed jobs explained,
+with ``yard doctor``'s findings (``sdk.diagnosis``) where it has some.
 
 Pure: it reads a job, its pods and their events (as the API returned them) and says what a
 person would after reading ``kubectl describe`` on each of them. ``None`` when there is nothing
@@ -7,8 +8,11 @@ to explain (a job that is running or done).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from trainyard.api.jobview import JobView
 from trainyard.api.meta import Obj
+from trainyard.sdk.diagnosis.model import Finding
 from trainyard.sdk.jobstate import condition, container_state, finished, replica_name, state, true_conditions
 
 # Waiting reasons of a container that mean the pod cannot start until someone changes something.
@@ -89,17 +93,47 @@ def _warning_events(events: list[Obj], said: list[str], limit: int = 3) -> list[
 
 
 def why(
-    job: Obj, pods: list[Obj], events: list[Obj], *, view: JobView, container: str | None = None
+    job: Obj,
+    pods: list[Obj],
+    events: list[Obj],
+    *,
+    view: JobView,
+    container: str | None = None,
+    findings: Sequence[Finding] = (),
 ) -> list[str] | None:
     """Plain-language reasons a job is Pending, Restarting or Failed; None when it needs none.
 
     ``view`` is the job's family's (``api.jobview``): its success word, STATE and the fields named.
+    ``findings`` (``sdk.diagnosis``: ``yard doctor``'s) say what is wrong and what to do: they
+    stand in for this module's own line about each pod they explain, and are said after the job's
+    state (also for a job that runs, or waits suspended in a queue).
     """
+    covered = {name for f in findings for name in f.pods}
+    told = [line for f in findings for line in f.lines()]
+    lines, warn = _state_lines(job, pods, view, container, covered)
+    if (
+        findings
+        and lines[:1]
+        and lines[0].startswith("The job is suspended")
+        and any(f.rule == "QueueWait" for f in findings)
+    ):
+        lines = []  # suspended by Kueue until admitted: the queue's finding says why
+    if not lines and not told:
+        return None
+    lines += told
+    return lines + _warning_events(events, lines) if warn or told else lines
+
+
+def _state_lines(
+    job: Obj, all_pods: list[Obj], view: JobView, container: str | None, covered: set[str]
+) -> tuple[list[str], bool]:
+    """The lines about the job's state and its pods (but those ``covered``), and whether recent warnings follow."""
+    pods = [p for p in all_pods if p["metadata"]["name"] not in covered]
     current = state(job, view)
     true = true_conditions(job)
     done = finished(job, view)
     if done == view.succeeded:
-        return None
+        return [], False
     if done == view.failed:
         failed = condition(job, view.failed) or {}
         lines = [f"The job failed: {failed.get('message') or failed.get('reason') or 'no message'}"]
@@ -111,10 +145,9 @@ def why(
             )
         elif "deadline" in message:
             lines.append(f"It ran longer than {view.deadline_field} ({view.deadline(job)}s).")
-        lines += _restart_lines(pods, container)
-        return lines + _warning_events(events, lines)
+        return lines + _restart_lines(pods, container), True
     if "Suspended" in true:
-        return [f"The job is suspended ({view.suspend_field}: true); it runs no pods until that is cleared."]
+        return [f"The job is suspended ({view.suspend_field}: true); it runs no pods until that is cleared."], False
     if current == "Restarting" or "Restarting" in true:
         restarting = condition(job, "Restarting") or {}
         lines = [f"The job is restarting: {restarting.get('message') or 'a replica failed'}"]
@@ -122,13 +155,13 @@ def why(
         backoff = _backoff_line(job)
         if backoff:
             lines.append(backoff)
-        return lines + _warning_events(events, lines)
+        return lines, True
     if current == "Pending" or "Pending" in true or not view.is_running(job):
         lines = []
         pending = condition(job, "Pending")
         if pending and pending.get("status") == "True":
             lines.append(f"The job is Pending ({pending.get('reason')}): {pending.get('message', '')}")
-        if not pods:
+        if not all_pods:
             if not view.handled(job):
                 lines.append(
                     "No operator has handled the job yet: is one running? (`yard up` runs one; "
@@ -138,7 +171,5 @@ def why(
                 lines.append("The operator has created no pods for it yet (gang scheduling may be waiting).")
         else:
             lines += [line for pod in pods if (line := _pod_line(pod, container))]
-        if not lines:
-            return None
-        return lines + _warning_events(events, lines)
-    return None
+        return lines, bool(lines)
+    return [], False

@@ -6,7 +6,6 @@ and work for any job kind (``sdk.kinds``), each read the way its family's ``jobv
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from lightkube import Client
@@ -27,6 +26,9 @@ FINISHED = ("Succeeded", "Failed")
 conditions = jobview.conditions
 true_conditions = jobview.true_conditions
 replica_name = pod_views.replica_name
+event_time = pod_views.event_time
+ContainerState = pod_views.ContainerState
+container_state = pod_views.container_state
 
 
 def state(job: Obj, view: JobView) -> str:
@@ -103,56 +105,3 @@ def pod_events(client: Client, namespace: str, names: set[str], uids: set[str]) 
         if (e.get("involvedObject") or {}).get("uid") in uids or (e.get("involvedObject") or {}).get("name") in names
     ]
     return sorted(about, key=event_time)
-
-
-def event_time(event: Obj) -> str:
-    return str(
-        event.get("lastTimestamp")
-        or event.get("eventTime")
-        or event.get("firstTimestamp")
-        or event["metadata"].get("creationTimestamp")
-        or ""
-    )
-
-
-@dataclass(frozen=True)
-class ContainerState:
-    """What a pod's main container is doing, in one word and its details."""
-
-    phase: str
-    reason: str
-    message: str
-    restarts: int
-    exit_code: int | None
-    last_exit_code: int | None
-    last_reason: str
-
-
-def container_state(pod: Obj, container: str | None = None) -> ContainerState:
-    status = pod.get("status") or {}
-    phase = str(status.get("phase") or "Pending")
-    statuses = status.get("containerStatuses") or []
-    cs = next((c for c in statuses if c.get("name") == container), statuses[0] if statuses else {})
-    current = cs.get("state") or {}
-    last = (cs.get("lastState") or {}).get("terminated") or {}
-    reason, message, exit_code = "", "", None
-    if "waiting" in current:
-        reason = current["waiting"].get("reason", "")
-        message = current["waiting"].get("message", "")
-    elif "terminated" in current:
-        reason = current["terminated"].get("reason", "")
-        message = current["terminated"].get("message", "")
-        exit_code = current["terminated"].get("exitCode")
-    if not reason and phase == "Pending":
-        scheduled = next((c for c in status.get("conditions") or [] if c.get("type") == "PodScheduled"), None)
-        if scheduled and scheduled.get("status") == "False":
-            reason, message = scheduled.get("reason", "Unschedulable"), scheduled.get("message", "")
-    return ContainerState(
-        phase=phase,
-        reason=str(reason),
-        message=str(message),
-        restarts=int(cs.get("restartCount") or 0),
-        exit_code=exit_code,
-        last_exit_code=last.get("exitCode"),
-        last_reason=str(last.get("reason") or ""),
-    )

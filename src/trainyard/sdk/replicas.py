@@ -1,10 +1,13 @@
-"""Which replica a pod of any family's job runs, and in which order ``yard`` lists a job's pods.
+"""Which replica a pod of any family's job runs, in which order ``yard`` lists a job's pods, what its
+main container is doing, and when an event happened.
 
 Read from the labels the controllers put on pods (upstream's replica labels, a JobSet's replicated
 Job and completion index); functions of API objects as the server returns them (plain dicts).
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 from trainyard.api import jobset, labels, trainer
 from trainyard.api.meta import Obj
@@ -57,3 +60,56 @@ def pod_order(pod: Obj) -> tuple[int, str, int]:
     except ValueError:
         index = 0
     return (0 if rtype in _FIRST else 1, rtype, index)
+
+
+def event_time(event: Obj) -> str:
+    return str(
+        event.get("lastTimestamp")
+        or event.get("eventTime")
+        or event.get("firstTimestamp")
+        or event["metadata"].get("creationTimestamp")
+        or ""
+    )
+
+
+@dataclass(frozen=True)
+class ContainerState:
+    """What a pod's main container is doing, in one word and its details."""
+
+    phase: str
+    reason: str
+    message: str
+    restarts: int
+    exit_code: int | None
+    last_exit_code: int | None
+    last_reason: str
+
+
+def container_state(pod: Obj, container: str | None = None) -> ContainerState:
+    status = pod.get("status") or {}
+    phase = str(status.get("phase") or "Pending")
+    statuses = status.get("containerStatuses") or []
+    cs = next((c for c in statuses if c.get("name") == container), statuses[0] if statuses else {})
+    current = cs.get("state") or {}
+    last = (cs.get("lastState") or {}).get("terminated") or {}
+    reason, message, exit_code = "", "", None
+    if "waiting" in current:
+        reason = current["waiting"].get("reason", "")
+        message = current["waiting"].get("message", "")
+    elif "terminated" in current:
+        reason = current["terminated"].get("reason", "")
+        message = current["terminated"].get("message", "")
+        exit_code = current["terminated"].get("exitCode")
+    if not reason and phase == "Pending":
+        scheduled = next((c for c in status.get("conditions") or [] if c.get("type") == "PodScheduled"), None)
+        if scheduled and scheduled.get("status") == "False":
+            reason, message = scheduled.get("reason", "Unschedulable"), scheduled.get("message", "")
+    return ContainerState(
+        phase=phase,
+        reason=str(reason),
+        message=str(message),
+        restarts=int(cs.get("restartCount") or 0),
+        exit_code=exit_code,
+        last_exit_code=last.get("exitCode"),
+        last_reason=str(last.get("reason") or ""),
+    )
