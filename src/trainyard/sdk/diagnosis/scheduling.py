@@ -38,7 +38,7 @@ def amount(resource: str, value: Decimal) -> str:
             if abs(value) >= size:
                 return f"{(value / size).quantize(Decimal('0.1')).normalize():f}{suffix}"
         return f"{value:f}"
-    if value != value.to_integral_value() and abs(value) < 1:
+    if value != value.to_integral_value():
         return f"{(value * 1000).to_integral_value():f}m"
     return f"{value.normalize():f}"
 
@@ -273,6 +273,7 @@ def claims(snap: Snapshot, claimed: frozenset[str]) -> list[Finding]:
             if phase == "Bound":
                 continue
             evidence = [e for e in events_about(snap, name) if e.get("type") == "Warning"][-1:]
+            evidence += events_about(snap, pod_name(pod), "FailedMount")[-1:]
             out.append(
                 Finding(
                     "ClaimNotBound",
