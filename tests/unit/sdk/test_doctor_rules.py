@@ -193,7 +193,8 @@ def test_a_rendezvous_names_the_replica_that_is_not_running() -> None:
     pods = [p if p["metadata"]["name"] != "rdzv-worker-0" else worker for p in base.pods]
     logs = {"rdzv-master-0": base.logs["rdzv-master-0"]}  # a pending worker has no log
     rendezvous = only(replace(base, pods=pods, logs=logs))
-    assert "1 of 2 replicas joined within 6s; not running: worker-0 (pod rdzv-worker-0) Unschedulable." in rendezvous.cause
+    said = "1 of 2 replicas joined within 6s; not running: worker-0 (pod rdzv-worker-0) Unschedulable."
+    assert said in rendezvous.cause
     gone = only(replace(base, pods=[p for p in base.pods if p["metadata"]["name"] != "rdzv-worker-0"], logs=logs))
     assert "not running: worker-0 (no pod)" in gone.cause
 

@@ -72,9 +72,10 @@ def _not_running(snap: Snapshot, besides: set[str]) -> list[str]:
 
 
 def _evidence(hits: list[tuple[int, Obj, str, str]], missing: list[str]) -> tuple[str, ...]:
-    return (*(f"{pod_name(pod)} {where}: {line.strip()}" for _, pod, where, line in hits), *(
-        f"not running: {m}" for m in missing
-    ))
+    return (
+        *(f"{pod_name(pod)} {where}: {line.strip()}" for _, pod, where, line in hits),
+        *(f"not running: {m}" for m in missing),
+    )
 
 
 def rendezvous(snap: Snapshot, claimed: frozenset[str]) -> list[Finding]:

@@ -7,8 +7,8 @@ Run by hand against a plane where the jobs of ``doctor_snapshots/jobs`` ran into
 
 Each ``NAME.json`` holds what ``gather`` read (job, pods, events, logs, nodes, claims, Workload,
 queue lines) and when; managedFields are dropped and repeated events kept once (the last), so the
-files stay small (Normal events no rule reads are left out: ``NOISE``). Pods bound to nodes are kept (their names, requests and phase) only with
-``--node-pods``: the gang cases need them.
+files stay small (Normal events no rule reads are left out: ``NOISE``). Pods bound to nodes are
+kept (their names, requests and phase) only with ``--node-pods``: the gang cases need them.
 """
 
 from __future__ import annotations
