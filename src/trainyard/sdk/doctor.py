@@ -108,7 +108,10 @@ def gather(
             workload = queued.workload_of(job)
             if workload is not None:
                 lines = views.waiting_lines(queued.config, queued.decision, workload)
-    all_pods = _listed(client, Pod, namespace=ALL_NS)
+    # What the nodes' pods use matters only to a gang that does not fit; a big cluster's pods are not
+    # listed otherwise.
+    waiting = any(not (p.get("spec") or {}).get("nodeName") for p in pods)
+    all_pods = _listed(client, Pod, namespace=ALL_NS) if waiting else []
     return Snapshot(
         job=job,
         view=kind.view,

@@ -24,6 +24,7 @@ from trainyard.sdk.diagnosis.model import (
     pod_name,
     quoted,
     state_of,
+    unexplained,
     who,
 )
 
@@ -55,7 +56,7 @@ _OOM_USED = re.compile(r"used ([\d.]+\s*\w+), over its memory limit resources\.l
 
 def oom(snap: Snapshot, claimed: frozenset[str]) -> list[Finding]:
     out = []
-    for pod in snap.pods:
+    for pod in unexplained(snap, claimed):
         code, reason, message, previous = _ended(snap, pod)
         events = events_about(snap, pod_name(pod), "OOMKilled")
         if reason != "OOMKilled" and not events:
@@ -90,10 +91,8 @@ _LOCAL_ENV = re.compile(r'Container image "([^"]*)" runs in local environment "(
 def environment(snap: Snapshot, claimed: frozenset[str]) -> list[Finding]:
     """The image's local environment lacks what the code imports, or the mapping names one that is not there."""
     out = []
-    for pod in snap.pods:
+    for pod in unexplained(snap, claimed):
         name = pod_name(pod)
-        if name in claimed:
-            continue
         code, reason, message, _ = _ended(snap, pod)
         cs = state_of(snap, pod)
         refused = next((m for m in (message, cs.message) if "maps to local environment" in m), "")
@@ -149,16 +148,11 @@ def environment(snap: Snapshot, claimed: frozenset[str]) -> list[Finding]:
     return out
 
 
-_NOT_FOUND = re.compile(r"(?:^|: )(\S+): (?:\d+: \S+: )?(?:not found|No such file or directory|command not found)")
-
-
 def command(snap: Snapshot, claimed: frozenset[str]) -> list[Finding]:
     """The container's command is not there (exit 127, or the node's ``StartError``) or not executable (126)."""
     out = []
-    for pod in snap.pods:
+    for pod in unexplained(snap, claimed):
         name = pod_name(pod)
-        if name in claimed:
-            continue
         code, reason, message, _ = _ended(snap, pod)
         lines, where = log_tail(snap, pod)
         if reason == "StartError" and ("No such file or directory" in message or "not found" in message):
@@ -188,11 +182,11 @@ def command(snap: Snapshot, claimed: frozenset[str]) -> list[Finding]:
 def config(snap: Snapshot, claimed: frozenset[str]) -> list[Finding]:
     """The node cannot set the container up: a missing ConfigMap or Secret, a volume that will not mount."""
     out = []
-    for pod in snap.pods:
+    for pod in unexplained(snap, claimed):
         name = pod_name(pod)
         cs = state_of(snap, pod)
         mounts = [e for e in events_about(snap, name, "FailedMount") if e.get("type") == "Warning"]
-        if name in claimed or not (cs.reason == "CreateContainerConfigError" or (cs.phase == "Pending" and mounts)):
+        if not (cs.reason == "CreateContainerConfigError" or (cs.phase == "Pending" and mounts)):
             continue
         told = cs.message or (str(mounts[-1].get("message", "")) if mounts else "")
         out.append(
@@ -231,10 +225,8 @@ def crash(snap: Snapshot, claimed: frozenset[str]) -> list[Finding]:
     """Whatever else exits non-zero: the exit code, restarts and the last lines it printed."""
     out = []
     limit = ((snap.job.get("spec") or {}).get("runPolicy") or {}).get("backoffLimit")
-    for pod in snap.pods:
+    for pod in unexplained(snap, claimed):
         name = pod_name(pod)
-        if name in claimed:
-            continue
         code, reason, message, previous = _ended(snap, pod)
         cs = state_of(snap, pod)
         if code in (None, 0) and cs.reason != "CrashLoopBackOff":

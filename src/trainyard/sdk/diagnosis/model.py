@@ -189,5 +189,10 @@ def pod_field_path(snap: Snapshot, pod: Obj, tail: str) -> str:
     return f"{found[0]}.{tail}" if found is not None else f"the pod template's {tail}"
 
 
+def unexplained(snap: Snapshot, claimed: frozenset[str]) -> list[Obj]:
+    """The job's pods no earlier rule explained."""
+    return [p for p in snap.pods if pod_name(p) not in claimed]
+
+
 def is_terminal(pod: Obj) -> bool:
     return str((pod.get("status") or {}).get("phase")) in ("Succeeded", "Failed")
