@@ -23,7 +23,7 @@ from trainyard.api.meta import parse_time
 from trainyard.sdk.diagnosis import Finding, Settings, Snapshot, diagnose
 from trainyard.sdk.diagnosis.model import field_path
 from trainyard.sdk.explain import why
-from trainyard.sdk.kinds import default_kind
+from trainyard.sdk.kinds import builtin_kinds, default_kind
 
 HERE = Path(__file__).parent / "doctor_snapshots"
 KIND = default_kind()
@@ -31,11 +31,12 @@ KIND = default_kind()
 
 def snapshot(name: str, **changes: Any) -> Snapshot:
     raw = json.loads((HERE / f"{name}.json").read_text())
+    kind = next(k for k in builtin_kinds() if k.kind == raw.get("kind", KIND.kind))
     snap = Snapshot(
         job=raw["job"],
-        view=KIND.view,
+        view=kind.view,
         now=datetime.fromisoformat(raw["now"]),
-        container=KIND.default_container,
+        container=kind.default_container,
         pods=raw["pods"],
         events=raw["events"],
         logs=raw["logs"],
@@ -327,6 +328,13 @@ def test_a_running_job_with_a_finding_gets_a_why() -> None:
     assert why(snap.job, list(snap.pods), list(snap.events), view=KIND.view) is None  # Running: nothing said before
     lines = why(snap.job, list(snap.pods), list(snap.events), view=KIND.view, findings=diagnose(snap)) or []
     assert lines and "keeps crashing" in lines[0]
+
+
+def test_a_trainjob_is_read_by_its_own_family() -> None:
+    finding = only(snapshot("tj-oom"))  # a TrainJob's node pod, run by a JobSet's Job
+    assert finding.rule == "OOMKilled"
+    assert finding.cause.startswith("node-0 (pod tj-oom-node-0-0-") and "over its memory limit 64Mi" in finding.cause
+    assert "(resources.limits.memory of container node: 64Mi)" in finding.remedy  # no *ReplicaSpecs to name
 
 
 def test_findings_as_json() -> None:

@@ -50,12 +50,13 @@ def main() -> None:
     parser.add_argument("--home", required=True)
     parser.add_argument("--namespace", default="default")
     parser.add_argument("--node-pods", action="store_true")
+    parser.add_argument("--kind", default=kinds.default_kind().singular, help="the jobs' kind (a word yard takes)")
     parser.add_argument("names", nargs="+")
     args = parser.parse_args()
     from lightkube import Client, KubeConfig
 
     client = Client(KubeConfig.from_file(Layout(Path(args.home)).kubeconfig), namespace=args.namespace)
-    kind = kinds.default_kind()
+    kind = kinds.resolve(args.kind, kinds.builtin_kinds())[0]
     for name in args.names:
         job = to_dict(client.get(kind.resource, name, namespace=args.namespace))
         snap = doctor.gather(client, kind, job)
@@ -65,6 +66,7 @@ def main() -> None:
                 continue
             events[((e.get("involvedObject") or {}).get("name", ""), e.get("reason", ""), e.get("message", ""))] = e
         body = {
+            "kind": kind.kind,
             "now": snap.now.isoformat(),
             "job": snap.job,
             "pods": list(snap.pods),
