@@ -20,6 +20,7 @@ import pytest
 import yaml
 
 from conftest import Plane, eventually, own_plane
+from trainyard.sdk import TrainingClient
 
 pytestmark = pytest.mark.e2e
 
@@ -96,6 +97,8 @@ def test_an_oom_names_the_limit_and_the_peak_and_describe_says_the_same(plane: P
     out = told(plane, "oom", "OOMKilled")
     assert "master-0 (pod oom-master-0) was OOM-killed: peak " in out and "over its memory limit 64Mi" in out, out
     assert "raise resources.limits.memory above " in out
+    findings = TrainingClient(config_file=str(plane.kubeconfig)).get_job_findings("oom")
+    assert [f["rule"] for f in findings] == ["OOMKilled"] and findings[0]["pods"] == ["oom-master-0"]
     described = plane.yard("describe", "oom").stdout
     why = described.split("Why:")[1].split("Conditions:")[0]
     assert "was OOM-killed: peak" in why and "fix: raise resources.limits.memory" in why, described

@@ -1,7 +1,8 @@
 """A job's pods, their logs and the events about the job and its pods, as ``TrainingClient``
 serves them (Kubeflow SDK v1's ``get_job_pods``, ``get_job_pod_names``, ``get_job_logs``, and
-trainyard's ``get_job_events`` and ``stream_pod_log``): pods found by the operator's labels,
-master first, then by replica type and index; logs read whole or followed across replicas.
+trainyard's ``get_job_events``, ``stream_pod_log`` and ``get_job_findings``, ``yard doctor``'s
+findings): pods found by the operator's labels, master first, then by replica type and index;
+logs read whole or followed across replicas.
 """
 
 from __future__ import annotations
@@ -17,9 +18,9 @@ from lightkube.resources.core_v1 import Event, Pod
 from trainyard.api import labels
 from trainyard.api.kindinfo import KindInfo
 from trainyard.client.resources import to_dict
-from trainyard.sdk import events, logs
+from trainyard.sdk import doctor, events, logs
 from trainyard.sdk.errors import NotFoundError, translated
-from trainyard.sdk.kinds import master_replica
+from trainyard.sdk.kinds import builtin_kinds, by_kind, master_replica
 from trainyard.sdk.session import Session, has_condition, job_conditions
 
 
@@ -138,6 +139,20 @@ class JobPods(Session):
         with translated(self.server):
             items = [to_dict(e) for e in self.client.list(Event, namespace=ns)]
         return events.by_object(items, wanted, since=created)
+
+    def get_job_findings(
+        self, name: str, namespace: str | None = None, job_kind: str | None = None
+    ) -> list[dict[str, Any]]:
+        """What is wrong with the job and what to do, as ``yard doctor`` says it: a list of
+        ``{rule, severity, cause, remedy, evidence, pods}`` (``sdk.diagnosis``); ``[]`` when nothing is."""
+        info = self._info(job_kind)
+        ns = self._ns(namespace)
+        job = self.get_job(name, ns, info.kind)
+        kind = by_kind(info.kind, builtin_kinds())
+        if kind is None:
+            raise ValueError(f"{info.kind} is not a job kind trainyard can read")
+        with translated(self.server):
+            return [f.to_dict() for f in doctor.examine(self.client, kind, job)]
 
     def _follow(
         self,
