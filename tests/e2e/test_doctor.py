@@ -52,6 +52,7 @@ JOBS = [
     job("oom", ["python3", "-c", HOG], resources={"limits": {"memory": "64Mi"}}),
     job("linger", ["python3", "-c", DONE_THEN_LINGER]),
     job("unmapped", ["python3", "-c", "import tensorflow"], image="tensorflow/tensorflow:2.15.0"),
+    job("healthy", ["sh", "-c", "echo training; sleep 120"], workers=1),
 ]
 
 
@@ -108,6 +109,15 @@ def test_a_script_that_never_exits_after_training(plane: Plane) -> None:
     out = told(plane, "linger", "NeverExits", "--grace", "1")
     assert "Training reported 100% done (epoch 2/2)" in out and "master-0 (pod linger-master-0) still runs" in out
     assert "destroy_process_group" in out
+
+
+def test_a_healthy_job_has_no_finding(plane: Plane) -> None:
+    def running() -> str | None:
+        result = doctor(plane, "healthy")
+        return result.stdout if result.returncode == 0 and "(Running)" in result.stdout else None
+
+    out = eventually(running, timeout=120, interval=1, what="yard doctor healthy to find nothing")
+    assert out == "pytorchjob/healthy (Running): no problem found\n"
 
 
 @pytest.mark.skipif(importlib.util.find_spec("tensorflow") is not None, reason="the plane's own environment has it")

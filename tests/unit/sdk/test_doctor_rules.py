@@ -225,6 +225,21 @@ def test_other_rendezvous_words(lines: list[str], said: str) -> None:
     assert "not running: worker-0 (no pod)" in finding.cause
 
 
+REFUSED = (
+    "[W1203 12:56:50.123456789 socket.cpp:755] [c10d] The client socket has failed to connect to "
+    "[localhost]:29500 (errno: 111 - Connection refused)."
+)
+
+
+def test_a_replica_still_dialing_the_master_but_not_once_it_got_through() -> None:
+    base = snapshot("rdzv")
+    master = [p for p in base.pods if p["metadata"]["name"] == "rdzv-master-0"]
+    dialing = replace(base, pods=master, logs={"rdzv-master-0": ["starting", REFUSED, REFUSED]})
+    assert "could not connect to the rendezvous at localhost:29500" in only(dialing).cause
+    through = [REFUSED, "epoch 1 loss 0.5", *(f"step {i}" for i in range(10))]
+    assert "RendezvousIncomplete" not in [f.rule for f in diagnose(replace(dialing, logs={"rdzv-master-0": through}))]
+
+
 def test_a_gloo_timeout_says_which_replica_and_which_peer() -> None:
     base = snapshot("gloo")
     finding = only(base)

@@ -29,12 +29,19 @@ _COLLECTIVE = (
 )
 
 
+# Words torch also prints on the way to a good start (a replica dialing a master that is not up yet,
+# an NCCL warning it recovers from): they count only while they are the last thing a replica said.
+_TRANSIENT = {_RENDEZVOUS[3].pattern, _COLLECTIVE[2].pattern}
+_STILL_SAYING = 5
+
+
 def _first_match(snap: Snapshot, pod: Obj, patterns: tuple[re.Pattern[str], ...]) -> tuple[int, str, str] | None:
     """(rank of the pattern, where, line) of a pod's most telling line: the first pattern's last match, else
     the next pattern's."""
     lines = all_log_lines(snap, pod)
     for rank, pattern in enumerate(patterns):
-        hits = [(w, line) for w, line in lines if pattern.search(line)]
+        searched = lines[-_STILL_SAYING:] if pattern.pattern in _TRANSIENT else lines
+        hits = [(w, line) for w, line in searched if pattern.search(line)]
         if hits:
             return rank, *hits[-1]
     return None
