@@ -78,6 +78,9 @@ def gather(
         jobstate.event_names(kind, meta["name"], pods),
         {meta.get("uid", ""), *(p["metadata"].get("uid", "") for p in pods)},
     )
+    # Events from before the job was created are an older job's of the same name (pod names repeat).
+    created = str(meta.get("creationTimestamp") or "")
+    events = [e for e in events if str((e.get("metadata") or {}).get("creationTimestamp") or created) >= created]
     logs: dict[str, list[str]] = {}
     previous: dict[str, list[str]] = {}
     for pod in pods[:MAX_LOGGED_PODS]:

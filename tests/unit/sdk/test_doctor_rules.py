@@ -119,6 +119,17 @@ def test_a_crash_loop_in_place_reads_the_previous_run() -> None:
     assert "kubectl logs loop-worker-0 --previous" in finding.remedy
 
 
+def test_a_replica_that_restarted_and_runs_again_is_a_warning() -> None:
+    base = snapshot("loop")
+    worker = copy.deepcopy(next(p for p in base.pods if p["metadata"]["name"] == "loop-worker-0"))
+    worker["status"]["phase"] = "Running"
+    worker["status"]["containerStatuses"][0]["state"] = {"running": {"startedAt": "2026-12-03T12:55:00Z"}}
+    pods = [worker if p["metadata"]["name"] == "loop-worker-0" else p for p in base.pods]
+    finding = only(replace(base, pods=pods))
+    assert finding.rule == "Restarted" and finding.severity == "warning"
+    assert finding.cause.startswith("worker-0 (pod loop-worker-0) restarted after it failed: exit code 3")
+
+
 def test_an_image_mapped_to_no_environment_says_which_command_maps_it() -> None:
     finding = only(snapshot("unmapped"))
     assert finding.rule == "ModuleNotFound"

@@ -237,6 +237,8 @@ def crash(snap: Snapshot, claimed: frozenset[str]) -> list[Finding]:
         how += f", {meaning}" if meaning else ""
         lines, where = log_tail(snap, pod, previous_first=previous)
         looping = cs.reason == "CrashLoopBackOff" or count > 0
+        # Restarted in place and running again (an elastic worker that recovered): said, but not a failure.
+        recovered = previous and cs.phase == "Running" and not cs.reason
         evidence = [f"{name}: {how}; {restarted}" + (f" (CrashLoopBackOff: {cs.message})" if cs.message else "")]
         evidence += quoted(snap, pod, lines, where)
         events = [e for e in events_about(snap, snap.name) if e.get("type") == "Warning"][-1:]
@@ -244,11 +246,12 @@ def crash(snap: Snapshot, claimed: frozenset[str]) -> list[Finding]:
         error = next((line.strip() for line in reversed(lines) if re.match(r"\s*[\w.]+(Error|Exception)\b", line)), "")
         said = f": {error}" if error else (f": {message}" if message else "")
         budget = f" (backoffLimit {limit})" if limit is not None else ""
+        verb = "restarted after it failed" if recovered else "keeps crashing" if looping else "failed"
         out.append(
             Finding(
-                "CrashLoop" if looping else "ContainerFailed",
-                "error",
-                f"{who(pod)} {'keeps crashing' if looping else 'failed'}: {how}{said}.",
+                "Restarted" if recovered else "CrashLoop" if looping else "ContainerFailed",
+                "warning" if recovered else "error",
+                f"{who(pod)} {verb}: {how}{said}.",
                 f"read its log (`kubectl logs {name}{' --previous' if previous else ''}`, `yard logs {snap.name}`), "
                 f"fix the code or its input, then recreate the job; restarts{budget} will not fix a bug",
                 tuple(evidence),

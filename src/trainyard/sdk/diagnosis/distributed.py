@@ -30,8 +30,9 @@ _COLLECTIVE = (
 
 
 # Words torch also prints on the way to a good start (a replica dialing a master that is not up yet,
-# an NCCL warning it recovers from): they count only while they are the last thing a replica said.
-_TRANSIENT = {_RENDEZVOUS[3].pattern, _COLLECTIVE[2].pattern}
+# an NCCL warning, a peer that left an elastic group it re-forms): they count only while they are the
+# last thing a replica said.
+_TRANSIENT = {_RENDEZVOUS[3].pattern, _COLLECTIVE[2].pattern, _COLLECTIVE[3].pattern}
 _STILL_SAYING = 5
 
 
