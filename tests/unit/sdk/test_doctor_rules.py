@@ -156,6 +156,23 @@ def test_a_command_that_is_not_there(name: str) -> None:
     assert said in finding.cause
 
 
+def test_an_image_a_clusters_kubelet_cannot_pull() -> None:
+    base = snapshot("loop")  # the same pod, as a real cluster's kubelet reports a bad tag (its words)
+    worker = copy.deepcopy(next(p for p in base.pods if p["metadata"]["name"] == "loop-worker-0"))
+    status = worker["status"]["containerStatuses"][0]
+    status.update(lastState={}, restartCount=0)
+    status["state"] = {"waiting": {"reason": "ImagePullBackOff", "message": 'Back-off pulling image "python:3.11"'}}
+    worker["status"]["phase"] = "Pending"
+    pods = [worker if p["metadata"]["name"] == "loop-worker-0" else p for p in base.pods]
+    finding = only(replace(base, pods=pods, logs={}, previous={}))
+    assert finding.rule == "ImagePull"
+    assert (
+        finding.cause
+        == "worker-0 (pod loop-worker-0) cannot start: its image python:3.11 cannot be pulled (ImagePullBackOff)."
+    )
+    assert "spec.pytorchReplicaSpecs.Worker.template.spec.containers[0].image" in finding.remedy
+
+
 def test_a_claim_that_is_missing() -> None:
     finding = only(snapshot("claim"))
     assert finding.rule == "ClaimNotBound"

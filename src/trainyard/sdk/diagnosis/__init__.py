@@ -29,6 +29,7 @@ RULES: tuple[tuple[str, Rule], ...] = (
     ("environment", containers.environment),
     ("command", containers.command),
     ("config", containers.config),
+    ("image-pull", containers.image_pull),
     ("rendezvous", distributed.rendezvous),
     ("collective", distributed.collective),
     ("crash", containers.crash),

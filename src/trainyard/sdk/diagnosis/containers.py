@@ -16,6 +16,7 @@ from trainyard.sdk.diagnosis.model import (
     Finding,
     Snapshot,
     all_log_lines,
+    container_spec,
     event_line,
     events_about,
     field_path,
@@ -44,11 +45,8 @@ def _ended(snap: Snapshot, pod: Obj) -> tuple[int | None, str, str, bool]:
 
 
 def _limit(pod: Obj, snap: Snapshot) -> str | None:
-    name = main_container(snap, pod)
-    for c in (pod.get("spec") or {}).get("containers") or []:
-        if c.get("name") == name:
-            return ((c.get("resources") or {}).get("limits") or {}).get("memory")
-    return None
+    limit = ((container_spec(snap, pod).get("resources") or {}).get("limits") or {}).get("memory")
+    return str(limit) if limit else None
 
 
 _OOM_USED = re.compile(r"used ([\d.]+\s*\w+), over its memory limit resources\.limits\.memory=(\S+?);?\s")
@@ -197,6 +195,35 @@ def config(snap: Snapshot, claimed: frozenset[str]) -> list[Finding]:
                 "create what it references (the ConfigMap, Secret or claim named) or fix the pod template",
                 tuple([f"{name}: {cs.reason or 'Pending'}", *(event_line(e) for e in mounts[-1:])]),
                 (name,),
+            )
+        )
+    return out
+
+
+def image_pull(snap: Snapshot, claimed: frozenset[str]) -> list[Finding]:
+    """A real cluster's kubelet cannot pull the image (the local node pulls none: it maps images to environments)."""
+    out = []
+    for pod in unexplained(snap, claimed):
+        cs = state_of(snap, pod)
+        if cs.reason not in ("ImagePullBackOff", "ErrImagePull", "InvalidImageName"):
+            continue
+        image = next(
+            (
+                c.get("image")
+                for c in (pod.get("spec") or {}).get("containers") or []
+                if c.get("name") == main_container(snap, pod)
+            ),
+            "?",
+        )
+        out.append(
+            Finding(
+                "ImagePull",
+                "error",
+                f"{who(pod)} cannot start: its image {image} cannot be pulled ({cs.reason}).",
+                f"check the image's name and tag ({field_path(snap, pod, 'image')}) and that the registry lets the "
+                "node pull it (imagePullSecrets); `kubectl describe pod` shows the kubelet's words",
+                (f"{pod_name(pod)}: {cs.reason}: {cs.message}",),
+                (pod_name(pod),),
             )
         )
     return out

@@ -109,6 +109,12 @@ def main_container(snap: Snapshot, pod: Obj) -> str | None:
     return snap.container if snap.container in names else (names[0] if names else snap.container)
 
 
+def container_spec(snap: Snapshot, pod: Obj) -> Obj:
+    """The pod's main container as its spec says it ({} when it has none)."""
+    name = main_container(snap, pod)
+    return next((c for c in (pod.get("spec") or {}).get("containers") or [] if c.get("name") == name), {})
+
+
 def state_of(snap: Snapshot, pod: Obj) -> ContainerState:
     return container_state(pod, main_container(snap, pod))
 
