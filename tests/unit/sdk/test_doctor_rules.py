@@ -286,10 +286,12 @@ def test_a_gloo_timeout_says_which_replica_and_which_peer() -> None:
     assert "every other replica still runs (a hang)" in only(replace(base, pods=pods)).cause
 
 
+# The line torch's ProcessGroupNCCL writes when its watchdog gives up (written here in its format:
+# no GPU on this machine to provoke it).
 NCCL = (
-    "[rank0]:[E1218 20:27:21.426415540 ProcessGroupNCCL.cpp:629] [Rank 0] Watchdog caught collective operation "
-    "timeout: WorkNCCL(SeqNum=1, OpType=BROADCAST, NumelIn=131072000, NumelOut=131072000, Timeout(ms)=600000) ran "
-    "for 600081 milliseconds before timing out."
+    "[rank0]:[E1203 12:58:02.117204331 ProcessGroupNCCL.cpp:632] [Rank 0] Watchdog caught collective operation "
+    "timeout: WorkNCCL(SeqNum=1, OpType=BROADCAST, NumelIn=4096, NumelOut=4096, Timeout(ms)=600000) ran "
+    "for 600012 milliseconds before timing out."
 )
 
 
