@@ -43,6 +43,7 @@ log = logging.getLogger(__name__)
 COMPONENT = "horizontal-pod-autoscaler"
 HPA = plain_resource("autoscaling", "v2", "HorizontalPodAutoscaler", "horizontalpodautoscalers")
 DEFAULT_SYNC_PERIOD = 15.0
+NO_EXTERNAL = "no metrics returned from external metrics API"
 Key = tuple[str, str]
 
 
