@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from trainyard.api.autoscaling import scale_down_rules, scale_up_rules
 from trainyard.cluster.clients.autoscaler import behavior
 from trainyard.cluster.clients.autoscaler.behavior import History
 
@@ -73,5 +74,5 @@ def test_scale_down_percent_policy_and_defaults() -> None:
     half = {"stabilizationWindowSeconds": 0, "policies": [{"type": "Percent", "value": 50, "periodSeconds": 60}]}
     out = normalize({"scaleDown": half}, History(), 8, 1, 0.0)
     assert out.replicas == 4 and out.limited[:2] == (True, "ScaleDownLimit")
-    assert behavior.scale_up_rules(None)["policies"][0] == {"type": "Pods", "value": 4, "periodSeconds": 15}
-    assert behavior.scale_down_rules(None)["selectPolicy"] == "Max"
+    assert scale_up_rules(None)["policies"][0] == {"type": "Pods", "value": 4, "periodSeconds": 15}
+    assert scale_down_rules(None)["selectPolicy"] == "Max"

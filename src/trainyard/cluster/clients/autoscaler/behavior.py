@@ -19,6 +19,8 @@ import math
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from trainyard.api.autoscaling import scale_down_rules, scale_up_rules
+
 Obj = dict[str, Any]
 SCALE_UP_LIMIT_FACTOR = 2.0
 SCALE_UP_LIMIT_MINIMUM = 4.0
@@ -54,28 +56,6 @@ UP_LIMIT = ("ScaleUpLimit", "the desired replica count is increasing faster than
 DOWN_LIMIT = ("ScaleDownLimit", "the desired replica count is decreasing faster than the maximum scale rate")
 TOO_MANY = ("TooManyReplicas", "the desired replica count is more than the maximum replica count")
 TOO_FEW = ("TooFewReplicas", "the desired replica count is less than the minimum replica count")
-
-
-def scale_up_rules(rules: Obj | None) -> Obj:
-    """autoscaling/v2's ``GenerateHPAScaleUpRules``: what an unset field of ``behavior.scaleUp`` means."""
-    rules = dict(rules or {})
-    rules.setdefault("stabilizationWindowSeconds", 0)
-    rules["selectPolicy"] = rules.get("selectPolicy") or "Max"
-    if not rules.get("policies"):
-        rules["policies"] = [
-            {"type": "Pods", "value": 4, "periodSeconds": 15},
-            {"type": "Percent", "value": 100, "periodSeconds": 15},
-        ]
-    return rules
-
-
-def scale_down_rules(rules: Obj | None) -> Obj:
-    """``GenerateHPAScaleDownRules``: the stabilization window stays unset (the controller's flag fills it)."""
-    rules = dict(rules or {})
-    rules["selectPolicy"] = rules.get("selectPolicy") or "Max"
-    if not rules.get("policies"):
-        rules["policies"] = [{"type": "Percent", "value": 100, "periodSeconds": 15}]
-    return rules
 
 
 def normalize(
