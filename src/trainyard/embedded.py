@@ -31,6 +31,7 @@ from trainyard.client.resources import plain_resource
 from trainyard.client.transport import Client, route_directly, wrap_transports
 from trainyard.cluster.clients.autoscaler import settings as hpa_settings
 from trainyard.cluster.clients.autoscaler.controller import HorizontalController
+from trainyard.cluster.clients.dns.server import ClusterDns, address_for, host_nameservers
 from trainyard.cluster.clients.jobs.controller import JobController
 from trainyard.cluster.clients.jobs.decisions import Backoff
 from trainyard.cluster.clients.jobsets.controller import JobSetController
@@ -40,11 +41,13 @@ from trainyard.cluster.clients.metrics.resource import ResourceMetrics
 from trainyard.cluster.clients.node import backoff, containerlogs, podexec
 from trainyard.cluster.clients.node.agent import NodeAgent
 from trainyard.cluster.clients.node.capacity import Capacity
+from trainyard.cluster.clients.node.dnsconfig import NodeDns
 from trainyard.cluster.clients.node.nodespec import NodeSpec
 from trainyard.cluster.clients.node.persistentvolumes import Storage
 from trainyard.cluster.clients.node.pool import NodePool
 from trainyard.cluster.clients.node.registration import DEFAULT_LEASE_SECONDS
 from trainyard.cluster.clients.node.resourcestats import resolution_from_env
+from trainyard.cluster.clients.node.runtime import mountns
 from trainyard.cluster.clients.nodelifecycle.manager import NodeControllers
 from trainyard.cluster.clients.scheduler.loop import Scheduler
 from trainyard.cluster.paths import DEFAULT_PORT, Layout
@@ -109,6 +112,8 @@ class PlaneOptions:
     gang_scheduler_name: str = SCHEDULER_PLUGINS_SCHEDULER
     # Seconds a pod may stay Pending before its job gets a Pending condition; 0: never; None: default.
     pending_timeout: float | None = None
+    # The cluster DNS's address (port 53): "auto" derives one from the API port (dns.server.address_for), "none": off.
+    cluster_dns: str = "auto"
 
 
 class EmbeddedPlane:
@@ -129,6 +134,8 @@ class EmbeddedPlane:
         self.kueue: KueueController | None = None
         self.autoscaler: HorizontalController | None = None
         self._client: AsyncClient | None = None
+        self.dns: ClusterDns | None = None
+        self._node_dns: NodeDns | None = None
         self._operator_client: AsyncClient | None = None
         self.status_server: Endpoint | None = None
 
@@ -154,15 +161,17 @@ class EmbeddedPlane:
             route_directly(node_client, self.api.loopback.call)
             return node_client
 
+        # One informer on every pod for the scheduler, the Job controller and the DNS, as kube-controller-manager's
+        # controllers share its informer factory's: one watch, one decode per change, one copy of each pod.
+        pods = Informer(self._client, plain_resource("", "v1", "Pod", "pods"))
+        services = Informer(self._client, plain_resource("", "v1", "Service", "services"))
+        self.dns, self._node_dns = await self._cluster_dns(services, pods)
         self.nodes = NodePool(specs, client=self._client, connect=connect, make_agent=self._agent)
         self.nodes.boot()
         # The nodes' exec socket: commands run in their running pods (mpirun's launch agent reaches other pods).
         self.exec_server = podexec.ExecServer(self.layout, self.nodes.exec_target)
         await self.exec_server.start()
         first = self.nodes.first
-        # One informer on every pod for the scheduler and the Job controller, as kube-controller-manager's
-        # controllers share its informer factory's: one watch, one decode per change, one copy of each pod.
-        pods = Informer(self._client, plain_resource("", "v1", "Pod", "pods"))
         self.scheduler = Scheduler(self._client, pods=pods)
         # kube-controller-manager's Job controller; its pod-failure back-off keeps the kubelet's base
         # (both 10 s upstream), so `yard up --restart-backoff` shortens both.
@@ -191,6 +200,7 @@ class EmbeddedPlane:
         )
         self._tasks = [
             asyncio.create_task(pods.run(), name="pod informer"),
+            *([asyncio.create_task(services.run(), name="service informer")] if self.dns else []),
             asyncio.create_task(self.nodes.run(), name="nodes"),
             asyncio.create_task(self.scheduler.run(), name="scheduler"),
             asyncio.create_task(self.jobs.run(), name="jobs"),
@@ -253,12 +263,41 @@ class EmbeddedPlane:
                         for a in self.nodes.agents()
                     ],
                     "network": "host",
+                    "clusterDNS": self.dns.address if self.dns is not None else None,
                     "operator": self.options.operator,
                     "gangScheduler": self.options.gang_scheduler_name,
                     "kinds": list(kinds()),
                 }
             )
         )
+
+    async def _cluster_dns(self, services: Informer, pods: Informer) -> tuple[ClusterDns | None, NodeDns | None]:
+        """The cluster's DNS server, started, and what the nodes write into pods' resolv.conf and hosts.
+
+        Pods keep the machine's files where no process may have a mount namespace of its own (the
+        files are mounted over /etc's there); Service names resolve only while the server runs.
+        """
+        if not await asyncio.to_thread(mountns.usable):
+            log.warning("pods keep this machine's /etc/resolv.conf and /etc/hosts: no mount namespace can be made")
+            return None, None
+        host = NodeDns(host_resolv=_read("/etc/resolv.conf"), host_hosts=_read("/etc/hosts"))
+        wanted = self.options.cluster_dns
+        if wanted == "none":
+            return None, host
+        address = address_for(self.options.port) if wanted == "auto" else wanted
+        server = ClusterDns(address, services, pods, upstream=host_nameservers(host.host_resolv))
+        try:
+            await server.start()
+        except OSError as exc:
+            log.warning(
+                "no cluster DNS: cannot listen on %s:53 (%s); pods resolve names with this machine's resolv.conf, "
+                "so Service names do not resolve in them: run `yard up` as root, or give its python "
+                "CAP_NET_BIND_SERVICE (setcap cap_net_bind_service=+ep PYTHON), or choose --cluster-dns ADDRESS",
+                address,
+                exc.strerror or exc,
+            )
+            return None, host
+        return server, replace(host, cluster_dns=(address,))
 
     def _volumes(self, first: NodeAgent) -> Storage:
         assert self._client is not None
@@ -279,6 +318,7 @@ class EmbeddedPlane:
             control_plane=spec.control_plane,
             lease_seconds=self.options.node_lease_seconds,
             metric_resolution=resolution_from_env(),
+            dns=self._node_dns,
         )
 
     async def _metrics(self, _: web.Request) -> web.Response:
@@ -299,6 +339,8 @@ class EmbeddedPlane:
             await self.nodes.shutdown(grace=5.0)
         if self.exec_server is not None:
             await self.exec_server.close()
+        if self.dns is not None:
+            await self.dns.close()
         if self.status_server is not None:
             await self.status_server.close()
         for client in (self._operator_client, self._client):
@@ -322,3 +364,10 @@ class EmbeddedPlane:
         finally:
             log.info("stopping the control plane")
             await self.stop()
+
+
+def _read(path: str) -> str:
+    try:
+        return Path(path).read_text()
+    except OSError:
+        return ""

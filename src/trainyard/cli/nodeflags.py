@@ -32,6 +32,7 @@ class NodeFlags:
     nodes: int | None = None
     nodes_file: Path | None = None
     node_lease_duration: int | None = None
+    cluster_dns: str | None = None
 
     def argv(self) -> list[str]:
         """These flags, as they are passed on to the plane's own process."""
@@ -45,6 +46,7 @@ class NodeFlags:
             ("--nodes", self.nodes),
             ("--nodes-file", self.nodes_file.resolve() if self.nodes_file else None),
             ("--node-lease-duration", self.node_lease_duration),
+            ("--cluster-dns", self.cluster_dns),
         ):
             if value is not None:
                 out += [flag, str(value)]

@@ -171,6 +171,16 @@ def register(app: typer.Typer) -> None:
                 rich_help_panel=NODE,
             ),
         ] = None,
+        cluster_dns: Annotated[
+            str | None,
+            typer.Option(
+                metavar="ADDRESS",
+                help="the loopback address the cluster DNS listens on (port 53; it needs root or "
+                "CAP_NET_BIND_SERVICE), which pods' resolv.conf names, as the kubelet's clusterDNS: 'auto' (the "
+                "default) derives one from --port, 'none' turns it off",
+                rich_help_panel=NODE,
+            ),
+        ] = None,
         node_monitor_grace_period: failureflags.GracePeriod = None,
         default_not_ready_toleration_seconds: failureflags.NotReadySeconds = None,
         default_unreachable_toleration_seconds: failureflags.UnreachableSeconds = None,
@@ -198,6 +208,7 @@ def register(app: typer.Typer) -> None:
                 nodes=nodes,
                 nodes_file=nodes_file,
                 node_lease_duration=node_lease_duration,
+                cluster_dns=cluster_dns,
             ),
             container_log_max_size=container_log_max_size,
             container_log_max_files=container_log_max_files,
@@ -419,6 +430,7 @@ def _foreground(layout: Layout, args: UpOptions, workspace: Path, secure: bool) 
             secure=secure,
             nodes=specs,
             node_lease_seconds=args.node.node_lease_duration or DEFAULT_LEASE_SECONDS,
+            cluster_dns=args.node.cluster_dns or "auto",
             operator=args.operator,
             pending_timeout=args.pending_timeout,
             gang_scheduler_name=(

@@ -61,5 +61,10 @@ def cmd_status(layout: Layout, state: dict[str, Any] | None) -> int:
         )
     else:
         print(f"  operator     not in this process (`yard up --no-operator`: run `yard operator`); {len(jobs)} job(s)")
+    dns = state.get("clusterDNS")
+    if dns:
+        print(f"  cluster DNS  {dns}:53 (cluster.local): pods resolve Service names through it")
+    else:
+        print("  cluster DNS  off: pods resolve names with this machine's resolv.conf (see the plane's log)")
     print(f"  log          {layout.log_file}")
     return 0

@@ -23,7 +23,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -174,6 +174,11 @@ def _parse(record: bytes) -> tuple[str, bytes] | None:
     return parts[0].decode(), text + (b"\n" if parts[2] == b"F" else b"")
 
 
+def _stream(record: bytes) -> str:
+    parts = record.split(b" ", 2)
+    return parts[1].decode(errors="replace") if len(parts) > 1 else "stdout"
+
+
 def _records(data: bytes) -> list[tuple[str, bytes]]:
     # Records end at "\n" only: a container's "\r" (a progress bar) is text.
     return [p for p in (_parse(r) for r in data.split(b"\n") if r) if p is not None]
@@ -266,6 +271,14 @@ async def follow(
     path: Path, start: Position, *, timestamps: bool, finished: Callable[[], bool], poll: float = 0.1
 ) -> AsyncIterator[bytes]:
     """New log text after ``start`` until ``finished()`` and the file has been drained, across rotations."""
+    async for stamp, _, text in follow_records(path, start, finished=finished, poll=poll):
+        yield _render(stamp, text, timestamps)
+
+
+async def follow_records(
+    path: Path, start: Position, *, finished: Callable[[], bool], poll: float = 0.1
+) -> AsyncGenerator[tuple[str, str, bytes], None]:
+    """``follow``'s records as (timestamp, stream, text): what ``pods/attach`` splits into stdout and stderr."""
     # Imported here: each container's shim imports this module for LogWriter and must start fast.
     import asyncio
 
@@ -294,7 +307,7 @@ async def follow(
             for record in complete:
                 parsed = _parse(record)
                 if parsed is not None:
-                    yield _render(parsed[0], parsed[1], timestamps)
+                    yield parsed[0], _stream(record), parsed[1]
             if rotated:
                 handle.close()
                 handle, pending = None, b""

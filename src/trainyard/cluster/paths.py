@@ -141,6 +141,10 @@ class Layout:
         suffix = ".previous.log" if previous else ".log"
         return self.pod_dir(namespace, name, uid) / "logs" / f"{container}{suffix}"
 
+    def container_stdin(self, namespace: str, name: str, uid: str, container: str) -> Path:
+        """The FIFO a container with ``stdin: true`` reads (its shim makes it): what ``pods/attach`` writes to."""
+        return self.pod_dir(namespace, name, uid) / "state" / f"{container}.stdin"
+
     def container_state(self, namespace: str, name: str, uid: str, container: str) -> Path:
         """The state file of a container's current run, kept by its shim (``node.runtime.shim``)."""
         return self.pod_dir(namespace, name, uid) / "state" / f"{container}.json"

@@ -65,6 +65,7 @@ from trainyard.cluster.clients.node import capacity as node_capacity
 from trainyard.cluster.clients.node.backoff import KUBELET_BASE, BackOff, go_duration
 from trainyard.cluster.clients.node.caches import CONFIG_MAP, POD, SECRET, BoundPods, ConfigSources
 from trainyard.cluster.clients.node.containerconfig import ContainerConfig
+from trainyard.cluster.clients.node.dnsconfig import NodeDns
 from trainyard.cluster.clients.node.events import PodEvents
 from trainyard.cluster.clients.node.persistentvolumes import Storage, claim_names
 from trainyard.cluster.clients.node.podenv import ConfigError, Sources, expand, referenced
@@ -120,6 +121,7 @@ class NodeAgent:
         control_plane: bool = True,
         lease_seconds: int = DEFAULT_LEASE_SECONDS,
         metric_resolution: float = DEFAULT_RESOLUTION,
+        dns: NodeDns | None = None,
     ) -> None:
         self.client = client
         self.layout = layout
@@ -167,6 +169,7 @@ class NodeAgent:
             capacity=self.capacity,
             running=self.bound.active,
             rotation=rotation,
+            dns=dns,
         )
         self.probing = ProbeWiring(
             address,
@@ -498,6 +501,10 @@ class NodeAgent:
             **self.container_config.placement(run, container),
             **self.container_config.logging(run, cr.name),
             "state": str(self.layout.container_state(run.namespace, run.name, run.uid, cr.name)),
+            # `stdin: true`: a FIFO that stays open for `kubectl attach` to write to (else /dev/null).
+            "stdin": str(self.layout.container_stdin(run.namespace, run.name, run.uid, cr.name))
+            if container.get("stdin")
+            else None,
             "restartCount": cr.restart_count,
             "memoryLimit": qos.memory_limit(container),
             "cpuMillis": qos.cpu_limit_millis(container),

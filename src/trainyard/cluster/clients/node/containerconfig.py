@@ -30,7 +30,7 @@ from pathlib import Path
 
 from trainyard.api.meta import Obj
 from trainyard.cluster import logs, paths
-from trainyard.cluster.clients.node import gpus, podexec, threads, volumes
+from trainyard.cluster.clients.node import dnsconfig, gpus, podexec, threads, volumes
 from trainyard.cluster.clients.node.capacity import Capacity, machine_cpus
 from trainyard.cluster.clients.node.containerlogs import LogRotation
 from trainyard.cluster.clients.node.podenv import ConfigError, container_env
@@ -57,8 +57,11 @@ class ContainerConfig:
         capacity: Capacity,
         running: Callable[[], Iterable[Obj]],
         rotation: LogRotation | None = None,
+        dns: dnsconfig.NodeDns | None = None,
     ) -> None:
         self.layout = layout
+        # What pods' /etc/resolv.conf and /etc/hosts say; None: containers keep the machine's.
+        self.dns = dns
         self.rotation = rotation or LogRotation()
         self.workspace = workspace
         self.node_name = node_name
@@ -216,8 +219,13 @@ class ContainerConfig:
         logs.retire(current, self.layout.container_log(run.namespace, run.name, run.uid, container, previous=True))
 
     def mount_spec(self, run: PodRun, container: Obj) -> tuple[Obj | None, Path]:
-        """The mount namespace (``mountns.enter``'s spec) the container needs, if any, and its host cwd."""
-        if not container.get("volumeMounts"):
+        """The mount namespace (``mountns.enter``'s spec) the container needs, if any, and its host cwd.
+
+        Every container gets one where the node gives pods their DNS files (``dns``); otherwise
+        only a container with ``volumeMounts`` does.
+        """
+        etc = self._etc_files(run, container)
+        if not container.get("volumeMounts") and not etc:
             return None, self._working_dir(run, container)
         default = self._default_dir(run)
         wanted = container.get("workingDir") or ""
@@ -225,9 +233,32 @@ class ContainerConfig:
         spec = {
             "root": str(self.layout.pod_dir(run.namespace, run.name, run.uid) / "root" / container["name"]),
             "cwd": cwd,
-            "mounts": volumes.mounts(container, run.volumes, run.read_only),
+            "mounts": [*etc, *volumes.mounts(container, run.volumes, run.read_only)],
         }
         return spec, default
+
+    def _etc_files(self, run: PodRun, container: Obj) -> list[Obj]:
+        """The pod's resolv.conf and hosts (``dnsconfig``), written into its directory, as mounts over ``/etc``'s.
+
+        A container that mounts a volume at either path keeps its own, as with the kubelet.
+        """
+        if self.dns is None or not run.pod:
+            return []
+        taken = {m.get("mountPath", "").rstrip("/") for m in container.get("volumeMounts") or []}
+        pod_dir = self.layout.pod_dir(run.namespace, run.name, run.uid)
+        files = {
+            "/etc/resolv.conf": (pod_dir / "resolv.conf", dnsconfig.resolver(run.pod, self.dns).text()),
+            "/etc/hosts": (pod_dir / "etc-hosts", dnsconfig.hosts(run.pod, self.dns, self.address)),
+        }
+        out: list[Obj] = []
+        for target, (path, text) in files.items():
+            if target in taken:
+                continue
+            if not path.exists() or path.read_text() != text:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_text(text)
+            out.append({"path": target, "source": str(path), "readOnly": False})
+        return out
 
     def joining_spec(self, run: PodRun, container: Obj, cr: ContainerRun) -> tuple[Obj | None, Path]:
         """``mount_spec`` for a process joining the running container ``cr`` (exec, exec probe): its own namespace.
@@ -278,13 +309,14 @@ class ContainerConfig:
     def exec_target(self, runs: dict[str, PodRun], runtime: ShimRuntime, request: podexec.Request) -> podexec.Target:
         """Where an exec request runs: a running container of the one pod among ``runs`` (by uid) its host names.
 
-        Raises ``podexec.Refused`` (ssh-like words) when no pod, several pods, or no running container fit.
+        Raises ``podexec.Refused`` when no pod, several pods, or no running container fit: in ssh's words
+        for a host name, in the kubelet's for a pod named by the API server.
         """
         cgroup_root = runtime.cgroup_root
         by_uid = {uid: run for uid, run in runs.items() if run.pod}
-        named = podexec.resolve(request.host, (run.pod for run in by_uid.values()))
+        named = podexec.select(request, (run.pod for run in by_uid.values()))
         if not named:
-            raise podexec.Refused(podexec.unknown_host(request.host))
+            raise podexec.Refused(podexec.not_found(request))
         if len(named) > 1:
             pods = ", ".join(sorted(f"{p['metadata']['namespace']}/{p['metadata']['name']}" for p in named))
             raise podexec.Refused(f"ssh: {request.host} names several pods ({pods}): add <subdomain>.<namespace>")
@@ -293,10 +325,16 @@ class ContainerConfig:
         key = f"{run.namespace}/{run.name}"
         name = request.container or podexec.default_container(pod)
         found = [(c, cr) for c, cr in zip(pod["spec"]["containers"], run.containers, strict=False) if c["name"] == name]
+        running = bool(found) and not (
+            run.stopping or found[0][1].process is None or found[0][1].process.exit is not None
+        )
+        if request.pod is not None and not (running and found[0][1].exit_code is None):
+            # The kubelet looks among running containers only: a stopped one is as absent.
+            raise podexec.Refused(f'container not found ("{name}")')
         if not found:
             raise podexec.Refused(f"ssh: {request.host}: pod {key} has no container {name!r}")
         container, cr = found[0]
-        if run.stopping or cr.process is None or cr.process.exit is not None or cr.exit_code is not None:
+        if not running or cr.exit_code is not None:
             raise podexec.Refused(f"ssh: {request.host}: pod {key} is not running (container {name!r} is not)")
         try:
             env = cr.env or self.exec_environment(run, pod, container)

@@ -16,6 +16,14 @@ The protocol, one connection per command:
 * the client closing the connection (it was killed, or signalled) kills the command: SIGTERM to
   its session, SIGKILL after ``HANGUP_GRACE``.
 
+The API server's ``pods/exec`` (``apiserver.remotecommand``) sends the kubelet's form of the request
+instead, as kube-apiserver calls the kubelet: ``{"pod": {"namespace": NS, "name": N}, "container": C
+or null, "argv": [ARG, ...], "tty": BOOL}``, the same three descriptors (with ``tty``, the slave of a
+pty three times: nsexec makes it the command's controlling terminal). ``argv`` is run as it is, not
+through a shell; refusals are worded as the kubelet's (``pod does not exist``, ``container not found
+("c")``) and an ``argv[0]`` that cannot be run is reported as runc reports it, exit status 127 (not
+found) or 126.
+
 The command runs with the container's environment (as its run got it), working directory and
 volume mounts, the pod's hostname in a UTS namespace of its own, the container's cgroup when the
 node uses cgroups, in a session of its own (``runtime.nsexec`` does the entering). The sessions
@@ -35,8 +43,6 @@ agent through its own settings rather than by putting an ``ssh`` shim first on `
 whose code really ssh's to another machine keeps the real ssh. ``stand_in`` replaces an image's
 ``sshd`` with a placeholder: commands reach the pod through this exec, not a port.
 
-Not here: ``kubectl exec`` (``pods/exec`` on the API server, a streaming protocol); this server
-is what it would call on the node, as the API server calls the kubelet.
 """
 
 from __future__ import annotations
@@ -246,9 +252,15 @@ class Target:
 @dataclass(frozen=True)
 class Request:
     host: str
+    """The ssh-style target (a pod DNS name); empty when ``pod`` names the pod (the API server's form)."""
     command: str
-    """What ``sh -c`` runs; never empty (``parse_request`` refuses a login shell)."""
+    """What ``sh -c`` runs in the ssh form (never empty: ``parse_request`` refuses a login shell)."""
     container: str | None
+    pod: tuple[str, str] | None = None
+    """(namespace, name) in the API server's form."""
+    argv: tuple[str, ...] = ()
+    """The command run as it is (no shell), in the API server's form."""
+    tty: bool = False
 
 
 def parse_request(body: bytes) -> Request:
@@ -256,6 +268,8 @@ def parse_request(body: bytes) -> Request:
         raw = json.loads(body)
     except ValueError as exc:
         raise Refused(f"ssh: malformed exec request: {exc}") from exc
+    if isinstance(raw, dict) and "pod" in raw:
+        return _parse_pod_request(raw)
     if not isinstance(raw, dict) or not isinstance(raw.get("host"), str):
         raise Refused("ssh: malformed exec request: no host")
     command, container = raw.get("command"), raw.get("container")
@@ -264,6 +278,31 @@ def parse_request(body: bytes) -> Request:
     if not command:
         raise Refused(f"ssh: {raw['host']}: no command given; pods of this node run commands, not login shells")
     return Request(raw["host"], command, container if isinstance(container, str) else None)
+
+
+def _parse_pod_request(raw: Obj) -> Request:
+    pod, argv, container = raw.get("pod"), raw.get("argv"), raw.get("container")
+    if not isinstance(pod, dict) or not all(isinstance(pod.get(k), str) for k in ("namespace", "name")):
+        raise Refused("malformed exec request: pod must be {namespace, name}")
+    if not isinstance(argv, list) or not argv or not all(isinstance(a, str) for a in argv):
+        raise Refused("you must specify at least one command for the container")
+    if container is not None and not isinstance(container, str):
+        raise Refused("malformed exec request: container must be a string")
+    return Request(
+        "", "", container or None, pod=(pod["namespace"], pod["name"]), argv=tuple(argv), tty=raw.get("tty") is True
+    )
+
+
+def select(request: Request, pods: Iterable[Obj]) -> list[Obj]:
+    """The pods among ``pods`` the request names: by namespace and name, or as a DNS name."""
+    if request.pod is None:
+        return resolve(request.host, pods)
+    return [p for p in pods if (p["metadata"]["namespace"], p["metadata"]["name"]) == request.pod]
+
+
+def not_found(request: Request) -> str:
+    """What a request for a pod no node runs gets: ssh's words, or the kubelet's."""
+    return "pod does not exist" if request.pod is not None else unknown_host(request.host)
 
 
 class ExecServer:
@@ -358,7 +397,10 @@ class ExecServer:
             "cwd": target.cwd,
             "mounts": target.mounts,
             "cgroup": target.cgroup,
+            "tty": request.tty,
+            "runc": request.pod is not None,
         }
+        argv = list(request.argv) if request.pod is not None else ["sh", "-c", request.command]
         code = (
             f"import sys; sys.path.insert(0, {str(_SRC)!r}); "
             "from trainyard.cluster.clients.node.runtime.nsexec import main; main(sys.argv[1:])"
@@ -372,9 +414,7 @@ class ExecServer:
                 code,
                 json.dumps(spec),
                 "--",
-                "sh",
-                "-c",
-                request.command,
+                *argv,
                 stdin=fds[0],
                 stdout=fds[1],
                 stderr=fds[2],
@@ -389,7 +429,7 @@ class ExecServer:
         fds.clear()
         sid = process.pid
         target.sessions.add(sid)
-        log.info("exec in pod %s (session %d): %s", target.pod, sid, request.command[:200])
+        log.info("exec in pod %s (session %d): %s", target.pod, sid, (request.command or " ".join(argv))[:200])
         hangup = asyncio.ensure_future(_closed(conn))
         ended = asyncio.ensure_future(process.wait())
         try:

@@ -232,7 +232,7 @@ class NodePool:
         holders = [
             agent
             for agent in self.agents()
-            if podexec.resolve(request.host, (run.pod for run in agent.pods.values() if run.pod))
+            if podexec.select(request, (run.pod for run in agent.pods.values() if run.pod))
         ]
         if len(holders) > 1:
             names = ", ".join(a.node_name for a in holders)
@@ -240,7 +240,7 @@ class NodePool:
                 f"ssh: {request.host} names pods on several nodes ({names}): add <subdomain>.<namespace>"
             )
         if not holders:
-            raise podexec.Refused(podexec.unknown_host(request.host))
+            raise podexec.Refused(podexec.not_found(request))
         agent = holders[0]
         return agent.container_config.exec_target(agent.pods, agent.runtime, request)
 

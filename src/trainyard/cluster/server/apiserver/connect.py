@@ -1,13 +1,14 @@
-"""The "connect" subresources, which the embedded plane does not serve, and what it answers.
+"""The "connect" subresources: which the embedded plane serves, and what it answers for the others.
 
 On a real cluster ``pods/exec``, ``pods/attach`` and ``pods/portforward`` upgrade the connection
 (WebSocket or SPDY) and stream to the container runtime through the kubelet, and the ``proxy``
-subresources of pods, services and nodes forward HTTP to them. Here a pod is a process group on
-this machine and there is no kubelet, so there is nothing to stream from: each request gets a
-400 ``Status`` that says what to do instead, and kubectl prints it and exits at once
-(``Error from server (BadRequest): ...``). A streaming request without upgrade headers gets the
-apiserver's own answer, ``Upgrade request required``. Discovery does not list these
-subresources, because nothing could be done with them; kubectl does not consult it for them.
+subresources of pods, services and nodes forward HTTP to them. Here ``pods/exec`` and
+``pods/attach`` over WebSocket (kubectl 1.30 and later, the ``kubernetes`` Python client) are
+served by ``remotecommand``; over SPDY/3.1 (older clients) they are refused with a 400 that says
+so. The other connect requests get a 400 ``Status`` that says what to do instead, and kubectl
+prints it and exits at once (``Error from server (BadRequest): ...``). A streaming request without
+upgrade headers gets the apiserver's own answer, ``Upgrade request required``. Discovery does not
+list these subresources; kubectl does not consult it for them.
 """
 
 from __future__ import annotations
@@ -19,13 +20,11 @@ from trainyard.cluster.server.apiserver import errors
 STREAMING = frozenset({"exec", "attach", "portforward"})
 
 _LOCAL = "the trainyard embedded control plane runs pods as local processes, not in containers"
+_WEBSOCKET_ONLY = "it is served over WebSocket only (kubectl 1.30 or later); SPDY/3.1 is not served yet"
 
 WHY: dict[tuple[str, str], str] = {
-    ("core/pods", "exec"): (
-        "run the command in a shell on this machine instead: the pod's working directory and logs are "
-        "under $TRAINYARD_HOME/pods/"
-    ),
-    ("core/pods", "attach"): "follow its output with `kubectl logs -f` instead",
+    ("core/pods", "exec"): _WEBSOCKET_ONLY,
+    ("core/pods", "attach"): _WEBSOCKET_ONLY,
     ("core/pods", "portforward"): "its ports listen on this machine (pod IP 127.0.0.1): connect to 127.0.0.1:<port>",
     ("core/pods", "proxy"): "its ports listen on this machine (pod IP 127.0.0.1): send the request to 127.0.0.1:<port>",
     ("core/services", "proxy"): (
@@ -50,12 +49,15 @@ def object_name(subresource: str, name: str) -> str:
     return parts[0]
 
 
-def _is_upgrade(headers: Mapping[str, str]) -> bool:
+def is_upgrade(headers: Mapping[str, str]) -> bool:
     return "upgrade" in headers.get("Connection", "").lower() and bool(headers.get("Upgrade"))
 
 
 def refusal(resource_key: str, plural: str, subresource: str, headers: Mapping[str, str]) -> errors.ApiError:
     """What a connect request on an object that exists gets."""
-    if subresource in STREAMING and not _is_upgrade(headers):
+    if subresource in STREAMING and not is_upgrade(headers):
         return errors.bad_request("Upgrade request required")
-    return errors.bad_request(f"{plural}/{subresource} is not supported: {_LOCAL}; {WHY[(resource_key, subresource)]}")
+    why = WHY[(resource_key, subresource)]
+    if why is _WEBSOCKET_ONLY:
+        return errors.bad_request(f"{plural}/{subresource} over {headers.get('Upgrade')} is not supported: {why}")
+    return errors.bad_request(f"{plural}/{subresource} is not supported: {_LOCAL}; {why}")

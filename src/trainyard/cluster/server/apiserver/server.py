@@ -32,6 +32,7 @@ from trainyard.cluster.server.apiserver import (
 )
 from trainyard.cluster.server.apiserver.objects import Objects
 from trainyard.cluster.server.apiserver.registry import ResourceType
+from trainyard.cluster.server.apiserver.remotecommand import serving
 from trainyard.cluster.server.apiserver.requests import bodies, paging
 from trainyard.cluster.server.apiserver.requests.deleting import delete_options
 from trainyard.cluster.server.apiserver.requests.fields import check_fields
@@ -224,7 +225,7 @@ class ApiServer:
         method, query = request.method, request.query
         dry_run = query.get("dryRun") == "All"
         if sub is not None and name is not None and connect.served(rt.key, sub):
-            return self._connect(request, rt, ns or "", name, sub)
+            return await self._connect(request, rt, ns or "", name, sub)
         if sub is not None and sub not in rt.subresources:
             raise errors.unknown_path()
         if name is None:
@@ -394,11 +395,19 @@ class ApiServer:
             }
         )
 
-    def _connect(self, request: ApiRequest, rt: ResourceType, namespace: str, name: str, sub: str) -> web.Response:
-        """exec, attach, portforward and proxy: a 404 for a missing object, as a real server, else a refusal."""
+    async def _connect(
+        self, request: ApiRequest, rt: ResourceType, namespace: str, name: str, sub: str
+    ) -> web.StreamResponse:
+        """exec, attach, portforward and proxy: a 404 for a missing object, as a real server; exec and
+        attach over WebSocket are served (``remotecommand``), the rest refused."""
         if sub in connect.STREAMING and request.method not in ("GET", "POST"):
             raise errors.method_not_allowed()
-        self.objects.get(rt, namespace, connect.object_name(sub, name))
+        obj = self.objects.get(rt, namespace, connect.object_name(sub, name))
+        if rt.key == "core/pods" and sub in serving.SERVED and connect.is_upgrade(request.headers):
+            current = lambda: self.objects.store.get(rt.key, namespace, name)  # noqa: E731
+            served = await serving.serve(_connection(request), obj, sub, self.layout, current)
+            if served is not None:
+                return served
         raise connect.refusal(rt.key, rt.plural, sub, request.headers)
 
 

@@ -29,6 +29,7 @@ import json
 import os
 import posixpath
 import stat
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -40,6 +41,7 @@ MS_RDONLY, MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 1, 32, 4096, 16384, 1 << 18
 # in a volume (writable: the kubelet makes it there too) or, never, on the host.
 TMPFS, VOLUME, HOST = "tmpfs", "volume", "host"
 _MAX_SYMLINKS = 40
+PROBE = "--probe"
 
 _libc = ctypes.CDLL(None, use_errno=True)
 
@@ -285,7 +287,17 @@ def enter(spec: dict[str, Any], *, also: int = 0) -> None:
     os.chdir(spec["cwd"])
 
 
+def usable() -> bool:
+    """Whether this machine lets a process of ours have a mount namespace of its own (asked of a child)."""
+    probe = subprocess.run([sys.executable, "-I", "-S", __file__, PROBE], capture_output=True, check=False, timeout=30)
+    return probe.returncode == 0
+
+
 def main(argv: list[str]) -> None:
+    if argv[1:] == [PROBE]:
+        unshare(CLONE_NEWNS)
+        _mount(None, "/", None, MS_REC | MS_PRIVATE)
+        return
     enter(json.loads(argv[1]))
     command = argv[3:]
     os.execvp(command[0], command)

@@ -12,18 +12,25 @@ stdin, stdout and stderr and the container's environment. Here, before ``exec``i
   its process runs in, so what it wrote outside its volumes is seen; rebuilt with the same layout
   should that process be gone) when the container has volume mounts, else the working directory;
 * the process asks to be killed if the agent that started it dies (``PR_SET_PDEATHSIG``), so a
-  killed plane leaves no exec'd command holding a client's pipes.
+  killed plane leaves no exec'd command holding a client's pipes;
+* with ``tty``, its stdin (the slave of the pty the API server made) becomes the controlling
+  terminal of its session (``TIOCSCTTY``; the agent started it as a session leader), as a
+  container runtime does for ``kubectl exec -it``: job control, ``tty``, Ctrl-C reach the command.
 
-Failures are reported on stderr (which is the client's) with exit status ``FAILED``.
+Failures are reported on stderr (which is the client's) with exit status ``FAILED``; with ``runc``
+(the API server's requests), a command that cannot be run is reported in runc's words, exit
+status 127 when it is not found and 126 otherwise, as a shell would.
 """
 
 from __future__ import annotations
 
 import ctypes
+import fcntl
 import json
 import os
 import signal
 import sys
+import termios
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +54,9 @@ def _sethostname(name: str) -> None:
 def enter(spec: dict[str, Any]) -> None:
     """Put this process in the pod as ``spec`` says: ``hostname``, ``cwd``, and optionally ``cgroup``, ``mounts``."""
     _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if spec.get("tty"):
+        # Before any namespace is entered: the terminal is this session's whatever the mounts are.
+        fcntl.ioctl(0, termios.TIOCSCTTY, 0)
     if cgroup := spec.get("cgroup"):
         procs = Path(cgroup) / "cgroup.procs"
         if procs.exists():
@@ -73,5 +83,18 @@ def main(argv: list[str]) -> None:
     try:
         os.execvp(command[0], command)
     except OSError as exc:
-        print(f"trainyard: {command[0]}: {exc.strerror or exc}", file=sys.stderr)
-        sys.exit(127 if isinstance(exc, FileNotFoundError) else FAILED)
+        code = 127 if isinstance(exc, FileNotFoundError) else FAILED
+        if spec.get("runc"):
+            print(runc_words(command[0], exc), file=sys.stderr)
+        else:
+            print(f"trainyard: {command[0]}: {exc.strerror or exc}", file=sys.stderr)
+        sys.exit(code)
+
+
+def runc_words(name: str, exc: OSError) -> str:
+    """What runc says when a container's exec cannot start ``name`` (kubectl shows it on stderr)."""
+    if isinstance(exc, FileNotFoundError):
+        why = f"stat {name}: no such file or directory" if "/" in name else "executable file not found in $PATH"
+    else:
+        why = f"{exc.strerror or exc}".lower()
+    return f'OCI runtime exec failed: exec failed: unable to start container process: exec: "{name}": {why}: unknown'

@@ -4,7 +4,9 @@ One shim runs per container run, as a process of its own in its own session, so 
 outlives the control plane: nothing connects it to the node agent but files. The shim
 
 * starts the container's command in a new session and process group (entering the pod's mount
-  namespace and cgroup first when asked), with stdin from ``/dev/null``;
+  namespace and cgroup first when asked), with stdin from ``/dev/null``, or, for a container with
+  ``stdin: true``, from a FIFO (``spec["stdin"]``) it holds open for reading and writing, so that
+  ``pods/attach`` writers come and go and the container never reads an end of file;
 * writes the container's stdout and stderr to its CRI-format log file (``logs.LogWriter``), rotated
   as the kubelet rotates it, and losing output (never the container) while the disk is full;
 * records in a state file (``<pod dir>/state/<container>.json``, replaced atomically) its own pid,
@@ -236,6 +238,8 @@ def _shim(spec: Obj, notify: socket.socket) -> int:
     cgroup = Path(spec["cgroup"]) if spec.get("cgroup") else None
     if cgroup is not None:
         cgroup = _cgroup_setup(cgroup, spec)
+    if spec.get("stdin"):
+        _make_fifo(Path(spec["stdin"]))
     out_r, out_w = os.pipe()
     err_r, err_w = os.pipe()
     fail_r, fail_w = os.pipe()
@@ -305,6 +309,16 @@ def _shim(spec: Obj, notify: socket.socket) -> int:
 _GROUP = 0
 
 
+def _make_fifo(path: Path) -> None:
+    """The container's stdin FIFO, owner-only; one left by an earlier run of the container is kept.
+
+    A failure here is the child's to report: opening the FIFO fails, and the container a StartError.
+    """
+    with contextlib.suppress(OSError):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        os.mkfifo(path, 0o600)
+
+
 def _forward(sig: int, _frame: object) -> None:
     if _GROUP:
         with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -348,7 +362,7 @@ def _child(spec: Obj, out_w: int, err_w: int, fail_w: int, cgroup: Path | None) 
         signal.set_wakeup_fd(-1)
         # The plane keeps its home private (umask 077); a container gets a container runtime's umask.
         os.umask(0o022)
-        null = os.open(os.devnull, os.O_RDONLY)
+        null = os.open(spec["stdin"], os.O_RDWR) if spec.get("stdin") else os.open(os.devnull, os.O_RDONLY)
         os.dup2(null, 0)
         os.dup2(out_w, 1)
         os.dup2(err_w, 2)
