@@ -179,6 +179,41 @@ def _failure_text(spec: Obj, error: str) -> str:
     return error
 
 
+@dataclass(frozen=True)
+class Proposals:
+    """What the spec's metrics ask for: the highest count and its metric's name, each valid metric's
+    ``currentMetrics`` entry, the invalid ones with their errors, and the metrics' own warnings."""
+
+    replicas: int
+    name: str
+    statuses: list[Obj]
+    invalid: list[tuple[Obj, str]]
+    events: list[Event]
+
+
+def proposals(
+    metric_specs: Sequence[Obj], readings: Sequence[Reading], current: int, status_replicas: int, tolerance: float
+) -> Proposals:
+    """Upstream's ``computeReplicasForMetrics`` loop: every metric's proposal, the highest wins."""
+    best, best_name = 0, ""
+    statuses: list[Obj] = []
+    invalid: list[tuple[Obj, str]] = []
+    events: list[Event] = []
+    for metric_spec, reading in zip(metric_specs, readings, strict=True):
+        try:
+            count, name, entry = metric_replicas(
+                metric_spec, reading, spec_replicas=current, status_replicas=status_replicas, tolerance=tolerance
+            )
+        except MetricError as exc:
+            invalid.append((metric_spec, str(exc)))
+            events.append(Event.warning(_FAILED.get(str(metric_spec.get("type")), "FailedGetMetric"), str(exc)))
+            continue
+        statuses.append(entry)
+        if best == 0 or count > best:
+            best, best_name = count, name
+    return Proposals(best, best_name, statuses, invalid, events)
+
+
 def decide(
     hpa: Obj,
     scale: Obj | None,
@@ -208,6 +243,11 @@ def decide(
             out["currentMetrics"] = metrics
         out["conditions"] = conditions
         return out
+
+    def held(metrics: list[Obj] | None) -> Pass:
+        """No new count: the current replicas recorded, the last desired count kept (upstream's
+        ``setCurrentReplicasInStatus``)."""
+        return Pass(status_with(current, int(old.get("desiredReplicas") or 0), metrics), events=events, history=history)
 
     if scale is None:
         message = scale_error or "unknown error"
@@ -239,47 +279,25 @@ def decide(
             cond(ACTIVE, False, "InvalidSelector", "the HPA target's scale is missing a selector")
             failure = "invalid metrics (1 invalid out of 1), first error is: selector is required"
             events.append(Event.warning("FailedComputeMetricsReplicas", failure))
-            return Pass(
-                status_with(current, int(old.get("desiredReplicas") or 0), old.get("currentMetrics")),
-                events=events,
-                history=history,
-            )
-        best, best_name = 0, ""
-        invalid: list[tuple[Obj, str]] = []
-        for metric_spec, reading in zip(metric_specs, readings, strict=True):
-            try:
-                count, name, entry = metric_replicas(
-                    metric_spec, reading, spec_replicas=current, status_replicas=status_replicas, tolerance=tolerance
-                )
-            except MetricError as exc:
-                invalid.append((metric_spec, str(exc)))
-                kind = str(metric_spec.get("type"))
-                events.append(Event.warning(_FAILED.get(kind, "FailedGetMetric"), str(exc)))
-                statuses.append({"type": kind})
-                continue
-            statuses.append(entry)
-            if best == 0 or count > best:
-                best, best_name = count, name
-        statuses = [s for s in statuses if len(s) > 1]
-        if invalid and (len(invalid) >= len(metric_specs) or best < current):
-            first_spec, first = invalid[0]
+            return held(old.get("currentMetrics"))
+        found = proposals(metric_specs, readings, current, status_replicas, tolerance)
+        events += found.events
+        statuses = found.statuses
+        if found.invalid and (len(found.invalid) >= len(metric_specs) or found.replicas < current):
+            first_spec, first = found.invalid[0]
             kind = str(first_spec.get("type"))
-            cond(
-                ACTIVE,
-                False,
-                _FAILED.get(kind, "FailedGetMetric"),
-                f"the HPA was unable to compute the replica count: {first}",
-            )
+            message = f"the HPA was unable to compute the replica count: {first}"
+            cond(ACTIVE, False, _FAILED.get(kind, "FailedGetMetric"), message)
             failure = (
-                f"invalid metrics ({len(invalid)} invalid out of {len(metric_specs)}), "
+                f"invalid metrics ({len(found.invalid)} invalid out of {len(metric_specs)}), "
                 f"first error is: {_failure_text(first_spec, first)}"
             )
             events.append(Event.warning("FailedComputeMetricsReplicas", failure))
+            metrics = statuses or old.get("currentMetrics")
             return Pass(
-                status_with(current, int(old.get("desiredReplicas") or 0), statuses or old.get("currentMetrics")),
-                events=events,
-                history=history,
+                status_with(current, int(old.get("desiredReplicas") or 0), metrics), events=events, history=history
             )
+        best, best_name = found.replicas, found.name
         cond(
             ACTIVE,
             True,
