@@ -133,3 +133,15 @@ def test_external_value_target_and_the_highest_metric_wins() -> None:
         "external metric kueue_pending_workloads(&LabelSelector{MatchLabels:map[queue_name:q]"
     )
     assert plan.status["currentMetrics"][0]["external"]["current"] == {"value": "6"}
+
+
+def test_a_failed_metric_does_not_stop_a_scale_up_the_others_ask_for() -> None:
+    plan = decide(hpa(CPU, OBJECT), scale(2), [Reading(error="no metrics"), Reading(value=Decimal(25_000))])
+    assert plan.scale_to == 3
+    assert plan.status["currentMetrics"][0] == {"type": ""}  # kept in the spec's order, as upstream
+    assert conditions(plan.status)["ScalingActive"] == ("True", "ValidMetricFound")
+    assert [e.reason for e in plan.events] == ["FailedGetResourceMetric"]
+    # ...but a scale down needs every metric: the count stays
+    down = decide(hpa(CPU, OBJECT), scale(3), [Reading(error="no metrics"), Reading(value=Decimal(5_000))])
+    assert down.scale_to is None
+    assert conditions(down.status)["ScalingActive"] == ("False", "FailedGetResourceMetric")

@@ -181,8 +181,9 @@ def _failure_text(spec: Obj, error: str) -> str:
 
 @dataclass(frozen=True)
 class Proposals:
-    """What the spec's metrics ask for: the highest count and its metric's name, each valid metric's
-    ``currentMetrics`` entry, the invalid ones with their errors, and the metrics' own warnings."""
+    """What the spec's metrics ask for: the highest count and its metric's name, each metric's
+    ``currentMetrics`` entry (an empty one for a metric without a value, as upstream), the invalid
+    ones with their errors, and the metrics' own warnings."""
 
     replicas: int
     name: str
@@ -207,6 +208,7 @@ def proposals(
         except MetricError as exc:
             invalid.append((metric_spec, str(exc)))
             events.append(Event.warning(_FAILED.get(str(metric_spec.get("type")), "FailedGetMetric"), str(exc)))
+            statuses.append({"type": ""})  # upstream's empty MetricStatus: the entries stay in the spec's order
             continue
         statuses.append(entry)
         if best == 0 or count > best:
