@@ -71,7 +71,7 @@ def job(ns: str, name: str, depth: Path) -> dict[str, Any]:
         "name": "pytorch",
         "image": "python:3.11",
         "command": ["torchrun", str(SCRIPT)],
-        "args": ["--metric-file", str(depth)],
+        "args": ["--metric-file", str(depth), "--step-seconds", "0.2"],
     }
     worker = {
         "replicas": 2,
