@@ -25,14 +25,19 @@ from aiohttp import web
 from lightkube import AsyncClient, KubeConfig
 
 from trainyard import gctuning
+from trainyard.api import families
 from trainyard.api.podgroup import SCHEDULER_PLUGINS_SCHEDULER
 from trainyard.client.resources import plain_resource
 from trainyard.client.transport import Client, route_directly, wrap_transports
+from trainyard.cluster.clients.autoscaler import settings as hpa_settings
+from trainyard.cluster.clients.autoscaler.controller import HorizontalController
 from trainyard.cluster.clients.dns.server import ClusterDns, address_for, host_nameservers
 from trainyard.cluster.clients.jobs.controller import JobController
 from trainyard.cluster.clients.jobs.decisions import Backoff
 from trainyard.cluster.clients.jobsets.controller import JobSetController
 from trainyard.cluster.clients.kueue.controller import KueueController
+from trainyard.cluster.clients.metrics.custom import CustomMetrics, ExternalMetrics
+from trainyard.cluster.clients.metrics.resource import ResourceMetrics
 from trainyard.cluster.clients.node import backoff, containerlogs, podexec
 from trainyard.cluster.clients.node.agent import NodeAgent
 from trainyard.cluster.clients.node.capacity import Capacity
@@ -41,6 +46,7 @@ from trainyard.cluster.clients.node.nodespec import NodeSpec
 from trainyard.cluster.clients.node.persistentvolumes import Storage
 from trainyard.cluster.clients.node.pool import NodePool
 from trainyard.cluster.clients.node.registration import DEFAULT_LEASE_SECONDS
+from trainyard.cluster.clients.node.resourcestats import resolution_from_env
 from trainyard.cluster.clients.node.runtime import mountns
 from trainyard.cluster.clients.nodelifecycle.manager import NodeControllers
 from trainyard.cluster.clients.scheduler.loop import Scheduler
@@ -126,6 +132,7 @@ class EmbeddedPlane:
         self.jobs: JobController | None = None
         self.jobsets: JobSetController | None = None
         self.kueue: KueueController | None = None
+        self.autoscaler: HorizontalController | None = None
         self._client: AsyncClient | None = None
         self.dns: ClusterDns | None = None
         self._node_dns: NodeDns | None = None
@@ -176,6 +183,21 @@ class EmbeddedPlane:
         self.kueue = KueueController(self._client)
         # kube-controller-manager's node lifecycle, taint eviction, PodGC and disruption controllers.
         self.node_controllers = NodeControllers(self._client, pods)
+        # metrics-server and a metrics adapter, served through the API server as its APIServices
+        # (the nodes' own measurements; the jobs' reported metrics; Kueue's queue depth), and
+        # kube-controller-manager's horizontal pod autoscaler, which reads them over the API.
+        nodes = self.nodes
+        server = self.api.server
+        server.aggregated["metrics.k8s.io"] = ResourceMetrics(
+            lambda: [a.stats.summary() for a in nodes.agents() if a.stats.at is not None], pods, nodes.nodes
+        )
+        reporting = [f"{c['spec']['names']['plural']}.{c['spec']['group']}" for c in families.crds()]
+        server.aggregated["custom.metrics.k8s.io"] = CustomMetrics(self._client, self.api.objects.clock, reporting)
+        server.aggregated["external.metrics.k8s.io"] = ExternalMetrics(self.kueue.workloads, self.api.objects.clock)
+        hpa = hpa_settings.from_env()
+        self.autoscaler = HorizontalController(
+            self._client, sync_period=hpa.sync_period, downscale_window=hpa.downscale_stabilization
+        )
         self._tasks = [
             asyncio.create_task(pods.run(), name="pod informer"),
             *([asyncio.create_task(services.run(), name="service informer")] if self.dns else []),
@@ -185,6 +207,7 @@ class EmbeddedPlane:
             asyncio.create_task(self.jobsets.run(), name="jobsets"),
             asyncio.create_task(self.kueue.run(), name="kueue"),
             asyncio.create_task(self.node_controllers.run(), name="node controllers"),
+            asyncio.create_task(self.autoscaler.run(), name="horizontal pod autoscaler"),
             # kube-controller-manager's volume controllers and the local-path provisioner's (its
             # volumes on the first node): the plane's, whichever node is up.
             asyncio.create_task(
@@ -294,6 +317,7 @@ class EmbeddedPlane:
             labels=spec.labels,
             control_plane=spec.control_plane,
             lease_seconds=self.options.node_lease_seconds,
+            metric_resolution=resolution_from_env(),
             dns=self._node_dns,
         )
 

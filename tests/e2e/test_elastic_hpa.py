@@ -3,8 +3,9 @@ on a real ``yard up``, driven and checked with the real kubectl.
 
 The HPA is read back with ``kubectl get hpa -o json`` and printed by ``kubectl get``/``describe``;
 it follows the job's spec (and is put back when edited by hand), goes while the job is suspended,
-comes back on resume, and is garbage-collected with the job. Nothing scales it here: the plane
-runs no autoscaler. Replicas are ``sleep`` processes.
+comes back on resume, and is garbage-collected with the job. Its metrics have no values here
+(``sleep`` replicas request no CPU, and no Pods metric has a source), so the plane's autoscaler
+only records the current replicas and why it cannot scale (test_hpa_autoscaling scales one).
 """
 
 from __future__ import annotations
@@ -107,7 +108,11 @@ def test_elastic_job_gets_its_hpa_which_follows_suspend_resume_and_deletion(kube
     assert table[0].split() == ["NAME", "REFERENCE", "TARGETS", "MINPODS", "MAXPODS", "REPLICAS", "AGE"]
     assert table[1].split()[:2] == [name, f"PyTorchJob/{name}"]
     assert "cpu: <unknown>/50%, <unknown>/20" in table[1]
-    assert table[1].split()[-4:-1] == ["1", "3", "0"]
+    assert table[1].split()[-4:-2] == ["1", "3"]
+    status = eventually(lambda: (get_hpa(kubectl, ns, name) or {}).get("status", {}).get("currentReplicas"))
+    assert status == 2  # the autoscaler read the job's /scale
+    active = {c["type"]: c["reason"] for c in (get_hpa(kubectl, ns, name) or {})["status"]["conditions"]}
+    assert active["ScalingActive"] == "FailedGetResourceMetric"  # the replicas request no CPU
     described = kubectl("describe", "horizontalpodautoscaler", name, "-n", ns)
     assert f"PyTorchJob/{name}" in described and "Min replicas:" in described
     resources = kubectl("api-resources", "--api-group=autoscaling", "--no-headers").split()

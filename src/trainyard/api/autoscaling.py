@@ -3,6 +3,9 @@
 Only the fields the operator sets or compares are modelled; every other field (``behavior``, the
 status an autoscaler writes) is kept as read (``K8sModel``), so an HPA read back and written again
 loses nothing. Metrics stay the user's ``MetricSpec`` dicts, copied verbatim from the job.
+
+``scale_up_rules`` and ``scale_down_rules`` are autoscaling/v2's defaults of ``behavior``, shared by
+the API server's defaulting and the autoscaler (an HPA stored before may lack them).
 """
 
 from __future__ import annotations
@@ -32,3 +35,27 @@ class HorizontalPodAutoscalerSpec(K8sModel):
 
 class HorizontalPodAutoscaler(TypedObject):
     spec: HorizontalPodAutoscalerSpec = Field(default_factory=HorizontalPodAutoscalerSpec)
+
+
+def scale_up_rules(rules: dict[str, Any] | None) -> dict[str, Any]:
+    """``GenerateHPAScaleUpRules``: no stabilization, ``selectPolicy: Max``, 4 pods or 100% per 15 s."""
+    out = dict(rules or {})
+    if out.get("stabilizationWindowSeconds") is None:
+        out["stabilizationWindowSeconds"] = 0
+    out["selectPolicy"] = out.get("selectPolicy") or "Max"
+    if not out.get("policies"):
+        out["policies"] = [
+            {"type": "Pods", "value": 4, "periodSeconds": 15},
+            {"type": "Percent", "value": 100, "periodSeconds": 15},
+        ]
+    return out
+
+
+def scale_down_rules(rules: dict[str, Any] | None) -> dict[str, Any]:
+    """``GenerateHPAScaleDownRules``: ``selectPolicy: Max``, 100% per 15 s; the stabilization window
+    stays unset (the autoscaler's ``--horizontal-pod-autoscaler-downscale-stabilization`` fills it)."""
+    out = dict(rules or {})
+    out["selectPolicy"] = out.get("selectPolicy") or "Max"
+    if not out.get("policies"):
+        out["policies"] = [{"type": "Percent", "value": 100, "periodSeconds": 15}]
+    return out

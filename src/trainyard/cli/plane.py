@@ -20,7 +20,7 @@ from typing import Annotated, Any
 import typer
 
 from trainyard.api.podgroup import SCHEDULER_PLUGINS_SCHEDULER
-from trainyard.cli import failureflags, nodeflags, planestatus
+from trainyard.cli import autoscalingflags, failureflags, nodeflags, planestatus
 from trainyard.cli.common import GLOBALS
 from trainyard.cli.nodeflags import NodeFlags
 from trainyard.cluster.clients.node import backoff, containerlogs
@@ -184,6 +184,9 @@ def register(app: typer.Typer) -> None:
         node_monitor_grace_period: failureflags.GracePeriod = None,
         default_not_ready_toleration_seconds: failureflags.NotReadySeconds = None,
         default_unreachable_toleration_seconds: failureflags.UnreachableSeconds = None,
+        metric_resolution: autoscalingflags.Resolution = None,
+        horizontal_pod_autoscaler_sync_period: autoscalingflags.SyncPeriod = None,
+        horizontal_pod_autoscaler_downscale_stabilization: autoscalingflags.Downscale = None,
     ) -> None:
         options = UpOptions(
             port=port,
@@ -213,6 +216,11 @@ def register(app: typer.Typer) -> None:
                 node_monitor_grace_period,
                 default_not_ready_toleration_seconds,
                 default_unreachable_toleration_seconds,
+            ),
+            autoscaling=(
+                metric_resolution,
+                horizontal_pod_autoscaler_sync_period,
+                horizontal_pod_autoscaler_downscale_stabilization,
             ),
         )
         raise typer.Exit(cmd_up(GLOBALS.layout, options))
@@ -253,6 +261,7 @@ class UpOptions:
     container_log_max_size: str | None
     container_log_max_files: int | None
     failure: tuple[str | None, int | None, int | None] = (None, None, None)  # ``failureflags.FAILURE_ENVS``' flags
+    autoscaling: tuple[str | None, str | None, str | None] = (None, None, None)  # ``autoscalingflags.ENVS``' flags
 
 
 def _alive(pid: int) -> bool:
@@ -314,6 +323,7 @@ def cmd_up(layout: Layout, args: UpOptions) -> int:
         (containerlogs.SIZE_ENV, args.container_log_max_size),
         (containerlogs.FILES_ENV, args.container_log_max_files),
         *zip(failureflags.FAILURE_ENVS, args.failure, strict=True),
+        *zip(autoscalingflags.ENVS, args.autoscaling, strict=True),
     ):
         if value is not None:
             os.environ[env] = str(value)
@@ -322,6 +332,7 @@ def cmd_up(layout: Layout, args: UpOptions) -> int:
         tokenlife.max_expiration()
         containerlogs.from_env()
         failureflags.check_env()
+        autoscalingflags.check_env()
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

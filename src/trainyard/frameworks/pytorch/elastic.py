@@ -11,9 +11,12 @@ verbatim (the engine makes the job its controller owner, so it is garbage-collec
   HPA is deleted; upstream leaves it behind, scaling a job that asked to stop being scaled.
 
 The engine (``controller.childdiff``) creates, replaces and deletes it, comparing after the API
-server's defaults. Nothing here scales anything: an autoscaler (kube-controller-manager) does,
-from a metrics pipeline. Other kinds (PaddleJob's ``elasticPolicy.metrics`` included) get no HPA,
-as upstream.
+server's defaults. Nothing here scales anything: an autoscaler (kube-controller-manager's, or the
+embedded plane's) does, from the metrics APIs, by writing the job's ``/scale`` (``Worker.replicas``
+in the spec). The operator reconciles from that spec, so the count the autoscaler set is the one
+it keeps, while the HPA's own spec (bounds, metrics) stays the job's ``elasticPolicy``: a hand
+edit of the HPA is put back. Other kinds (PaddleJob's ``elasticPolicy.metrics`` included) get no
+HPA, as upstream.
 """
 
 from __future__ import annotations

@@ -30,6 +30,9 @@ processes, status and events by ``probing``), pod conditions from
 ``conditions``, GPU device assignment from ``gpus``. What the agent knows of each pod and
 container run, and how a container's status reads, is ``runs``.
 
+What the node measures of its containers' CPU and memory (for ``kubectl top`` and autoscaling) is
+``resourcestats``.
+
 Commands exec'd into a running pod (``podexec``, served beside the agent) are the pod's and stop with it.
 
 Not yet here (documented as absent): CPU limits without cgroup v2, sidecar init containers.
@@ -68,6 +71,7 @@ from trainyard.cluster.clients.node.persistentvolumes import Storage, claim_name
 from trainyard.cluster.clients.node.podenv import ConfigError, Sources, expand, referenced
 from trainyard.cluster.clients.node.probing import ProbeWiring
 from trainyard.cluster.clients.node.registration import DEFAULT_LEASE_SECONDS, Registration
+from trainyard.cluster.clients.node.resourcestats import DEFAULT_RESOLUTION, ResourceStats
 from trainyard.cluster.clients.node.runs import ContainerRun, PodRun, restarts
 from trainyard.cluster.clients.node.runtime import shims
 from trainyard.cluster.environments import EnvironmentsError
@@ -116,6 +120,7 @@ class NodeAgent:
         labels: Mapping[str, str] | None = None,
         control_plane: bool = True,
         lease_seconds: int = DEFAULT_LEASE_SECONDS,
+        metric_resolution: float = DEFAULT_RESOLUTION,
         dns: NodeDns | None = None,
     ) -> None:
         self.client = client
@@ -143,6 +148,7 @@ class NodeAgent:
         )
         self.events = PodEvents(client, self.node_name, self.now)
         self.pods: dict[str, PodRun] = {}
+        self.stats = ResourceStats(self.node_name, lambda: self.pods.values(), resolution=metric_resolution)
         # Pods whose containers ended here for good: their runs (env, tasks, events, the pod as
         # taken) are dropped, 20,000 of them after a 10,000-job sweep, and an event of one queued
         # before it ended (still Running) must not be taken for a pod a previous agent started.
@@ -191,6 +197,7 @@ class NodeAgent:
         await self.registration.register()
         self._spawn(self.registration.heartbeat())
         self._spawn(self.registration.renew())
+        self._spawn(self.stats.run())
         watching = asyncio.create_task(self.bound.run(), name="node-pods")
         self._spawn(self.container_config.prune(self.bound))
         try:

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Iterable
 from typing import Any
 
+from trainyard.cluster.server.apiserver.aggregation import AggregatedApi
 from trainyard.cluster.server.apiserver.registry import Registry, ResourceType
 from trainyard.cluster.server.apiserver.requests import protobuf
 
@@ -41,9 +43,24 @@ def _group(name: str, versions: list[str]) -> dict[str, Any]:
     return {"name": name, "versions": gvs, "preferredVersion": gvs[0]}
 
 
-def api_group_list(registry: Registry) -> dict[str, Any]:
+def api_group_list(registry: Registry, aggregated: Iterable[AggregatedApi] = ()) -> dict[str, Any]:
     groups = [_group(g, vs) for g, vs in registry.group_versions().items() if g]
+    groups += [_group(api.group, [api.version]) for api in aggregated]
     return {"kind": "APIGroupList", "apiVersion": "v1", "groups": groups}
+
+
+def aggregated_group(api: AggregatedApi) -> dict[str, Any]:
+    """The ``APIGroup`` of a group another component serves (``aggregation``)."""
+    return {"kind": "APIGroup", "apiVersion": "v1", **_group(api.group, [api.version])}
+
+
+def aggregated_resources(api: AggregatedApi) -> dict[str, Any]:
+    return {
+        "kind": "APIResourceList",
+        "apiVersion": "v1",
+        "groupVersion": f"{api.group}/{api.version}",
+        "resources": list(api.resources()),
+    }
 
 
 def api_group(registry: Registry, group: str) -> dict[str, Any] | None:

@@ -20,7 +20,16 @@ from aiohttp import web
 
 from trainyard.api.meta import Obj
 from trainyard.cluster.paths import Layout
-from trainyard.cluster.server.apiserver import connect, discovery, errors, precedence, subresources, tables, tokens
+from trainyard.cluster.server.apiserver import (
+    aggregation,
+    connect,
+    discovery,
+    errors,
+    precedence,
+    subresources,
+    tables,
+    tokens,
+)
 from trainyard.cluster.server.apiserver.objects import Objects
 from trainyard.cluster.server.apiserver.registry import ResourceType
 from trainyard.cluster.server.apiserver.remotecommand import serving
@@ -71,6 +80,8 @@ class ApiServer:
         self._issuer: tokens.TokenIssuer | None = None
         self.streams = Streams(objects, hub, layout, bookmark_seconds=bookmark_seconds)
         self.precedence = precedence.Precedence()
+        # Groups another component serves through this server (kube-aggregator's APIServices).
+        self.aggregated: dict[str, aggregation.AggregatedApi] = {}
 
     @property
     def issuer(self) -> tokens.TokenIssuer:
@@ -134,7 +145,9 @@ class ApiServer:
             group, version, rest = "", parts[1], parts[2:]
         elif parts and parts[0] == "apis":
             if len(parts) == 1:
-                return _json(discovery.api_group_list(self.registry))
+                return _json(discovery.api_group_list(self.registry, self.aggregated.values()))
+            if parts[1] in self.aggregated:
+                return await self._aggregated(request, self.aggregated[parts[1]], parts[2:])
             if len(parts) == 2:
                 doc = discovery.api_group(self.registry, parts[1])
                 if doc is None:
@@ -153,6 +166,28 @@ class ApiServer:
                 raise errors.unknown_path()
             return _json(doc)
         return await self._resource(request, self._target(group, version, rest))
+
+    async def _aggregated(self, request: ApiRequest, api: aggregation.AggregatedApi, rest: list[str]) -> web.Response:
+        if not rest:
+            return _json(discovery.aggregated_group(api))
+        if rest[0] != api.version:
+            raise errors.unknown_path()
+        if request.method not in ("GET", "HEAD"):
+            raise errors.method_not_allowed()
+        if len(rest) == 1:
+            return _json(discovery.aggregated_resources(api))
+        namespace, path = aggregation.split(rest[1:])
+        query = request.query
+        metric_labels = parse_label_selector(query.get("metricSelector", ""))
+        asked = aggregation.MetricsQuery(
+            namespace, path, parse_label_selector(query.get("labelSelector", "")), metric_labels, query
+        )
+        try:
+            return _json(await api.get(asked))
+        except LookupError as exc:
+            raise errors.ApiError(404, "NotFound", str(exc.args[0] if exc.args else exc), {}) from exc
+        except ValueError as exc:
+            raise errors.bad_request(str(exc)) from exc
 
     def _openapi(self, rest: list[str]) -> web.Response:
         if not rest:

@@ -54,8 +54,31 @@ def test_served_as_a_namespaced_builtin_with_short_name_and_status() -> None:
             {"minReplicas": 2, "maxReplicas": 3, "metrics": [CPU]},
         ),
         ({"maxReplicas": 3, "metrics": []}, {"minReplicas": 1, "maxReplicas": 3, "metrics": [DEFAULT_CPU]}),
+        (
+            {"maxReplicas": 3, "metrics": [CPU], "behavior": {"scaleDown": {"stabilizationWindowSeconds": 5}}},
+            {
+                "minReplicas": 1,
+                "maxReplicas": 3,
+                "metrics": [CPU],
+                "behavior": {
+                    "scaleUp": {
+                        "stabilizationWindowSeconds": 0,
+                        "selectPolicy": "Max",
+                        "policies": [
+                            {"type": "Pods", "value": 4, "periodSeconds": 15},
+                            {"type": "Percent", "value": 100, "periodSeconds": 15},
+                        ],
+                    },
+                    "scaleDown": {
+                        "stabilizationWindowSeconds": 5,
+                        "selectPolicy": "Max",
+                        "policies": [{"type": "Percent", "value": 100, "periodSeconds": 15}],
+                    },
+                },
+            },
+        ),
     ],
-    ids=["server-defaults", "as-written", "empty-metrics"],
+    ids=["server-defaults", "as-written", "empty-metrics", "behavior"],
 )
 def test_defaults(spec: dict[str, Any], expected: dict[str, Any]) -> None:
     obj = hpa(spec)
@@ -96,8 +119,36 @@ def test_defaults(spec: dict[str, Any], expected: dict[str, Any]) -> None:
                 ("spec.metrics[2].type", "Required value: must specify a metric source type"),
             ],
         ),
+        (
+            {
+                "maxReplicas": 2,
+                "behavior": {
+                    "scaleUp": {"stabilizationWindowSeconds": 4000, "selectPolicy": "Fast"},
+                    "scaleDown": {"policies": [{"type": "Nodes", "value": 0, "periodSeconds": 2000}]},
+                },
+            },
+            [
+                (
+                    "spec.behavior.scaleUp.stabilizationWindowSeconds",
+                    "Invalid value: 4000: must be less than or equal to 3600",
+                ),
+                (
+                    "spec.behavior.scaleUp.selectPolicy",
+                    'Unsupported value: "Fast": supported values: "Disabled", "Max", "Min"',
+                ),
+                (
+                    "spec.behavior.scaleDown.policies[0].type",
+                    'Unsupported value: "Nodes": supported values: "Percent", "Pods"',
+                ),
+                ("spec.behavior.scaleDown.policies[0].value", "Invalid value: 0: must be greater than zero"),
+                (
+                    "spec.behavior.scaleDown.policies[0].periodSeconds",
+                    "Invalid value: 2000: must be less than or equal to 1800",
+                ),
+            ],
+        ),
     ],
-    ids=["valid", "min-zero", "max-zero", "max-below-min", "target-ref", "metric-types"],
+    ids=["valid", "min-zero", "max-zero", "max-below-min", "target-ref", "metric-types", "behavior"],
 )
 def test_validation(spec: dict[str, Any], causes: list[tuple[str, str]]) -> None:
     assert HPA is not None

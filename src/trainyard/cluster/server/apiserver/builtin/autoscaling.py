@@ -1,13 +1,19 @@
 """``autoscaling/v2`` HorizontalPodAutoscaler as a stored built-in: shape, defaults, validation, columns.
 
 The plane stores and serves HPAs (the operator writes one per elastic PyTorchJob with metrics)
-the way kube-apiserver v1.32 does: ``minReplicas`` defaults to 1 and an HPA without metrics gets
-the 80% CPU utilization metric; the spec rules of ``ValidateHorizontalPodAutoscaler`` that do
-not depend on a metrics pipeline are checked, in its words; ``kubectl get hpa`` prints the
-server's columns (NAME REFERENCE TARGETS MINPODS MAXPODS REPLICAS AGE).
+the way kube-apiserver v1.32 does: ``minReplicas`` defaults to 1, an HPA without metrics gets
+the 80% CPU utilization metric, and a ``behavior`` that is given gets its unset rules and fields
+filled (``api.autoscaling.scale_up_rules``/``scale_down_rules``: scale up at once by 4 pods or
+100% per 15 s, scale down by 100% per 15 s after the controller's stabilization window); the spec
+rules of ``ValidateHorizontalPodAutoscaler`` are checked in its words (bounds, target reference,
+metric sources, behavior's windows and policies); ``kubectl get hpa`` prints the server's columns
+(NAME REFERENCE TARGETS MINPODS MAXPODS REPLICAS AGE), TARGETS from the spec's targets and the
+``status.currentMetrics`` the autoscaler writes (``cpu: 45%/80%``, ``8334m/10 (avg)``) and
+REPLICAS from ``status.currentReplicas``, as upstream's printer.
 
-No autoscaler runs here: nothing reads metrics or writes ``status``, so an HPA never scales
-anything in the embedded plane (``kubectl scale`` does, through the job's ``/scale``).
+The plane's horizontal pod autoscaler (``cluster.clients.autoscaler``) writes ``status`` and
+scales the target through its ``/scale``, from the metrics APIs (``cluster.clients.metrics``);
+docs/autoscaling.md says how metrics flow.
 
 Pure; callers: ``shapes`` (types), ``defaulting``, ``admission`` and ``tables`` (by ``KEY``).
 """
@@ -18,6 +24,7 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
+from trainyard.api.autoscaling import scale_down_rules, scale_up_rules
 from trainyard.api.meta import Obj
 from trainyard.cluster.server.apiserver import causes
 from trainyard.cluster.server.apiserver.causes import Cause
@@ -57,6 +64,7 @@ SHAPE: dict[str, Any] = {
         "currentReplicas": "integer",
         "desiredReplicas": "integer",
         "observedGeneration": "integer",
+        "lastScaleTime": "string",
         "currentMetrics": ["object"],
         "conditions": ["object"],
     },
@@ -64,7 +72,7 @@ SHAPE: dict[str, Any] = {
 
 
 def default(obj: Obj) -> None:
-    """kube-apiserver's ``SetDefaults_HorizontalPodAutoscaler`` (``behavior`` is left as written)."""
+    """kube-apiserver's ``SetDefaults_HorizontalPodAutoscaler`` (with ``...Behavior``: only a given one is filled)."""
     spec = obj.get("spec")
     if not isinstance(spec, dict):
         spec = obj["spec"] = {}
@@ -73,6 +81,10 @@ def default(obj: Obj) -> None:
     if not spec.get("metrics"):
         target = {"type": "Utilization", "averageUtilization": DEFAULT_CPU_UTILIZATION}
         spec["metrics"] = [{"type": "Resource", "resource": {"name": "cpu", "target": target}}]
+    behavior = spec.get("behavior")
+    if isinstance(behavior, dict):
+        behavior["scaleUp"] = scale_up_rules(behavior.get("scaleUp"))
+        behavior["scaleDown"] = scale_down_rules(behavior.get("scaleDown"))
 
 
 def validate(obj: Obj) -> list[Cause]:
@@ -104,6 +116,47 @@ def validate(obj: Obj) -> list[Cause]:
         elif not isinstance(metric.get(_SOURCE[kind]), dict):
             detail = "must populate information for the given metric source"
             out.append(causes.required(f"{where}.{_SOURCE[kind]}", detail))
+    behavior = spec.get("behavior")
+    if isinstance(behavior, dict):
+        for direction in ("scaleUp", "scaleDown"):
+            if isinstance(behavior.get(direction), dict):
+                out += _rules(behavior[direction], f"spec.behavior.{direction}")
+    return out
+
+
+_SELECT = ("Disabled", "Max", "Min")
+_POLICY_TYPES = ("Percent", "Pods")
+MAX_WINDOW_SECONDS = 3600
+MAX_PERIOD_SECONDS = 1800
+
+
+def _rules(rules: Obj, where: str) -> list[Cause]:
+    """``validateScalingRules``: the window, the select policy and each policy, in upstream's words."""
+    out: list[Cause] = []
+    window = rules.get("stabilizationWindowSeconds")
+    if isinstance(window, int):
+        if window < 0:
+            out.append(
+                causes.invalid(f"{where}.stabilizationWindowSeconds", window, "must be greater than or equal to zero")
+            )
+        elif window > MAX_WINDOW_SECONDS:
+            detail = f"must be less than or equal to {MAX_WINDOW_SECONDS}"
+            out.append(causes.invalid(f"{where}.stabilizationWindowSeconds", window, detail))
+    select = rules.get("selectPolicy")
+    if select is not None and select not in _SELECT:
+        out.append(causes.not_supported(f"{where}.selectPolicy", select, _SELECT))
+    for i, policy in enumerate(rules.get("policies") or []):
+        at = f"{where}.policies[{i}]"
+        if policy.get("type") not in _POLICY_TYPES:
+            out.append(causes.not_supported(f"{at}.type", policy.get("type"), _POLICY_TYPES))
+        value, period = policy.get("value"), policy.get("periodSeconds")
+        if not isinstance(value, int) or value <= 0:
+            out.append(causes.invalid(f"{at}.value", value, "must be greater than zero"))
+        if not isinstance(period, int) or period <= 0:
+            out.append(causes.invalid(f"{at}.periodSeconds", period, "must be greater than zero"))
+        elif period > MAX_PERIOD_SECONDS:
+            detail = f"must be less than or equal to {MAX_PERIOD_SECONDS}"
+            out.append(causes.invalid(f"{at}.periodSeconds", period, detail))
     return out
 
 
