@@ -217,6 +217,7 @@ def kubectl(plane: Plane, tmp_path_factory: pytest.TempPathFactory) -> Kubectl:
 SLOW_FIRST = (
     "tests/e2e/test_operator_crash_safety.py",
     "tests/e2e/test_elastic_recovery.py",
+    "tests/e2e/test_hpa_autoscaling.py",
     "tests/e2e/test_node_failure.py",
     "tests/e2e/test_node_loss.py",
     "tests/e2e/test_gang_restart.py",
