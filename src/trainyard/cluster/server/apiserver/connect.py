@@ -5,7 +5,9 @@ On a real cluster ``pods/exec``, ``pods/attach`` and ``pods/portforward`` upgrad
 subresources of pods, services and nodes forward HTTP to them. Here ``pods/exec`` and
 ``pods/attach`` over WebSocket (kubectl 1.30 and later, the ``kubernetes`` Python client) are
 served by ``remotecommand``; over SPDY/3.1 (older clients) they are refused with a 400 that says
-so. The other connect requests get a 400 ``Status`` that says what to do instead, and kubectl
+so. ``pods/portforward`` is served by ``tunnels`` (SPDY/3.1 tunnelled in a WebSocket, plain
+SPDY/3.1, and ``v4.channel.k8s.io``): a pod shares this machine's network, so its port is dialled
+here. The other connect requests get a 400 ``Status`` that says what to do instead, and kubectl
 prints it and exits at once (``Error from server (BadRequest): ...``). A streaming request without
 upgrade headers gets the apiserver's own answer, ``Upgrade request required``. Discovery does not
 list these subresources; kubectl does not consult it for them.
@@ -25,7 +27,7 @@ _WEBSOCKET_ONLY = "it is served over WebSocket only (kubectl 1.30 or later); SPD
 WHY: dict[tuple[str, str], str] = {
     ("core/pods", "exec"): _WEBSOCKET_ONLY,
     ("core/pods", "attach"): _WEBSOCKET_ONLY,
-    ("core/pods", "portforward"): "its ports listen on this machine (pod IP 127.0.0.1): connect to 127.0.0.1:<port>",
+    ("core/pods", "portforward"): "served by tunnels.portforward once the connection is upgraded",
     ("core/pods", "proxy"): "its ports listen on this machine (pod IP 127.0.0.1): send the request to 127.0.0.1:<port>",
     ("core/services", "proxy"): (
         "services resolve to this machine (127.0.0.1): send the request to 127.0.0.1:<port> of a pod behind it"

@@ -47,6 +47,7 @@ from trainyard.cluster.server.apiserver.requests.selectors import (
 )
 from trainyard.cluster.server.apiserver.requests.writing import WriteOptions, write_options
 from trainyard.cluster.server.apiserver.streams import BOOKMARK_SECONDS, HttpOut, Streams
+from trainyard.cluster.server.apiserver.tunnels import portforward
 from trainyard.cluster.server.storage import codec
 from trainyard.cluster.server.storage.store import StorageFull
 from trainyard.cluster.server.storage.watch import Hub
@@ -399,7 +400,7 @@ class ApiServer:
         self, request: ApiRequest, rt: ResourceType, namespace: str, name: str, sub: str
     ) -> web.StreamResponse:
         """exec, attach, portforward and proxy: a 404 for a missing object, as a real server; exec and
-        attach over WebSocket are served (``remotecommand``), the rest refused."""
+        attach over WebSocket (``remotecommand``) and port-forward (``tunnels``) are served, the rest refused."""
         if sub in connect.STREAMING and request.method not in ("GET", "POST"):
             raise errors.method_not_allowed()
         obj = self.objects.get(rt, namespace, connect.object_name(sub, name))
@@ -408,13 +409,16 @@ class ApiServer:
             served = await serving.serve(_connection(request), obj, sub, self.layout, current)
             if served is not None:
                 return served
+        if rt.key == "core/pods" and sub == "portforward" and connect.is_upgrade(request.headers):
+            return await portforward.serve(_connection(request), portforward.target(obj))
         raise connect.refusal(rt.key, rt.plural, sub, request.headers)
 
 
 def _connection(request: ApiRequest) -> web.Request:
-    """The HTTP request a log writes to as it goes; a request from this process (``loopback``) has none."""
+    """The HTTP request a log writes to as it goes, or a port-forward takes over; a request from this
+    process (``loopback``) has none."""
     if not isinstance(request, web.Request):
-        raise errors.ApiError(500, "InternalError", "logs are served over HTTP only, not in-process")
+        raise errors.ApiError(500, "InternalError", "logs and streams are served over HTTP only, not in-process")
     return request
 
 
