@@ -231,7 +231,6 @@ def runner(kubectl: Kubectl) -> Iterable[str]:
 @pytest.mark.parametrize(
     ("args", "expected"),
     [
-        (["port-forward", "edge-runner", "18080:8080"], "pods/portforward is not supported"),
         (["get", "--raw", "/api/v1/namespaces/default/pods/edge-runner/proxy/"], "pods/proxy is not supported"),
         (["get", "--raw", "/api/v1/namespaces/default/pods/edge-runner:8080/proxy/a/b"], "pods/proxy is not"),
         (["get", "--raw", "/api/v1/namespaces/default/services/kubernetes/proxy/"], "not found"),

@@ -78,7 +78,8 @@ class StreamPairs:
             pair = self.pairs[request_id] = _Pair(request_id)
             pair.timer = asyncio.get_running_loop().call_later(self.timeout, self._expire, pair)
         if getattr(pair, kind) is not None:
-            self._spawn(_fail(pair.error, f"{kind} stream already assigned"))
+            message = f"error processing stream for request {request_id}: {kind} stream already assigned"
+            self._spawn(_report(pair.error, message))
             return None
         setattr(pair, kind, stream)
         if pair.data is not None and pair.error is not None:
@@ -122,6 +123,13 @@ class StreamPairs:
         for task in list(self.tasks):
             task.cancel()
         await asyncio.gather(*self.tasks, return_exceptions=True)
+
+
+async def _report(error: Stream | None, message: str) -> None:
+    """A message on the error stream that leaves the pair as it is (the kubelet's ``printError``)."""
+    if error is not None:
+        with contextlib.suppress(StreamClosed):
+            await error.write(message.encode())
 
 
 async def _fail(error: Stream | None, message: str, *others: Stream | None) -> None:

@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from aiohttp import WSMsgType, web
-from multidict import CIMultiDictProxy
+from multidict import MultiMapping
 
 PROTOCOL_HEADER = "X-Stream-Protocol-Version"
 ACCEPTED_HEADER = "X-Accepted-Stream-Protocol-Versions"
@@ -56,11 +56,11 @@ def is_upgrade(headers: Mapping[str, str]) -> bool:
     return "upgrade" in headers.get("Connection", "").lower()
 
 
-def websocket_protocols(headers: CIMultiDictProxy[str]) -> list[str]:
+def websocket_protocols(headers: MultiMapping[str]) -> list[str]:
     return _tokens(headers.getall("Sec-WebSocket-Protocol", []))
 
 
-def negotiate(headers: CIMultiDictProxy[str], server: Sequence[str]) -> str:
+def negotiate(headers: MultiMapping[str], server: Sequence[str]) -> str:
     """The first protocol the client lists that the server speaks (``httpstream.Handshake``)."""
     client = _tokens(headers.getall(PROTOCOL_HEADER, []))
     if not client:
