@@ -1,0 +1,134 @@
+"""``kubectl port-forward`` to a pod and to a Service, over kubectl's WebSocket tunnel and its SPDY fallback."""
+
+from __future__ import annotations
+
+import json
+import re
+import socket
+import subprocess
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO, Kubectl, eventually, free_port
+
+pytestmark = pytest.mark.e2e
+
+PORT = free_port()
+# Larger than a SPDY frame (32 KiB) and than its initial window (64 KiB), so the copy spans many frames.
+BODY = bytes(range(256)) * 1200
+SERVE = f"""
+import http.server
+open("big.bin", "wb").write(bytes(range(256)) * 1200)
+http.server.ThreadingHTTPServer(("127.0.0.1", {PORT}), http.server.SimpleHTTPRequestHandler).serve_forever()
+"""
+MANIFEST = [
+    {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "pf-web", "labels": {"app": "pf-web"}},
+        "spec": {
+            "containers": [
+                {
+                    "name": "web",
+                    "image": "python:3.11",
+                    "command": ["python", "-c", SERVE],
+                    "ports": [{"name": "http", "containerPort": PORT}],
+                }
+            ]
+        },
+    },
+    {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": "pf-web"},
+        "spec": {"selector": {"app": "pf-web"}, "ports": [{"name": "web", "port": 80, "targetPort": "http"}]},
+    },
+]
+
+
+def _listening(port: int) -> bool:
+    with socket.socket() as s:
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+@pytest.fixture(scope="module")
+def web(kubectl: Kubectl) -> Iterator[str]:
+    kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": MANIFEST}))
+    eventually(lambda: _listening(PORT), timeout=90, what="the pod's http.server to listen")
+    yield "pf-web"
+    kubectl("delete", "pod,service", "pf-web", "--ignore-not-found", "--wait=false")
+
+
+class PortForward:
+    """A running ``kubectl port-forward``; kubectl picks the local port (``:REMOTE``) and says which."""
+
+    def __init__(self, kubectl: Kubectl, target: str, remote: int, tmp: Path, *, websockets: bool = True) -> None:
+        self.out, self.err = tmp / f"pf-{remote}.out", tmp / f"pf-{remote}.err"
+        env = {**kubectl.env, "KUBECTL_PORT_FORWARD_WEBSOCKETS": str(websockets).lower()}
+        with self.out.open("w") as out, self.err.open("w") as err:
+            self.proc = subprocess.Popen(
+                ["kubectl", "port-forward", "-v=6", target, f":{remote}"],
+                stdout=out,
+                stderr=err,
+                env=env,
+                cwd=REPO,
+                stdin=subprocess.DEVNULL,
+            )
+        self.local = int(eventually(self._forwarding, timeout=60, what=f"kubectl port-forward {target} to listen"))
+
+    def _forwarding(self) -> str | None:
+        if self.proc.poll() is not None:
+            raise AssertionError(f"kubectl port-forward exited {self.proc.returncode}: {self.err.read_text()}")
+        found = re.search(r"Forwarding from 127\.0\.0\.1:(\d+) ->", self.out.read_text())
+        return found.group(1) if found else None
+
+    def get(self, path: str) -> bytes:
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.local}{path}", timeout=60) as answer:
+            body: bytes = answer.read()
+            return body
+
+    def stop(self) -> str:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+        self.proc.wait(timeout=30)
+        return self.err.read_text()
+
+
+@pytest.mark.parametrize(
+    ("target", "remote"), [("pod/pf-web", PORT), ("svc/pf-web", 80)], ids=["pod", "service-named-target-port"]
+)
+def test_port_forward_over_the_websocket_tunnel(
+    kubectl: Kubectl, web: str, tmp_path: Path, target: str, remote: int
+) -> None:
+    forward = PortForward(kubectl, target, remote, tmp_path)
+    try:
+        assert forward.get("/big.bin") == BODY
+        assert forward.get("/big.bin") == BODY  # a second connection on the same tunnel
+    finally:
+        log = forward.stop()
+    assert re.search(r"GET https://\S+/pods/pf-web/portforward 101 Switching Protocols", log), log
+
+
+def test_port_forward_falls_back_to_spdy(kubectl: Kubectl, web: str, tmp_path: Path) -> None:
+    forward = PortForward(kubectl, "pod/pf-web", PORT, tmp_path, websockets=False)
+    try:
+        assert forward.get("/big.bin") == BODY
+    finally:
+        log = forward.stop()
+    assert re.search(r"POST https://\S+/pods/pf-web/portforward 101 Switching Protocols", log), log
+
+
+def test_a_port_nothing_listens_on_is_reported_and_ends_the_forward(kubectl: Kubectl, web: str, tmp_path: Path) -> None:
+    closed = free_port()
+    forward = PortForward(kubectl, "pod/pf-web", closed, tmp_path)
+    with pytest.raises(OSError):  # the connection is dropped: nothing answered on the pod's side
+        forward.get("/")
+    eventually(lambda: forward.proc.poll() is not None, timeout=60, what="kubectl to give up")
+    log = forward.stop()
+    assert forward.proc.returncode == 1
+    uid = kubectl("get", "pod", "pf-web", "-o", "jsonpath={.metadata.uid}")
+    assert f"error forwarding port {closed} to pod {uid}, uid : failed to connect to localhost:{closed}" in log
+    assert "connect: connection refused" in log and "error: lost connection to pod" in log
