@@ -23,6 +23,7 @@ class Peer:
         self.pending: list[frames.Frame] = []
         self.window_updates: list[frames.WindowUpdate] = []
         self.closed = False
+        self.hang_up: Callable[[], None] = lambda: None
 
     @classmethod
     def over(cls, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> Peer:
@@ -30,7 +31,9 @@ class Peer:
             writer.write(data)
             await writer.drain()
 
-        return cls(lambda: reader.read(65536), send)
+        peer = cls(lambda: reader.read(65536), send)
+        peer.hang_up = writer.close
+        return peer
 
     async def send(self, *sent: frames.Frame) -> None:
         await self._send(b"".join(self.encoder.encode(f) for f in sent))

@@ -254,9 +254,9 @@ def test_connect_subresources_over_http(plane: Plane, runner: str) -> None:
     upgrade = {"Connection": "Upgrade", "Upgrade": "websocket", "Sec-WebSocket-Protocol": "v5.channel.k8s.io"}
     unstreamed = "you must specify at least 1 of stdin, stdout, stderr"
     assert_status(call(plane, "GET", exec_path, headers=upgrade), 400, "BadRequest", unstreamed)
-    spdy = {"Connection": "Upgrade", "Upgrade": "SPDY/3.1"}
-    body = assert_status(call(plane, "GET", exec_path + "&stdout=true", headers=spdy), 400, "BadRequest", "SPDY")
-    assert "pods/exec over SPDY/3.1 is not supported: it is served over WebSocket only" in body["message"]
+    h2c = {"Connection": "Upgrade", "Upgrade": "h2c"}
+    body = assert_status(call(plane, "GET", exec_path + "&stdout=true", headers=h2c), 400, "BadRequest", "h2c")
+    assert "pods/exec over h2c is not supported: it is served over WebSocket and SPDY/3.1 only" in body["message"]
     assert_status(call(plane, "POST", "/api/v1/namespaces/default/pods/nope/exec"), 404, "NotFound", '"nope" not found')
     assert_status(call(plane, "GET", "/api/v1/nodes/vm/proxy/metrics"), 400, "BadRequest", "no kubelet")
 

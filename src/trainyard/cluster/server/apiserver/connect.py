@@ -3,14 +3,15 @@
 On a real cluster ``pods/exec``, ``pods/attach`` and ``pods/portforward`` upgrade the connection
 (WebSocket or SPDY) and stream to the container runtime through the kubelet, and the ``proxy``
 subresources of pods, services and nodes forward HTTP to them. Here ``pods/exec`` and
-``pods/attach`` over WebSocket (kubectl 1.30 and later, the ``kubernetes`` Python client) are
-served by ``remotecommand``; over SPDY/3.1 (older clients) they are refused with a 400 that says
-so. ``pods/portforward`` is served by ``tunnels`` (SPDY/3.1 tunnelled in a WebSocket, plain
-SPDY/3.1, and ``v4.channel.k8s.io``): a pod shares this machine's network, so its port is dialled
-here. The other connect requests get a 400 ``Status`` that says what to do instead, and kubectl
-prints it and exits at once (``Error from server (BadRequest): ...``). A streaming request without
-upgrade headers gets the apiserver's own answer, ``Upgrade request required``. Discovery does not
-list these subresources; kubectl does not consult it for them.
+``pods/attach`` over WebSocket (kubectl 1.30 and later, the ``kubernetes`` Python client) and
+SPDY/3.1 (kubectl's fallback, older clients) are served by ``remotecommand``; an upgrade to
+anything else is refused with a 400 that says so. ``pods/portforward`` is served by ``tunnels``
+(SPDY/3.1 tunnelled in a WebSocket, plain SPDY/3.1, and ``v4.channel.k8s.io``): a pod shares this
+machine's network, so its port is dialled here. The other connect requests get a 400 ``Status``
+that says what to do instead, and kubectl prints it and exits at once (``Error from server
+(BadRequest): ...``). A streaming request without upgrade headers gets the apiserver's own answer,
+``Upgrade request required``. Discovery does not list these subresources; kubectl does not consult
+it for them.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from trainyard.cluster.server.apiserver import errors
 STREAMING = frozenset({"exec", "attach", "portforward"})
 
 _LOCAL = "the trainyard embedded control plane runs pods as local processes, not in containers"
-_WEBSOCKET_ONLY = "it is served over WebSocket only (kubectl 1.30 or later); SPDY/3.1 is not served yet"
+_WEBSOCKET_ONLY = "it is served over WebSocket and SPDY/3.1 only"
 
 WHY: dict[tuple[str, str], str] = {
     ("core/pods", "exec"): _WEBSOCKET_ONLY,

@@ -11,6 +11,8 @@ fallback) and streams to the kubelet, which streams to the container runtime. He
   container's log and writes to its stdin FIFO;
 * ``websocket``: the channel framing of ``k8s.io/apimachinery``'s ``wsstream`` (``v5``, ``v4``,
   ``channel``/``base64.channel``) over aiohttp's WebSocket, driving a session;
+* ``spdystreams``: the kubelet's SPDY/3.1 streams (``error``, ``stdin``, ``stdout``, ``stderr``,
+  ``resize``; protocols ``v5.channel.k8s.io`` .. ``channel.k8s.io``) over ``tunnels.spdy``, driving a session;
 * ``serving``: what the API server calls for a connect request: checks, then a session over the
   transport the client asked for.
 """

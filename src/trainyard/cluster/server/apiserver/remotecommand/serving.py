@@ -1,9 +1,10 @@
-"""What the API server calls for ``pods/exec`` and ``pods/attach``: the checks, then a session over WebSocket.
+"""What the API server calls for ``pods/exec`` and ``pods/attach``: the checks, then a session over
+WebSocket (``websocket``) or SPDY/3.1 (``spdystreams``).
 
 The request is checked before any upgrade (the container chosen, the options), as kube-apiserver
 does, so a client that falls back to SPDY after a refused WebSocket handshake gets the same
-``Status``. A request that upgrades to something else than WebSocket (SPDY/3.1) is not served here:
-the caller answers it (``connect.refusal``).
+``Status``. A request that upgrades to something else is not served here: the caller answers it
+(``connect.refusal``).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from aiohttp import web
 from trainyard.api.meta import Obj
 from trainyard.cluster.paths import Layout
 from trainyard.cluster.server.apiserver.remotecommand import options as opts
-from trainyard.cluster.server.apiserver.remotecommand import websocket
+from trainyard.cluster.server.apiserver.remotecommand import spdystreams, websocket
 from trainyard.cluster.server.apiserver.remotecommand.session import AttachSession, ExecSession, Session
 
 SERVED = frozenset({"exec", "attach"})
@@ -55,8 +56,10 @@ def _running(pod: Obj, container: str) -> bool:
 async def serve(
     request: web.Request, pod: Obj, subresource: str, layout: Layout, current: Callable[[], Obj | None]
 ) -> web.StreamResponse | None:
-    """Serve the request over WebSocket; None when it asks for another upgrade (SPDY), after the checks."""
+    """Serve the request over WebSocket or SPDY/3.1; None when it asks for another upgrade, after the checks."""
     session, options = session_for(request, pod, subresource, layout, current)
-    if not websocket.is_websocket(request.headers):
-        return None
-    return await websocket.serve(request, session, stdout=options.stdout, stderr=options.stderr)
+    if websocket.is_websocket(request.headers):
+        return await websocket.serve(request, session, stdout=options.stdout, stderr=options.stderr)
+    if spdystreams.is_spdy(request.headers):
+        return await spdystreams.serve(request, session, options)
+    return None

@@ -75,6 +75,22 @@ class Session(Protocol):
     def close(self) -> None: ...
 
 
+async def outcome_unless(session: Session, running: asyncio.Task[Outcome], gone: asyncio.Task[None]) -> Outcome | None:
+    """The outcome of ``running`` (``session.run``), or None once ``gone`` (the client's side) ended
+    first: the session is then closed (an exec's command goes too) and awaited. A transport that broke
+    mid-way (``ConnectionResetError`` from the output) is None too."""
+    await asyncio.wait((running, gone), return_when=asyncio.FIRST_COMPLETED)
+    if not running.done():
+        session.close()
+        with contextlib.suppress(Exception):
+            await running
+        return None
+    try:
+        return running.result()
+    except ConnectionResetError:
+        return None
+
+
 # -- descriptors ---------------------------------------------------------------------------------------
 
 

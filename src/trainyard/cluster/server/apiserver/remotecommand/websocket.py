@@ -34,7 +34,7 @@ from aiohttp import WSMsgType, web
 from trainyard.api.meta import Obj
 from trainyard.cluster.server.apiserver import errors
 from trainyard.cluster.server.apiserver.remotecommand import options as opts
-from trainyard.cluster.server.apiserver.remotecommand.session import Session
+from trainyard.cluster.server.apiserver.remotecommand.session import Session, outcome_unless
 
 log = logging.getLogger(__name__)
 
@@ -158,15 +158,8 @@ async def serve(request: web.Request, session: Session, *, stdout: bool, stderr:
     running = asyncio.create_task(session.run(channels))
     reading = asyncio.create_task(_read(ws, framing, session))
     try:
-        await asyncio.wait((running, reading), return_when=asyncio.FIRST_COMPLETED)
-        if not running.done():
-            session.close()  # the client went away: the command goes too
-            with contextlib.suppress(Exception):
-                await running
-            return ws
-        try:
-            outcome = running.result()
-        except ConnectionResetError:
+        outcome = await outcome_unless(session, running, reading)
+        if outcome is None:
             return ws
         final = framing.error_message(outcome.status())
         with contextlib.suppress(ConnectionResetError):

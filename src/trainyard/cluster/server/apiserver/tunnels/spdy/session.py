@@ -42,7 +42,7 @@ class Wire(Protocol):
     async def send(self, data: bytes) -> None: ...
 
 
-class StreamClosed(ConnectionError):
+class StreamClosed(ConnectionResetError):
     """Writing to a stream this side closed, the peer reset, or whose connection is gone."""
 
 

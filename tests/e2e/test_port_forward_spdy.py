@@ -1,4 +1,5 @@
-"""``kubectl port-forward`` to a pod and to a Service, over kubectl's WebSocket tunnel and its SPDY fallback."""
+"""``kubectl port-forward`` to a pod and to a Service, over kubectl's WebSocket tunnel and its SPDY fallback;
+``kubectl exec`` over SPDY/3.1 too (its WebSocket side is test_kubectl_exec's)."""
 
 from __future__ import annotations
 
@@ -132,3 +133,18 @@ def test_a_port_nothing_listens_on_is_reported_and_ends_the_forward(kubectl: Kub
     uid = kubectl("get", "pod", "pf-web", "-o", "jsonpath={.metadata.uid}")
     assert f"error forwarding port {closed} to pod {uid}, uid : failed to connect to localhost:{closed}" in log
     assert "connect: connection refused" in log and "error: lost connection to pod" in log
+
+
+def test_exec_over_spdy_has_the_streams_and_the_exit_code(kubectl: Kubectl, web: str) -> None:
+    spdy = {**kubectl.env, "KUBECTL_REMOTE_COMMAND_WEBSOCKETS": "false"}
+
+    def kubectl_exec(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+        command = ["kubectl", "exec", "-v=6", *args]
+        return subprocess.run(command, input=stdin, capture_output=True, text=True, env=spdy, timeout=60, cwd=REPO)
+
+    ran = kubectl_exec(web, "--", "sh", "-c", "echo out; echo err >&2; exit 3")
+    assert (ran.returncode, ran.stdout) == (3, "out\n"), ran.stderr
+    assert "err\n" in ran.stderr and "command terminated with exit code 3" in ran.stderr
+    assert re.search(r"POST https://\S+/pods/pf-web/exec\?\S+ 101 Switching Protocols", ran.stderr), ran.stderr
+    fed = kubectl_exec("-i", web, "--", "cat", stdin="through stdin\n")
+    assert (fed.returncode, fed.stdout) == (0, "through stdin\n"), fed.stderr
