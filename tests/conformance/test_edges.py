@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from conftest import Kubectl, Plane, eventually
+from conftest import Kubectl, Plane, eventually, free_port
 
 pytestmark = pytest.mark.e2e
 
@@ -214,6 +214,7 @@ spec:
 """
 
 LOCAL = "the trainyard embedded control plane runs pods as local processes"
+CLOSED = free_port()  # a pod proxy to a port nothing listens on
 
 
 @pytest.fixture(scope="module")
@@ -231,8 +232,10 @@ def runner(kubectl: Kubectl) -> Iterable[str]:
 @pytest.mark.parametrize(
     ("args", "expected"),
     [
-        (["get", "--raw", "/api/v1/namespaces/default/pods/edge-runner/proxy/"], "pods/proxy is not supported"),
-        (["get", "--raw", "/api/v1/namespaces/default/pods/edge-runner:8080/proxy/a/b"], "pods/proxy is not"),
+        (
+            ["get", "--raw", f"/api/v1/namespaces/default/pods/edge-runner:{CLOSED}/proxy/a/b"],
+            f"(ServiceUnavailable): error trying to reach service: dial tcp 127.0.0.1:{CLOSED}: connect: connection",
+        ),
         (["get", "--raw", "/api/v1/namespaces/default/services/kubernetes/proxy/"], "not found"),
         (["get", "--raw", "/api/v1/nodes/nope/proxy/stats"], 'nodes "nope" not found'),
     ],

@@ -1,5 +1,6 @@
 """``kubectl port-forward`` to a pod and to a Service, over kubectl's WebSocket tunnel and its SPDY fallback;
-``kubectl exec`` over SPDY/3.1 too (its WebSocket side is test_kubectl_exec's)."""
+``kubectl exec`` over SPDY/3.1 too (its WebSocket side is test_kubectl_exec's), and the pod and service
+HTTP proxies (``kubectl get --raw .../proxy/...``)."""
 
 from __future__ import annotations
 
@@ -148,3 +149,15 @@ def test_exec_over_spdy_has_the_streams_and_the_exit_code(kubectl: Kubectl, web:
     assert re.search(r"POST https://\S+/pods/pf-web/exec\?\S+ 101 Switching Protocols", ran.stderr), ran.stderr
     fed = kubectl_exec("-i", web, "--", "cat", stdin="through stdin\n")
     assert (fed.returncode, fed.stdout) == (0, "through stdin\n"), fed.stderr
+
+
+def test_the_service_and_pod_proxies_reach_the_pods_server(kubectl: Kubectl, web: str) -> None:
+    base = "/api/v1/namespaces/default"
+    for path in (
+        f"{base}/services/pf-web:80/proxy/",
+        f"{base}/services/http:pf-web:web/proxy/",
+        f"{base}/pods/pf-web/proxy/",
+    ):
+        assert "big.bin" in kubectl("get", "--raw", path), path  # the directory listing of the pod's server
+    none = kubectl.run("get", "--raw", f"{base}/services/pf-web:81/proxy/")
+    assert 'Error from server (ServiceUnavailable): no service port 81 found for service "pf-web"' in none.stderr

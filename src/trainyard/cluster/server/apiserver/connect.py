@@ -7,11 +7,11 @@ subresources of pods, services and nodes forward HTTP to them. Here ``pods/exec`
 SPDY/3.1 (kubectl's fallback, older clients) are served by ``remotecommand``; an upgrade to
 anything else is refused with a 400 that says so. ``pods/portforward`` is served by ``tunnels``
 (SPDY/3.1 tunnelled in a WebSocket, plain SPDY/3.1, and ``v4.channel.k8s.io``): a pod shares this
-machine's network, so its port is dialled here. The other connect requests get a 400 ``Status``
-that says what to do instead, and kubectl prints it and exits at once (``Error from server
-(BadRequest): ...``). A streaming request without upgrade headers gets the apiserver's own answer,
-``Upgrade request required``. Discovery does not list these subresources; kubectl does not consult
-it for them.
+machine's network, so its port is dialled here, as it is for ``pods/proxy`` and ``services/proxy``
+(``tunnels.proxying``). ``nodes/proxy`` (there is no kubelet) gets a 400 ``Status`` that says what
+to do instead, and kubectl prints it and exits at once (``Error from server (BadRequest): ...``). A
+streaming request without upgrade headers gets the apiserver's own answer, ``Upgrade request
+required``. Discovery does not list these subresources; kubectl does not consult it for them.
 """
 
 from __future__ import annotations
@@ -29,10 +29,8 @@ WHY: dict[tuple[str, str], str] = {
     ("core/pods", "exec"): _WEBSOCKET_ONLY,
     ("core/pods", "attach"): _WEBSOCKET_ONLY,
     ("core/pods", "portforward"): "served by tunnels.portforward once the connection is upgraded",
-    ("core/pods", "proxy"): "its ports listen on this machine (pod IP 127.0.0.1): send the request to 127.0.0.1:<port>",
-    ("core/services", "proxy"): (
-        "services resolve to this machine (127.0.0.1): send the request to 127.0.0.1:<port> of a pod behind it"
-    ),
+    ("core/pods", "proxy"): "served by tunnels.proxying",
+    ("core/services", "proxy"): "served by tunnels.proxying",
     ("core/nodes", "proxy"): "there is no kubelet to proxy to: the node is this machine",
 }
 

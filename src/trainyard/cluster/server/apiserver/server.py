@@ -47,7 +47,7 @@ from trainyard.cluster.server.apiserver.requests.selectors import (
 )
 from trainyard.cluster.server.apiserver.requests.writing import WriteOptions, write_options
 from trainyard.cluster.server.apiserver.streams import BOOKMARK_SECONDS, HttpOut, Streams
-from trainyard.cluster.server.apiserver.tunnels import portforward
+from trainyard.cluster.server.apiserver.tunnels import portforward, proxying
 from trainyard.cluster.server.storage import codec
 from trainyard.cluster.server.storage.store import StorageFull
 from trainyard.cluster.server.storage.watch import Hub
@@ -400,7 +400,8 @@ class ApiServer:
         self, request: ApiRequest, rt: ResourceType, namespace: str, name: str, sub: str
     ) -> web.StreamResponse:
         """exec, attach, portforward and proxy: a 404 for a missing object, as a real server; exec and
-        attach over WebSocket (``remotecommand``) and port-forward (``tunnels``) are served, the rest refused."""
+        attach (``remotecommand``), port-forward and the pod and service proxies (``tunnels``) are served,
+        the rest refused."""
         if sub in connect.STREAMING and request.method not in ("GET", "POST"):
             raise errors.method_not_allowed()
         obj = self.objects.get(rt, namespace, connect.object_name(sub, name))
@@ -411,7 +412,16 @@ class ApiServer:
                 return served
         if rt.key == "core/pods" and sub == "portforward" and connect.is_upgrade(request.headers):
             return await portforward.serve(_connection(request), portforward.target(obj))
+        if sub == "proxy" and rt.key in ("core/pods", "core/services"):
+            return await proxying.serve(_connection(request), self._backend(rt, obj, name))
         raise connect.refusal(rt.key, rt.plural, sub, request.headers)
+
+    def _backend(self, rt: ResourceType, obj: Obj, segment: str) -> proxying.Backend:
+        """Where a pod or service proxy request goes; a service's pods are read here, ready or not."""
+        if rt.key == "core/pods":
+            return proxying.pod_backend(obj, segment)
+        pods, _ = self.objects.list(self.registry.lookup("", "v1", "pods"), obj["metadata"]["namespace"])
+        return proxying.service_backend(obj, pods, segment)
 
 
 def _connection(request: ApiRequest) -> web.Request:
