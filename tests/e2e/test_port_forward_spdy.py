@@ -161,3 +161,21 @@ def test_the_service_and_pod_proxies_reach_the_pods_server(kubectl: Kubectl, web
         assert "big.bin" in kubectl("get", "--raw", path), path  # the directory listing of the pod's server
     none = kubectl.run("get", "--raw", f"{base}/services/pf-web:81/proxy/")
     assert 'Error from server (ServiceUnavailable): no service port 81 found for service "pf-web"' in none.stderr
+
+
+def test_the_kubernetes_python_client_forwards_over_v4_channels(kubectl: Kubectl, web: str) -> None:
+    kubernetes = pytest.importorskip("kubernetes")
+    from kubernetes.stream import portforward
+
+    api = kubernetes.client.CoreV1Api(kubernetes.config.new_client_from_config(kubectl.env["KUBECONFIG"]))
+    closed = free_port()
+    forward = portforward(api.connect_get_namespaced_pod_portforward, web, "default", ports=f"{PORT},{closed}")
+    sock = forward.socket(PORT)
+    sock.sendall(b"GET /big.bin HTTP/1.0\r\n\r\n")
+    answer = b""
+    while data := sock.recv(65536):
+        answer += data
+    assert answer.startswith(b"HTTP/1.0 200 OK") and answer.endswith(BODY)
+    error = eventually(lambda: forward.error(closed), timeout=30, what="the closed port's error")
+    assert f"error forwarding port {closed} to pod" in error and "connection refused" in error
+    forward.close()
