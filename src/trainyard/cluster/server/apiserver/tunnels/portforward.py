@@ -161,7 +161,7 @@ def target(pod: Mapping[str, Any]) -> PodTarget:
     return PodTarget(meta.get("namespace", ""), meta.get("name", ""), meta.get("uid", ""))
 
 
-async def serve(request: web.Request, target: PodTarget) -> web.StreamResponse:
+async def serve(request: web.Request, pod: PodTarget) -> web.StreamResponse:
     """Answer a ``pods/portforward`` request: whichever of the three protocols the client asks for."""
     headers = request.headers
     try:
@@ -170,16 +170,16 @@ async def serve(request: web.Request, target: PodTarget) -> web.StreamResponse:
             if TUNNELED in offered:
                 ws = await upgrades.accept_websocket(request, [TUNNELED])
                 try:
-                    await serve_spdy(upgrades.WebSocketWire(ws), target)
+                    await serve_spdy(upgrades.WebSocketWire(ws), pod)
                 finally:
                     await ws.close()
                 return ws
-            return await portforward_channels.serve(request, target)
+            return await portforward_channels.serve(request, pod)
         wire, resp = await upgrades.upgrade_spdy(request, [PROTOCOL])
     except upgrades.Refused as exc:
         return exc.response()
     try:
-        await serve_spdy(wire, target)
+        await serve_spdy(wire, pod)
     finally:
         wire.close()
     return resp

@@ -77,6 +77,7 @@ class Stream:
             if self.reset_status is not None or self.session.gone:
                 raise StreamClosed(f"stream {self.id} was reset")
             if self.remote_done:
+                self.session.forget_if_done(self)
                 return b""
             self._arrived.clear()
             await self._arrived.wait()
