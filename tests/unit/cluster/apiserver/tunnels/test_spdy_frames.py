@@ -111,6 +111,13 @@ def test_broken_frames_are_protocol_errors(wire: str, message: str) -> None:
         frames.Decoder().feed(bytes.fromhex(wire.replace(" ", "")))
 
 
+def test_the_frames_before_a_broken_one_are_kept() -> None:
+    ping = frames.Encoder().encode(frames.Ping(1))
+    with pytest.raises(frames.FrameError) as broken:
+        frames.Decoder().feed(ping + bytes.fromhex("8002000600000004 00000001"))
+    assert broken.value.decoded == [frames.Ping(1)]
+
+
 def test_header_block_errors() -> None:
     repeated = struct.pack(">I", 2) + (struct.pack(">I", 1) + b"a" + struct.pack(">I", 1) + b"b") * 2
     with pytest.raises(headerblock.HeaderBlockError, match="repeats the name 'a'"):

@@ -146,13 +146,12 @@ Frame = SynStream | SynReply | RstStream | Settings | Ping | GoAway | HeadersFra
 
 
 class FrameError(ValueError):
-    """A frame that breaks the protocol. ``stream_id`` 0: the connection cannot go on (GOAWAY);
-    otherwise only that stream is lost (RST_STREAM with ``status``)."""
+    """A frame that breaks the protocol: the connection cannot go on (GOAWAY). ``decoded``: the
+    frames that came before it in the same ``Decoder.feed``, still to be handled."""
 
-    def __init__(self, message: str, *, stream_id: int = 0, status: int = Rst.PROTOCOL_ERROR) -> None:
+    def __init__(self, message: str) -> None:
         super().__init__(message)
-        self.stream_id = stream_id
-        self.status = status
+        self.decoded: list[Frame] = []
 
 
 def _control(kind: Type, flags: int, payload: bytes) -> bytes:
@@ -207,24 +206,32 @@ class Decoder:
     def feed(self, data: bytes) -> list[Frame]:
         self._buffer += data
         frames: list[Frame] = []
-        while len(self._buffer) >= 8:
-            first, second = struct.unpack_from(">II", self._buffer, 0)
-            length = second & 0xFFFFFF
-            if len(self._buffer) < 8 + length:
-                break
-            payload = bytes(self._buffer[8 : 8 + length])
-            del self._buffer[: 8 + length]
-            flags = second >> 24
-            if not first & 0x80000000:
-                frames.append(Data(first & _ID, payload, bool(flags & FLAG_FIN)))
-                continue
-            version, kind = (first >> 16) & 0x7FFF, first & 0xFFFF
-            if version != VERSION:
-                raise FrameError(f"SPDY version {version} is not supported; this server speaks SPDY/3.1")
-            frame = self._control(kind, flags, payload)
-            if frame is not None:
-                frames.append(frame)
+        at = 0  # frames are cut from here; the buffer is compacted once, after the loop
+        try:
+            while len(self._buffer) - at >= 8:
+                first, second = struct.unpack_from(">II", self._buffer, at)
+                length = second & 0xFFFFFF
+                if len(self._buffer) - at < 8 + length:
+                    break
+                payload = bytes(self._buffer[at + 8 : at + 8 + length])
+                at += 8 + length
+                frame = self._frame(first, second >> 24, payload)
+                if frame is not None:
+                    frames.append(frame)
+        except FrameError as exc:
+            exc.decoded = frames  # the frames before the broken one are still the peer's
+            raise
+        finally:
+            del self._buffer[:at]
         return frames
+
+    def _frame(self, first: int, flags: int, payload: bytes) -> Frame | None:
+        if not first & 0x80000000:
+            return Data(first & _ID, payload, bool(flags & FLAG_FIN))
+        version, kind = (first >> 16) & 0x7FFF, first & 0xFFFF
+        if version != VERSION:
+            raise FrameError(f"SPDY version {version} is not supported; this server speaks SPDY/3.1")
+        return self._control(kind, flags, payload)
 
     def _control(self, kind: int, flags: int, payload: bytes) -> Frame | None:
         fin = bool(flags & FLAG_FIN)

@@ -181,13 +181,15 @@ class Session:
                 if not data:
                     break
                 try:
-                    received = self._decoder.feed(data)
+                    received, broken = self._decoder.feed(data), None
                 except frames.FrameError as exc:
-                    log.info("SPDY connection closed on a protocol error: %s", exc)
-                    await self._go_away(frames.GoAwayStatus.PROTOCOL_ERROR)
-                    break
+                    received, broken = exc.decoded, exc
                 for frame in received:
                     await self._handle(frame)
+                if broken is not None:
+                    log.info("SPDY connection closed on a protocol error: %s", broken)
+                    await self._go_away(frames.GoAwayStatus.PROTOCOL_ERROR)
+                    break
         except (ConnectionError, StreamClosed):
             pass
         finally:
