@@ -22,7 +22,9 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
+import kubernetes  # a dev dependency: installed with the suite
 import pytest
+from kubernetes.stream import stream
 
 from conftest import Kubectl, Plane, eventually
 
@@ -143,8 +145,6 @@ def test_attach_sees_output_from_now_on_and_writes_to_stdin(kubectl: Kubectl, ns
 
 
 def test_the_kubernetes_python_client_streams_exec(plane: Plane, ns: str) -> None:
-    kubernetes = pytest.importorskip("kubernetes")
-    from kubernetes.stream import stream
 
     api = kubernetes.client.CoreV1Api(kubernetes.config.new_client_from_config(str(plane.kubeconfig)))
     out = stream(api.connect_get_namespaced_pod_exec, POD, ns, command=["printenv", "GREETING"], stdout=True)

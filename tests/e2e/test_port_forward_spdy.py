@@ -12,7 +12,9 @@ import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
+import kubernetes  # a dev dependency: installed with the suite
 import pytest
+from kubernetes.stream import portforward
 
 from conftest import REPO, Kubectl, eventually, free_port
 
@@ -164,8 +166,6 @@ def test_the_service_and_pod_proxies_reach_the_pods_server(kubectl: Kubectl, web
 
 
 def test_the_kubernetes_python_client_forwards_over_v4_channels(kubectl: Kubectl, web: str) -> None:
-    kubernetes = pytest.importorskip("kubernetes")
-    from kubernetes.stream import portforward
 
     api = kubernetes.client.CoreV1Api(kubernetes.config.new_client_from_config(kubectl.env["KUBECONFIG"]))
     closed = free_port()
