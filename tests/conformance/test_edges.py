@@ -264,12 +264,20 @@ def test_connect_subresources_over_http(plane: Plane, runner: str) -> None:
     assert_status(call(plane, "GET", "/api/v1/nodes/vm/proxy/metrics"), 400, "BadRequest", "no kubelet")
 
 
-def test_discovery_lists_eviction_but_not_the_connect_subresources(plane: Plane) -> None:
+def test_discovery_lists_eviction_and_the_connect_subresources_served(plane: Plane) -> None:
     _, doc = call(plane, "GET", "/api/v1")
     names = {r["name"]: r for r in doc["resources"]}
     assert names["pods/eviction"]["verbs"] == ["create"] and names["pods/eviction"]["group"] == "policy"
     assert "serviceaccounts" in names and names["serviceaccounts"]["shortNames"] == ["sa"]
-    assert not {"pods/exec", "pods/attach", "pods/portforward", "pods/proxy", "services/proxy"} & names.keys()
+    assert names["pods/exec"] == {
+        "name": "pods/exec",
+        "singularName": "",
+        "namespaced": True,
+        "kind": "PodExecOptions",
+        "verbs": ["create", "get"],
+    }
+    assert {"pods/attach", "pods/portforward", "pods/proxy", "services/proxy"} <= names.keys()
+    assert "nodes/proxy" not in names  # refused: there is no kubelet
 
 
 def test_eviction_deletes_the_pod(plane: Plane, kubectl: Kubectl) -> None:

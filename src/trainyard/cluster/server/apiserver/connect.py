@@ -11,7 +11,7 @@ machine's network, so its port is dialled here, as it is for ``pods/proxy`` and 
 (``tunnels.proxying``). ``nodes/proxy`` (there is no kubelet) gets a 400 ``Status`` that says what
 to do instead, and kubectl prints it and exits at once (``Error from server (BadRequest): ...``). A
 streaming request without upgrade headers gets the apiserver's own answer, ``Upgrade request
-required``. Discovery does not list these subresources; kubectl does not consult it for them.
+required``. Discovery lists those served (``discovery.CONNECT``), as kube-apiserver does.
 """
 
 from __future__ import annotations

@@ -83,6 +83,16 @@ def _entries(rt: ResourceType) -> list[dict[str, Any]]:
     if rt.categories:
         main["categories"] = list(rt.categories)
     out = [main]
+    for sub, (kind, verbs) in sorted(CONNECT.get(rt.key, {}).items()):
+        out.append(
+            {
+                "name": f"{rt.plural}/{sub}",
+                "singularName": "",
+                "namespaced": rt.namespaced,
+                "kind": kind,
+                "verbs": verbs,
+            }
+        )
     for sub in sorted(rt.subresources):
         entry: dict[str, Any] = {
             "name": f"{rt.plural}/{sub}",
@@ -108,6 +118,19 @@ def _entries(rt: ResourceType) -> list[dict[str, Any]]:
             entry |= {"group": "authentication.k8s.io", "version": "v1", "kind": "TokenRequest", "verbs": ["create"]}
         out.append(entry)
     return out
+
+
+_PROXY_VERBS = ["create", "delete", "get", "patch", "update"]
+CONNECT: dict[str, dict[str, tuple[str, list[str]]]] = {
+    "core/pods": {
+        "attach": ("PodAttachOptions", ["create", "get"]),
+        "exec": ("PodExecOptions", ["create", "get"]),
+        "portforward": ("PodPortForwardOptions", ["create", "get"]),
+        "proxy": ("PodProxyOptions", _PROXY_VERBS),
+    },
+    "core/services": {"proxy": ("ServiceProxyOptions", _PROXY_VERBS)},
+}
+"""The connect subresources served (``connect``, ``remotecommand``, ``tunnels``), listed as upstream lists them."""
 
 
 def resource_list(registry: Registry, group: str, version: str) -> dict[str, Any] | None:
