@@ -239,6 +239,8 @@ def runner(kubectl: Kubectl) -> Iterable[str]:
         (["get", "--raw", "/api/v1/namespaces/default/services/kubernetes/proxy/"], "not found"),
         (["get", "--raw", "/api/v1/nodes/nope/proxy/stats"], 'nodes "nope" not found'),
     ],
+    # Named, not by their values: CLOSED differs between xdist workers, whose collections must agree.
+    ids=["pod-proxy-to-a-closed-port", "service-proxy-of-no-service", "node-proxy-of-no-node"],
 )
 def test_kubectl_streaming_and_proxy_fail_fast_and_readably(
     kubectl: Kubectl, runner: str, args: list[str], expected: str
