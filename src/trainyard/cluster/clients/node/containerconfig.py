@@ -255,8 +255,8 @@ class ContainerConfig:
             if target in taken:
                 continue
             if not path.exists() or path.read_text() != text:
-                path.parent.mkdir(parents=True, exist_ok=True)
-                path.write_text(text)
+                path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+                _write_owner_only(path, text)
             out.append({"path": target, "source": str(path), "readOnly": False})
         return out
 
@@ -350,3 +350,10 @@ class ContainerConfig:
             cgroup=str(cgroup_root / f"{run.uid}_{cr.name}") if cgroup_root else None,
             sessions=run.exec_sessions,
         )
+
+
+def _write_owner_only(path: Path, text: str) -> None:
+    """``text`` into ``path``, readable by the plane's user only (everything under its home is)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(text)

@@ -268,7 +268,9 @@ def enter(spec: dict[str, Any], *, also: int = 0) -> None:
     unshare(CLONE_NEWNS | also)
     _mount(None, "/", None, MS_REC | MS_PRIVATE)
     root = Root(Path(spec["root"]))
-    root.path.mkdir(parents=True, exist_ok=True)
+    # Under the plane's home, which only its owner may read (the pod's directory and this one too).
+    root.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    root.path.mkdir(mode=0o700, exist_ok=True)
     _mount("tmpfs", str(root.path), "tmpfs", 0)
     for source in Path("/").iterdir():
         target = root.path / source.name
