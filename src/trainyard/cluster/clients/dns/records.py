@@ -6,8 +6,12 @@ specification defines them:
 * ``<service>.<namespace>.svc.<domain>``: a Service with a cluster IP answers it; a headless
   Service (``clusterIP: None``) answers the addresses of the ready pods it selects (all of them
   with ``publishNotReadyAddresses``), which on a real cluster its EndpointSlices list;
-* ``<hostname>.<service>.<namespace>.svc.<domain>``: the pod of a headless Service whose
-  ``spec.hostname`` and ``spec.subdomain`` say so (an MPIJob's or a JobSet's workers);
+* ``<hostname>.<service>.<namespace>.svc.<domain>`` (a pod's own name under a headless Service:
+  an MPIJob's or a JobSet's workers) does **not** resolve here, on purpose: every pod shares the
+  node's address, and MPI takes a host whose name resolves to a local address for this very
+  machine (Open MPI 4 folded every worker of a hostfile into one host, "multiple definitions of
+  the slot count"). Those names reach their pods through the node's launch agent
+  (``node.podexec``), which resolves them itself, as ssh would through cluster DNS;
 * ``<a-b-c-d>.<namespace>.pod.<domain>``: the address the name spells (CoreDNS's ``pods insecure``).
 
 Other names under the domain do not exist (NXDOMAIN); names outside it are not ours: the server
@@ -70,14 +74,6 @@ def lookup(name: str, services: ServiceLookup, pods_in: PodsIn, domain: str = DE
         return NO_SUCH_NAME
     if len(labels) == 3:
         return _service(service, pods_in(namespace))
-    if len(labels) == 4 and _headless(service):
-        hostname = labels[0]
-        found = [
-            p
-            for p in _endpoints(service, pods_in(namespace))
-            if _hostname(p) == hostname and _subdomain(p) == service_name
-        ]
-        return Answer(True, _addresses(found)) if found else NO_SUCH_NAME
     return NO_SUCH_NAME
 
 
@@ -127,14 +123,6 @@ def _endpoints(service: Obj, pods: Iterable[Obj]) -> list[Obj]:
 
 def _ready(status: Obj) -> bool:
     return any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or [])
-
-
-def _hostname(pod: Obj) -> str:
-    return str((pod.get("spec") or {}).get("hostname") or "").lower()
-
-
-def _subdomain(pod: Obj) -> str:
-    return str((pod.get("spec") or {}).get("subdomain") or "").lower()
 
 
 def _addresses(pods: Iterable[Obj]) -> tuple[str, ...]:
