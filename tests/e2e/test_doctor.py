@@ -120,8 +120,9 @@ def test_a_healthy_job_has_no_finding(plane: Plane) -> None:
     assert out == "pytorchjob/healthy (Running): no problem found\n"
 
 
-@pytest.mark.skipif(importlib.util.find_spec("tensorflow") is not None, reason="the plane's own environment has it")
 def test_an_image_no_environment_maps(plane: Plane) -> None:
+    # Framework packages live in their own environments (envs/), never in trainyard's.
+    assert importlib.util.find_spec("tensorflow") is None, "trainyard's own environment holds tensorflow"
     out = told(plane, "unmapped", "ModuleNotFound")
     assert "image tensorflow/tensorflow:2.15.0 maps to no local environment" in out, out
     assert "yard env create NAME tensorflow --image 'tensorflow/tensorflow:*'" in out

@@ -11,6 +11,7 @@ from typing import Annotated
 
 import typer
 
+from trainyard.cli import envflags
 from trainyard.cluster.clients.autoscaler import settings
 from trainyard.cluster.clients.node import resourcestats
 
@@ -58,11 +59,4 @@ Downscale = Annotated[
 
 def check_env() -> None:
     """Raise ValueError naming the flag (and its variable) whose value the plane would refuse."""
-    try:
-        resourcestats.resolution_from_env()
-        settings.from_env()
-    except ValueError as exc:
-        text = str(exc)
-        for env, flag in FLAGS.items():
-            text = text.replace(f"${env}", f"{flag} (${env})")
-        raise ValueError(text) from None
+    envflags.check(FLAGS, resourcestats.resolution_from_env, settings.from_env)

@@ -11,6 +11,7 @@ from typing import Annotated
 
 import typer
 
+from trainyard.cli import envflags
 from trainyard.cluster.clients.nodelifecycle import settings
 from trainyard.cluster.server.apiserver import tolerationflags
 
@@ -61,11 +62,4 @@ FLAGS = dict(
 
 def check_env() -> None:
     """Raise ValueError naming the flag (and its variable) whose value the plane would refuse."""
-    try:
-        settings.from_env()
-        tolerationflags.from_env()
-    except ValueError as exc:
-        text = str(exc)
-        for env, flag in FLAGS.items():
-            text = text.replace(f"${env}", f"{flag} (${env})")
-        raise ValueError(text) from None
+    envflags.check(FLAGS, settings.from_env, tolerationflags.from_env)
