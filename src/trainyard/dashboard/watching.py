@@ -1,0 +1,181 @@
+"""What the dashboard watches: every job kind of every family, their pods, the objects between, events.
+
+One informer per resource (``kit.informer``): the jobs of each kind the families serve, pods,
+events, and the objects a job's pods may hang from (batch Jobs, JobSets: a TrainJob's pods are
+its JobSet's Jobs'). Every object is filed under the uid of its controller owner and every event
+under the uid it is about, so a job's pods and events are found through those indexes, walking
+down the ownership tree, never by a scan. Subscribers get each change with the uid of the job it
+concerns (its root owner), resolved when it happens.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from lightkube import AsyncClient
+
+from trainyard.api.meta import Obj
+from trainyard.client.resources import plain_resource
+from trainyard.dashboard import views
+from trainyard.kit.informer import Caches, Informer
+
+log = logging.getLogger(__name__)
+
+OWNER_UID = "owner-uid"
+ABOUT_UID = "about-uid"
+
+INTERMEDIATES = (("batch", "v1", "Job", "jobs"), ("jobset.x-k8s.io", "v1alpha2", "JobSet", "jobsets"))
+"""The owned objects a job's pods may hang from (kube's batch Job, JobSet's JobSet)."""
+
+
+def owner_uid(obj: Obj) -> Iterable[str]:
+    for ref in (obj.get("metadata") or {}).get("ownerReferences") or []:
+        if ref.get("controller") and ref.get("uid"):
+            yield str(ref["uid"])
+
+
+def about_uid(event: Obj) -> Iterable[str]:
+    involved = event.get("involvedObject") or event.get("regarding") or {}
+    if involved.get("uid"):
+        yield str(involved["uid"])
+
+
+@dataclass(frozen=True)
+class Change:
+    """One change the dashboard saw: ``what`` is ``job``, ``pod``, ``event`` or ``owned``."""
+
+    what: str
+    type: str
+    obj: Obj
+    job_uid: str | None
+    """The uid of the job it concerns (the job's own for ``job``); None when it concerns no job."""
+
+
+Subscriber = Callable[[Change], None]
+
+
+class Watched:
+    """The informers, their indexes, and who the changes go to."""
+
+    def __init__(self, client: AsyncClient) -> None:
+        self.client = client
+        self.subscribers: list[Subscriber] = []
+        self.jobs: dict[str, Informer] = {}
+        for entry in views.job_kinds():
+            res = plain_resource(entry.group, entry.version, entry.kind, entry.plural)
+            self.jobs[entry.plural] = Informer(client, res, self._handler("job"))
+        self.pods = Informer(
+            client, plain_resource("", "v1", "Pod", "pods"), self._handler("pod"), indexers={OWNER_UID: owner_uid}
+        )
+        self.events = Informer(
+            client,
+            plain_resource("", "v1", "Event", "events"),
+            self._handler("event"),
+            indexers={ABOUT_UID: about_uid},
+        )
+        self.owned = [
+            Informer(client, plain_resource(*names), self._handler("owned"), indexers={OWNER_UID: owner_uid})
+            for names in INTERMEDIATES
+        ]
+        # uid -> (what, namespace, name) of every job, pod and owned object cached, for walking up.
+        self._uids: dict[str, tuple[str, str, str]] = {}
+        self._parent: dict[str, str] = {}
+        self._caches = Caches("dashboard")
+
+    # -- reading -----------------------------------------------------------------------------------
+
+    def all_jobs(self) -> list[Obj]:
+        return [job for informer in self.jobs.values() for job in informer.items()]
+
+    def job(self, namespace: str, plural: str, name: str) -> Obj | None:
+        informer = self.jobs.get(plural)
+        return informer.get(namespace, name) if informer is not None else None
+
+    def job_by_uid(self, uid: str) -> Obj | None:
+        found = self._uids.get(uid)
+        if found is None or found[0] != "job":
+            return None
+        _, namespace, name = found
+        for informer in self.jobs.values():
+            job = informer.get(namespace, name)
+            if job is not None and job["metadata"].get("uid") == uid:
+                return job
+        return None
+
+    def descendants(self, uid: str) -> tuple[list[Obj], list[Obj]]:
+        """The pods under the object of ``uid`` and the owned objects between, down the owner tree."""
+        pods: list[Obj] = []
+        between: list[Obj] = []
+        frontier = [uid]
+        while frontier:
+            parent = frontier.pop()
+            pods.extend(self.pods.by_index(OWNER_UID, parent))
+            for informer in self.owned:
+                children = informer.by_index(OWNER_UID, parent)
+                between.extend(children)
+                frontier.extend(c["metadata"]["uid"] for c in children if c["metadata"].get("uid"))
+        return pods, between
+
+    def pods_of(self, uid: str) -> list[Obj]:
+        return sorted(self.descendants(uid)[0], key=lambda p: str(p["metadata"].get("name")))
+
+    def events_of(self, uid: str) -> list[Obj]:
+        """Events about the job, its pods and the objects between."""
+        pods, between = self.descendants(uid)
+        uids = [uid, *(o["metadata"].get("uid") for o in (*pods, *between))]
+        return [e for u in uids if u for e in self.events.by_index(ABOUT_UID, u)]
+
+    def root_of(self, uid: str | None) -> str | None:
+        """The uid of the job at the top of ``uid``'s owners, or None if it hangs from no job."""
+        seen = 0
+        while uid is not None and seen < 8:
+            found = self._uids.get(uid)
+            if found is None:
+                return None
+            if found[0] == "job":
+                return uid
+            uid = self._parent.get(uid)
+            seen += 1
+        return None
+
+    # -- running -----------------------------------------------------------------------------------
+
+    async def run(self, synced: asyncio.Event | None = None) -> None:
+        informers = {**{f"jobs {p}": i for p, i in self.jobs.items()}, "pods": self.pods, "events": self.events}
+        informers.update({f"owned {i.res.__name__}": i for i in self.owned})
+        await self._caches.sync(informers)
+        if synced is not None:
+            synced.set()
+        await self._caches.run()
+
+    def _handler(self, what: str) -> Callable[[str, Obj], None]:
+        def handle(type_: str, obj: Obj) -> None:
+            meta = obj.get("metadata") or {}
+            uid = str(meta.get("uid") or "")
+            if what != "event" and uid:
+                if type_ == "DELETED":
+                    self._uids.pop(uid, None)
+                else:
+                    self._uids[uid] = (what, str(meta.get("namespace") or ""), str(meta.get("name") or ""))
+                    parent = next(iter(owner_uid(obj)), None)
+                    if parent is not None:
+                        self._parent[uid] = parent
+            if what == "job":
+                job_uid: str | None = uid
+            elif what == "event":
+                job_uid = self.root_of(next(iter(about_uid(obj)), None))
+            else:
+                job_uid = self.root_of(next(iter(owner_uid(obj)), None))
+            if type_ == "DELETED":
+                self._parent.pop(uid, None)
+            change = Change(what, type_, obj, job_uid)
+            for subscriber in list(self.subscribers):
+                try:
+                    subscriber(change)
+                except Exception:
+                    log.exception("a dashboard subscriber failed on %s %s", type_, meta.get("name"))
+
+        return handle
