@@ -53,6 +53,9 @@ from trainyard.cluster.clients.scheduler.loop import Scheduler
 from trainyard.cluster.paths import DEFAULT_PORT, Layout
 from trainyard.cluster.server.apiserver.auth import Credentials, write_private
 from trainyard.cluster.server.plane import ApiPlane
+from trainyard.dashboard.app import Dashboard
+from trainyard.dashboard.history.store import HistoryStore
+from trainyard.dashboard.login import PREFIX, Logins
 from trainyard.frameworks.registry import kinds
 from trainyard.frameworks.trainer.status import StatusServer
 from trainyard.kit.informer import Informer
@@ -125,6 +128,12 @@ class EmbeddedPlane:
         self.operator: Operator | None = None
         # The in-process operator's metrics (and the embedded Kueue's) are served beside the API: `<server>/metrics`.
         self.api.extra_paths["/metrics"] = self._metrics
+        # The dashboard, at `<server>/dashboard/`: mounted now, as the API's application is made when it
+        # starts listening; it gets its client once the plane has one.
+        self.layout.home.mkdir(mode=0o700, parents=True, exist_ok=True)
+        self.logins = Logins(owner_token=None, secure=options.secure)
+        self.dashboard = Dashboard(HistoryStore(self.layout.history), self.logins)
+        self.api.mounts[PREFIX] = self.dashboard.application()
         self._tasks: list[asyncio.Task[None]] = []
         self.nodes: NodePool | None = None
         self.exec_server: podexec.ExecServer | None = None
@@ -137,6 +146,7 @@ class EmbeddedPlane:
         self.dns: ClusterDns | None = None
         self._node_dns: NodeDns | None = None
         self._operator_client: AsyncClient | None = None
+        self._dashboard_client: AsyncClient | None = None
         self.status_server: Endpoint | None = None
 
     async def start(self) -> None:
@@ -150,6 +160,13 @@ class EmbeddedPlane:
         # socket; their requests without httpx too (lists and watches still go through it).
         wrap_transports(self._client, self.api.loopback.transport, watches=True)
         route_directly(self._client, self.api.loopback.call)
+        self.logins.owner_token = self.api.credentials.token if self.api.credentials is not None else None
+        # its own client, so what it writes (a suspend, a scale) is its field manager's
+        dashboard_client = Client(KubeConfig.from_dict(config), field_manager="trainyard-dashboard")
+        wrap_transports(dashboard_client, self.api.loopback.transport, watches=True)
+        route_directly(dashboard_client, self.api.loopback.call)
+        self._dashboard_client = dashboard_client
+        self.dashboard.attach(dashboard_client)
         specs = self.options.nodes or (
             NodeSpec(self.options.node_name or "", self.options.capacity, {}, tuple(self.options.taints)),
         )
@@ -208,6 +225,7 @@ class EmbeddedPlane:
             asyncio.create_task(self.kueue.run(), name="kueue"),
             asyncio.create_task(self.node_controllers.run(), name="node controllers"),
             asyncio.create_task(self.autoscaler.run(), name="horizontal pod autoscaler"),
+            asyncio.create_task(self.dashboard.run(), name="dashboard"),
             # kube-controller-manager's volume controllers and the local-path provisioner's (its
             # volumes on the first node): the plane's, whichever node is up.
             asyncio.create_task(
@@ -343,10 +361,11 @@ class EmbeddedPlane:
             await self.dns.close()
         if self.status_server is not None:
             await self.status_server.close()
-        for client in (self._operator_client, self._client):
+        for client in (self._operator_client, self._dashboard_client, self._client):
             if client is not None:
                 await client.close()
         await self.api.stop()
+        self.dashboard.store.close()
         with contextlib.suppress(FileNotFoundError):
             self.layout.state_file.unlink()
 

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from trainyard.cli import doctor, envs, jobs, nodes, operator_cmd, plane, runs
+from trainyard.cli import dashboard, doctor, envs, jobs, nodes, operator_cmd, plane, runs
 from trainyard.cli.common import GLOBALS
 
 app = typer.Typer(
@@ -34,6 +34,7 @@ def top(
 plane.register(app)
 jobs.register(app)
 doctor.register(app)
+dashboard.register(app)
 runs.register(app)
 operator_cmd.register(app)
 envs.register(app)

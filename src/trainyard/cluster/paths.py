@@ -58,6 +58,11 @@ class Layout:
         return self.home / "store.db"
 
     @property
+    def history(self) -> Path:
+        """The dashboard's job history (``dashboard.history``): finished and deleted jobs, metrics, last logs."""
+        return self.home / "history.db"
+
+    @property
     def kubeconfig(self) -> Path:
         return self.home / "kubeconfig"
 

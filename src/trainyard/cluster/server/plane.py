@@ -67,6 +67,9 @@ class ApiPlane:
         self._gc_task: asyncio.Task[None] | None = None
         # GET paths served beside the API by the process that embeds it (the operator's /metrics).
         self.extra_paths: dict[str, Callable[[web.Request], Awaitable[web.StreamResponse]]] = {}
+        # Applications served beside the API under a path prefix, each authenticating its own
+        # requests (the dashboard: its login and session cookie, as a browser has no bearer token).
+        self.mounts: dict[str, web.Application] = {}
 
     @property
     def url(self) -> str:
@@ -128,10 +131,10 @@ class ApiPlane:
 
     async def start(self) -> None:
         self.bootstrap()
-        app = self.server.app()
+        app = self.server.app(self.mounts)
         if self.secure:
             self.credentials = auth.ensure(self.layout, self.host)
-            app.middlewares.append(auth.bearer_middleware(self.credentials.token))
+            app.middlewares.append(auth.bearer_middleware(self.credentials.token, own_auth=tuple(self.mounts)))
         if self.extra_paths:
             app.middlewares.append(self._extra_paths_middleware())
         # Watches never finish on their own: on stop they get SHUTDOWN_GRACE seconds, then are cancelled

@@ -237,12 +237,19 @@ def admits(header: str | None, path: str, expected: bytes) -> bool:
     return scheme.lower() == "bearer" and hmac.compare_digest(given.strip().encode(errors="replace"), expected)
 
 
-def bearer_middleware(token: str) -> Middleware:
-    """An aiohttp middleware that lets a request through only with ``Authorization: Bearer <token>``."""
+def _under(path: str, prefixes: tuple[str, ...]) -> bool:
+    return any(path == prefix or path.startswith(prefix + "/") for prefix in prefixes)
+
+
+def bearer_middleware(token: str, *, own_auth: tuple[str, ...] = ()) -> Middleware:
+    """An aiohttp middleware that lets a request through only with ``Authorization: Bearer <token>``,
+    but for the paths under ``own_auth``'s prefixes, whose applications authenticate their own."""
     expected = token.encode()
 
     @web.middleware
     async def authenticate(request: web.Request, handler: Handler) -> web.StreamResponse:
+        if own_auth and _under(request.path, own_auth):
+            return await handler(request)
         if not admits(request.headers.get("Authorization"), request.path, expected):
             return unauthorized()
         return await handler(request)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import unicodedata
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -98,12 +98,15 @@ class ApiServer:
     def now(self) -> datetime:
         return self.objects.clock()
 
-    def app(self) -> web.Application:
+    def app(self, mounts: Mapping[str, web.Application] | None = None) -> web.Application:
+        """The API's application, with ``mounts`` (prefix: application) served before the API's paths."""
         # Bodies are read by ``bodies.read``, which answers 413 with a Status at bodies.MAX_BYTES;
         # aiohttp's own limit (a plain-text 413) must never be the one that fires.
         app = web.Application(
             client_max_size=2 * bodies.MAX_BYTES, middlewares=[precedence.middleware(self.precedence)]
         )
+        for prefix, mounted in (mounts or {}).items():
+            app.add_subapp(prefix, mounted)
         # Every path, including ones with an encoded newline (``.`` would not match it), is ours to answer.
         app.router.add_route("*", r"/{tail:[\s\S]*}", self.handle)
         return app

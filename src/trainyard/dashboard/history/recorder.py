@@ -1,0 +1,275 @@
+"""The recorder: what the dashboard watches (``watching.Watched``), written into the history store.
+
+Every change of a job is its latest object (and, when its report is new, a metric point, which
+``on_point``'s callbacks get as soon as it is written: the live charts read them); a deleted job
+keeps its final object; every pod and event of a job is kept as last seen. A container's log is
+read through the API (``pods/log``, the last ``log_bytes`` kept) when the container terminates,
+when its pod starts terminating (still readable then), and when the job finishes or goes; a few
+reads at a time, and a read that fails is logged and skipped.
+
+Writes are queued by the subscriber (which runs in the informers' event loop and must not wait)
+and written by one task, a burst at a time: it waits ``BATCH_WINDOW`` after the first write of a
+burst, then writes all that came in one transaction, in a thread, so neither a thousand jobs
+created at once nor the disk's flushes hold the loop up. Every ``prune_every`` it prunes the
+history. Once the watches have listed every job, a job the store has as live that the cluster no
+longer holds (deleted while no recorder ran) is recorded as deleted then.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from lightkube import AsyncClient
+
+from trainyard.api.meta import Obj, format_time
+from trainyard.dashboard import views
+from trainyard.dashboard.history.store import HistoryStore
+from trainyard.dashboard.watching import Change, Watched
+
+log = logging.getLogger(__name__)
+
+Json = dict[str, Any]
+PointListener = Callable[[str, Json], None]
+
+BATCH_WINDOW = 0.05
+"""Seconds the writer waits after a burst's first write for the rest of it (a report reaches a chart
+within this and one transaction)."""
+LOG_READERS = 4
+"""Logs read at once: each read holds up to a container's current log file in memory."""
+DONE_PHASES = ("Succeeded", "Failed")
+
+
+@dataclass(frozen=True)
+class _Write:
+    """One store write the writer task makes: ``what`` names the store method."""
+
+    what: str
+    job_uid: str
+    obj: Obj
+    when: str = ""
+    pod: str = ""
+    container: str = ""
+    data: bytes = b""
+
+
+class Recorder:
+    """Fills ``store`` from ``watched``'s changes; ``run`` writes (the informers are ``watched.run``'s)."""
+
+    def __init__(
+        self,
+        client: AsyncClient,
+        watched: Watched,
+        store: HistoryStore,
+        *,
+        clock: Callable[[], datetime],
+        log_bytes: int = 1 << 20,
+        prune_every: timedelta = timedelta(minutes=10),
+    ) -> None:
+        self.client = client
+        self.watched = watched
+        self.store = store
+        self.clock = clock
+        self.log_bytes = log_bytes
+        self.prune_every = prune_every
+        self.on_point: list[PointListener] = []
+        self._queue: list[_Write] = []
+        self._wake = asyncio.Event()
+        self._readers = asyncio.Semaphore(LOG_READERS)
+        self._reads: set[asyncio.Task[None]] = set()
+        # Log reads already made or under way, by pod uid: (container, why); each trigger reads once.
+        self._read_for: dict[str, set[tuple[str, str]]] = {}
+        # Pods by uid -> their job's uid: a pod changing after its job went is no longer under it in
+        # the watch's indexes, and its last states still belong to the job's history.
+        self._pod_job: dict[str, str] = {}
+        self._finished: set[str] = set()  # the jobs whose finish has been seen (their logs read)
+        watched.subscribers.append(self._on_change)
+
+    # -- from the watches ------------------------------------------------------------------------
+
+    def _on_change(self, change: Change) -> None:
+        if change.what == "job":
+            self._job_changed(change)
+        elif change.what == "pod":
+            self._pod_changed(change)
+        elif change.what == "event" and change.job_uid and change.type != "DELETED":
+            # An event that expired (kube's TTL is an hour) stays in the job's history.
+            self._put(_Write("event", change.job_uid, change.obj))
+
+    def _job_changed(self, change: Change) -> None:
+        job, uid = change.obj, change.job_uid or ""
+        if not uid:
+            return
+        if change.type == "DELETED":
+            self._snapshot(uid)
+            self._put(_Write("deleted", uid, job, when=format_time(self.clock())))
+            self._finished.discard(uid)
+            return
+        self._put(_Write("job", uid, job))
+        deleting = bool((job.get("metadata") or {}).get("deletionTimestamp"))
+        if uid not in self._finished and (deleting or views.finished_at(job) is not None):
+            self._finished.add(uid)
+            self._snapshot(uid)
+
+    def _snapshot(self, uid: str) -> None:
+        """The job's pods and events as the caches hold them now, and its pods' logs: at its finish
+        and its deletion, whatever changes of theirs were missed."""
+        for pod in self.watched.pods_of(uid):
+            self._pod_job[str(pod["metadata"].get("uid") or "")] = uid
+            self._put(_Write("pod", uid, pod))
+            self._read_logs(uid, pod, "job-ended", [str(c.get("name")) for c in pod["spec"].get("containers") or []])
+        for event in self.watched.events_of(uid):
+            self._put(_Write("event", uid, event))
+
+    def _pod_changed(self, change: Change) -> None:
+        pod = change.obj
+        meta = pod.get("metadata") or {}
+        pod_uid = str(meta.get("uid") or "")
+        uid = change.job_uid or self._pod_job.get(pod_uid)
+        if uid is None:
+            return
+        if change.type == "DELETED":
+            self._pod_job.pop(pod_uid, None)
+            self._read_for.pop(pod_uid, None)
+        else:
+            self._pod_job[pod_uid] = uid
+        self._put(_Write("pod", uid, pod))
+        if change.type == "DELETED":
+            return  # its logs went with it; what could be read was read while it terminated
+        containers = [str(c.get("name")) for c in (pod.get("spec") or {}).get("containers") or []]
+        status = pod.get("status") or {}
+        if meta.get("deletionTimestamp"):
+            self._read_logs(uid, pod, "deleting", containers)
+        elif status.get("phase") in DONE_PHASES:
+            self._read_logs(uid, pod, "done", containers)
+        for container in status.get("containerStatuses") or []:
+            ended = (container.get("state") or {}).get("terminated")
+            if ended:
+                why = f"terminated {container.get('restartCount', 0)} {ended.get('finishedAt')}"
+                self._read_logs(uid, pod, why, [str(container.get("name"))])
+
+    def _read_logs(self, uid: str, pod: Obj, why: str, containers: list[str]) -> None:
+        meta = pod.get("metadata") or {}
+        read = self._read_for.setdefault(str(meta.get("uid") or ""), set())
+        for container in containers:
+            if (container, why) in read:
+                continue
+            read.add((container, why))
+            task = asyncio.get_running_loop().create_task(
+                self._read_log(uid, str(meta.get("namespace") or ""), str(meta.get("name") or ""), container),
+                name=f"history log {meta.get('name')}/{container}",
+            )
+            self._reads.add(task)
+            task.add_done_callback(self._reads.discard)
+
+    async def _read_log(self, uid: str, namespace: str, pod: str, container: str) -> None:
+        async with self._readers:
+            try:
+                data = await self._fetch_log(namespace, pod, container)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                # The pod may be gone already, or its container never started: nothing to keep.
+                log.info("history: no log kept of %s/%s container %s: %s", namespace, pod, container, exc)
+                return
+        if data:
+            self._put(_Write("log", uid, {}, pod=pod, container=container, data=data))
+
+    async def _fetch_log(self, namespace: str, pod: str, container: str) -> bytes:
+        """The end of the container's log as ``kubectl logs`` gives it, the last ``log_bytes`` kept as it
+        streams in (``limitBytes`` would keep its start)."""
+        kept = bytearray()
+        async for line in self.client.log(pod, namespace=namespace, container=container):
+            kept += line.encode()
+            if len(kept) > 2 * self.log_bytes:
+                del kept[: len(kept) - self.log_bytes]
+        return bytes(kept)
+
+    def _put(self, write: _Write) -> None:
+        self._queue.append(write)
+        self._wake.set()
+
+    # -- the writer ------------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        """Write what the watches bring until cancelled (the log reads under way are cancelled too)."""
+        sweep = asyncio.get_running_loop().create_task(self._sweep_when_listed(), name="history sweep")
+        last_prune: datetime | None = None
+        try:
+            while True:
+                now = self.clock()
+                if last_prune is None or now - last_prune >= self.prune_every:
+                    last_prune = now
+                    pruned = await asyncio.to_thread(self.store.prune, now)
+                    if pruned:
+                        log.info("history: pruned %d jobs", pruned)
+                try:
+                    await asyncio.wait_for(self._wake.wait(), timeout=self.prune_every.total_seconds())
+                except TimeoutError:
+                    continue
+                await asyncio.sleep(BATCH_WINDOW)
+                await self.flush()
+        finally:
+            sweep.cancel()
+            for task in list(self._reads):
+                task.cancel()
+            # What the last burst left is written before the recorder stops (a thread would outlive it).
+            if self._queue:
+                writes, self._queue = self._queue, []
+                try:
+                    self._write(writes)
+                except Exception:
+                    log.exception("history: %d writes lost at shutdown", len(writes))
+
+    async def flush(self) -> None:
+        """Write everything queued now, in one transaction, and tell ``on_point`` of the new points."""
+        self._wake.clear()
+        writes, self._queue = self._queue, []
+        if not writes:
+            return
+        try:
+            points = await asyncio.to_thread(self._write, writes)
+        except Exception:
+            # A disk full or a file gone: the history misses this burst; the dashboard goes on.
+            log.exception("history: %d writes lost", len(writes))
+            return
+        for uid, point in points:
+            for listener in list(self.on_point):
+                try:
+                    listener(uid, point)
+                except Exception:
+                    log.exception("a history point listener failed")
+
+    def _write(self, writes: list[_Write]) -> list[tuple[str, Json]]:
+        store, points = self.store, []
+        with store.batch():
+            for w in writes:
+                point = None
+                if w.what == "job":
+                    point = store.record_job(w.obj)
+                elif w.what == "deleted":
+                    point = store.mark_deleted(w.obj, w.when)
+                elif w.what == "pod":
+                    store.record_pod(w.job_uid, w.obj)
+                elif w.what == "event":
+                    store.record_event(w.job_uid, w.obj)
+                elif w.what == "log":
+                    store.record_log(w.job_uid, w.pod, w.container, w.data)
+                if point is not None:
+                    points.append((w.job_uid, point))
+        return points
+
+    async def _sweep_when_listed(self) -> None:
+        """Once every job kind is listed: the jobs deleted while no recorder watched are deleted now."""
+        await asyncio.gather(*(informer.synced.wait() for informer in self.watched.jobs.values()))
+        live = await asyncio.to_thread(self.store.live_uids)
+        when = format_time(self.clock())
+        for uid in live:
+            if self.watched.job_by_uid(uid) is None:
+                job = await asyncio.to_thread(self.store.job, uid)
+                if job is not None:
+                    self._put(_Write("deleted", uid, job, when=when))
