@@ -20,7 +20,7 @@ ENV_STAMPS := $(FRAMEWORK_ENVS:%=$(VENV)/envs/%/.installed-stamp)
 CHECK_PYTHON := $(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info[:2] == (3, 11) else "trainyard needs Python 3.11; set PYTHON=/path/to/python3.11")'
 CLIENT_PIP := $(BIN)/python -m pip install --quiet --disable-pip-version-check --upgrade -c $(VENV)/clients/constraints.txt --target
 
-.PHONY: install demo test lint typecheck unit e2e bench down clean manifests envs framework-envs
+.PHONY: install demo test lint typecheck unit e2e bench down clean manifests envs framework-envs browser
 
 # Bytecode of trainyard's own sources, refreshed on every run: where PYTHONDONTWRITEBYTECODE is set
 # (as on the CI machines) Python never writes it, and every process of the plane, the CLI and the
@@ -105,10 +105,19 @@ typecheck: install
 unit: install
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest -m "not e2e" -q $(XDIST)
 
-e2e: framework-envs
+# The dashboard's browser test drives Debian's Chromium (Playwright's own browser download needs a
+# network this machine lacks); installed once, as root or through sudo.
+browser:
+	@command -v chromium >/dev/null 2>&1 || { \
+	  echo "installing Debian's chromium for the dashboard's browser test"; \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium >/dev/null \
+	    || { $$SUDO apt-get update -q >/dev/null && $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium >/dev/null; }; }
+
+e2e: framework-envs browser
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest -m e2e -q $(XDIST)
 
-test: framework-envs
+test: framework-envs browser
 	$(BIN)/ruff check src tests examples bench
 	$(BIN)/lint-imports
 	$(BIN)/mypy

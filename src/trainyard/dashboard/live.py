@@ -131,4 +131,3 @@ class Live:
         await asyncio.sleep(self.coalesce)
         stream.wake.clear()
         return True
-

@@ -167,9 +167,7 @@ def replica_groups(pods: Iterable[Obj]) -> list[Json]:
         labels = (pod.get("metadata") or {}).get("labels") or {}
         kind = next((str(labels[label]) for label in REPLICA_TYPE_LABELS if labels.get(label)), "pod")
         groups.setdefault(kind, []).append(pod_row(pod))
-    return [
-        {"type": kind, "pods": sorted(rows, key=lambda p: str(p["name"]))} for kind, rows in sorted(groups.items())
-    ]
+    return [{"type": kind, "pods": sorted(rows, key=lambda p: str(p["name"]))} for kind, rows in sorted(groups.items())]
 
 
 def event_row(event: Obj) -> Json:

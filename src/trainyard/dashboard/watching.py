@@ -15,7 +15,8 @@ import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from lightkube import AsyncClient
+from lightkube import ALL_NS, AsyncClient
+from lightkube.core.exceptions import ApiError
 
 from trainyard.api.meta import Obj
 from trainyard.client.resources import plain_resource
@@ -67,6 +68,8 @@ class Watched:
         for entry in views.job_kinds():
             res = plain_resource(entry.group, entry.version, entry.kind, entry.plural)
             self.jobs[entry.plural] = Informer(client, res, self._handler("job"))
+        self.unserved: list[str] = []
+        """The resources the server does not serve (a cluster without some family's CRDs), not watched."""
         self.pods = Informer(
             client, plain_resource("", "v1", "Pod", "pods"), self._handler("pod"), indexers={OWNER_UID: owner_uid}
         )
@@ -141,11 +144,31 @@ class Watched:
             seen += 1
         return None
 
+    async def _served(self, informer: Informer) -> bool:
+        """Whether the server serves the informer's resource (a 404 on listing one: its CRD is absent)."""
+        try:
+            async for _ in self.client.list(informer.res, namespace=ALL_NS, chunk_size=1):
+                break
+        except ApiError as exc:
+            if exc.status.code == 404:
+                return False
+            raise
+        return True
+
     # -- running -----------------------------------------------------------------------------------
 
     async def run(self, synced: asyncio.Event | None = None) -> None:
+        """List then watch what the server serves, until cancelled; ``synced`` is set once all have listed."""
         informers = {**{f"jobs {p}": i for p, i in self.jobs.items()}, "pods": self.pods, "events": self.events}
         informers.update({f"owned {i.res.__name__}": i for i in self.owned})
+        for name, informer in list(informers.items()):
+            if not await self._served(informer):
+                self.unserved.append(name)
+                del informers[name]
+        if self.unserved:
+            log.info("the dashboard does not watch what this cluster does not serve: %s", ", ".join(self.unserved))
+        self.jobs = {p: i for p, i in self.jobs.items() if f"jobs {p}" in informers}
+        self.owned = [i for i in self.owned if f"owned {i.res.__name__}" in informers]
         await self._caches.sync(informers)
         if synced is not None:
             synced.set()
