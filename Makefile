@@ -18,15 +18,30 @@ XDIST ?= -n 3 --dist loadfile --no-loadscope-reorder
 FRAMEWORK_ENVS := $(patsubst envs/%.txt,%,$(wildcard envs/*.txt))
 ENV_STAMPS := $(FRAMEWORK_ENVS:%=$(VENV)/envs/%/.installed-stamp)
 CHECK_PYTHON := $(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info[:2] == (3, 11) else "trainyard needs Python 3.11; set PYTHON=/path/to/python3.11")'
+# The dashboard's browser app (web/): its packages from the npm registry, exactly as the lock file
+# pins them, re-installed only when that changes; built into the folder the plane serves
+# (git-ignored) only when a source changes. About 3 s for npm ci and 1 s for the build.
+WEB_OUT := src/trainyard/dashboard/static
+WEB_CI_STAMP := web/node_modules/.ci-stamp
+WEB_SOURCES := web/package.json web/vite.config.js web/index.html $(shell find web/src -type f 2>/dev/null)
 CLIENT_PIP := $(BIN)/python -m pip install --quiet --disable-pip-version-check --upgrade -c $(VENV)/clients/constraints.txt --target
 
-.PHONY: install demo test lint typecheck unit e2e bench down clean manifests envs framework-envs browser
+.PHONY: install web demo test lint typecheck unit e2e bench down clean manifests envs framework-envs browser
 
 # Bytecode of trainyard's own sources, refreshed on every run: where PYTHONDONTWRITEBYTECODE is set
 # (as on the CI machines) Python never writes it, and every process of the plane, the CLI and the
 # tests compiled them again (0.5 s of CPU a process). pip writes it for what it installs.
-install: $(STAMP)
+install: $(STAMP) $(WEB_OUT)/index.html
 	@$(BIN)/python -m compileall -q src
+
+$(WEB_CI_STAMP): web/package-lock.json web/package.json
+	cd web && npm ci --no-audit --no-fund --loglevel=error
+	@touch $@
+
+$(WEB_OUT)/index.html: $(WEB_CI_STAMP) $(WEB_SOURCES)
+	cd web && npm run --silent build -- --logLevel warn
+
+web: $(WEB_OUT)/index.html
 
 # Re-run only when the project's dependencies change; torch==2.13.0 is the CPU wheel on disk.
 $(STAMP): pyproject.toml
@@ -136,4 +151,4 @@ down:
 	@test -x $(YARD) && $(YARD) down || true
 
 clean: down
-	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache $(WEB_OUT) web/node_modules
