@@ -146,6 +146,7 @@ bench: install
 # deploy/ from the code (CRDs, RBAC, Deployment, webhook, Dockerfile); a test fails when it is stale.
 manifests: install
 	$(BIN)/python -m trainyard.operator.manifests --out deploy
+	$(BIN)/python -m trainyard.dashboard.manifests
 
 down:
 	@test -x $(YARD) && $(YARD) down || true

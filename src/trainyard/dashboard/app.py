@@ -35,6 +35,8 @@ log = logging.getLogger(__name__)
 
 STATIC = Path(__file__).with_name("static")
 """Where ``make install`` builds the front end (``web/``: ``npm run build``)."""
+RETRY = 5.0
+"""Seconds between two attempts at the first lists when the server refused them."""
 SYNC_WAIT = 30.0
 """Seconds a request waits for the first lists of the informers after a start."""
 LOG_TAIL = 1000
@@ -68,6 +70,8 @@ class Dashboard:
         self.static = static
         self.synced = asyncio.Event()
         self._parts: tuple[AsyncClient, Watched, Recorder, Live] | None = None
+        self.failure: str | None = None
+        """Why the informers could not list, while they cannot."""
 
     def attach(self, client: AsyncClient) -> None:
         watched = Watched(client)
@@ -94,9 +98,21 @@ class Dashboard:
         return self._parts
 
     async def run(self) -> None:
-        """The informers and the recorder, until cancelled."""
+        """The informers and the recorder, until cancelled. A server that refuses the first lists
+        (a ServiceAccount without the ClusterRole: 401, 403) is asked again every ``RETRY``
+        seconds, and the pages say why meanwhile."""
         _, watched, recorder, _ = self._attached()
-        await asyncio.gather(watched.run(self.synced), recorder.run())
+        recording = asyncio.create_task(recorder.run(), name="dashboard recorder")
+        try:
+            while True:
+                try:
+                    await watched.run(self.synced)
+                except ApiError as exc:
+                    self.failure = f"the cluster refused its lists ({exc.status.code}): {exc.status.message}"
+                    log.warning("dashboard: %s; trying again in %.0f s", self.failure, RETRY)
+                    await asyncio.sleep(RETRY)
+        finally:
+            recording.cancel()
 
     def application(self) -> web.Application:
         app = web.Application(middlewares=[self.logins.middleware(), self._ready])
@@ -166,7 +182,8 @@ class Dashboard:
             try:
                 await asyncio.wait_for(self.synced.wait(), SYNC_WAIT)
             except TimeoutError:
-                return status(503, "ServiceUnavailable", "the dashboard is still reading the cluster; try again")
+                why = self.failure or "the dashboard is still reading the cluster; try again"
+                return status(503, "ServiceUnavailable", why)
         return await handler(request)
 
     async def overview(self, request: web.Request) -> web.Response:
