@@ -8,7 +8,10 @@ import { signal } from './signal.js';
 // '' where the page has no stream; 'live' while connected; 'reconnecting…' between tries.
 export const streamState = signal('');
 
+// A refused stream (the plane restarting, a job that went away) is asked again after 2 s, then
+// less and less often, up to every 30 s.
 const RETRY_MS = 2000;
+const RETRY_MAX_MS = 30000;
 
 /**
  * Open `path` as an EventSource while the calling component is mounted (or until `path`
@@ -24,6 +27,7 @@ export function useEventStream(path, handlers) {
     let retry = null;
     let frame = null;
     let closed = false;
+    let wait = RETRY_MS;
     // Event name → data received since the last frame; delivered in one go per frame.
     let pending = [];
 
@@ -48,7 +52,10 @@ export function useEventStream(path, handlers) {
 
     const open = () => {
       source = new EventSource(BASE + path, { withCredentials: true });
-      source.onopen = () => streamState.set('live');
+      source.onopen = () => {
+        wait = RETRY_MS;
+        streamState.set('live');
+      };
       for (const name of Object.keys(latest.current)) {
         source.addEventListener(name, (ev) => {
           let data;
@@ -70,7 +77,8 @@ export function useEventStream(path, handlers) {
           sessionEnded.set(true);
           return;
         }
-        if (!closed) retry = setTimeout(open, RETRY_MS);
+        if (!closed) retry = setTimeout(open, wait);
+        wait = Math.min(wait * 2, RETRY_MAX_MS);
       };
     };
 

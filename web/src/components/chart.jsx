@@ -7,6 +7,7 @@ import uPlot from 'uplot';
 import 'uplot/dist/uPlot.min.css';
 import { number } from '../format.js';
 
+// Series colours come from the theme (--series-N), so they keep their contrast in dark mode too.
 const COLOURS = ['#1f5fbf', '#c2410c', '#15803d', '#7e22ce'];
 const HEIGHT = 220;
 
@@ -23,6 +24,7 @@ function build(el, metric, mode, labels, data) {
   const style = getComputedStyle(el);
   const ink = style.color || '#222';
   const grid = style.getPropertyValue('--grid').trim() || '#ddd';
+  const colour = (i) => style.getPropertyValue(`--series-${(i % COLOURS.length) + 1}`).trim() || COLOURS[i % COLOURS.length];
   const axis = { stroke: ink, grid: { stroke: grid, width: 1 }, ticks: { stroke: grid, width: 1 } };
   return new uPlot(
     {
@@ -39,7 +41,7 @@ function build(el, metric, mode, labels, data) {
         { label: AXIS_LABEL[mode] },
         ...labels.map((label, i) => ({
           label,
-          stroke: COLOURS[i % COLOURS.length],
+          stroke: colour(i),
           width: 2,
           spanGaps: true,
           points: { show: data[0].length < 60 },

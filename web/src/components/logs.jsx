@@ -74,6 +74,8 @@ function useLogStream(preRef, path, follow, restartKey, poll) {
         setNote('');
         const any = await pour(resp, pre, followRef);
         if (!any) setNote('(no output yet)');
+        // A log read to its end (a finished pod, a stored tail) opens at its last lines.
+        else if (!following) pre.scrollTop = pre.scrollHeight;
         if (poll && followRef.current && !abort.signal.aborted) timer = setTimeout(read, POLL_MS);
       } catch (err) {
         if (err.name !== 'AbortError') setNote(err.message || String(err));

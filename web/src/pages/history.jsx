@@ -7,6 +7,8 @@ import { filterOptions, useOverview } from '../overview.js';
 import { format, historyHref, navigate } from '../router.js';
 import { clock, useSignal } from '../signal.js';
 
+const PAGE = 200; // rows a History page asks for; "Show more" asks for as many again
+
 function ended(row) {
   return row.deleted || row.finished;
 }
@@ -15,6 +17,8 @@ export function HistoryPage({ query }) {
   const params = new URLSearchParams();
   if (query.namespace) params.set('namespace', query.namespace);
   if (query.kind) params.set('kind', query.kind);
+  const limit = Number(query.limit) > 0 ? Number(query.limit) : PAGE;
+  params.set('limit', String(limit));
   const { data, error } = useJSON(`/history?${params}`);
   const ov = useOverview();
   const now = useSignal(clock);
@@ -91,6 +95,13 @@ export function HistoryPage({ query }) {
             </tbody>
           </table>
         </div>
+      )}
+      {items.length >= limit && (
+        <p>
+          <button type="button" onClick={() => navigate(format(['history'], { ...query, limit: limit + PAGE }), { replace: true })}>
+            Show more
+          </button>
+        </p>
       )}
       {limits && <p class="muted">{limits}</p>}
     </main>

@@ -7,6 +7,7 @@ import { LogPane } from '../components/logs.jsx';
 import { Checkpoints, Conditions, Events, Metrics, Replicas, Section, Spec } from '../components/sections.jsx';
 import { duration, epoch, metrics } from '../format.js';
 import { mergePoints } from '../metrics.js';
+import { historyHref } from '../router.js';
 import { useEventStream } from '../stream.js';
 import { Actions } from './actions.jsx';
 
@@ -22,9 +23,11 @@ function useJobDetail(ns, plural, name) {
   const [detail, setDetail] = useState(null);
   const [points, setPoints] = useState([]);
   const [error, setError] = useState(null);
+  const [gone, setGone] = useState(false); // deleted while the page was open
 
   useEffect(() => {
     let live = true;
+    setGone(false);
     setDetail(null);
     setPoints([]);
     setError(null);
@@ -41,7 +44,7 @@ function useJobDetail(ns, plural, name) {
     };
   }, [path]);
 
-  useEventStream(path + '/stream', {
+  useEventStream(gone ? null : path + '/stream', {
     detail(batch) {
       const d = batch[batch.length - 1];
       setDetail(d);
@@ -51,8 +54,11 @@ function useJobDetail(ns, plural, name) {
     point(batch) {
       setPoints((p) => mergePoints(p, batch));
     },
+    deleted() {
+      setGone(true);
+    },
   });
-  return { detail, points, error, setDetail };
+  return { detail, points, error, gone, setDetail };
 }
 
 function Summary({ row }) {
@@ -142,7 +148,7 @@ function PodLog({ ns, pod, follow, poll }) {
 }
 
 export function JobPage({ ns, plural, name }) {
-  const { detail, points, error, setDetail } = useJobDetail(ns, plural, name);
+  const { detail, points, error, gone, setDetail } = useJobDetail(ns, plural, name);
   if (!detail) {
     return (
       <main>
@@ -152,13 +158,18 @@ export function JobPage({ ns, plural, name }) {
     );
   }
   const row = detail.row;
-  const finished = Boolean(row.finished || row.deleted);
+  const finished = Boolean(row.finished || row.deleted || gone);
   return (
     <main>
       <div class="page-head">
         <h1>{row.name}</h1>
-        <Actions detail={detail} onRow={(r) => setDetail((d) => ({ ...d, row: r }))} />
+        {!gone && <Actions detail={detail} onRow={(r) => setDetail((d) => ({ ...d, row: r }))} />}
       </div>
+      {gone && (
+        <p class="notice" role="status">
+          This job was deleted. Its final status, metrics and logs are in <a href={historyHref(row.uid)}>History</a>.
+        </p>
+      )}
       <ErrorNote error={error} />
       <Summary row={row} />
       <div class="two">
