@@ -109,6 +109,7 @@ demo: install
 	@echo; $(YARD) get pytorchjobs
 	@echo; echo "--- last lines of pytorch-ddp-master-0 ---"; $(YARD) logs pytorch-ddp-master-0 --tail 6
 	@echo; echo "kubectl works too:  KUBECONFIG=\$$($(YARD) kubeconfig) kubectl get pytorchjobs,pods,services"
+	@echo "and a browser:      $(YARD) dashboard   (prints, and opens, a one-time login link)"
 
 lint: install
 	$(BIN)/ruff check src tests examples bench

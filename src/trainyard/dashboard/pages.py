@@ -3,8 +3,8 @@
 Read from the dashboard's caches (``watching.Watched``: the job, its pods, their events) and the
 history store (the job's metric points and the checkpoints it reported over time). The actions a
 job offers follow from its family's view and its CRD: suspend/resume where the view names a
-suspend field, scale where the kind's CRD serves the scale subresource (bounded by an elastic
-policy's min/max when the spec has one).
+suspend field, scale where the kind's CRD serves the scale subresource and the job is elastic
+(its spec has an ``elasticPolicy``, whose min/max bound it).
 """
 
 from __future__ import annotations
@@ -49,10 +49,11 @@ def _at(obj: Any, path: str) -> Any:
 def scale_of(job: Obj, row: Json) -> Json | None:
     """The replicas the scale subresource reads now, and the elastic bounds; None if not scalable."""
     paths = scale_paths().get((row["group"], row["plural"]))
-    if paths is None or row["finished"] is not None:
+    elastic = _at(job, "spec.elasticPolicy")
+    # A job of a static world restarts as a whole gang at a new size: only an elastic one is offered it.
+    if paths is None or row["finished"] is not None or not isinstance(elastic, dict):
         return None
     replicas = _at(job, paths.get("specReplicasPath", ""))
-    elastic = _at(job, "spec.elasticPolicy") or {}
     return {
         "replicas": replicas if isinstance(replicas, int) else None,
         "min": elastic.get("minReplicas"),
