@@ -200,6 +200,7 @@ def test_watch_a_job_train_then_delete_it_and_find_it_in_history(plane: Plane, k
     stored.get_by_role("link").first.click()
     expect(page.locator("h1")).to_have_text("digits-long")
     expect(page.locator('[data-pod="digits-long-master-0"] pre')).to_contain_text("epoch")
+    shot(page, "history-job")
 
     # compare the two runs' curves
     page.goto(f"{plane.url}/dashboard/#/compare?a={baseline}&b={uid}")
@@ -211,6 +212,10 @@ def test_watch_a_job_train_then_delete_it_and_find_it_in_history(plane: Plane, k
     page.get_by_role("navigation", name="Main").get_by_role("link", name="Queues").click()
     expect(page.get_by_text("team-a").first).to_be_visible()
     shot(page, "queues")
+
+    page.get_by_role("navigation", name="Main").get_by_role("link", name="Runtimes").click()
+    expect(page.get_by_text("torch-distributed").first).to_be_visible()
+    shot(page, "runtimes")
 
 
 def _percent(text: str) -> float | None:

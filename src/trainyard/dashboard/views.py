@@ -13,7 +13,7 @@ from typing import Any
 
 import yaml
 
-from trainyard.api import families
+from trainyard.api import families, jobset, labels
 from trainyard.api.family import Family, FamilyKind
 from trainyard.api.jobview import JobView, conditions, true_conditions
 from trainyard.api.meta import Obj
@@ -156,7 +156,7 @@ def pod_row(pod: Obj) -> Json:
     }
 
 
-REPLICA_TYPE_LABELS = ("training.kubeflow.org/replica-type", "jobset.sigs.k8s.io/replicatedjob-name")
+REPLICA_TYPE_LABELS = (labels.REPLICA_TYPE, jobset.REPLICATED_JOB_NAME)
 """The labels that name a pod's replica group: v1's replica type, a JobSet's replicated job (a TrainJob's)."""
 
 
@@ -164,8 +164,8 @@ def replica_groups(pods: Iterable[Obj]) -> list[Json]:
     """The job's pods grouped by replica type, groups and pods in name order."""
     groups: dict[str, list[Json]] = {}
     for pod in pods:
-        labels = (pod.get("metadata") or {}).get("labels") or {}
-        kind = next((str(labels[label]) for label in REPLICA_TYPE_LABELS if labels.get(label)), "pod")
+        found = (pod.get("metadata") or {}).get("labels") or {}
+        kind = next((str(found[label]) for label in REPLICA_TYPE_LABELS if found.get(label)), "pod")
         groups.setdefault(kind, []).append(pod_row(pod))
     return [{"type": kind, "pods": sorted(rows, key=lambda p: str(p["name"]))} for kind, rows in sorted(groups.items())]
 
