@@ -74,8 +74,17 @@ def test_only_the_owners_bearer_token_is_the_owner() -> None:
     login, _ = logins("owner-token")
     for header in ("Bearer owner-token", "bearer owner-token", "BEARER owner-token", "  Bearer   owner-token  "):
         assert login.is_owner(header), header
-    for header in (None, "", "owner-token", "Bearer", "Bearer owner-token2", "Bearer owner-toke", "Basic owner-token"):
-        assert not login.is_owner(header), header
+    refused: tuple[str | None, ...] = (
+        None,
+        "",
+        "owner-token",
+        "Bearer",
+        "Bearer owner-token2",
+        "Bearer owner-toke",
+        "Basic owner-token",
+    )
+    for given in refused:
+        assert not login.is_owner(given), given
 
 
 def test_a_plane_without_an_owner_token_lets_anyone_mint() -> None:

@@ -91,7 +91,7 @@ def test_a_finished_job_offers_only_delete() -> None:
 
 
 def test_a_trainjob_suspends_by_its_own_field() -> None:
-    job = {
+    job: dict[str, Any] = {
         "apiVersion": "trainer.kubeflow.org/v1alpha1",
         "kind": "TrainJob",
         "metadata": {"name": "tj", "namespace": "default", "uid": "u2", "creationTimestamp": CREATED},
