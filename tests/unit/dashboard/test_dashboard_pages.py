@@ -1,6 +1,6 @@
 """What a job's page offers: suspend or resume by its family's field, scale where its CRD serves the
-scale subresource (bounded by an elastic policy), nothing but delete once it finished; and the
-patch an action writes."""
+scale subresource and the job is elastic (its policy's bounds), nothing but delete once it
+finished; and the patch an action writes."""
 
 from __future__ import annotations
 
@@ -60,18 +60,20 @@ def test_a_running_elastic_job_offers_suspend_delete_and_scale_within_its_bounds
     }
 
 
-def test_a_scalable_job_without_an_elastic_policy_scales_unbounded() -> None:
-    assert offered(v1job("PyTorchJob", "pytorch"))["scale"] == {"replicas": 3, "min": None, "max": None}
+def test_a_scalable_kinds_job_without_an_elastic_policy_is_not_offered_scale() -> None:
+    # a static world restarts as a whole gang at a new size
+    assert offered(v1job("PyTorchJob", "pytorch"))["scale"] is None
 
 
-def test_the_scale_reads_the_crds_own_replicas_path() -> None:
-    job = v1job("PyTorchJob", "pytorch")
+def test_the_scale_reads_the_crds_own_replicas_path_and_open_bounds() -> None:
+    job = v1job("PyTorchJob", "pytorch", elastic={})
+    assert offered(job)["scale"] == {"replicas": 3, "min": None, "max": None}
     del job["spec"]["pytorchReplicaSpecs"]["Worker"]
     assert offered(job)["scale"] == {"replicas": None, "min": None, "max": None}, "no Worker: nothing to read"
 
 
 def test_a_kind_whose_crd_has_no_scale_offers_none() -> None:
-    job = v1job("TFJob", "tf")
+    job = v1job("TFJob", "tf", elastic={"minReplicas": 1, "maxReplicas": 4})
     assert offered(job)["scale"] is None
     assert offered(job)["suspend"] is True
 
