@@ -143,6 +143,7 @@ bench: install
 	$(BIN)/python bench/reconcile.py
 	$(BIN)/python bench/apiserver.py
 	$(BIN)/python bench/node.py
+	$(BIN)/python bench/dashboard.py
 
 # deploy/ from the code (CRDs, RBAC, Deployment, webhook, Dockerfile); a test fails when it is stale.
 manifests: install

@@ -8,6 +8,7 @@ values out; nothing here reads a clock.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -100,13 +101,28 @@ def row(job: Obj, *, deleted: str | None = None) -> Json:
     }
 
 
+def _number(value: Any) -> int | float | None:
+    """A metric as a chart draws it: a finite number, or a string that reads as one (Trainer v2's
+    ``trainerStatus`` carries every value as a string); None for words, booleans, "nan", "inf"."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, str):
+        try:
+            value = int(value) if value.strip().lstrip("+-").isdigit() else float(value)
+        except ValueError:
+            return None
+    if isinstance(value, int):
+        return value
+    return value if isinstance(value, float) and math.isfinite(value) else None
+
+
 def point(job: Obj) -> Json | None:
     """The job's latest report as one chart point (numeric metrics only); None before any report
     or when it has no number to draw."""
     report = training_of(job)
     if report is None or not report.updated:
         return None
-    numbers = {k: v for k, v in report.metrics.items() if isinstance(v, int | float) and not isinstance(v, bool)}
+    numbers = {k: n for k, n in ((k, _number(v)) for k, v in report.metrics.items()) if n is not None}
     if not numbers:
         return None
     return {"time": report.updated, "step": report.step, "epoch": report.epoch, "metrics": numbers}
