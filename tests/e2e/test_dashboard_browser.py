@@ -4,7 +4,8 @@ One walk through what a user does: log in with ``yard dashboard``'s one-time lin
 job's progress move in the jobs list, open its page, read its log, see its loss chart gain a
 point, delete it (confirming), and find it in the history with its stored log; then compare it
 with a finished run on one chart. The screenshots in docs/images/ are taken here, so they show
-the dashboard as it is. Training is a ``python -c`` loop reporting with ``trainyard.runtime``.
+the dashboard as it is. Training is a ``python -c`` loop reporting with ``trainyard.runtime``
+(``dashboard_jobs``).
 """
 
 from __future__ import annotations
@@ -14,9 +15,9 @@ import shutil
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
+from dashboard_jobs import pytorchjob
 from playwright.sync_api import Browser, Page, expect, sync_playwright
 
 from conftest import REPO, Kubectl, Plane, eventually, own_plane
@@ -35,19 +36,6 @@ CHROMIUM_FLAGS = [
     "--disable-sync",
 ]
 WAIT_MS = 60_000
-
-TRAIN = """
-import sys, time
-from trainyard import runtime
-epochs, pause = int(sys.argv[1]), float(sys.argv[2])
-for epoch in range(1, epochs + 1):
-    time.sleep(pause)
-    loss = round(2.0 / (epoch + 1), 4)
-    runtime.report(epoch=epoch, total_epochs=epochs, metrics={"loss": loss, "accuracy": round(1 - loss / 2, 4)})
-    print(f"epoch {epoch}/{epochs} loss={loss}", flush=True)
-runtime.flush()
-print("training done", flush=True)
-"""
 
 QUEUES = """
 apiVersion: kueue.x-k8s.io/v1beta1
@@ -78,21 +66,6 @@ def chromium() -> str:
     found = shutil.which("chromium") or shutil.which("chromium-browser")
     assert found, "Debian's chromium is not installed: `make test` installs it (apt-get install chromium)"
     return found
-
-
-def pytorchjob(name: str, epochs: int, pause: float) -> dict[str, Any]:
-    container = {
-        "name": "pytorch",
-        "image": "python:3.11",
-        "command": ["python3", "-c", TRAIN, str(epochs), str(pause)],
-    }
-    spec = {"replicas": 1, "restartPolicy": "Never", "template": {"spec": {"containers": [container]}}}
-    return {
-        "apiVersion": "kubeflow.org/v1",
-        "kind": "PyTorchJob",
-        "metadata": {"name": name, "namespace": "default"},
-        "spec": {"pytorchReplicaSpecs": {"Master": spec}},
-    }
 
 
 @pytest.fixture(scope="module")

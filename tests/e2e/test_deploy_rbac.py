@@ -12,22 +12,15 @@ granted rule must have been used, except the ones a real cluster asks for and no
 
 from __future__ import annotations
 
-import contextlib
-import http.client
 import json
-import re
-import socket
-import threading
-import urllib.parse
 import uuid
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from operator_process import OperatorProcess
+from recording_proxy import Recorder, differences, grants, proxied, recording
 
 from conftest import Kubectl, Plane, eventually, own_plane
 from trainyard.api.kinds import KINDS
@@ -48,111 +41,9 @@ ADMISSION_ONLY = {
 # (tests/e2e/test_trainjob_status.py drives it in a plane).
 NOT_DRIVEN = {("authentication.k8s.io", "tokenreviews", "create"), ("kubeflow.org", "pytorchjobs", "get")}
 
-# Every kind's jobs get the rules of one template; the jobs driven here are PyTorchJobs, so another
-# kind's grants are checked as PyTorchJob's under its own plural.
-JOB_PLURALS = {info.plural for info in KINDS.values()}
-
-
-def as_pytorchjobs(triple: tuple[str, str, str]) -> tuple[str, str, str]:
-    group, resource, verb = triple
-    plural, slash, sub = resource.partition("/")
-    if group == "kubeflow.org" and plural in JOB_PLURALS:
-        return group, f"pytorchjobs{slash}{sub}", verb
-    return triple
-
-
-_HOP = {"connection", "keep-alive", "transfer-encoding", "content-length", "te", "trailer", "upgrade"}
-
-
-class Recorder(ThreadingHTTPServer):
-    daemon_threads = True
-
-    def __init__(self, upstream: str) -> None:
-        self.upstream = urllib.parse.urlsplit(upstream)
-        self.requests: list[tuple[str, str]] = []
-        self.lock = threading.Lock()
-        self.upstreams: set[http.client.HTTPConnection] = set()
-        super().__init__(("127.0.0.1", 0), _Forward)
-
-    def close_upstreams(self) -> None:
-        """End the forwarded watches still open to the plane: a forwarding thread notices that its client
-        left only when the plane next sends something, and the plane's shutdown would wait for them."""
-        with self.lock:
-            for conn in self.upstreams:
-                if conn.sock is not None:
-                    with contextlib.suppress(OSError):
-                        conn.sock.shutdown(socket.SHUT_RDWR)
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server_address[1]}"
-
-
-class _Forward(BaseHTTPRequestHandler):
-    """Forwards one request to the plane and streams the answer back (watches included)."""
-
-    protocol_version = "HTTP/1.1"
-    server: Recorder
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
-
-    def _forward(self) -> None:
-        with self.server.lock:
-            self.server.requests.append((self.command, self.path))
-        length = int(self.headers.get("Content-Length") or 0)
-        body = self.rfile.read(length) if length else None
-        headers = {k: v for k, v in self.headers.items() if k.lower() not in _HOP | {"host"}}
-        up = self.server.upstream
-        conn = http.client.HTTPConnection(up.hostname or "127.0.0.1", up.port, timeout=None)
-        with self.server.lock:
-            self.server.upstreams.add(conn)
-        try:
-            conn.request(self.command, self.path, body=body, headers=headers)
-            answer = conn.getresponse()
-            self.send_response(answer.status, answer.reason)
-            for key, value in answer.getheaders():
-                if key.lower() not in _HOP:
-                    self.send_header(key, value)
-            self.send_header("Transfer-Encoding", "chunked")
-            self.end_headers()
-            while chunk := answer.read1(65536):
-                self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
-                self.wfile.flush()
-            self.wfile.write(b"0\r\n\r\n")
-        except (OSError, http.client.HTTPException):  # an end went away mid-stream (between phases, at the end)
-            self.close_connection = True
-        finally:
-            with self.server.lock:
-                self.server.upstreams.discard(conn)
-            conn.close()
-
-    do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _forward
-
-
-_PATH = re.compile(r"^/(?:api/(?P<core>v1)|apis/(?P<group>[^/]+)/(?P<version>[^/]+))(?P<rest>(?:/[^/]+)*)$")
-
-
-def authorization(method: str, target: str) -> tuple[str, str, str] | None:
-    """(group, resource[/subresource], verb) as the API server's RequestInfo resolves it; None: not a resource."""
-    split = urllib.parse.urlsplit(target)
-    match = _PATH.match(split.path)
-    if match is None:
-        return None
-    parts = [p for p in (match["rest"] or "").split("/") if p]
-    if parts[:1] == ["namespaces"] and len(parts) >= 3:
-        parts = parts[2:]
-    if not parts:
-        return None  # discovery of a group version
-    resource, name, sub = parts[0], parts[1] if len(parts) > 1 else None, parts[2] if len(parts) > 2 else None
-    query = urllib.parse.parse_qs(split.query)
-    if method == "GET":
-        verb = "get" if name else ("watch" if query.get("watch", [""])[0] in ("1", "true") else "list")
-    else:
-        verb = {"POST": "create", "PUT": "update", "PATCH": "patch"}.get(method) or (
-            "delete" if name else "deletecollection"
-        )
-    return (match["group"] or "", f"{resource}/{sub}" if sub else resource, verb)
+# Every kind's jobs get the rules of one template; the jobs driven here are PyTorchJobs.
+JOB_PLURALS = {("kubeflow.org", info.plural) for info in KINDS.values()}
+PYTORCHJOBS = ("kubeflow.org", "pytorchjobs")
 
 
 @pytest.fixture(scope="module")
@@ -168,23 +59,8 @@ def kubectl(plane: Plane, tmp_path_factory: pytest.TempPathFactory) -> Kubectl:
 
 @pytest.fixture
 def recorder(plane: Plane) -> Iterator[Recorder]:
-    server = Recorder(plane.url)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield server
-    server.shutdown()
-    server.server_close()
-    server.close_upstreams()
-
-
-def proxied(plane: Plane, recorder: Recorder, home: Path) -> Plane:
-    """A Plane value whose kubeconfig reaches the plane through ``recorder``."""
-    config = yaml.safe_load(plane.kubeconfig.read_text())
-    for cluster in config["clusters"]:
-        cluster["cluster"]["server"] = recorder.url
-    home.mkdir(parents=True, exist_ok=True)
-    (home / "kubeconfig").write_text(yaml.safe_dump(config))
-    return Plane(home, plane.port, plane.secure)
+    with recording(plane) as server:
+        yield server
 
 
 def job(name: str, ns: str, *, workers: int, seconds: int, master: bool = True, **spec: Any) -> dict[str, Any]:
@@ -417,17 +293,13 @@ def test_the_roles_cover_exactly_what_the_operator_asks_for(
     finally:
         second.stop()
 
-    with recorder.lock:
-        requests = list(recorder.requests)
-    observed = {t for method, target in requests if (t := authorization(method, target)) is not None}
-    granted = set().union(*(r.triples() for r in (*cluster_rules(), *LEASE_RULES)))
-    print(f"{len(requests)} requests, {len(observed)} distinct (group, resource, verb):")
-    for triple in sorted(observed):
-        print("  ", triple)
+    observed = recorder.authorizations()
+    granted = grants(r.manifest() for r in (*cluster_rules(), *LEASE_RULES))
+    print(recorder.summary())
     assert observed, log.read_text()
-    missing = observed - granted
+    missing, unused = differences(observed, granted, plurals=JOB_PLURALS, template=PYTORCHJOBS)
     assert not missing, f"the operator asked for what deploy/ does not grant: {sorted(missing)}"
-    unused = {as_pytorchjobs(t) for t in granted} - observed - ADMISSION_ONLY - NOT_DRIVEN
+    unused -= ADMISSION_ONLY | NOT_DRIVEN
     assert not unused, f"deploy/ grants what the operator never asked for: {sorted(unused)}"
     lease_verbs = {t for t in observed if t[1] == "leases"}
     assert lease_verbs == {t for r in LEASE_RULES for t in r.triples()}

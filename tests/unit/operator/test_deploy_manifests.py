@@ -16,10 +16,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import kubernetes.client
 import pytest
 import yaml
 
+from api_models import strict_round_trip
 from trainyard.api import trainer
 from trainyard.api.kinds import KINDS
 from trainyard.operator import flags as operator_flags
@@ -133,19 +133,6 @@ def test_the_cert_manager_option_issues_the_secret_the_pods_mount() -> None:
     assert f"{service['name']}.{service['namespace']}.svc" in certificate["spec"]["dnsNames"]
     injected = manifests.CA_INJECTION["cert-manager.io/inject-ca-from"]
     assert injected == f"{certificate['metadata']['namespace']}/{certificate['metadata']['name']}"
-
-
-_API = kubernetes.client.ApiClient()
-
-
-def strict_round_trip(doc: dict[str, Any]) -> dict[str, Any]:
-    """``doc`` through the official client's model of its kind (unknown fields are dropped on the way)."""
-    version = doc["apiVersion"].rpartition("/")[2]
-    model = f"{version[0].upper()}{version[1:]}{doc['kind']}"
-    # The client's own deserializer (private, but the one its API calls use for response bodies).
-    obj = _API._ApiClient__deserialize(doc, model)  # type: ignore[attr-defined]
-    back: dict[str, Any] = _API.sanitize_for_serialization(obj)
-    return back
 
 
 BUILTIN = [d for d in docs("trainyard.yaml") if not d["apiVersion"].startswith("kubeflow.org")]
