@@ -349,6 +349,11 @@ class HistoryStore:
         found = self._query(sql, (uid, pod, container))
         return bytes(found[0][0]) if found else None
 
+    def has_log(self, uid: str, pod: str, container: str) -> bool:
+        return bool(
+            self._query("SELECT 1 FROM logs WHERE uid = ? AND pod = ? AND container = ?", (uid, pod, container))
+        )
+
     def detail(self, uid: str) -> Json | None:
         """The contract's HistoryDetail of the job, or None if it is not recorded."""
         with self._lock:
