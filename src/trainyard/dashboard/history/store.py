@@ -65,6 +65,8 @@ CREATE TABLE logs (
 ) WITHOUT ROWID;
 """
 CHILD_TABLES = ("points", "checkpoints", "events", "pods", "logs")
+PRUNE_CHUNK = 50
+"""Jobs pruned in one transaction."""
 
 
 class HistoryError(Exception):
@@ -291,23 +293,20 @@ class HistoryStore:
     def prune(self, now: datetime) -> int:
         """Drop the jobs that ended before ``now - max_age`` or beyond the newest ``max_jobs``; how many went."""
         cutoff = format_time(now - self.max_age)
-        with self._transaction() as db:
-            old = [r[0] for r in db.execute("SELECT uid FROM jobs WHERE ended IS NOT NULL AND ended < ?", (cutoff,))]
-            extra = [
-                r[0]
-                for r in db.execute(
-                    "SELECT uid FROM jobs WHERE ended IS NOT NULL AND ended >= ? ORDER BY ended DESC LIMIT -1 OFFSET ?",
-                    (cutoff, self.max_jobs),
-                )
-            ]
-            gone = [(uid,) for uid in old + extra]
-            for table in CHILD_TABLES:
-                db.executemany(f"DELETE FROM {table} WHERE uid = ?", gone)
-            db.executemany("DELETE FROM jobs WHERE uid = ?", gone)
-            for (uid,) in gone:
-                self._last_point.pop(uid, None)
-                self._checkpoints.pop(uid, None)
-            return len(gone)
+        old = self._query("SELECT uid FROM jobs WHERE ended IS NOT NULL AND ended < ?", (cutoff,))
+        sql = "SELECT uid FROM jobs WHERE ended IS NOT NULL AND ended >= ? ORDER BY ended DESC LIMIT -1 OFFSET ?"
+        gone = old + self._query(sql, (cutoff, self.max_jobs))
+        # A chunk a transaction: a reader waits for one chunk's deletes at most (a job's logs are
+        # up to a megabyte each), never for the whole sweep.
+        for start in range(0, len(gone), PRUNE_CHUNK):
+            chunk = gone[start : start + PRUNE_CHUNK]
+            with self._transaction() as db:
+                for table in (*CHILD_TABLES, "jobs"):
+                    db.executemany(f"DELETE FROM {table} WHERE uid = ?", chunk)
+                for (uid,) in chunk:
+                    self._last_point.pop(uid, None)
+                    self._checkpoints.pop(uid, None)
+        return len(gone)
 
     # -- reads -------------------------------------------------------------------------------------
 
