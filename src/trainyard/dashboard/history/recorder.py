@@ -9,10 +9,11 @@ reads at a time, and a read that fails is logged and skipped.
 
 Writes are queued by the subscriber (which runs in the informers' event loop and must not wait)
 and written by one task, a burst at a time: it waits ``BATCH_WINDOW`` after the first write of a
-burst, then writes all that came in one transaction, in a thread, so neither a thousand jobs
-created at once nor the disk's flushes hold the loop up. Every ``prune_every`` it prunes the
-history. Once the watches have listed every job, a job the store has as live that the cluster no
-longer holds (deleted while no recorder ran) is recorded as deleted then.
+burst, then writes all that came, ``MAX_BATCH`` writes a transaction, in a thread, so neither a
+thousand jobs created at once nor the disk's flushes hold the loop up (``bench/history.py``
+measures both). Every ``prune_every`` the history is pruned. Once the watches have listed every
+job, a job the store has as live that the cluster no longer holds (deleted while no recorder ran)
+is recorded as deleted then.
 """
 
 from __future__ import annotations
