@@ -11,8 +11,9 @@ their JSON are documented in docs/dashboard.md.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -29,6 +30,7 @@ from trainyard.dashboard.history.store import HistoryStore
 from trainyard.dashboard.live import Live
 from trainyard.dashboard.login import COOKIE, PREFIX, Handler, Logins
 from trainyard.dashboard.responses import body, not_found, status
+from trainyard.dashboard.views import Json
 from trainyard.dashboard.watching import Watched
 
 log = logging.getLogger(__name__)
@@ -113,6 +115,8 @@ class Dashboard:
                     await asyncio.sleep(RETRY)
         finally:
             recording.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await recording
 
     def application(self) -> web.Application:
         app = web.Application(middlewares=[self.logins.middleware(), self._ready])
@@ -214,11 +218,20 @@ class Dashboard:
         m = request.match_info
         return self.watched.job(m["namespace"], m["plural"], m["name"])
 
-    def _detail_of(self, request: web.Request) -> Callable[[], Any]:
-        return lambda: (lambda job: pages.detail(job, self.watched, self.store) if job else None)(self._job(request))
+    def _detail_of(self, request: web.Request) -> Callable[[], Awaitable[Json | None]]:
+        async def detail() -> Json | None:
+            job = self._job(request)
+            if job is None:
+                return None
+            uid = job["metadata"]["uid"]
+            # The store's reads wait for its writer's transaction: off the event loop.
+            points, checkpoints = await asyncio.to_thread(lambda: (self.store.points(uid), self.store.checkpoints(uid)))
+            return pages.detail(job, self.watched, points=points, checkpoints=checkpoints)
+
+        return detail
 
     async def job(self, request: web.Request) -> web.Response:
-        found = self._detail_of(request)()
+        found = await self._detail_of(request)()
         return body(found) if found is not None else not_found(_name(request))
 
     async def job_stream(self, request: web.Request) -> web.StreamResponse:
@@ -289,17 +302,18 @@ class Dashboard:
     async def history(self, request: web.Request) -> web.Response:
         q = request.query
         limit = int(q["limit"]) if q.get("limit", "").isdigit() else 200
-        rows = self.store.rows(namespace=q.get("namespace") or None, kind=q.get("kind") or None, limit=limit)
+        spaces, kind = q.get("namespace") or None, q.get("kind") or None
+        rows = await asyncio.to_thread(self.store.rows, namespace=spaces, kind=kind, limit=limit)
         return body({"items": rows})
 
     async def history_job(self, request: web.Request) -> web.Response:
         uid = request.match_info["uid"]
-        found = self.store.detail(uid)
+        found = await asyncio.to_thread(self.store.detail, uid)
         return body(found) if found is not None else not_found(f"job {uid} in the history")
 
     async def history_log(self, request: web.Request) -> web.Response:
         m = request.match_info
-        data = self.store.log(m["uid"], m["pod"], m["container"])
+        data = await asyncio.to_thread(self.store.log, m["uid"], m["pod"], m["container"])
         if data is None:
             return not_found(f"the log of {m['pod']}/{m['container']} in the history")
         return web.Response(body=data, content_type="text/plain", charset="utf-8")
@@ -307,11 +321,11 @@ class Dashboard:
     async def metrics(self, request: web.Request) -> web.Response:
         uid = request.match_info["uid"]
         job = self.watched.job_by_uid(uid)
-        stored = self.store.job(uid) if job is None else None
+        stored = await asyncio.to_thread(self.store.job, uid) if job is None else None
         if job is None and stored is None:
             return not_found(f"job {uid}")
         row = views.row(job if job is not None else stored)  # type: ignore[arg-type]
-        return body({"row": row, "points": self.store.points(uid)})
+        return body({"row": row, "points": await asyncio.to_thread(self.store.points, uid)})
 
 
 def _kind(entry: FamilyKind) -> dict[str, Any]:

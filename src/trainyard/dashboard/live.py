@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from aiohttp import web
@@ -21,6 +21,9 @@ from trainyard.dashboard import views
 from trainyard.dashboard.responses import event, open_stream
 from trainyard.dashboard.views import Json
 from trainyard.dashboard.watching import Change, Watched
+
+PageReader = Callable[[], Awaitable[Json | None]]
+"""Reads a job's page now (None once the job is gone)."""
 
 COALESCE = 0.1
 HEARTBEAT = 15.0
@@ -82,7 +85,7 @@ class Live:
             self._lists.discard(stream)
         return response
 
-    async def page(self, request: web.Request, uid: str, detail: Callable[[], Json | None]) -> web.StreamResponse:
+    async def page(self, request: web.Request, uid: str, detail: PageReader) -> web.StreamResponse:
         """``detail`` (the whole page) now and after each burst of changes, ``point`` for each new
         metric point, ``deleted`` once the job is gone."""
         stream = _Stream()
@@ -90,11 +93,11 @@ class Live:
         try:
             response = await open_stream(request)
             with contextlib.suppress(ConnectionResetError):  # the tab was closed
-                first = detail()
+                first = await detail()
                 if first is not None:
                     await response.write(event("detail", first))
                 while await self._next(stream, response):
-                    await response.write(self._page_chunk(stream, uid, detail))
+                    await response.write(await self._page_chunk(stream, uid, detail))
                     if stream.gone:
                         break
         finally:
@@ -106,12 +109,12 @@ class Live:
         return response
 
     @staticmethod
-    def _page_chunk(stream: _Stream, uid: str, detail: Callable[[], Json | None]) -> bytes:
+    async def _page_chunk(stream: _Stream, uid: str, detail: PageReader) -> bytes:
         chunks = [event("point", p) for p in stream.points]
         stream.points = []
         if stream.changed:
             stream.changed = False
-            page = detail()
+            page = await detail()
             if page is not None:
                 chunks.append(event("detail", page))
         if stream.gone:

@@ -1,7 +1,8 @@
 """A live job's page as one JSON value (the contract's JobDetail), and what may be done to it.
 
-Read from the dashboard's caches (``watching.Watched``: the job, its pods, their events) and the
-history store (the job's metric points and the checkpoints it reported over time). The actions a
+Read from the dashboard's caches (``watching.Watched``: the job, its pods, their events) and what
+the history store holds of the job (its metric points, the checkpoints it reported over time),
+which the caller reads off the event loop. The actions a
 job offers follow from its family's view and its CRD: suspend/resume where the view names a
 suspend field, scale where the kind's CRD serves the scale subresource and the job is elastic
 (its spec has an ``elasticPolicy``, whose min/max bound it).
@@ -10,21 +11,13 @@ suspend field, scale where the kind's CRD serves the scale subresource and the j
 from __future__ import annotations
 
 from functools import cache
-from typing import Any, Protocol
+from typing import Any
 
 from trainyard.api import families
 from trainyard.api.meta import Obj
 from trainyard.dashboard import views
 from trainyard.dashboard.views import Json
 from trainyard.dashboard.watching import Watched
-
-
-class History(Protocol):
-    """What a page reads of the history store."""
-
-    def points(self, uid: str) -> list[Json]: ...
-
-    def checkpoints(self, uid: str) -> list[Json]: ...
 
 
 @cache
@@ -71,7 +64,8 @@ def actions(job: Obj, row: Json) -> Json:
     }
 
 
-def detail(job: Obj, watched: Watched, history: History) -> Json:
+def detail(job: Obj, watched: Watched, *, points: list[Json], checkpoints: list[Json]) -> Json:
+    """The page of ``job``, with what the history store holds of it (its points and checkpoints)."""
     row = views.row(job)
     uid = row["uid"]
     return {
@@ -80,7 +74,7 @@ def detail(job: Obj, watched: Watched, history: History) -> Json:
         "conditions": views.condition_timeline(job),
         "replicas": views.replica_groups(watched.pods_of(uid)),
         "events": views.events_table(watched.events_of(uid)),
-        "checkpoints": history.checkpoints(uid),
-        "metrics": history.points(uid),
+        "checkpoints": checkpoints,
+        "metrics": points,
         "actions": actions(job, row),
     }

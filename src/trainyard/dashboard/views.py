@@ -116,16 +116,17 @@ def _number(value: Any) -> int | float | None:
     return value if isinstance(value, float) and math.isfinite(value) else None
 
 
-def point(job: Obj) -> Json | None:
+def point(job: Obj, observed: str | None = None) -> Json | None:
     """The job's latest report as one chart point (numeric metrics only); None before any report
-    or when it has no number to draw."""
+    or when it has no number to draw. A status shape that stamps no time on its report (seed
+    004's flat one) gets ``observed``, when the report was seen; without either, None."""
     report = training_of(job)
-    if report is None or not report.updated:
+    if report is None or not (report.updated or observed):
         return None
     numbers = {k: n for k, n in ((k, _number(v)) for k, v in report.metrics.items()) if n is not None}
     if not numbers:
         return None
-    return {"time": report.updated, "step": report.step, "epoch": report.epoch, "metrics": numbers}
+    return {"time": report.updated or observed, "step": report.step, "epoch": report.epoch, "metrics": numbers}
 
 
 def checkpoint(job: Obj) -> Json | None:

@@ -81,10 +81,13 @@ def serve(tmp_path: Path, check: Check, *jobs: dict[str, Any]) -> None:
         live = Live(source.watched, coalesce=0.05, heartbeat=0.2)
         store = HistoryStore(tmp_path / "history.db")
 
-        def detail(name: str) -> Callable[[], Any]:
-            def read() -> Any:
+        def detail(name: str) -> Callable[[], Awaitable[Any]]:
+            async def read() -> Any:
                 found = source.watched.job("default", "pytorchjobs", name)
-                return pages.detail(found, source.watched, store) if found is not None else None
+                if found is None:
+                    return None
+                uid = found["metadata"]["uid"]
+                return pages.detail(found, source.watched, points=store.points(uid), checkpoints=store.checkpoints(uid))
 
             return read
 

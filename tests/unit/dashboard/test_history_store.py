@@ -216,3 +216,21 @@ def test_the_detail_has_every_part_of_a_history_detail(store: HistoryStore) -> N
     assert [p["epoch"] for p in detail["metrics"]] == [1, 2]
     assert detail["logs"] == [{"pod": "a-master-0", "container": "pytorch", "bytes": 5}]
     assert store.detail("missing") is None
+
+
+def test_a_report_without_its_own_time_is_stamped_when_seen_and_kept_once(store: HistoryStore) -> None:
+    # seed 004's TrainingJob: a flat status, no time on the report
+    job = {
+        "apiVersion": "ml.example.com/v1",
+        "kind": "TrainingJob",
+        "metadata": {"name": "flat", "namespace": "default", "uid": "flat", "creationTimestamp": stamp(-60)},
+        "spec": {},
+        "status": {"progress": "30%", "currentEpoch": 3, "totalEpochs": 10, "metrics": {"loss": 0.5}},
+    }
+    assert store.record_job(job) is None, "without a time there is no point to draw"
+    first = store.record_job(job, stamp(1))
+    assert first == {"time": stamp(1), "step": None, "epoch": 3, "metrics": {"loss": 0.5}}
+    assert store.record_job(job, stamp(2)) is None, "seen again later, the same report"
+    job["status"] = {**job["status"], "currentEpoch": 4, "metrics": {"loss": 0.4}}
+    assert store.record_job(job, stamp(3)) == {"time": stamp(3), "step": None, "epoch": 4, "metrics": {"loss": 0.4}}
+    assert [p["epoch"] for p in store.points("flat")] == [3, 4]

@@ -117,7 +117,7 @@ class Recorder:
             self._put(_Write("deleted", uid, job, when=format_time(self.clock())))
             self._finished.discard(uid)
             return
-        self._put(_Write("job", uid, job))
+        self._put(_Write("job", uid, job, when=format_time(self.clock())))
         deleting = bool((job.get("metadata") or {}).get("deletionTimestamp"))
         if uid not in self._finished and (deleting or views.finished_at(job) is not None):
             self._finished.add(uid)
@@ -291,7 +291,7 @@ class Recorder:
             for w in writes:
                 point = None
                 if w.what == "job":
-                    point = store.record_job(w.obj)
+                    point = store.record_job(w.obj, w.when)
                 elif w.what == "deleted":
                     point = store.mark_deleted(w.obj, w.when)
                 elif w.what == "pod":

@@ -87,6 +87,11 @@ def _normal_time(text: str | None) -> str | None:
         return text
 
 
+def _content(point: Json) -> str:
+    """A point's step, epoch and metrics, as text: what two reports must share to be one."""
+    return _dumps({k: v for k, v in point.items() if k != "time"})
+
+
 def tail(data: bytes, limit: int) -> bytes:
     """The last ``limit`` bytes of ``data``, starting at a line's start where a line starts in them."""
     if len(data) <= limit:
@@ -192,11 +197,12 @@ class HistoryStore:
 
     # -- writes ------------------------------------------------------------------------------------
 
-    def record_job(self, job: Obj) -> Json | None:
-        """Keep ``job`` as its latest object; its report as a new point, returned, if it is one."""
+    def record_job(self, job: Obj, observed: str | None = None) -> Json | None:
+        """Keep ``job`` as its latest object; its report as a new point, returned, if it is one.
+        ``observed``: when the job was seen, the time of a report whose status stamps none."""
         with self._transaction() as db:
             self._upsert(db, job, deleted=None)
-            return self._remember_report(db, job)
+            return self._remember_report(db, job, observed)
 
     def mark_deleted(self, job: Obj, when: str) -> Json | None:
         """Keep ``job`` (its final object) as deleted at ``when``; a report it carried that is new is
@@ -228,7 +234,7 @@ class HistoryStore:
             ),
         )
 
-    def _remember_report(self, db: sqlite3.Connection, job: Obj) -> Json | None:
+    def _remember_report(self, db: sqlite3.Connection, job: Obj, observed: str | None = None) -> Json | None:
         uid = str((job.get("metadata") or {}).get("uid") or "")
         found = views.checkpoint(job)
         if found is not None:
@@ -242,17 +248,19 @@ class HistoryStore:
                     (uid, found["path"], _dumps(found)),
                 )
                 paths.add(found["path"])
-        point = views.point(job)
+        point = views.point(job, observed)
         if point is None:
             return None
-        text = _dumps(point)
+        # A point repeats the last one when only its time differs: the same report seen again
+        # (a shape without its own time is stamped when seen, every time it is seen).
+        content = _content(point)
         if uid not in self._last_point:
             last = db.execute("SELECT point FROM points WHERE uid = ? ORDER BY id DESC LIMIT 1", (uid,)).fetchone()
-            self._last_point[uid] = last[0] if last else None
-        if self._last_point[uid] == text:
+            self._last_point[uid] = _content(json.loads(last[0])) if last else None
+        if self._last_point[uid] == content:
             return None
-        db.execute("INSERT INTO points (uid, point) VALUES (?, ?)", (uid, text))
-        self._last_point[uid] = text
+        db.execute("INSERT INTO points (uid, point) VALUES (?, ?)", (uid, _dumps(point)))
+        self._last_point[uid] = content
         return point
 
     def record_event(self, job_uid: str, event: Obj) -> None:
