@@ -182,7 +182,10 @@ class Dashboard:
     @web.middleware
     async def _ready(self, request: web.Request, handler: Handler) -> web.StreamResponse:
         """The API's answers wait for the informers' first lists (a plane that has just started)."""
-        if request.path.startswith(f"{PREFIX}/api/") and not request.path.endswith("/login-codes"):
+        waits = request.path.startswith(f"{PREFIX}/api/") and not request.path.endswith("/login-codes")
+        if waits and not self.synced.is_set():
+            if self.failure is not None:  # refused: say so now, not after SYNC_WAIT
+                return status(503, "ServiceUnavailable", self.failure)
             try:
                 await asyncio.wait_for(self.synced.wait(), SYNC_WAIT)
             except TimeoutError:
@@ -191,7 +194,7 @@ class Dashboard:
         return await handler(request)
 
     async def overview(self, request: web.Request) -> web.Response:
-        kinds = [_kind(k) for k in views.job_kinds()]
+        kinds = [_kind(k) for k in views.job_kinds() if k.plural in self.watched.jobs]  # those the cluster serves
         spaces = sorted({str(j["metadata"].get("namespace", "")) for j in self.watched.all_jobs()} | {"default"})
         queues = await catalog.queues(self.client)
         runtimes = await catalog.runtimes(self.client)
@@ -247,7 +250,11 @@ class Dashboard:
         action = request.match_info["action"]
         try:
             if action == "scale":
-                wanted = (await request.json()).get("replicas")
+                try:
+                    asked = await request.json()
+                except ValueError:
+                    return status(400, "BadRequest", 'the body must be JSON: {"replicas": N}')
+                wanted = asked.get("replicas") if isinstance(asked, dict) else None
                 if not isinstance(wanted, int) or isinstance(wanted, bool) or wanted < 0:
                     return status(422, "Invalid", "replicas: a whole number of replicas, 0 or more")
                 written = await actions.scale(self.client, job, wanted)
