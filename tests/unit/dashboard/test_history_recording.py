@@ -127,11 +127,11 @@ def test_reports_pods_events_and_deletions_reach_the_history(tmp_path: Path) -> 
         def pod_failed() -> Any:
             detail = store.detail(uid) or {}
             pods = [p for g in detail.get("replicas", []) for p in g["pods"]]
-            return detail if pods and pods[0]["phase"] == "Failed" and detail["events"] else None
+            return detail if pods and pods[0]["phase"] == "Failed" else None
 
-        detail = await until(pod_failed, what="the failed pod and its event")
+        # A pod is kept as it ends; a running job's events wait for its end (its deletion, below).
+        detail = await until(pod_failed, what="the failed pod")
         assert detail["replicas"][0]["type"] == "master"
-        assert [(e["reason"], e["object"]) for e in detail["events"]] == [("BackOff", "Pod/j-master-0")]
         assert detail["logs"] == []  # none could be read
 
         await report(client, 3)  # the recorder goes on after the failed read
@@ -141,6 +141,8 @@ def test_reports_pods_events_and_deletions_reach_the_history(tmp_path: Path) -> 
         assert row[0]["deleted"] == "2026-03-01T12:00:00Z" and row[0]["epoch"] == 3
         assert [p["epoch"] for p in store.points(uid)] == [1, 2, 3]
         assert [p for u, p in told if u == uid] == store.points(uid)
+        events = (store.detail(uid) or {})["events"]
+        assert [(e["reason"], e["object"]) for e in events] == [("BackOff", "Pod/j-master-0")]
 
     asyncio.run(main())
     store.close()

@@ -47,6 +47,8 @@ MAX_BATCH = 200
 LOG_READERS = 4
 """Logs read at once: each read holds up to a container's current log file in memory."""
 DONE_PHASES = ("Succeeded", "Failed")
+OBJECT_EVERY = timedelta(seconds=30)
+"""How stale a running job's object in the history may get between its reports (each is a point)."""
 
 
 @dataclass(frozen=True)
@@ -95,6 +97,7 @@ class Recorder:
         # the watch's indexes, and its last states still belong to the job's history.
         self._pod_job: dict[str, str] = {}
         self._finished: set[str] = set()  # the jobs whose finish has been seen (their logs read)
+        self._object_at: dict[str, datetime] = {}  # when each job's whole object was last written
         watched.subscribers.append(self._on_change)
 
     # -- from the watches ------------------------------------------------------------------------
@@ -104,9 +107,17 @@ class Recorder:
             self._job_changed(change)
         elif change.what == "pod":
             self._pod_changed(change)
-        elif change.what == "event" and change.job_uid and change.type != "DELETED":
-            # An event that expired (kube's TTL is an hour) stays in the job's history.
+        elif (
+            change.what == "event" and change.job_uid and (change.type == "DELETED" or change.job_uid in self._finished)
+        ):
+            # A running job's events are taken from the cache when it ends (``_snapshot``); one that
+            # expires before (kube's TTL is an hour) is kept as it goes, and an ended job's as they come.
             self._put(_Write("event", change.job_uid, change.obj))
+
+    def _keeps_event(self, change: Change) -> bool:
+        """A running job's events are taken from the cache when it ends (``_snapshot``); one that
+        expires before (kube's TTL is an hour) is kept as it goes, and an ended job's as they come."""
+        return bool(change.job_uid) and (change.type == "DELETED" or change.job_uid in self._finished)
 
     def _job_changed(self, change: Change) -> None:
         job, uid = change.obj, change.job_uid or ""
@@ -116,10 +127,19 @@ class Recorder:
             self._snapshot(uid, listed=False)
             self._put(_Write("deleted", uid, job, when=format_time(self.clock())))
             self._finished.discard(uid)
+            self._object_at.pop(uid, None)
             return
-        self._put(_Write("job", uid, job, when=format_time(self.clock())))
+        now = self.clock()
         deleting = bool((job.get("metadata") or {}).get("deletionTimestamp"))
-        if uid not in self._finished and (deleting or views.finished_at(job) is not None):
+        ending = uid not in self._finished and (deleting or views.finished_at(job) is not None)
+        # A running job changes with every report: each is a point, and its whole object is written
+        # when first seen, as it ends, and at most every OBJECT_EVERY meanwhile (what a crash loses).
+        last = self._object_at.get(uid)
+        whole = last is None or ending or uid in self._finished or now - last >= OBJECT_EVERY
+        if whole:
+            self._object_at[uid] = now
+        self._put(_Write("job" if whole else "report", uid, job, when=format_time(now)))
+        if ending:
             self._finished.add(uid)
             self._snapshot(uid, listed=change.type == "ADDED")
 
@@ -149,10 +169,14 @@ class Recorder:
                 self._kept.pop((pod_uid, str(spec.get("name") or "")), None)
         else:
             self._pod_job[pod_uid] = uid
-        self._put(_Write("pod", uid, pod))
+        status = pod.get("status") or {}
+        # A running job's pods are read from the cache when it ends (``_snapshot``); before, a pod is
+        # kept as it ends or goes (a gang restart replaces them), so its last state is in the history.
+        final = change.type == "DELETED" or meta.get("deletionTimestamp") or status.get("phase") in DONE_PHASES
+        if final or uid in self._finished:
+            self._put(_Write("pod", uid, pod))
         if change.type == "DELETED":
             return  # its logs went with it; what could be read was read while it terminated
-        status = pod.get("status") or {}
         listed = change.type == "ADDED"  # found as it is when the watches started (or created)
         if meta.get("deletionTimestamp"):
             self._read_logs(uid, pod, "deleting", listed=listed)  # still readable while it terminates
@@ -292,6 +316,8 @@ class Recorder:
                 point = None
                 if w.what == "job":
                     point = store.record_job(w.obj, w.when)
+                elif w.what == "report":
+                    point = store.record_report(w.obj, w.when)
                 elif w.what == "deleted":
                     point = store.mark_deleted(w.obj, w.when)
                 elif w.what == "pod":

@@ -204,6 +204,11 @@ class HistoryStore:
             self._upsert(db, job, deleted=None)
             return self._remember_report(db, job, observed)
 
+    def record_report(self, job: Obj, observed: str | None = None) -> Json | None:
+        """Only ``job``'s report: a new point (returned) or checkpoint; its object as last written stays."""
+        with self._transaction() as db:
+            return self._remember_report(db, job, observed)
+
     def mark_deleted(self, job: Obj, when: str) -> Json | None:
         """Keep ``job`` (its final object) as deleted at ``when``; a report it carried that is new is
         kept too, and returned as ``record_job`` returns it."""

@@ -17,9 +17,9 @@ its lines into a ``Pipe`` that the client reads as the response body (about a te
 plane's CPU in that sweep went to TLS and HTTP framing of watch events, on both ends). A client
 watch that asks for objects (``trainyard.client.watches.WATCH_OBJECTS``, a request extension, which no
 network transport sends) gets each event decoded (the change's one decoding, shared with its other
-readers in this process, none of which changes it) instead of a line to parse. Logs,
-exec and the other streams write to a real connection: they stay on the network transport this
-one wraps, as do requests for other hosts.
+readers in this process, none of which changes it) instead of a line to parse. A log read
+whole is an answer like any other; a followed log, exec and the other streams write to a real
+connection: they stay on the network transport this one wraps, as do requests for other hosts.
 """
 
 from __future__ import annotations
@@ -246,7 +246,10 @@ class Loopback:
             return False
         if b"follow" in url.query and _asks(url, "follow"):
             return False
-        return url.path.rstrip("/").rpartition("/")[2] not in STREAMED
+        # A log read whole is one answer (the dashboard's history reads each ended container's);
+        # followed, it and the other streams need a connection.
+        last = url.path.rstrip("/").rpartition("/")[2]
+        return last == "log" or last not in STREAMED
 
     async def send(self, request: httpx2.Request) -> httpx2.Response:
         # A round trip over a socket gives the event loop a turn; without one, a component sending

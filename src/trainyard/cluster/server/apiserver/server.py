@@ -250,7 +250,7 @@ class ApiServer:
         if sub == "log":
             if method != "GET":
                 raise errors.method_not_allowed()
-            return await self.streams.log(_connection(request), rt, namespace, name)
+            return await self.streams.log(request, rt, namespace, name)
         if sub == "binding":
             if method != "POST":
                 raise errors.method_not_allowed()

@@ -201,8 +201,10 @@ class Streams:
                 direct.flush()  # before the response's last chunk
         return out.answer()
 
-    async def log(self, request: web.Request, rt: ResourceType, namespace: str, name: str) -> web.StreamResponse:
-        """``pods/log``: ``rt`` is the pods resource, the only one with the subresource."""
+    async def log(self, request: ApiRequest, rt: ResourceType, namespace: str, name: str) -> web.StreamResponse:
+        """``pods/log``: ``rt`` is the pods resource, the only one with the subresource. A log read
+        whole is one answer, which the plane's own clients get in-process (``loopback``); a followed
+        one writes to its HTTP connection as it goes."""
         q = request.query
         tail, limit, since_seconds = _log_options(q, name)
         pod = self.objects.get(rt, namespace, name)
@@ -240,6 +242,8 @@ class Streams:
         )
         if not query.flag(q.get("follow")) or previous:
             return web.Response(body=text, content_type="text/plain")
+        if not isinstance(request, web.Request):
+            raise errors.ApiError(500, "InternalError", "a followed log is served over HTTP only, not in-process")
         response = web.StreamResponse(headers={"Content-Type": "text/plain"})
         response.enable_chunked_encoding()
         await response.prepare(request)
