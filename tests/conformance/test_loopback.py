@@ -2,8 +2,8 @@
 
 A lightkube client whose requests and watches are served in-process must see exactly what it sees
 over HTTPS: the same objects, the same events, the same errors as ``Status``, the same bearer-token
-check; logs, exec and the other streams still go over the network. The request tests run both
-ways in-process: through httpx and the loopback transport, and without httpx (``Client.direct``,
+check; a log read whole too, while followed logs, exec and the other streams still go over the
+network. The request tests run both ways in-process: through httpx and the loopback transport, and without httpx (``Client.direct``,
 ``Loopback.call``), as the plane's own components send them.
 """
 
@@ -19,7 +19,7 @@ import httpx2
 import pytest
 import yaml
 from lightkube import ApiError, AsyncClient, KubeConfig
-from lightkube.resources.core_v1 import ConfigMap, Namespace
+from lightkube.resources.core_v1 import ConfigMap, Namespace, Pod
 from lightkube.types import OnErrorAction, OnErrorResult
 
 from trainyard.client.resources import lean_twin, plain_twin, to_dict
@@ -388,7 +388,7 @@ def test_an_open_watch_ends_with_the_plane_and_a_slow_reader_is_cut_off(tmp_path
     run(tmp_path, scenario)
 
 
-def test_logs_and_other_streams_go_over_the_network(tmp_path: Path) -> None:
+def test_followed_logs_and_other_streams_go_over_the_network(tmp_path: Path) -> None:
     async def scenario(plane: ApiPlane, local: AsyncClient, network: AsyncClient, counted: Counted) -> None:
         def request(url: str) -> httpx2.Request:
             return httpx2.Request("GET", url)
@@ -398,10 +398,33 @@ def test_logs_and_other_streams_go_over_the_network(tmp_path: Path) -> None:
         assert loopback.serves(request(f"{base}/api/v1/namespaces/default/pods?watch=false"))
         assert loopback.serves(request(f"{base}/api/v1/namespaces/default/pods?watch=1"))
         assert not loopback.serves(request(f"{base}/api/v1/namespaces/default/pods/p/log?follow=true"))
-        assert not loopback.serves(request(f"{base}/api/v1/namespaces/default/pods/p/log"))
+        assert loopback.serves(request(f"{base}/api/v1/namespaces/default/pods/p/log"))  # read whole: one answer
         assert not loopback.serves(request(f"{base}/api/v1/namespaces/default/pods/p/exec?command=ls"))
         assert not loopback.serves(request(f"https://127.0.0.2:{plane.port}/api/v1/namespaces"))
         assert not loopback.serves(request(f"https://127.0.0.1:{plane.port + 1}/api/v1/namespaces"))
+
+    run(tmp_path, scenario)
+
+
+def test_a_log_read_whole_is_served_in_process_as_over_https(tmp_path: Path) -> None:
+    async def scenario(plane: ApiPlane, local: AsyncClient, network: AsyncClient, counted: Counted) -> None:
+        body = {
+            "metadata": {"name": "p", "namespace": "default"},
+            "spec": {"containers": [{"name": "c", "image": "x"}]},
+        }
+        pod = await network.create(Pod.from_dict(body))
+        assert pod.metadata is not None and pod.metadata.uid is not None
+        path = plane.layout.container_log("default", "p", pod.metadata.uid, "c")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        stamp = "2026-03-01T12:00:00.000000000Z"
+        path.write_bytes(f"{stamp} stdout F first\n{stamp} stdout P sec\n{stamp} stdout F ond\n".encode())
+        here = [line async for line in local.log("p", namespace="default")]
+        there = [line async for line in network.log("p", namespace="default")]
+        assert here == there == ["first\n", "second\n"]
+        assert not [r for r in counted.requests if "/log" in r], counted.requests
+        with pytest.raises(ApiError) as refused:  # the same Status in-process
+            _ = [line async for line in local.log("p", namespace="default", container="nope")]
+        assert refused.value.status.code == 400
 
     run(tmp_path, scenario)
 
