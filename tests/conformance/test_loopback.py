@@ -3,8 +3,8 @@
 A lightkube client whose requests and watches are served in-process must see exactly what it sees
 over HTTPS: the same objects, the same events, the same errors as ``Status``, the same bearer-token
 check; a log read whole too, while followed logs, exec and the other streams still go over the
-network. The request tests run both ways in-process: through httpx and the loopback transport, and without httpx (``Client.direct``,
-``Loopback.call``), as the plane's own components send them.
+network. The request tests run both ways in-process: through httpx and the loopback transport,
+and without httpx (``Client.direct``, ``Loopback.call``), as the plane's own components send them.
 """
 
 from __future__ import annotations
