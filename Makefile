@@ -94,7 +94,7 @@ $(VENV)/envs/%/.installed-stamp: envs/%.txt
 framework-envs:
 	@$(CHECK_PYTHON)
 	@mkdir -p $(VENV)/envs
-	@$(MAKE) --no-print-directory -j5 install $(ENV_STAMPS)
+	@$(MAKE) --no-print-directory -j5 install $(ENV_STAMPS) $(ALSO)
 	@for name in $(FRAMEWORK_ENVS); do \
 	  $(VENV)/envs/$$name/bin/python -c 'import sys, sysconfig, pathlib; pathlib.Path(sysconfig.get_path("purelib"), "trainyard-src.pth").write_text(sys.argv[1] + "\n")' '$(CURDIR)/src' || exit 1; \
 	done
@@ -138,10 +138,12 @@ browser:
 	  $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium >/dev/null \
 	    || { $$SUDO apt-get update -q >/dev/null && $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium >/dev/null; }; }
 
-e2e: framework-envs browser
+# The tests also need the browser: installed beside the environments (ALSO), not after them.
+e2e test: ALSO = browser
+e2e: framework-envs
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest -m e2e -q $(XDIST)
 
-test: framework-envs browser
+test: framework-envs
 	$(BIN)/ruff check src tests examples bench
 	$(BIN)/lint-imports
 	$(BIN)/mypy
