@@ -166,7 +166,6 @@ class EmbeddedPlane:
         wrap_transports(dashboard_client, self.api.loopback.transport, watches=True)
         route_directly(dashboard_client, self.api.loopback.call)
         self._dashboard_client = dashboard_client
-        self.dashboard.attach(dashboard_client)
         specs = self.options.nodes or (
             NodeSpec(self.options.node_name or "", self.options.capacity, {}, tuple(self.options.taints)),
         )
@@ -181,6 +180,8 @@ class EmbeddedPlane:
         # One informer on every pod for the scheduler, the Job controller and the DNS, as kube-controller-manager's
         # controllers share its informer factory's: one watch, one decode per change, one copy of each pod.
         pods = Informer(self._client, plain_resource("", "v1", "Pod", "pods"))
+        # ... and the dashboard's (its informers, its history).
+        self.dashboard.attach(dashboard_client, pods=pods)
         services = Informer(self._client, plain_resource("", "v1", "Service", "services"))
         self.dns, self._node_dns = await self._cluster_dns(services, pods)
         self.nodes = NodePool(specs, client=self._client, connect=connect, make_agent=self._agent)

@@ -32,6 +32,7 @@ from trainyard.dashboard.login import COOKIE, PREFIX, Handler, Logins
 from trainyard.dashboard.responses import body, not_found, status
 from trainyard.dashboard.views import Json
 from trainyard.dashboard.watching import Watched
+from trainyard.kit.informer import Informer
 
 log = logging.getLogger(__name__)
 
@@ -75,8 +76,9 @@ class Dashboard:
         self.failure: str | None = None
         """Why the informers could not list, while they cannot."""
 
-    def attach(self, client: AsyncClient) -> None:
-        watched = Watched(client)
+    def attach(self, client: AsyncClient, *, pods: Informer | None = None) -> None:
+        """``pods``: the process's own informer of every pod, to share (``Watched``)."""
+        watched = Watched(client, pods=pods)
         recorder = Recorder(client, watched, self.store, clock=self.clock)
         live = Live(watched)
         recorder.on_point.append(live.point)

@@ -61,7 +61,9 @@ Subscriber = Callable[[Change], None]
 class Watched:
     """The informers, their indexes, and who the changes go to."""
 
-    def __init__(self, client: AsyncClient) -> None:
+    def __init__(self, client: AsyncClient, *, pods: Informer | None = None) -> None:
+        """``pods``: an informer of every pod that the process runs already (the embedded plane's
+        scheduler's), shared rather than a second watch and copy of each pod; it is not started here."""
         self.client = client
         self.subscribers: list[Subscriber] = []
         self.jobs: dict[str, Informer] = {}
@@ -70,9 +72,12 @@ class Watched:
             self.jobs[entry.plural] = Informer(client, res, self._handler("job"))
         self.unserved: list[str] = []
         """The resources the server does not serve (a cluster without some family's CRDs), not watched."""
-        self.pods = Informer(
-            client, plain_resource("", "v1", "Pod", "pods"), self._handler("pod"), indexers={OWNER_UID: owner_uid}
-        )
+        self._shared = pods
+        if pods is None:
+            pods = Informer(client, plain_resource("", "v1", "Pod", "pods"))
+        pods.add_indexers({OWNER_UID: owner_uid})
+        pods.handlers.append(self._handler("pod"))
+        self.pods = pods
         self.events = Informer(
             client,
             plain_resource("", "v1", "Event", "events"),
@@ -159,7 +164,9 @@ class Watched:
 
     async def run(self, synced: asyncio.Event | None = None) -> None:
         """List then watch what the server serves, until cancelled; ``synced`` is set once all have listed."""
-        informers = {**{f"jobs {p}": i for p, i in self.jobs.items()}, "pods": self.pods, "events": self.events}
+        informers = {**{f"jobs {p}": i for p, i in self.jobs.items()}, "events": self.events}
+        if self._shared is None:
+            informers["pods"] = self.pods
         informers.update({f"owned {i.res.__name__}": i for i in self.owned})
         for name, informer in list(informers.items()):
             if not await self._served(informer):
@@ -170,6 +177,8 @@ class Watched:
         self.jobs = {p: i for p, i in self.jobs.items() if f"jobs {p}" in informers}
         self.owned = [i for i in self.owned if f"owned {i.res.__name__}" in informers]
         await self._caches.sync(informers)
+        if self._shared is not None:
+            await self._shared.synced.wait()
         if synced is not None:
             synced.set()
         await self._caches.run()

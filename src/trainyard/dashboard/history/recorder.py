@@ -44,6 +44,8 @@ within this and one transaction)."""
 MAX_BATCH = 200
 """Writes in one transaction at most: a reader of the store waits for one transaction at most (at
 5,000 to 10,000 writes a second, 20 to 40 ms)."""
+LINES_PER_TURN = 2000
+"""Lines of a log read between two turns given to the event loop."""
 LOG_READERS = 4
 """Logs read at once: each read holds up to a container's current log file in memory."""
 DONE_PHASES = ("Succeeded", "Failed")
@@ -237,10 +239,16 @@ class Recorder:
         """The end of the container's log as ``kubectl logs`` gives it, the last ``log_bytes`` kept as it
         streams in (``limitBytes`` would keep its start)."""
         kept = bytearray()
+        count = 0
         async for line in self.client.log(pod, namespace=namespace, container=container):
             kept += line.encode()
             if len(kept) > 2 * self.log_bytes:
                 del kept[: len(kept) - self.log_bytes]
+            count += 1
+            if count % LINES_PER_TURN == 0:
+                # The plane's own reads come in-process, whole: the lines are there without a wait, so
+                # the loop would not turn until the last one (a 10 MiB log is 150,000 lines).
+                await asyncio.sleep(0)
         return bytes(kept)
 
     def _put(self, write: _Write) -> None:
