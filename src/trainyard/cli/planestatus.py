@@ -31,6 +31,7 @@ def cmd_status(layout: Layout, state: dict[str, Any] | None) -> int:
     else:
         print("  security     NONE: plain http, no authentication (`yard up --insecure`); any local user can use it")
     print(f"  store        {layout.database}")
+    print(f"  dashboard    {state['url']}/dashboard/   (`yard dashboard`: a login link); history {layout.history}")
     nodes = state.get("nodes") or [
         {"name": state["node"], "capacity": state.get("capacity") or {}, "declared": state.get("declared") or []}
     ]

@@ -428,10 +428,10 @@ class ApiServer:
 
 
 def _connection(request: ApiRequest) -> web.Request:
-    """The HTTP request a log writes to as it goes, or a port-forward takes over; a request from this
+    """The HTTP request an exec, attach, port-forward or proxy takes over; a request from this
     process (``loopback``) has none."""
     if not isinstance(request, web.Request):
-        raise errors.ApiError(500, "InternalError", "logs and streams are served over HTTP only, not in-process")
+        raise errors.ApiError(500, "InternalError", "streams are served over HTTP only, not in-process")
     return request
 
 
