@@ -6,6 +6,7 @@ exactly as a user would, and ``kubectl`` runs the binary on PATH against it.
 
 from __future__ import annotations
 
+import asyncio
 import http.client
 import json
 import os
@@ -71,6 +72,20 @@ def eventually(probe: Callable[[], T], *, timeout: float = 60.0, interval: float
         if last:
             return last
         time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what or probe}; last value: {last!r}")
+
+
+async def eventually_async(
+    probe: Callable[[], T | None], *, timeout: float = 60.0, interval: float = 0.2, what: str = ""
+) -> T:
+    """``eventually`` inside an event loop: the loop (a recorder, a controller under test) runs between polls."""
+    loop = asyncio.get_running_loop()
+    deadline, last = loop.time() + timeout, None
+    while loop.time() < deadline:
+        last = probe()
+        if last:
+            return last
+        await asyncio.sleep(interval)
     raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what or probe}; last value: {last!r}")
 
 

@@ -10,21 +10,19 @@ import asyncio
 import contextlib
 import json
 import uuid
-from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
 from lightkube import AsyncClient, KubeConfig
 
-from conftest import Kubectl, Plane
+from conftest import Kubectl, Plane, eventually_async
 from trainyard.dashboard.history.recorder import Recorder
 from trainyard.dashboard.history.store import HistoryStore
 from trainyard.dashboard.watching import Watched
 
 pytestmark = pytest.mark.e2e
-T = TypeVar("T")
 LOG_BYTES = 4096
 
 SCRIPT = """
@@ -37,18 +35,6 @@ for epoch in (1, 2, 3):
 for i in range(2000):
     print(f"line {i:04d} of the training log", flush=True)
 """
-
-
-async def until(probe: Callable[[], T | None], *, timeout: float = 60, what: str) -> T:
-    """Poll ``probe`` until it gives something truthy (the recorder works while this waits)."""
-    loop = asyncio.get_running_loop()
-    deadline, last = loop.time() + timeout, None
-    while loop.time() < deadline:
-        last = probe()
-        if last:
-            return last
-        await asyncio.sleep(0.2)
-    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}; last value: {last!r}")
 
 
 def job(namespace: str) -> dict[str, Any]:
@@ -82,7 +68,9 @@ def test_a_finished_and_deleted_job_keeps_its_points_object_events_and_log(
             def ours() -> list[dict[str, Any]]:
                 return [r for r in store.rows(namespace=namespace) if r["name"] == "recorded"]
 
-            finished = (await until(ours, timeout=120, what="the job to finish in the history"))[0]
+            finished = (
+                await eventually_async(ours, timeout=120, what="the job to finish in the history", interval=0.2)
+            )[0]
             uid = finished["uid"]
             assert finished["state"] == "Succeeded" and finished["deleted"] is None
 
@@ -90,10 +78,14 @@ def test_a_finished_and_deleted_job_keeps_its_points_object_events_and_log(
                 data = store.log(uid, "recorded-master-0", "pytorch")
                 return data if data and data.endswith(b"line 1999 of the training log\n") else None
 
-            data = await until(logged, what="the master's log")
+            data = await eventually_async(logged, what="the master's log", interval=0.2, timeout=60)
             assert len(data) <= LOG_BYTES and data.startswith(b"line ")  # the tail, from a line's start
             await asyncio.to_thread(kubectl, "delete", "pytorchjob", "recorded", "-n", namespace)
-            deleted = (await until(lambda: [r for r in ours() if r["deleted"]], what="the job's deletion"))[0]
+            deleted = (
+                await eventually_async(
+                    lambda: [r for r in ours() if r["deleted"]], what="the job's deletion", interval=0.2, timeout=60
+                )
+            )[0]
             assert deleted["uid"] == uid and deleted["state"] == "Succeeded"
         finally:
             for task in tasks:

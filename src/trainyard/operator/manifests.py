@@ -20,7 +20,6 @@ family declares its jobs own (``Framework.child_kinds`` for the replica-spec kin
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Any
@@ -28,6 +27,7 @@ from typing import Annotated, Any
 import typer
 import yaml
 
+from trainyard import generated
 from trainyard.api import families
 from trainyard.api.podgroup import SCHEDULER_PLUGINS_SCHEDULER, VOLCANO_SCHEDULER, flavour
 from trainyard.frameworks.trainer.status import DEFAULT_PORT as STATUS_PORT
@@ -360,47 +360,21 @@ def render() -> dict[str, str]:
 
 
 def stale(out: Path) -> list[str]:
-    """Files of ``out`` that differ from ``render()``, are missing, or are not generated."""
-    wanted = render()
-    found = {str(p.relative_to(out)) for p in out.rglob("*") if p.is_file()}
-    # deploy/dashboard/ is the dashboard's (python -m trainyard.dashboard.manifests), checked by its generator
-    found = {p for p in found if not p.startswith(f"{DASHBOARD_DIR}/")}
-    problems = [f"{p}: not generated (remove it)" for p in sorted(found - set(wanted))]
-    for path, content in sorted(wanted.items()):
-        file = out / path
-        if not file.exists():
-            problems.append(f"{path}: missing")
-        elif file.read_text() != content:
-            problems.append(f"{path}: differs from the generator's output")
-    return problems
+    """Files of ``out`` that differ from ``render()``, are missing, or are not generated; deploy/dashboard/
+    is the dashboard's (python -m trainyard.dashboard.manifests), checked by its generator."""
+    return generated.stale(out, render(), others=(f"{DASHBOARD_DIR}/",))
 
 
 def write(out: Path) -> list[str]:
-    written = []
-    for path, content in render().items():
-        file = out / path
-        if file.exists() and file.read_text() == content:
-            continue
-        file.parent.mkdir(parents=True, exist_ok=True)
-        file.write_text(content)
-        written.append(path)
-    return written
+    return generated.write(out, render())
 
 
 def generate(
     out: Annotated[Path, typer.Option(help="directory to write (default deploy)", show_default=False)] = Path("deploy"),
     check: Annotated[bool, typer.Option("--check", help="write nothing; exit 1 if the directory is stale")] = False,
 ) -> int:
-    if check:
-        problems = stale(out)
-        for problem in problems:
-            print(f"{out}/{problem}", file=sys.stderr)
-        if problems:
-            print("regenerate with: python -m trainyard.operator.manifests", file=sys.stderr)
-        return 1 if problems else 0
-    for path in write(out):
-        print(f"wrote {out / path}")
-    return 0
+    command = "python -m trainyard.operator.manifests"
+    return generated.regenerate(out, render(), check=check, command=command, others=(f"{DASHBOARD_DIR}/",))
 
 
 def main(argv: Sequence[str] | None = None) -> None:

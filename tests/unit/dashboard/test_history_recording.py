@@ -8,14 +8,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from lightkube import AsyncClient, KubeConfig
 from lightkube.types import PatchType
 
+from conftest import eventually_async
 from trainyard.api.kinds import KINDS
 from trainyard.client.resources import build, job_resource, plain_resource, to_dict
 from trainyard.cluster.paths import Layout
@@ -29,18 +29,6 @@ JOB = job_resource(KINDS["PyTorchJob"])
 POD = plain_resource("", "v1", "Pod", "pods")
 EVENT = plain_resource("", "v1", "Event", "events")
 NOW = datetime(2026, 3, 1, 12, tzinfo=UTC)
-T = TypeVar("T")
-
-
-async def until(probe: Callable[[], T | None], *, timeout: float = 30, what: str) -> T:
-    loop = asyncio.get_running_loop()
-    deadline, last = loop.time() + timeout, None
-    while loop.time() < deadline:
-        last = probe()
-        if last:
-            return last
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}; last value: {last!r}")
 
 
 def pytorchjob(name: str) -> dict[str, Any]:
@@ -92,14 +80,19 @@ def test_reports_pods_events_and_deletions_reach_the_history(tmp_path: Path) -> 
             await plane.stop()
 
     async def scenario(client: AsyncClient) -> None:
-        gone = await until(lambda: [r for r in store.rows() if r["uid"] == "ghost-uid"], what="the ghost's deletion")
+        gone = await eventually_async(
+            lambda: [r for r in store.rows() if r["uid"] == "ghost-uid"],
+            what="the ghost's deletion",
+            interval=0.05,
+            timeout=30,
+        )
         assert gone[0]["deleted"] == "2026-03-01T12:00:00Z"
 
         job = to_dict(await client.create(build(JOB, pytorchjob("j"))))
         uid = job["metadata"]["uid"]
         await report(client, 1)
         await report(client, 2)
-        await until(lambda: len(store.points(uid)) == 2, what="two points")
+        await eventually_async(lambda: len(store.points(uid)) == 2, what="two points", interval=0.05, timeout=30)
 
         # A pod of the job whose container ended without a log the API can give: the read fails
         # (400: it never started on a node), the pod is kept all the same.
@@ -130,14 +123,16 @@ def test_reports_pods_events_and_deletions_reach_the_history(tmp_path: Path) -> 
             return detail if pods and pods[0]["phase"] == "Failed" else None
 
         # A pod is kept as it ends; a running job's events wait for its end (its deletion, below).
-        detail = await until(pod_failed, what="the failed pod")
+        detail = await eventually_async(pod_failed, what="the failed pod", interval=0.05, timeout=30)
         assert detail["replicas"][0]["type"] == "master"
         assert detail["logs"] == []  # none could be read
 
         await report(client, 3)  # the recorder goes on after the failed read
-        await until(lambda: len(store.points(uid)) == 3, what="the third point")
+        await eventually_async(lambda: len(store.points(uid)) == 3, what="the third point", interval=0.05, timeout=30)
         await client.delete(JOB, "j", namespace="default")
-        row = await until(lambda: [r for r in store.rows() if r["uid"] == uid], what="the deletion")
+        row = await eventually_async(
+            lambda: [r for r in store.rows() if r["uid"] == uid], what="the deletion", interval=0.05, timeout=30
+        )
         assert row[0]["deleted"] == "2026-03-01T12:00:00Z" and row[0]["epoch"] == 3
         assert [p["epoch"] for p in store.points(uid)] == [1, 2, 3]
         assert [p for u, p in told if u == uid] == store.points(uid)
