@@ -143,7 +143,7 @@ def test_medianstop_stops_the_diverging_trial_early(kubectl: Kubectl, ns: str) -
     first, second, third = found
     assert condition(first, katib.SUCCEEDED) and condition(second, katib.SUCCEEDED), [first["status"], second["status"]]
     # The seeded third draw diverges: judged against the two completed trials, after two epochs, it is
-    # stopped before its 60 epochs end.
+    # stopped before its 40 epochs end.
     assert float(assignments(third["spec"]["parameterAssignments"])["lr"]) >= 0.3, third["spec"]
     assert condition(third, katib.EARLY_STOPPED), third.get("status")
     assert status.get("trialsEarlyStopped") == 1 and status.get("trialsSucceeded") == 2, status
@@ -155,5 +155,5 @@ def test_medianstop_stops_the_diverging_trial_early(kubectl: Kubectl, ns: str) -
         means.append(statistics.mean(r["loss"] for r in katib_metrics(log)[:2]))
     stopped_log = kubectl("logs", "-n", ns, f"job/{third['metadata']['name']}")
     stopped = katib_metrics(stopped_log)
-    assert 2 <= len(stopped) < 60, stopped_log
+    assert 2 <= len(stopped) < 40, stopped_log
     assert stopped[1]["loss"] > statistics.median(means), (stopped, means)
