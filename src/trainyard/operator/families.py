@@ -25,7 +25,10 @@ from trainyard.controller.trainjob import TrainJobSettings
 from trainyard.frameworks.base import ChildKind
 from trainyard.frameworks.registry import plugin_for
 from trainyard.kit.informer import SharedInformers
-from trainyard.operator import trainingjobs, trainjobs
+from trainyard.api import katib
+from trainyard.operator import katibtrials, trainingjobs, trainjobs
+from trainyard.operator.katib import ExperimentController
+from trainyard.operator.observations import ObservationStore
 from trainyard.operator.controller import REPLICA_VERBS, JobController
 from trainyard.operator.metrics import OperatorMetrics
 from trainyard.operator.ports import PortAllocator
@@ -210,7 +213,81 @@ TRAININGJOBS = OperatorFamily(
 )
 
 
-OPERATOR_FAMILIES: dict[str, OperatorFamily] = {f.name: f for f in (REPLICA_SPECS, TRAINJOBS, TRAININGJOBS)}
+# -- Katib's Experiments: the Experiment controller (with its Suggestions) and the Trial controller -----
+
+
+def _katib_controllers(wiring: Wiring, kinds: tuple[str, ...]) -> list[Running]:
+    settings = wiring.settings
+    # The Trials' metrics, which medianstop compares across an Experiment's trials: one store for both.
+    store = ObservationStore(settings.observations)
+    experiments = ExperimentController(
+        wiring.client,
+        store,
+        namespace=settings.namespace,
+        workers=settings.workers,
+        clock=wiring.clock,
+        metrics=wiring.metrics,
+        may_write=wiring.may_write,
+    )
+    trials = katibtrials.TrialController(
+        wiring.client,
+        store,
+        namespace=settings.namespace,
+        workers=settings.workers,
+        clock=wiring.clock,
+        metrics=wiring.metrics,
+        may_write=wiring.may_write,
+        informers=wiring.informers,
+    )
+    return [Running(katib.EXPERIMENT, run=experiments.start), Running(katib.TRIAL, run=trials.start)]
+
+
+def _katib_rules() -> list[Rule]:
+    group = katib.GROUP
+    return [
+        *job_kind_rules(
+            group,
+            (katib.EXPERIMENTS,),
+            ("list", "watch"),
+            reads="the Experiments' informer",
+            status="the one Experiment status merge-patch per pass",
+            owners="an Experiment's Suggestion and Trials carry blockOwnerDeletion (OwnerReferencesPermissionEnforcement)",
+        ),
+        *job_kind_rules(
+            group,
+            (katib.SUGGESTIONS, katib.TRIALS),
+            ("list", "watch", "create", "update", "delete"),
+            reads="their informers; an Experiment's Suggestion is created and its requests updated, its Trials "
+            "created and deleted (parallelTrialCount lowered)",
+            status="a Suggestion's assignments and a Trial's outcome, one merge-patch per pass",
+            owners="a Trial's job carries blockOwnerDeletion (OwnerReferencesPermissionEnforcement)",
+        ),
+        Rule("", ("pods",), ("list",), "the StdOut collector finds a Trial's primary pod"),
+        Rule("", ("pods/log",), ("get",), "the StdOut collector reads the primary container's output"),
+    ]
+
+
+def _katib_child_kinds() -> list[ChildKind]:
+    from trainyard.api.katib.kinds import trial_kinds
+
+    return [
+        ChildKind(k.api_version, k.kind, k.plural, purpose="a Katib Trial's job",
+                  verbs=("list", "watch", "create", "delete"))
+        for k in trial_kinds().values()
+    ]
+
+
+KATIB = OperatorFamily(
+    name="experiments",
+    controllers=_katib_controllers,
+    rules=_katib_rules,
+    child_kinds=_katib_child_kinds,
+)
+
+
+OPERATOR_FAMILIES: dict[str, OperatorFamily] = {
+    f.name: f for f in (REPLICA_SPECS, TRAINJOBS, TRAININGJOBS, KATIB)
+}
 
 
 def rows() -> list[tuple[str, tuple[str, ...], OperatorFamily]]:

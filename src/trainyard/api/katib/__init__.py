@@ -38,7 +38,8 @@ EARLY_STOPPED = "EarlyStopped"
 GOAL_REACHED = "ExperimentGoalReached"
 MAX_TRIALS_REACHED = "ExperimentMaxTrialsReached"
 SUGGESTION_END_REACHED = "ExperimentSuggestionEndReached"
-MAX_FAILED_TRIALS_REACHED = "ExperimentMaxFailedTrialsReached"
+EXPERIMENT_FAILED = "ExperimentFailed"
+"""The reason of a Failed Experiment: too many failed trials, or its Suggestion failed."""
 
 # Resume policies (experiment_types.go).
 NEVER_RESUME = "Never"
