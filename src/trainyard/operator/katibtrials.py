@@ -13,6 +13,9 @@ Collection, by ``spec.metricsCollector.collector.kind``, as Katib's collectors r
   ``primaryContainerName``), read through the API (``pods/log``), parsed with the collector's
   ``metricsFormat`` filters or Katib's default ``name=value`` one. Read when the job finished, and
   while it runs only if the Trial has early-stopping rules to check.
+* ``File``: the metrics file (TEXT lines as StdOut's, or JSON lines), which the primary container's
+  wrapped command prints, marked, when the training exits (``controller.katib.template``); read
+  then, so such a Trial is not stopped early.
 * ``Push``: what the training code reported with ``trainyard.runtime.report()`` into the job's
   status (``trainerStatus``, ``trainingProgress``): each new report appends its values.
 * ``None``: nothing is collected (the Trial ends ``MetricsUnavailable``, as in Katib).
@@ -37,7 +40,8 @@ from trainyard.client.events import reference
 from trainyard.client.resources import is_status, plain_resource, selector, to_dict
 from trainyard.controller.katib import trial as pure
 from trainyard.controller.search import MetricValue
-from trainyard.controller.search.metrics import parse_text
+from trainyard.controller.katib.template import FILE_PREFIX
+from trainyard.controller.search.metrics import parse_json, parse_text
 from trainyard.kit.applier import Applier, owned_by
 from trainyard.kit.informer import Caches, Informer, SharedInformers
 from trainyard.kit.plans import Event
@@ -61,6 +65,11 @@ def collector_kind(trial: Obj) -> str:
 def filters(trial: Obj) -> list[str]:
     source = ((trial.get("spec") or {}).get("metricsCollector") or {}).get("source") or {}
     return [str(f) for f in (source.get("filter") or {}).get("metricsFormat") or []] or [katib.DEFAULT_FILTER]
+
+
+def file_format(trial: Obj) -> str:
+    source = ((trial.get("spec") or {}).get("metricsCollector") or {}).get("source") or {}
+    return str((source.get("fileSystemPath") or {}).get("format") or "TEXT")
 
 
 def primary_pod(trial: Obj, pods: Sequence[Obj]) -> Obj | None:
@@ -180,14 +189,21 @@ class TrialController:
             ]
             self.store.append(m["namespace"], m["name"], fresh)
             return
-        if collector != katib.STDOUT_COLLECTOR:
+        if collector not in (katib.STDOUT_COLLECTOR, katib.FILE_COLLECTOR):
             return
         done = any(holds(str(spec[c]), job) for c in ("successCondition", "failureCondition") if spec.get(c))
-        if not done and not spec.get("earlyStoppingRules"):
+        # The file's lines reach the output only when the training exits (``template``): read then.
+        if not done and (collector == katib.FILE_COLLECTOR or not spec.get("earlyStoppingRules")):
             return
         lines = await self._log(trial, kind, job)
-        if lines is not None:
-            self.store.replace(m["namespace"], m["name"], parse_text(lines, names, filters(trial)))
+        if lines is None:
+            return
+        if collector == katib.FILE_COLLECTOR:
+            lines = [line.removeprefix(FILE_PREFIX) for line in lines if line.startswith(FILE_PREFIX)]
+            if file_format(trial) == "JSON":
+                self.store.replace(m["namespace"], m["name"], parse_json(lines, names))
+                return
+        self.store.replace(m["namespace"], m["name"], parse_text(lines, names, filters(trial)))
 
     async def _log(self, trial: Obj, kind: TrialKind, job: Obj) -> list[str] | None:
         namespace = trial["metadata"]["namespace"]

@@ -5,6 +5,11 @@ parameter that trial parameter references, and ``${trialSpec.Name}`` / ``Namespa
 ``APIVersion`` / ``Labels[key]`` / ``Annotations[key]`` read the rendered job's own metadata. The
 job is named like its Trial, in its namespace, and carries the Experiment's and the Trial's labels.
 Substitution happens inside JSON strings, so a value stays a string wherever it lands.
+
+Under the File metrics collector, the job's primary container gets what Katib's pod webhook gives
+it: an ``emptyDir`` at the metrics file's directory, and its command wrapped (``sh``, as Katib's
+wrapper needs) so that when the training exits, the file's lines reach the container's output,
+each marked with ``FILE_PREFIX``, where the collector reads them through the API like StdOut.
 """
 
 from __future__ import annotations
@@ -21,6 +26,16 @@ from trainyard.api.meta import Obj
 _PARAMETER = re.compile(r"\$\{trialParameters\.(.+?)\}")
 _META = re.compile(r"\$\{trialSpec\.(.+?)\}")
 _INDEXED = re.compile(r"(.+)\[(.+)]")
+
+
+FILE_PREFIX = "[katib-metrics-file] "
+"""How the wrapped command marks the metrics file's lines in the primary container's output."""
+METRICS_VOLUME = "katib-metrics"
+_SHOW_FILE = (
+    '"$@"; code=$?; if [ -f "$KATIB_METRICS_FILE" ]; then '
+    'while IFS= read -r line || [ -n "$line" ]; do printf \'%s%s\\n\' "$KATIB_METRICS_PREFIX" "$line"; done '
+    '< "$KATIB_METRICS_FILE"; fi; exit $code'
+)
 
 
 class TemplateError(ValueError):
@@ -81,7 +96,68 @@ def render(experiment: Obj, name: str, assignments: Mapping[str, str]) -> Obj:
     text = _PARAMETER.sub(lambda found: json.dumps(parameter(found))[1:-1], text)
     text = _META.sub(lambda found: json.dumps(_meta_value(job, found.group(1)))[1:-1], text)
     rendered: Obj = json.loads(text)
+    collector = ((spec_of(experiment).get("metricsCollectorSpec") or {}).get("collector") or {}).get("kind")
+    if collector == katib.FILE_COLLECTOR:
+        _with_metrics_file(rendered, experiment)
     return rendered
+
+
+def spec_of(obj: Obj) -> Obj:
+    return obj.get("spec") or {}
+
+
+def metrics_file(experiment_or_trial: Obj) -> str:
+    """The File collector's path (Katib's default when the spec names none)."""
+    spec = spec_of(experiment_or_trial)
+    collector = spec.get("metricsCollectorSpec") or spec.get("metricsCollector") or {}
+    path = ((collector.get("source") or {}).get("fileSystemPath") or {}).get("path")
+    return str(path or katib.DEFAULT_METRICS_FILE)
+
+
+def _pod_specs(node: Any) -> list[Obj]:
+    """Every pod spec in a job manifest of any kind: the dicts that hold a ``containers`` list."""
+    found: list[Obj] = []
+    if isinstance(node, dict):
+        if isinstance(node.get("containers"), list):
+            found.append(node)
+        for value in node.values():
+            found += _pod_specs(value)
+    elif isinstance(node, list):
+        for value in node:
+            found += _pod_specs(value)
+    return found
+
+
+def _with_metrics_file(job: Obj, experiment: Obj) -> None:
+    template = spec_of(experiment).get("trialTemplate") or {}
+    primary = template.get("primaryContainerName")
+    path = metrics_file(experiment)
+    directory = path.rpartition("/")[0] or "/"
+    for pod in _pod_specs(job):
+        wrapped = False
+        for container in pod["containers"]:
+            if primary and container.get("name") != primary:
+                continue
+            command = [*(container.get("command") or []), *(container.get("args") or [])]
+            if not command:
+                raise TemplateError(
+                    "spec.trialTemplate.trialSpec: the File metrics collector wraps the primary container's command, "
+                    f"and container {container.get('name')!r} has none: set its command"
+                )
+            container["command"] = ["sh", "-c", _SHOW_FILE, "sh", *command]
+            container.pop("args", None)
+            container["env"] = [
+                *(e for e in container.get("env") or [] if e.get("name") not in ("KATIB_METRICS_FILE",
+                                                                                 "KATIB_METRICS_PREFIX")),
+                {"name": "KATIB_METRICS_FILE", "value": path},
+                {"name": "KATIB_METRICS_PREFIX", "value": FILE_PREFIX},
+            ]
+            mounts = [m for m in container.get("volumeMounts") or [] if m.get("name") != METRICS_VOLUME]
+            container["volumeMounts"] = [*mounts, {"name": METRICS_VOLUME, "mountPath": directory}]
+            wrapped = True
+        if wrapped:
+            volumes = [v for v in pod.get("volumes") or [] if v.get("name") != METRICS_VOLUME]
+            pod["volumes"] = [*volumes, {"name": METRICS_VOLUME, "emptyDir": {}}]
 
 
 def trial(experiment: Obj, assignment: Obj, job: Obj) -> Obj:
