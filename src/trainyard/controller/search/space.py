@@ -11,7 +11,7 @@ value into the string a trial receives and back.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from decimal import Decimal
 from typing import Any
 
@@ -39,65 +39,7 @@ class SpaceError(ValueError):
 
 def from_katib(parameters: Sequence[Mapping[str, Any]], path: str = "spec.parameters") -> tuple[Parameter, ...]:
     """An Experiment's ``spec.parameters[]`` as Parameters; ``SpaceError`` names every bad field."""
-    errors: list[FieldError] = []
-    out: list[Parameter] = []
-    names: set[str] = set()
-    if not parameters:
-        raise SpaceError([FieldError(ErrorType.REQUIRED, path, "at least one parameter must be searched")])
-    for i, spec in enumerate(parameters):
-        here = f"{path}[{i}]"
-        before = len(errors)
-        name = _name(spec.get("name"), f"{here}.name", names, errors)
-        kind_text = spec.get("parameterType") or ""
-        space = spec.get("feasibleSpace") or {}
-        sp = f"{here}.feasibleSpace"
-        if kind_text not in {k.value for k in ParameterKind}:
-            errors.append(
-                FieldError(
-                    ErrorType.NOT_SUPPORTED,
-                    f"{here}.parameterType",
-                    f"{quote(kind_text)}: supported values: {', '.join(quote(k.value) for k in ParameterKind)}",
-                )
-            )
-            continue
-        kind = ParameterKind(kind_text)
-        distribution = space.get("distribution") or "uniform"
-        if kind in (ParameterKind.CATEGORICAL, ParameterKind.DISCRETE):
-            choices = _choices(space.get("list"), f"{sp}.list", kind, errors)
-            for key in ("min", "max", "step"):
-                if space.get(key) not in (None, ""):
-                    errors.append(
-                        FieldError(ErrorType.FORBIDDEN, f"{sp}.{key}", f"not supported for parameterType {kind}")
-                    )
-            if len(errors) == before:
-                out.append(Parameter(name=name, kind=kind, choices=choices))
-            continue
-        if space.get("list"):
-            errors.append(FieldError(ErrorType.FORBIDDEN, f"{sp}.list", f"not supported for parameterType {kind}"))
-        if distribution not in ("uniform", "logUniform"):
-            detail = (
-                "the optuna suggestion service (random, grid, tpe, multivariate-tpe, cmaes) supports only "
-                '"uniform" and "logUniform"; write one of them'
-                if distribution in ("normal", "logNormal")
-                else 'supported values: "uniform", "logUniform"'
-            )
-            errors.append(FieldError(ErrorType.NOT_SUPPORTED, f"{sp}.distribution", f"{quote(distribution)}: {detail}"))
-            continue
-        log = distribution == "logUniform"
-        low = _number(space.get("min"), f"{sp}.min", kind, errors)
-        high = _number(space.get("max"), f"{sp}.max", kind, errors)
-        step: float | None = None
-        if space.get("step") not in (None, ""):
-            step = _number(space.get("step"), f"{sp}.step", kind, errors)
-            if step is not None and step <= 0:
-                errors.append(FieldError(ErrorType.INVALID, f"{sp}.step", f"{quote(space['step'])}: must be positive"))
-        if low is not None and high is not None:
-            _bounds(low, high, log, kind, sp, errors)
-        if len(errors) == before and low is not None and high is not None:
-            out.append(Parameter(name=name, kind=kind, low=low, high=high, step=step, log=log))
-    if errors:
-        raise SpaceError(errors)
-    return tuple(out)
+    return _translate(parameters, path, _katib_parameter)
 
 
 def from_optimizationjob(
@@ -105,65 +47,127 @@ def from_optimizationjob(
 ) -> tuple[Parameter, ...]:
     """An OptimizationJob's ``spec.parameters[]`` (``searchSpace``: exactly one of uniform, logUniform,
     categorical) as Parameters. Int ranges keep the whole numbers inside ``[min, max]``."""
-    errors: list[FieldError] = []
-    out: list[Parameter] = []
-    names: set[str] = set()
+    return _translate(parameters, path, _optimizationjob_parameter)
+
+
+_One = Callable[[Mapping[str, Any], str, set[str], list[FieldError]], Parameter | None]
+
+
+def _translate(parameters: Sequence[Mapping[str, Any]], path: str, one: _One) -> tuple[Parameter, ...]:
     if not parameters:
         raise SpaceError([FieldError(ErrorType.REQUIRED, path, "at least one parameter must be searched")])
-    for i, spec in enumerate(parameters):
-        here = f"{path}[{i}]"
-        before = len(errors)
-        name = _name(spec.get("name"), f"{here}.name", names, errors)
-        space = spec.get("searchSpace")
-        sp = f"{here}.searchSpace"
-        if not isinstance(space, Mapping):
-            errors.append(FieldError(ErrorType.REQUIRED, sp, "one of uniform, logUniform or categorical"))
-            continue
-        given = [k for k in ("uniform", "logUniform", "categorical") if space.get(k)]
-        if len(given) != 1:
-            errors.append(
-                FieldError(
-                    ErrorType.INVALID,
-                    sp,
-                    f"exactly one of uniform, logUniform or categorical must be set, not {len(given)}",
-                )
-            )
-            continue
-        which = given[0]
-        body = space[which]
-        if which == "categorical":
-            choices = _choices(body.get("choices"), f"{sp}.categorical.choices", ParameterKind.CATEGORICAL, errors)
-            if len(errors) == before:
-                out.append(Parameter(name=name, kind=ParameterKind.CATEGORICAL, choices=choices))
-            continue
-        type_text = body.get("type") or "Float"
-        if type_text not in ("Int", "Float"):
-            detail = f'{quote(type_text)}: supported values: "Int", "Float"'
-            errors.append(FieldError(ErrorType.NOT_SUPPORTED, f"{sp}.{which}.type", detail))
-            continue
-        log = which == "logUniform"
-        low = _number(body.get("min"), f"{sp}.{which}.min", ParameterKind.DOUBLE, errors)
-        high = _number(body.get("max"), f"{sp}.{which}.max", ParameterKind.DOUBLE, errors)
-        if low is None or high is None:
-            continue
-        if low >= high:
-            errors.append(FieldError(ErrorType.INVALID, f"{sp}.{which}", "min must be strictly less than max"))
-            continue
-        if log and low <= 0:
-            errors.append(FieldError(ErrorType.INVALID, f"{sp}.{which}.min", "min must be strictly greater than 0"))
-            continue
-        kind = ParameterKind.INT if type_text == "Int" else ParameterKind.DOUBLE
-        if kind is ParameterKind.INT:
-            low, high = float(math.ceil(low)), float(math.floor(high))
-            if low > high:
-                detail = "no whole number lies between min and max"
-                errors.append(FieldError(ErrorType.INVALID, f"{sp}.{which}", detail))
-                continue
-        if len(errors) == before:
-            out.append(Parameter(name=name, kind=kind, low=low, high=high, log=log))
+    errors: list[FieldError] = []
+    names: set[str] = set()
+    out = [one(spec, f"{path}[{i}]", names, errors) for i, spec in enumerate(parameters)]
     if errors:
         raise SpaceError(errors)
-    return tuple(out)
+    return tuple(p for p in out if p is not None)
+
+
+def _katib_parameter(spec: Mapping[str, Any], here: str, names: set[str], errors: list[FieldError]) -> Parameter | None:
+    before = len(errors)
+    name = _name(spec.get("name"), f"{here}.name", names, errors)
+    kind_text = spec.get("parameterType") or ""
+    space = spec.get("feasibleSpace") or {}
+    sp = f"{here}.feasibleSpace"
+    if kind_text not in {k.value for k in ParameterKind}:
+        errors.append(
+            FieldError(
+                ErrorType.NOT_SUPPORTED,
+                f"{here}.parameterType",
+                f"{quote(kind_text)}: supported values: {', '.join(quote(k.value) for k in ParameterKind)}",
+            )
+        )
+        return None
+    kind = ParameterKind(kind_text)
+    distribution = space.get("distribution") or "uniform"
+    if kind in (ParameterKind.CATEGORICAL, ParameterKind.DISCRETE):
+        choices = _choices(space.get("list"), f"{sp}.list", kind, errors)
+        for key in ("min", "max", "step"):
+            if space.get(key) not in (None, ""):
+                errors.append(FieldError(ErrorType.FORBIDDEN, f"{sp}.{key}", f"not supported for parameterType {kind}"))
+        if len(errors) == before:
+            return Parameter(name=name, kind=kind, choices=choices)
+        return None
+    if space.get("list"):
+        errors.append(FieldError(ErrorType.FORBIDDEN, f"{sp}.list", f"not supported for parameterType {kind}"))
+    if distribution not in ("uniform", "logUniform"):
+        detail = (
+            "the optuna suggestion service (random, grid, tpe, multivariate-tpe, cmaes) supports only "
+            '"uniform" and "logUniform"; write one of them'
+            if distribution in ("normal", "logNormal")
+            else 'supported values: "uniform", "logUniform"'
+        )
+        errors.append(FieldError(ErrorType.NOT_SUPPORTED, f"{sp}.distribution", f"{quote(distribution)}: {detail}"))
+        return None
+    log = distribution == "logUniform"
+    low = _number(space.get("min"), f"{sp}.min", kind, errors)
+    high = _number(space.get("max"), f"{sp}.max", kind, errors)
+    step: float | None = None
+    if space.get("step") not in (None, ""):
+        step = _number(space.get("step"), f"{sp}.step", kind, errors)
+        if step is not None and step <= 0:
+            errors.append(FieldError(ErrorType.INVALID, f"{sp}.step", f"{quote(space['step'])}: must be positive"))
+    if low is not None and high is not None:
+        _bounds(low, high, log, kind, sp, errors)
+    if len(errors) == before and low is not None and high is not None:
+        return Parameter(name=name, kind=kind, low=low, high=high, step=step, log=log)
+    return None
+
+
+def _optimizationjob_parameter(
+    spec: Mapping[str, Any], here: str, names: set[str], errors: list[FieldError]
+) -> Parameter | None:
+    before = len(errors)
+    name = _name(spec.get("name"), f"{here}.name", names, errors)
+    space = spec.get("searchSpace")
+    sp = f"{here}.searchSpace"
+    if not isinstance(space, Mapping):
+        errors.append(FieldError(ErrorType.REQUIRED, sp, "one of uniform, logUniform or categorical"))
+        return None
+    given = [k for k in ("uniform", "logUniform", "categorical") if space.get(k)]
+    if len(given) != 1:
+        errors.append(
+            FieldError(
+                ErrorType.INVALID,
+                sp,
+                f"exactly one of uniform, logUniform or categorical must be set, not {len(given)}",
+            )
+        )
+        return None
+    which = given[0]
+    body = space[which]
+    if which == "categorical":
+        choices = _choices(body.get("choices"), f"{sp}.categorical.choices", ParameterKind.CATEGORICAL, errors)
+        if len(errors) == before:
+            return Parameter(name=name, kind=ParameterKind.CATEGORICAL, choices=choices)
+        return None
+    type_text = body.get("type") or "Float"
+    if type_text not in ("Int", "Float"):
+        detail = f'{quote(type_text)}: supported values: "Int", "Float"'
+        errors.append(FieldError(ErrorType.NOT_SUPPORTED, f"{sp}.{which}.type", detail))
+        return None
+    log = which == "logUniform"
+    low = _number(body.get("min"), f"{sp}.{which}.min", ParameterKind.DOUBLE, errors)
+    high = _number(body.get("max"), f"{sp}.{which}.max", ParameterKind.DOUBLE, errors)
+    if low is None or high is None:
+        return None
+    if low >= high:
+        errors.append(FieldError(ErrorType.INVALID, f"{sp}.{which}", "min must be strictly less than max"))
+        return None
+    if log and low <= 0:
+        errors.append(FieldError(ErrorType.INVALID, f"{sp}.{which}.min", "min must be strictly greater than 0"))
+        return None
+    kind = ParameterKind.INT if type_text == "Int" else ParameterKind.DOUBLE
+    if kind is ParameterKind.INT:
+        low, high = float(math.ceil(low)), float(math.floor(high))
+        if low > high:
+            detail = "no whole number lies between min and max"
+            errors.append(FieldError(ErrorType.INVALID, f"{sp}.{which}", detail))
+            return None
+    if len(errors) == before:
+        return Parameter(name=name, kind=kind, low=low, high=high, log=log)
+    return None
 
 
 def distributions(space: Sequence[Parameter]) -> dict[str, BaseDistribution]:
