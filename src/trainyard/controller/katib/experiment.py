@@ -24,6 +24,7 @@ Trials next time, and a Trial is never suggested twice (the history is the Sugge
 from __future__ import annotations
 
 import copy
+import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -357,8 +358,12 @@ def _suggested(observed: ExperimentObserved, trials: Sequence[Obj], suggestion: 
     now = format_time(observed.now)
     status = copy.deepcopy(suggestion.get("status") or {})
     status.setdefault("startTime", now)
+    uid = str(experiment["metadata"].get("uid") or experiment["metadata"]["name"])
     algorithm_spec = spec.get("algorithm") or {}
-    algorithm = Algorithm(str(algorithm_spec.get("algorithmName") or "random"), _settings(algorithm_spec))
+    settings = _settings(algorithm_spec)
+    # Without Katib's random_state, each Experiment draws its own sequence, the same on every pass.
+    seed = None if "random_state" in settings else int(hashlib.sha256(uid.encode()).hexdigest()[:8], 16)
+    algorithm = Algorithm(str(algorithm_spec.get("algorithmName") or "random"), settings, seed)
     past = history(suggestion, trials)
     result = suggest(from_katib(list(spec.get("parameters") or [])), algorithm, direction(experiment), past, count)
     rules = _rules(observed, trials)
