@@ -17,6 +17,7 @@ from lightkube import AsyncClient
 from trainyard.api import replicaspecs as replica_specs
 from trainyard.api import trainer, trainingjob
 from trainyard.api.families import FAMILIES
+from trainyard.api.katib import family as experiments_family
 from trainyard.api.kinds import KINDS
 from trainyard.api.trainer import family as trainjobs_family
 from trainyard.api.trainingjob import family as trainingjobs_family
@@ -210,7 +211,16 @@ TRAININGJOBS = OperatorFamily(
 )
 
 
-OPERATOR_FAMILIES: dict[str, OperatorFamily] = {f.name: f for f in (REPLICA_SPECS, TRAINJOBS, TRAININGJOBS)}
+# -- Katib's Experiment -----------------------------------------------------------------------------
+
+# A placeholder until the Experiment, Suggestion and Trial controllers are wired (issue 41): the
+# family's CRDs are served and its webhook runs, no controller reconciles it yet.
+EXPERIMENTS = OperatorFamily(name=experiments_family.NAME, controllers=lambda wiring, kinds: [], rules=list)
+
+
+OPERATOR_FAMILIES: dict[str, OperatorFamily] = {
+    f.name: f for f in (REPLICA_SPECS, TRAINJOBS, TRAININGJOBS, EXPERIMENTS)
+}
 
 
 def rows() -> list[tuple[str, tuple[str, ...], OperatorFamily]]:
