@@ -59,8 +59,11 @@ def experiment(name: str, ns: str, script: str, args: list[str], **spec: Any) ->
         "maxTrialCount": 4,
         "maxFailedTrialCount": 2,
         "parameters": [
-            {"name": "lr", "parameterType": "double",
-             "feasibleSpace": {"min": "0.001", "max": "0.1", "distribution": "logUniform"}},
+            {
+                "name": "lr",
+                "parameterType": "double",
+                "feasibleSpace": {"min": "0.001", "max": "0.1", "distribution": "logUniform"},
+            },
             {"name": "units", "parameterType": "int", "feasibleSpace": {"min": "8", "max": "64"}},
         ],
         "trialTemplate": {
@@ -69,22 +72,37 @@ def experiment(name: str, ns: str, script: str, args: list[str], **spec: Any) ->
             "trialSpec": {
                 "apiVersion": "batch/v1",
                 "kind": "Job",
-                "spec": {"template": {"spec": {
-                    "restartPolicy": "Never",
-                    "containers": [{"name": "training", "image": "python:3.11",
-                                    "command": ["python3", "-c", script, *args]}],
-                }}},
+                "spec": {
+                    "template": {
+                        "spec": {
+                            "restartPolicy": "Never",
+                            "containers": [
+                                {
+                                    "name": "training",
+                                    "image": "python:3.11",
+                                    "command": ["python3", "-c", script, *args],
+                                }
+                            ],
+                        }
+                    }
+                },
             },
         },
     }
     body.update(spec)
-    return {"apiVersion": "kubeflow.org/v1beta1", "kind": "Experiment",
-            "metadata": {"name": name, "namespace": ns}, "spec": body}
+    return {
+        "apiVersion": "kubeflow.org/v1beta1",
+        "kind": "Experiment",
+        "metadata": {"name": name, "namespace": ns},
+        "spec": body,
+    }
 
 
 def condition(obj: dict[str, Any], type_: str) -> dict[str, Any] | None:
-    return next((c for c in (obj.get("status") or {}).get("conditions") or [] if c["type"] == type_
-                 and c["status"] == "True"), None)
+    return next(
+        (c for c in (obj.get("status") or {}).get("conditions") or [] if c["type"] == type_ and c["status"] == "True"),
+        None,
+    )
 
 
 def trials(kubectl: Kubectl, ns: str, name: str) -> list[dict[str, Any]]:
@@ -148,10 +166,18 @@ def test_medianstop_stops_the_bad_trial_early(kubectl: Kubectl, ns: str) -> None
     order = suggest(from_katib(parameters), Algorithm("grid", {"random_state": "5"}), Direction.MINIMIZE, [], 3)
     bad = order.assignments[2]["quality"]
     exp = experiment(
-        "median", ns, CURVE, ["${trialParameters.quality}", bad],
-        parameters=parameters, algorithm=algorithm, parallelTrialCount=1, maxTrialCount=3,
-        earlyStopping={"algorithmName": "medianstop", "algorithmSettings": [
-            {"name": "min_trials_required", "value": "2"}, {"name": "start_step", "value": "2"}]},
+        "median",
+        ns,
+        CURVE,
+        ["${trialParameters.quality}", bad],
+        parameters=parameters,
+        algorithm=algorithm,
+        parallelTrialCount=1,
+        maxTrialCount=3,
+        earlyStopping={
+            "algorithmName": "medianstop",
+            "algorithmSettings": [{"name": "min_trials_required", "value": "2"}, {"name": "start_step", "value": "2"}],
+        },
     )
     exp["spec"]["trialTemplate"]["trialParameters"] = [{"name": "quality", "reference": "quality"}]
     kubectl("apply", "-f", "-", input=json.dumps(exp))
@@ -171,8 +197,11 @@ def test_a_restarted_plane_finishes_the_search_without_repeats(kubectl: Kubectl,
     args = ["${trialParameters.lr}", "${trialParameters.units}"]
     exp = experiment("resume", ns, TRAIN, args, parallelTrialCount=1, maxTrialCount=3)
     kubectl("apply", "-f", "-", input=json.dumps(exp))
-    eventually(lambda: kubectl.json("get", "experiment", "resume", "-n", ns)["status"].get("trialsSucceeded", 0) >= 1,
-               timeout=120, what="a first trial succeeded")
+    eventually(
+        lambda: kubectl.json("get", "experiment", "resume", "-n", ns)["status"].get("trialsSucceeded", 0) >= 1,
+        timeout=120,
+        what="a first trial succeeded",
+    )
     before = kubectl.json("get", "suggestion", "resume", "-n", ns)["status"]["suggestions"]
     plane.down()
     plane.up()

@@ -14,9 +14,10 @@ from datetime import datetime
 
 from lightkube import AsyncClient
 
+from trainyard.api import katib, trainer, trainingjob
 from trainyard.api import replicaspecs as replica_specs
-from trainyard.api import trainer, trainingjob
 from trainyard.api.families import FAMILIES
+from trainyard.api.katib import family as experiments_family
 from trainyard.api.kinds import KINDS
 from trainyard.api.trainer import family as trainjobs_family
 from trainyard.api.trainingjob import family as trainingjobs_family
@@ -25,12 +26,11 @@ from trainyard.controller.trainjob import TrainJobSettings
 from trainyard.frameworks.base import ChildKind
 from trainyard.frameworks.registry import plugin_for
 from trainyard.kit.informer import SharedInformers
-from trainyard.api import katib
 from trainyard.operator import katibtrials, trainingjobs, trainjobs
-from trainyard.operator.katib import ExperimentController
-from trainyard.operator.observations import ObservationStore
 from trainyard.operator.controller import REPLICA_VERBS, JobController
+from trainyard.operator.katib import ExperimentController
 from trainyard.operator.metrics import OperatorMetrics
+from trainyard.operator.observations import ObservationStore
 from trainyard.operator.ports import PortAllocator
 from trainyard.operator.rbac import Rule, job_kind_rules
 from trainyard.operator.settings import OperatorSettings
@@ -271,23 +271,22 @@ def _katib_child_kinds() -> list[ChildKind]:
     from trainyard.api.katib.kinds import trial_kinds
 
     return [
-        ChildKind(k.api_version, k.kind, k.plural, purpose="a Katib Trial's job",
-                  verbs=("list", "watch", "create", "delete"))
+        ChildKind(
+            k.api_version, k.kind, k.plural, purpose="a Katib Trial's job", verbs=("list", "watch", "create", "delete")
+        )
         for k in trial_kinds().values()
     ]
 
 
 KATIB = OperatorFamily(
-    name="experiments",
+    name=experiments_family.NAME,
     controllers=_katib_controllers,
     rules=_katib_rules,
     child_kinds=_katib_child_kinds,
 )
 
 
-OPERATOR_FAMILIES: dict[str, OperatorFamily] = {
-    f.name: f for f in (REPLICA_SPECS, TRAINJOBS, TRAININGJOBS, KATIB)
-}
+OPERATOR_FAMILIES: dict[str, OperatorFamily] = {f.name: f for f in (REPLICA_SPECS, TRAINJOBS, TRAININGJOBS, KATIB)}
 
 
 def rows() -> list[tuple[str, tuple[str, ...], OperatorFamily]]:

@@ -171,21 +171,31 @@ class ExperimentController:
             if suggestion is None:  # created meanwhile by an earlier pass: this pass's view is stale
                 return
         if plan.suggestion_status is not None and suggestion is not None:
-            await self.applier.write_status(SUGGESTIONS, suggestion, plan.suggestion_status, self.suggestions,
-                                            whole=True)
+            await self.applier.write_status(
+                SUGGESTIONS, suggestion, plan.suggestion_status, self.suggestions, whole=True
+            )
         for trial in plan.create:
             body = owned_by(trial, experiment, katib.API_VERSION, katib.EXPERIMENT)
             try:
                 created = await self.applier.create(TRIALS, body, self.trials)
             except ApiError as exc:
-                await self._emit(experiment, [*events, Event.warning(
-                    "FailedCreateTrial", f"Error creating Trial {trial['metadata']['name']}: {exc.status.message}")])
+                await self._emit(
+                    experiment,
+                    [
+                        *events,
+                        Event.warning(
+                            "FailedCreateTrial",
+                            f"Error creating Trial {trial['metadata']['name']}: {exc.status.message}",
+                        ),
+                    ],
+                )
                 raise
             if created is not None:
                 events.append(Event.normal("TrialCreated", f"Created Trial: {trial['metadata']['name']}"))
         for name in plan.delete:
-            await self.applier.delete(TRIALS, name, namespace=m["namespace"], cache=self.trials,
-                                      propagation="Background")
+            await self.applier.delete(
+                TRIALS, name, namespace=m["namespace"], cache=self.trials, propagation="Background"
+            )
             events.append(Event.normal("TrialDeleted", f"Deleted Trial {name}: more than parallelTrialCount active"))
         if plan.status is not None:
             try:

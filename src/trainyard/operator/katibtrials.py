@@ -39,8 +39,8 @@ from trainyard.api.meta import Obj
 from trainyard.client.events import reference
 from trainyard.client.resources import is_status, plain_resource, selector, to_dict
 from trainyard.controller.katib import trial as pure
-from trainyard.controller.search import MetricValue
 from trainyard.controller.katib.template import FILE_PREFIX
+from trainyard.controller.search import MetricValue
 from trainyard.controller.search.metrics import parse_json, parse_text
 from trainyard.kit.applier import Applier, owned_by
 from trainyard.kit.informer import Caches, Informer, SharedInformers
@@ -123,9 +123,7 @@ class TrialController:
             if await served(self.client, res, self.namespace):
                 self.jobs[key] = self.shared.informer(res, self._on_job, namespace=self.namespace)
         observe = self.metrics.observer(CONTROLLER_NAME)
-        await self.caches.sync(
-            {katib.TRIALS: self.trials, **{f"{k[1]} ({k[0]})": inf for k, inf in self.jobs.items()}}
-        )
+        await self.caches.sync({katib.TRIALS: self.trials, **{f"{k[1]} ({k[0]})": inf for k, inf in self.jobs.items()}})
         await asyncio.gather(
             self.caches.run(),
             *(work(self.queue, self.reconcile, name=CONTROLLER_NAME, observe=observe) for _ in range(self.workers)),
@@ -241,12 +239,15 @@ class TrialController:
             try:
                 await self.applier.create(self.resources[key], body, self.jobs[key])
             except ApiError as exc:
-                await self._emit(trial, [Event.warning("FailedCreateJob", f"Error creating {kind.kind} "
-                                                       f"{m['name']}: {exc.status.message}")])
+                await self._emit(
+                    trial,
+                    [Event.warning("FailedCreateJob", f"Error creating {kind.kind} {m['name']}: {exc.status.message}")],
+                )
                 raise
         if plan.delete:
-            await self.applier.delete(self.resources[key], m["name"], namespace=m["namespace"], cache=self.jobs[key],
-                                      propagation="Background")
+            await self.applier.delete(
+                self.resources[key], m["name"], namespace=m["namespace"], cache=self.jobs[key], propagation="Background"
+            )
         if plan.status is not None:
             await self.applier.write_status(TRIALS, trial, plan.status, self.trials)
         await self._emit(trial, [*events, *plan.events])
@@ -256,8 +257,10 @@ class TrialController:
         if pure.finished(trial):
             return
         served_kinds = ", ".join(f"{k} ({v})" for v, k in sorted(self.jobs))
-        message = (f"trialSpec is {kind_key[1]} ({kind_key[0] or 'no apiVersion'}), which this cluster does not serve "
-                   f"as a trial: use one of {served_kinds}")
+        message = (
+            f"trialSpec is {kind_key[1]} ({kind_key[0] or 'no apiVersion'}), which this cluster does not serve "
+            f"as a trial: use one of {served_kinds}"
+        )
         status = pure.unsupported(trial, message, self.clock())
         await self.applier.write_status(TRIALS, trial, status, self.trials)
         await self._emit(trial, [Event.warning("TrialKindNotSupported", message)])

@@ -34,6 +34,7 @@ def experiment(**spec: Any) -> dict[str, Any]:
             "trialParameters": [
                 {"name": "learningRate", "reference": "lr"},
                 {"name": "units", "reference": "units"},
+                {"name": "trialName", "reference": "${trialSpec.Name}"},
             ],
             "trialSpec": {
                 "apiVersion": "batch/v1",
@@ -51,7 +52,7 @@ def experiment(**spec: Any) -> dict[str, Any]:
                                         "train.py",
                                         "--lr=${trialParameters.learningRate}",
                                         "--units=${trialParameters.units}",
-                                        "--name=${trialSpec.Name}",
+                                        "--name=${trialParameters.trialName}",
                                     ],
                                 }
                             ],
@@ -65,8 +66,13 @@ def experiment(**spec: Any) -> dict[str, Any]:
     return {
         "apiVersion": "kubeflow.org/v1beta1",
         "kind": "Experiment",
-        "metadata": {"name": "digits", "namespace": "default", "uid": "uid-1", "resourceVersion": "1",
-                     "creationTimestamp": "2026-12-03T11:00:00Z"},
+        "metadata": {
+            "name": "digits",
+            "namespace": "default",
+            "uid": "uid-1",
+            "resourceVersion": "1",
+            "creationTimestamp": "2026-12-03T11:00:00Z",
+        },
         "spec": base,
     }
 
@@ -74,11 +80,13 @@ def experiment(**spec: Any) -> dict[str, Any]:
 def finished_trial(trial: dict[str, Any], state: str, loss: float | None, created: str) -> dict[str, Any]:
     """``trial`` (as the Experiment made it) ended ``state`` with ``loss`` as its observed min."""
     out = copy.deepcopy(trial)
-    out["metadata"].update({"uid": f"uid-{out['metadata']['name']}", "creationTimestamp": created,
-                            "resourceVersion": "5"})
+    out["metadata"].update(
+        {"uid": f"uid-{out['metadata']['name']}", "creationTimestamp": created, "resourceVersion": "5"}
+    )
     status: dict[str, Any] = {"conditions": [{"type": state, "status": "True", "reason": state}]}
     if loss is not None:
-        status["observation"] = {"metrics": [{"name": "loss", "min": str(loss), "max": str(loss + 1),
-                                              "latest": str(loss)}]}
+        status["observation"] = {
+            "metrics": [{"name": "loss", "min": str(loss), "max": str(loss + 1), "latest": str(loss)}]
+        }
     out["status"] = status
     return out

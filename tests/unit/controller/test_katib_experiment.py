@@ -191,10 +191,14 @@ def test_lowering_parallel_deletes_the_newest_and_forgets_their_assignments() ->
 
 
 def test_medianstop_gives_new_trials_the_median_rule() -> None:
-    exp = experiment(parallelTrialCount=1, maxTrialCount=6, earlyStopping={
-        "algorithmName": "medianstop",
-        "algorithmSettings": [{"name": "min_trials_required", "value": "2"}, {"name": "start_step", "value": "2"}],
-    })
+    exp = experiment(
+        parallelTrialCount=1,
+        maxTrialCount=6,
+        earlyStopping={
+            "algorithmName": "medianstop",
+            "algorithmSettings": [{"name": "min_trials_required", "value": "2"}, {"name": "start_step", "value": "2"}],
+        },
+    )
     world = World(exp)
     world.step()
     world.step()

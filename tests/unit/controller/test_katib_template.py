@@ -14,7 +14,10 @@ def test_parameters_and_meta_references_are_substituted_as_strings() -> None:
     assert command[2:] == ["--lr=0.01", "--units=32", "--name=digits-abc"]
     assert job["metadata"]["name"] == "digits-abc"
     assert job["metadata"]["namespace"] == "default"
-    assert job["metadata"]["labels"] == {"katib.kubeflow.org/experiment": "digits", "katib.kubeflow.org/trial": "digits-abc"}
+    assert job["metadata"]["labels"] == {
+        "katib.kubeflow.org/experiment": "digits",
+        "katib.kubeflow.org/trial": "digits-abc",
+    }
 
 
 def test_a_value_that_needs_escaping_stays_one_string() -> None:

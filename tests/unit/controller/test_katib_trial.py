@@ -14,8 +14,10 @@ from trainyard.controller.search import MetricValue
 
 def new_trial(**spec: Any) -> dict[str, Any]:
     exp = experiment()
-    assignment = {"name": "digits-t1", "parameterAssignments": [{"name": "lr", "value": "0.01"},
-                                                                 {"name": "units", "value": "16"}]}
+    assignment = {
+        "name": "digits-t1",
+        "parameterAssignments": [{"name": "lr", "value": "0.01"}, {"name": "units", "value": "16"}],
+    }
     made = trial(exp, assignment, render(exp, "digits-t1", {"lr": "0.01", "units": "16"}))
     made["metadata"].update({"uid": "trial-uid", "resourceVersion": "3"})
     made["spec"].update(spec)
@@ -27,8 +29,9 @@ def job_with(*conditions: tuple[str, str]) -> dict[str, Any]:
         "apiVersion": "batch/v1",
         "kind": "Job",
         "metadata": {"name": "digits-t1", "namespace": "default"},
-        "status": {"conditions": [{"type": t, "status": "True", "reason": r, "message": f"{t} now"}
-                                  for t, r in conditions]},
+        "status": {
+            "conditions": [{"type": t, "status": "True", "reason": r, "message": f"{t} now"} for t, r in conditions]
+        },
     }
 
 

@@ -47,15 +47,17 @@ def trial_kinds() -> dict[tuple[str, str], TrialKind]:
     from trainyard.api.families import FAMILIES  # the table of families imports the Katib family
 
     found = {
-        ("batch/v1", "Job"): TrialKind("batch/v1", "Job", "jobs", lambda name: {BATCH_JOB_NAME: name},
-                                       _nothing_reported),
+        ("batch/v1", "Job"): TrialKind(
+            "batch/v1", "Job", "jobs", lambda name: {BATCH_JOB_NAME: name}, _nothing_reported
+        ),
     }
     for family in FAMILIES.values():
         for k in family.kinds():
             if k.api_version == katib.API_VERSION:
                 continue
-            found[(k.api_version, k.kind)] = TrialKind(k.api_version, k.kind, k.plural, family.view.pod_labels,
-                                                       family.view.training)
+            found[(k.api_version, k.kind)] = TrialKind(
+                k.api_version, k.kind, k.plural, family.view.pod_labels, family.view.training
+            )
     return found
 
 

@@ -33,8 +33,7 @@ from trainyard.api import katib
 from trainyard.api.meta import Obj, format_time
 from trainyard.controller.katib.conditions import is_true, mark
 from trainyard.controller.katib.template import TemplateError, render, trial
-from trainyard.controller.search import Algorithm, Direction, PastTrial, TrialState
-from trainyard.controller.search import medianstop
+from trainyard.controller.search import Algorithm, Direction, PastTrial, TrialState, medianstop
 from trainyard.controller.search.metrics import objective_value
 from trainyard.controller.search.space import from_katib
 from trainyard.controller.search.suggest import suggest, trial_name
@@ -108,8 +107,11 @@ def _ordered(observed: ExperimentObserved) -> list[Obj]:
     rank = {name: i for i, name in enumerate(assigned)}
     return sorted(
         observed.trials,
-        key=lambda t: (rank.get(t["metadata"]["name"], len(rank)), str(t["metadata"].get("creationTimestamp")),
-                       t["metadata"]["name"]),
+        key=lambda t: (
+            rank.get(t["metadata"]["name"], len(rank)),
+            str(t["metadata"].get("creationTimestamp")),
+            t["metadata"]["name"],
+        ),
     )
 
 
@@ -166,8 +168,10 @@ def _restartable(experiment: Obj, status: Obj) -> bool:
 def _verdict(experiment: Obj, status: Obj, reached: bool, exhausted: bool) -> tuple[str, str, str] | None:
     """(condition, reason, message) when the Experiment is done, in Katib's order; None while it runs."""
     spec = experiment.get("spec") or {}
-    finished = sum(int(status.get(k) or 0) for k in (
-        "trialsSucceeded", "trialsFailed", "trialsKilled", "trialsEarlyStopped", "trialMetricsUnavailable"))
+    finished = sum(
+        int(status.get(k) or 0)
+        for k in ("trialsSucceeded", "trialsFailed", "trialsKilled", "trialsEarlyStopped", "trialMetricsUnavailable")
+    )
     failed = int(status.get("trialsFailed") or 0) + int(status.get("trialMetricsUnavailable") or 0)
     active = int(status.get("trialsPending") or 0) + int(status.get("trialsRunning") or 0)
     if reached:
@@ -179,8 +183,11 @@ def _verdict(experiment: Obj, status: Obj, reached: bool, exhausted: bool) -> tu
     if max_trials is not None and finished >= int(max_trials):
         return katib.SUCCEEDED, katib.MAX_TRIALS_REACHED, "Experiment has succeeded because max trial count has reached"
     if exhausted and active == 0:
-        return (katib.SUCCEEDED, katib.SUGGESTION_END_REACHED,
-                "Experiment has succeeded because suggestion service has reached the end")
+        return (
+            katib.SUCCEEDED,
+            katib.SUGGESTION_END_REACHED,
+            "Experiment has succeeded because suggestion service has reached the end",
+        )
     return None
 
 
@@ -249,16 +256,26 @@ def _trials(observed: ExperimentObserved, trials: Sequence[Obj], status: Obj) ->
     finished = len(trials) - active
     if active > parallel:
         # The newest go first, as Katib's deleteTrials.
-        newest = sorted((t for t in trials if t["metadata"]["name"] in active_names),
-                        key=lambda t: str(t["metadata"].get("creationTimestamp")), reverse=True)
+        newest = sorted(
+            (t for t in trials if t["metadata"]["name"] in active_names),
+            key=lambda t: str(t["metadata"].get("creationTimestamp")),
+            reverse=True,
+        )
         doomed = tuple(t["metadata"]["name"] for t in newest[: active - parallel])
         return _dropped(observed.suggestion, doomed)
     max_trials = spec.get("maxTrialCount")
     wanted = parallel if max_trials is None else min(int(max_trials) - finished, parallel)
     add = max(wanted - active, 0)
     # An early-stopped trial without an observation is run again under its name (Katib's count).
-    requests = len(trials) + add - sum(
-        1 for t in trials if trial_state(t) == katib.EARLY_STOPPED and not (t.get("status") or {}).get("observation"))
+    requests = (
+        len(trials)
+        + add
+        - sum(
+            1
+            for t in trials
+            if trial_state(t) == katib.EARLY_STOPPED and not (t.get("status") or {}).get("observation")
+        )
+    )
     suggestion = observed.suggestion
     if suggestion is None:
         return ExperimentPlan(suggestion=new_suggestion(experiment, requests))
@@ -288,8 +305,9 @@ def _trials(observed: ExperimentObserved, trials: Sequence[Obj], status: Obj) ->
             events.append(Event.warning("TrialTemplateInvalid", str(exc)))
             break
         creating.append(trial(experiment, assignment, job))
-    return ExperimentPlan(suggestion=out_suggestion, suggestion_status=new_status, create=tuple(creating),
-                          events=tuple(events))
+    return ExperimentPlan(
+        suggestion=out_suggestion, suggestion_status=new_status, create=tuple(creating), events=tuple(events)
+    )
 
 
 def _dropped(suggestion: Obj | None, doomed: tuple[str, ...]) -> ExperimentPlan:
@@ -389,8 +407,14 @@ def _suggested(observed: ExperimentObserved, trials: Sequence[Obj], suggestion: 
     if not status.get("conditions"):
         mark(status, katib.CREATED, "SuggestionCreated", "Suggestion is created", now)
     if result.exhausted and len(result.assignments) < count:
-        mark(status, katib.SUCCEEDED, SUGGESTION_END, "Suggestion has reached the end of the search space", now,
-             ends=(katib.RUNNING,))
+        mark(
+            status,
+            katib.SUCCEEDED,
+            SUGGESTION_END,
+            "Suggestion has reached the end of the search space",
+            now,
+            ends=(katib.RUNNING,),
+        )
     else:
         mark(status, katib.RUNNING, "SuggestionRunning", "Suggestion is running", now)
     return status
@@ -403,8 +427,11 @@ def _rules(observed: ExperimentObserved, trials: Sequence[Obj]) -> list[Obj]:
     if early.get("algorithmName") != "medianstop":
         return []
     objective = str((spec.get("objective") or {}).get("objectiveMetricName") or "")
-    completed = [observed.series[t["metadata"]["name"]] for t in trials
-                 if trial_state(t) == katib.SUCCEEDED and t["metadata"]["name"] in observed.series]
+    completed = [
+        observed.series[t["metadata"]["name"]]
+        for t in trials
+        if trial_state(t) == katib.SUCCEEDED and t["metadata"]["name"] in observed.series
+    ]
     rule = medianstop.rule(objective, direction(observed.experiment), completed, _settings(early))
     if rule is None:
         return []

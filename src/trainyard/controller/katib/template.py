@@ -1,10 +1,8 @@
 """A Trial made from its Experiment's ``trialTemplate`` and one parameter assignment, as Katib makes it.
 
-Katib renders ``trialSpec`` as text: every ``${trialParameters.<name>}`` becomes the value of the
-parameter that trial parameter references, and ``${trialSpec.Name}`` / ``Namespace`` / ``Kind`` /
-``APIVersion`` / ``Labels[key]`` / ``Annotations[key]`` read the rendered job's own metadata. The
-job is named like its Trial, in its namespace, and carries the Experiment's and the Trial's labels.
-Substitution happens inside JSON strings, so a value stays a string wherever it lands.
+The job is ``trialSpec`` with its placeholders filled (``api.katib.templates.run_spec``, as Katib's
+manifest generator), named like its Trial, in its namespace, carrying the Experiment's and the
+Trial's labels.
 
 Under the File metrics collector, the job's primary container gets what Katib's pod webhook gives
 it: an ``emptyDir`` at the metrics file's directory, and its command wrapped (``sh``, as Katib's
@@ -15,18 +13,12 @@ each marked with ``FILE_PREFIX``, where the collector reads them through the API
 from __future__ import annotations
 
 import copy
-import json
-import re
 from collections.abc import Mapping
 from typing import Any
 
 from trainyard.api import katib
+from trainyard.api.katib.templates import TemplateError, run_spec
 from trainyard.api.meta import Obj
-
-_PARAMETER = re.compile(r"\$\{trialParameters\.(.+?)\}")
-_META = re.compile(r"\$\{trialSpec\.(.+?)\}")
-_INDEXED = re.compile(r"(.+)\[(.+)]")
-
 
 FILE_PREFIX = "[katib-metrics-file] "
 """How the wrapped command marks the metrics file's lines in the primary container's output."""
@@ -38,64 +30,13 @@ _SHOW_FILE = (
 )
 
 
-class TemplateError(ValueError):
-    """The trial template cannot be rendered: the message says which reference and why."""
-
-
-def _meta_value(job: Obj, key: str) -> str:
-    m = job.get("metadata") or {}
-    plain = {
-        "Name": m.get("name"),
-        "Namespace": m.get("namespace"),
-        "Kind": job.get("kind"),
-        "APIVersion": job.get("apiVersion"),
-    }
-    if key in plain:
-        return str(plain[key] or "")
-    indexed = _INDEXED.fullmatch(key)
-    if indexed and indexed.group(1) in ("Labels", "Annotations"):
-        found = (m.get(indexed.group(1).lower()) or {}).get(indexed.group(2))
-        if found is not None:
-            return str(found)
-    raise TemplateError(f"${{trialSpec.{key}}}: not a field of the trial's job (Name, Namespace, Kind, "
-                        "APIVersion, Labels[key], Annotations[key])")
-
-
 def render(experiment: Obj, name: str, assignments: Mapping[str, str]) -> Obj:
-    """The trial's job: ``trialSpec`` with ``assignments`` (parameter name to value) substituted."""
-    template = (experiment.get("spec") or {}).get("trialTemplate") or {}
-    spec = template.get("trialSpec")
-    if not isinstance(spec, Mapping):
-        raise TemplateError("spec.trialTemplate.trialSpec: a job manifest is required (trial templates from "
-                            "ConfigMaps are not supported here: inline the manifest)")
-    job: Obj = copy.deepcopy(dict(spec))
-    m = job.setdefault("metadata", {})
-    m["name"] = name
-    m["namespace"] = experiment["metadata"]["namespace"]
-    labels = m.setdefault("labels", {})
+    """The trial's job: ``trialSpec`` with ``assignments`` (parameter name to value) filled in
+    (``api.katib.templates``), labelled with its Experiment and Trial, set up for its collector."""
+    rendered = run_spec(experiment, name=name, namespace=experiment["metadata"]["namespace"], assignments=assignments)
+    labels = rendered.setdefault("metadata", {}).setdefault("labels", {})
     labels[katib.EXPERIMENT_LABEL] = experiment["metadata"]["name"]
     labels[katib.TRIAL_LABEL] = name
-    references = {str(p.get("name")): str(p.get("reference") or p.get("name")) for p in
-                  template.get("trialParameters") or []}
-
-    def parameter(match: re.Match[str]) -> str:
-        wanted = match.group(1)
-        reference = references.get(wanted)
-        if reference is None:
-            raise TemplateError(f"${{trialParameters.{wanted}}}: no such trial parameter in "
-                                "spec.trialTemplate.trialParameters")
-        meta = _META.fullmatch(reference) or re.fullmatch(r"trialSpec\.(.+)", reference)
-        if meta:
-            return _meta_value(job, meta.group(1))
-        if reference not in assignments:
-            raise TemplateError(f"trial parameter {wanted} references {reference}, which is no parameter of "
-                                "spec.parameters")
-        return str(assignments[reference])
-
-    text = json.dumps(job)
-    text = _PARAMETER.sub(lambda found: json.dumps(parameter(found))[1:-1], text)
-    text = _META.sub(lambda found: json.dumps(_meta_value(job, found.group(1)))[1:-1], text)
-    rendered: Obj = json.loads(text)
     collector = ((spec_of(experiment).get("metricsCollectorSpec") or {}).get("collector") or {}).get("kind")
     if collector == katib.FILE_COLLECTOR:
         _with_metrics_file(rendered, experiment)
@@ -147,8 +88,11 @@ def _with_metrics_file(job: Obj, experiment: Obj) -> None:
             container["command"] = ["sh", "-c", _SHOW_FILE, "sh", *command]
             container.pop("args", None)
             container["env"] = [
-                *(e for e in container.get("env") or [] if e.get("name") not in ("KATIB_METRICS_FILE",
-                                                                                 "KATIB_METRICS_PREFIX")),
+                *(
+                    e
+                    for e in container.get("env") or []
+                    if e.get("name") not in ("KATIB_METRICS_FILE", "KATIB_METRICS_PREFIX")
+                ),
                 {"name": "KATIB_METRICS_FILE", "value": path},
                 {"name": "KATIB_METRICS_PREFIX", "value": FILE_PREFIX},
             ]
@@ -165,8 +109,10 @@ def trial(experiment: Obj, assignment: Obj, job: Obj) -> Obj:
     spec = experiment.get("spec") or {}
     template = spec.get("trialTemplate") or {}
     name = str(assignment["name"])
-    labels: dict[str, Any] = {**((template.get("trialMetadata") or {}).get("labels") or {}),
-                              **(assignment.get("labels") or {})}
+    labels: dict[str, Any] = {
+        **((template.get("trialMetadata") or {}).get("labels") or {}),
+        **(assignment.get("labels") or {}),
+    }
     labels[katib.EXPERIMENT_LABEL] = experiment["metadata"]["name"]
     trial_spec: Obj = {
         "objective": copy.deepcopy(spec.get("objective") or {}),

@@ -27,8 +27,7 @@ from trainyard.api import katib
 from trainyard.api.katib.conditions import holds
 from trainyard.api.meta import Obj, format_time
 from trainyard.controller.katib.conditions import is_true, mark
-from trainyard.controller.search import EarlyStoppingRule, MetricValue
-from trainyard.controller.search import medianstop
+from trainyard.controller.search import EarlyStoppingRule, MetricValue, medianstop
 from trainyard.controller.search.metrics import observation
 from trainyard.kit.plans import Event
 
@@ -66,8 +65,9 @@ def metric_names(trial: Obj) -> list[str]:
 
 def rules(trial: Obj) -> list[EarlyStoppingRule]:
     return [
-        EarlyStoppingRule(str(r.get("name")), float(r.get("value")), str(r.get("comparison") or "less"),
-                          int(r.get("startStep") or 0))
+        EarlyStoppingRule(
+            str(r.get("name")), float(r.get("value")), str(r.get("comparison") or "less"), int(r.get("startStep") or 0)
+        )
         for r in (trial.get("spec") or {}).get("earlyStoppingRules") or []
     ]
 
@@ -115,8 +115,14 @@ def reconcile(observed: TrialObserved) -> TrialPlan:
     name = t["metadata"]["name"]
     if job is None:
         if status.get("startTime"):
-            mark(status, katib.KILLED, "TrialKilled", f"the Trial's job {name} was deleted before it finished", now,
-                 ends=(katib.RUNNING,))
+            mark(
+                status,
+                katib.KILLED,
+                "TrialKilled",
+                f"the Trial's job {name} was deleted before it finished",
+                now,
+                ends=(katib.RUNNING,),
+            )
             status["completionTime"] = now
             return _plan(old, status, [Event.warning("JobDeleted", f"Job {name} has been deleted")])
         status["startTime"] = now
@@ -140,15 +146,21 @@ def reconcile(observed: TrialObserved) -> TrialPlan:
         else:
             reason, message = _quoted("MetricsUnavailable", "Metrics are not available", job)
             mark(status, katib.METRICS_UNAVAILABLE, reason, message, now, ends=(katib.RUNNING,))
-            events.append(Event.warning("MetricsUnavailable", f"Metrics are not available for Job {name}: "
-                                        f"report {names[0]} as the metrics collector reads it"))
+            events.append(
+                Event.warning(
+                    "MetricsUnavailable",
+                    f"Metrics are not available for Job {name}: report {names[0]} as the metrics collector reads it",
+                )
+            )
         return _ended(old, status, spec, events)
     broken = _broken(t, values)
     if broken is not None:
         status["observation"] = observation(values, names)
         status["completionTime"] = now
-        message = (f"Trial is early stopped: {broken.name} {broken.comparison} than {broken.value:g} "
-                   f"after {broken.start_step} reports (medianstop)")
+        message = (
+            f"Trial is early stopped: {broken.name} {broken.comparison} than {broken.value:g} "
+            f"after {broken.start_step} reports (medianstop)"
+        )
         mark(status, katib.EARLY_STOPPED, "TrialEarlyStopped", message, now, ends=(katib.RUNNING,))
         return _plan(old, status, [Event.normal("TrialEarlyStopped", message)], delete=True)
     if not is_true(status, katib.RUNNING):
@@ -170,10 +182,18 @@ def _ended(old: Obj, status: Obj, spec: Obj, events: list[Event]) -> TrialPlan:
     return _plan(old, status, events, delete=not spec.get("retainRun"))
 
 
-def _plan(old: Obj, status: Obj, events: list[Event], *, create: Obj | None = None, delete: bool = False,
-          requeue: float | None = None) -> TrialPlan:
-    return TrialPlan(create=create, delete=delete, status=status if status != old else None, events=tuple(events),
-                     requeue=requeue)
+def _plan(
+    old: Obj,
+    status: Obj,
+    events: list[Event],
+    *,
+    create: Obj | None = None,
+    delete: bool = False,
+    requeue: float | None = None,
+) -> TrialPlan:
+    return TrialPlan(
+        create=create, delete=delete, status=status if status != old else None, events=tuple(events), requeue=requeue
+    )
 
 
 def unsupported(trial: Obj, message: str, now: datetime) -> Obj:
