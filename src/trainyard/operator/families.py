@@ -251,7 +251,8 @@ def _katib_rules() -> list[Rule]:
             ("list", "watch"),
             reads="the Experiments' informer",
             status="the one Experiment status merge-patch per pass",
-            owners="an Experiment's Suggestion and Trials carry blockOwnerDeletion (OwnerReferencesPermissionEnforcement)",
+            owners="an Experiment's Suggestion and Trials carry blockOwnerDeletion "
+            "(OwnerReferencesPermissionEnforcement)",
         ),
         *job_kind_rules(
             group,

@@ -30,9 +30,10 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from trainyard.api import katib
+from trainyard.api.katib.templates import TemplateError
 from trainyard.api.meta import Obj, format_time
 from trainyard.controller.katib.conditions import is_true, mark
-from trainyard.controller.katib.template import TemplateError, render, trial
+from trainyard.controller.katib.template import render, trial
 from trainyard.controller.search import Algorithm, Direction, PastTrial, TrialState, medianstop
 from trainyard.controller.search.metrics import objective_value
 from trainyard.controller.search.space import from_katib
