@@ -13,6 +13,7 @@ Trials to delete, the Experiment's one status write, events. "AlreadyExists" on 
 from __future__ import annotations
 
 import asyncio
+import copy
 import logging
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
@@ -21,6 +22,7 @@ from lightkube import AsyncClient
 from lightkube.core.exceptions import ApiError
 
 from trainyard.api import katib
+from trainyard.api.katib import default_experiment
 from trainyard.api.meta import Obj
 from trainyard.client.events import reference
 from trainyard.client.resources import is_status, plain_resource
@@ -129,9 +131,12 @@ class ExperimentController:
 
     def observed(self, key: Key) -> ExperimentObserved | None:
         namespace, name = key
-        experiment = self.experiments.get(namespace, name)
-        if experiment is None:
+        cached = self.experiments.get(namespace, name)
+        if cached is None:
             return None
+        # Katib's defaults, as admission fills them: a cluster without trainyard's webhook has none.
+        experiment = copy.deepcopy(cached)
+        default_experiment(experiment)
         suggestion = self.suggestions.get(namespace, name)
         trials = tuple(t for t in self.trials.by_index(EXPERIMENT_INDEX, f"{namespace}/{name}") if owned(t, experiment))
         objective = str(((experiment.get("spec") or {}).get("objective") or {}).get("objectiveMetricName") or "")

@@ -290,9 +290,15 @@ def _trials(observed: ExperimentObserved, trials: Sequence[Obj], status: Obj) ->
     if missing > 0 and not _exhausted(suggestion):
         new_status = _suggested(observed, trials, suggestion, missing)
         assignments = list(new_status.get("suggestions") or [])
-    have = {t["metadata"]["name"] for t in trials}
+    creating, events = _new_trials(experiment, assignments, {t["metadata"]["name"] for t in trials}, add)
+    return ExperimentPlan(suggestion=out_suggestion, suggestion_status=new_status, create=creating, events=events)
+
+
+def _new_trials(
+    experiment: Obj, assignments: Sequence[Obj], have: set[str], add: int
+) -> tuple[tuple[Obj, ...], tuple[Event, ...]]:
+    """Up to ``add`` Trials for the assignments that have none yet, in suggestion order."""
     creating: list[Obj] = []
-    events: list[Event] = []
     for assignment in assignments:
         if len(creating) >= add:
             break
@@ -303,12 +309,9 @@ def _trials(observed: ExperimentObserved, trials: Sequence[Obj], status: Obj) ->
         try:
             job = render(experiment, name, values)
         except TemplateError as exc:
-            events.append(Event.warning("TrialTemplateInvalid", str(exc)))
-            break
+            return tuple(creating), (Event.warning("TrialTemplateInvalid", str(exc)),)
         creating.append(trial(experiment, assignment, job))
-    return ExperimentPlan(
-        suggestion=out_suggestion, suggestion_status=new_status, create=tuple(creating), events=tuple(events)
-    )
+    return tuple(creating), ()
 
 
 def _dropped(suggestion: Obj | None, doomed: tuple[str, ...]) -> ExperimentPlan:

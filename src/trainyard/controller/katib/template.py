@@ -37,6 +37,11 @@ def render(experiment: Obj, name: str, assignments: Mapping[str, str]) -> Obj:
     labels = rendered.setdefault("metadata", {}).setdefault("labels", {})
     labels[katib.EXPERIMENT_LABEL] = experiment["metadata"]["name"]
     labels[katib.TRIAL_LABEL] = name
+    # Its pods too, where the job holds their templates (``yard logs experiment/x``, Katib's trial label).
+    for pod_template in _pod_templates(rendered):
+        pod_labels = pod_template.setdefault("metadata", {}).setdefault("labels", {})
+        pod_labels[katib.EXPERIMENT_LABEL] = experiment["metadata"]["name"]
+        pod_labels[katib.TRIAL_LABEL] = name
     collector = ((spec_of(experiment).get("metricsCollectorSpec") or {}).get("collector") or {}).get("kind")
     if collector == katib.FILE_COLLECTOR:
         _with_metrics_file(rendered, experiment)
@@ -55,17 +60,17 @@ def metrics_file(experiment_or_trial: Obj) -> str:
     return str(path or katib.DEFAULT_METRICS_FILE)
 
 
-def _pod_specs(node: Any) -> list[Obj]:
-    """Every pod spec in a job manifest of any kind: the dicts that hold a ``containers`` list."""
+def _pod_templates(node: Any) -> list[Obj]:
+    """Every pod template in a job manifest: the dicts whose ``spec`` holds a ``containers`` list."""
     found: list[Obj] = []
     if isinstance(node, dict):
-        if isinstance(node.get("containers"), list):
+        if isinstance(node.get("spec"), dict) and isinstance(node["spec"].get("containers"), list):
             found.append(node)
         for value in node.values():
-            found += _pod_specs(value)
+            found += _pod_templates(value)
     elif isinstance(node, list):
         for value in node:
-            found += _pod_specs(value)
+            found += _pod_templates(value)
     return found
 
 
@@ -74,7 +79,7 @@ def _with_metrics_file(job: Obj, experiment: Obj) -> None:
     primary = template.get("primaryContainerName")
     path = metrics_file(experiment)
     directory = path.rpartition("/")[0] or "/"
-    for pod in _pod_specs(job):
+    for pod in (template["spec"] for template in _pod_templates(job)):
         wrapped = False
         for container in pod["containers"]:
             if primary and container.get("name") != primary:

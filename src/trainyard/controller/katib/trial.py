@@ -109,7 +109,6 @@ def reconcile(observed: TrialObserved) -> TrialPlan:
     now = format_time(observed.now)
     old: Obj = t.get("status") or {}
     status = copy.deepcopy(old)
-    events: list[Event] = []
     if not status.get("conditions"):
         mark(status, katib.CREATED, "TrialCreated", "Trial is created", now)
     name = t["metadata"]["name"]
@@ -128,6 +127,16 @@ def reconcile(observed: TrialObserved) -> TrialPlan:
         status["startTime"] = now
         run = copy.deepcopy(spec.get("runSpec") or {})
         return _plan(old, status, [Event.normal("JobCreated", f"Job {name} has been created")], create=run)
+    return _outcome(observed, job, status, old)
+
+
+def _outcome(observed: TrialObserved, job: Obj, status: Obj, old: Obj) -> TrialPlan:
+    """What the running job's conditions and the metrics so far make of the Trial."""
+    t = observed.trial
+    spec = t.get("spec") or {}
+    name = t["metadata"]["name"]
+    now = format_time(observed.now)
+    events: list[Event] = []
     names = metric_names(t)
     values = observed.values
     if spec.get("failureCondition") and holds(str(spec["failureCondition"]), job):
