@@ -93,12 +93,12 @@ def fields(job: Obj) -> list[tuple[str, str]]:
     goal = f", goal {objective['goal']}" if objective.get("goal") is not None else ""
     out = [("Objective", f"{objective.get('type', '?')} {objective.get('objectiveMetricName', '?')}{goal}")]
     if objective.get("additionalMetricNames"):
-        out.append(("Also collected", ", ".join(objective["additionalMetricNames"])))
+        out.append(("Also reported", ", ".join(objective["additionalMetricNames"])))
     algorithm = spec.get("algorithm") or {}
     settings = ", ".join(f"{s.get('name')}={s.get('value')}" for s in algorithm.get("algorithmSettings") or [])
     out.append(("Algorithm", algorithm_of(job) + (f" ({settings})" if settings else "")))
     if spec.get("earlyStopping"):
-        out.append(("Early stopping", str(spec["earlyStopping"].get("algorithmName", "-"))))
+        out.append(("Early stop", str(spec["earlyStopping"].get("algorithmName", "-"))))
     out.append(
         (
             "Trials",
@@ -110,7 +110,7 @@ def fields(job: Obj) -> list[tuple[str, str]]:
     out.append(("Trial kind", f"{trial_spec.get('kind', '-')} ({trial_spec.get('apiVersion', '-')})"))
     collector = ((spec.get("metricsCollectorSpec") or {}).get("collector") or {}).get("kind")
     out.append(("Metrics from", str(collector or katib.STDOUT_COLLECTOR)))
-    out.append(("Resume policy", str(spec.get("resumePolicy") or katib.NEVER_RESUME)))
+    out.append(("Resume", str(spec.get("resumePolicy") or katib.NEVER_RESUME)))
     best = status_of(job).get("currentOptimalTrial") or {}
     if best.get("bestTrialName"):
         out.append(("Best trial", f"{best['bestTrialName']} ({best_cell(job)})"))
