@@ -17,9 +17,12 @@ from trainyard.api.jobshapes import JobSample
 from trainyard.api.kinds import DEFAULT_KIND
 from trainyard.api.meta import Obj
 from trainyard.api.trainer import family as trainjobs
+from trainyard.api.trainer import optfamily as optimizationjobs
 from trainyard.api.trainingjob import family as trainingjobs
 
-FAMILIES: dict[str, Family] = {f.name: f for f in (replica_specs.FAMILY, trainjobs.FAMILY, trainingjobs.FAMILY)}
+FAMILIES: dict[str, Family] = {
+    f.name: f for f in (replica_specs.FAMILY, trainjobs.FAMILY, trainingjobs.FAMILY, optimizationjobs.FAMILY)
+}
 
 
 def family_of(kind: str) -> Family | None:
