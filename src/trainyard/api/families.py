@@ -20,8 +20,9 @@ from trainyard.api.trainer import family as trainjobs
 from trainyard.api.trainer import optfamily as optimizationjobs
 from trainyard.api.trainingjob import family as trainingjobs
 
+# Families of one API group stay together: discovery lists a group's kinds in one place.
 FAMILIES: dict[str, Family] = {
-    f.name: f for f in (replica_specs.FAMILY, trainjobs.FAMILY, trainingjobs.FAMILY, optimizationjobs.FAMILY)
+    f.name: f for f in (replica_specs.FAMILY, trainjobs.FAMILY, optimizationjobs.FAMILY, trainingjobs.FAMILY)
 }
 
 
