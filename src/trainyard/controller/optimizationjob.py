@@ -34,7 +34,7 @@ from trainyard.api import trainer
 from trainyard.api.meta import Obj, format_time
 from trainyard.controller.optimizationtrials import COMPLETE, FAILED, RUNNING, Trial, observe, trainjob_for, trial_name
 from trainyard.controller.search import Algorithm, Direction, PastTrial
-from trainyard.controller.search.space import SpaceError, from_optimizationjob
+from trainyard.controller.search.space import from_optimizationjob
 from trainyard.controller.search.suggest import suggest
 from trainyard.controller.trainjob import set_condition
 from trainyard.kit.plans import Event
@@ -109,13 +109,13 @@ def reconcile(observed: OptimizationJobObserved) -> OptimizationJobPlan:
     exhausted = False
     new: list[Trial] = []
     if room > 0:
+        history: Sequence[PastTrial] = [t.past() for t in trials]
         try:
             space = from_optimizationjob(spec.get("parameters") or [])
-        except SpaceError as exc:  # admission refuses such a space; one written past it is said here
+            suggested = suggest(space, search.algorithm, search.direction, history, room)
+        except ValueError as exc:  # admission refuses such a space; one written past it is said here
             creation_failed(status, f"the search space cannot be searched: {exc}", now)
             return _plan((), status, old, [])
-        history: Sequence[PastTrial] = [t.past() for t in trials]
-        suggested = suggest(space, search.algorithm, search.direction, history, room)
         exhausted = suggested.exhausted and len(suggested.assignments) < room
         start = max((t.index for t in trials), default=-1) + 1
         name = job["metadata"]["name"]

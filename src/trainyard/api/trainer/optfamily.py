@@ -113,7 +113,7 @@ VIEW = JobView(
     owned_pods_only=False,
     fields=fields,
     sections=sections,
-    replicas_title="Trials",
+    replicas_title="Pods",  # none of its own: its trials' are their TrainJobs'
     handled=lambda job: bool(status_of(job)),
 )
 
