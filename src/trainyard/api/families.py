@@ -18,10 +18,13 @@ from trainyard.api.katib import family as experiments
 from trainyard.api.kinds import DEFAULT_KIND
 from trainyard.api.meta import Obj
 from trainyard.api.trainer import family as trainjobs
+from trainyard.api.trainer import optfamily as optimizationjobs
 from trainyard.api.trainingjob import family as trainingjobs
 
+# Families of one API group stay together: discovery lists a group's kinds in one place.
 FAMILIES: dict[str, Family] = {
-    f.name: f for f in (replica_specs.FAMILY, trainjobs.FAMILY, trainingjobs.FAMILY, experiments.FAMILY)
+    f.name: f
+    for f in (replica_specs.FAMILY, trainjobs.FAMILY, optimizationjobs.FAMILY, trainingjobs.FAMILY, experiments.FAMILY)
 }
 
 

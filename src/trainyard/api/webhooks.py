@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from trainyard.api import jobset, katib, trainer, trainingjob
 from trainyard.api.field_errors import FieldError
 from trainyard.api.meta import Obj
+from trainyard.api.trainer import optimizationjob
 
 
 def _no_defaults(obj: Obj, old: Obj | None) -> None:
@@ -38,6 +39,7 @@ WEBHOOKS: dict[tuple[str, str], Webhook] = {
     (trainer.GROUP, trainer.CLUSTER_TRAINING_RUNTIME): Webhook(_no_defaults, trainer.validate_runtime),
     (trainingjob.GROUP, trainingjob.KIND): Webhook(trainingjob.default, trainingjob.validate),
     (katib.GROUP, katib.EXPERIMENT): Webhook(katib.default_experiment, katib.validate_experiment),
+    (trainer.GROUP, trainer.OPTIMIZATIONJOB): Webhook(optimizationjob.default, optimizationjob.validate),
 }
 
 

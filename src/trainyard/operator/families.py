@@ -20,13 +20,14 @@ from trainyard.api.families import FAMILIES
 from trainyard.api.katib import family as experiments_family
 from trainyard.api.kinds import KINDS
 from trainyard.api.trainer import family as trainjobs_family
+from trainyard.api.trainer import optfamily as optimizationjobs_family
 from trainyard.api.trainingjob import family as trainingjobs_family
 from trainyard.controller.children import REPLICA_KINDS
 from trainyard.controller.trainjob import TrainJobSettings
 from trainyard.frameworks.base import ChildKind
 from trainyard.frameworks.registry import plugin_for
 from trainyard.kit.informer import SharedInformers
-from trainyard.operator import katibtrials, trainingjobs, trainjobs
+from trainyard.operator import katibtrials, optimizationjobs, trainingjobs, trainjobs
 from trainyard.operator.controller import REPLICA_VERBS, JobController
 from trainyard.operator.katib import ExperimentController
 from trainyard.operator.metrics import OperatorMetrics
@@ -213,6 +214,42 @@ TRAININGJOBS = OperatorFamily(
 )
 
 
+# -- Kubeflow Trainer's OptimizationJob -------------------------------------------------------------
+
+
+def _optimizationjob_controllers(wiring: Wiring, kinds: tuple[str, ...]) -> list[Running]:
+    controller = optimizationjobs.OptimizationJobController(
+        wiring.client,
+        namespace=wiring.settings.namespace,
+        workers=wiring.settings.workers,
+        clock=wiring.clock,
+        metrics=wiring.metrics,
+        may_write=wiring.may_write,
+        informers=wiring.informers,
+    )
+    return [Running(trainer.OPTIMIZATIONJOB, run=controller.start)]
+
+
+def _optimizationjob_rules() -> list[Rule]:
+    return job_kind_rules(
+        trainer.GROUP,
+        (trainer.OPTIMIZATIONJOBS,),
+        # list: also the check at start that OptimizationJobs are served
+        ("list", "watch"),
+        reads="the OptimizationJobs' informer",
+        status="the one OptimizationJob status merge-patch per pass",
+        owners="an OptimizationJob's trial TrainJobs carry blockOwnerDeletion (OwnerReferencesPermissionEnforcement)",
+    )
+
+
+OPTIMIZATIONJOBS = OperatorFamily(
+    name=optimizationjobs_family.NAME,
+    controllers=_optimizationjob_controllers,
+    rules=_optimizationjob_rules,
+    child_kinds=lambda: list(optimizationjobs.CHILD_KINDS),
+)
+
+
 # -- Katib's Experiments: the Experiment controller (with its Suggestions) and the Trial controller -----
 
 
@@ -287,7 +324,9 @@ KATIB = OperatorFamily(
 )
 
 
-OPERATOR_FAMILIES: dict[str, OperatorFamily] = {f.name: f for f in (REPLICA_SPECS, TRAINJOBS, TRAININGJOBS, KATIB)}
+OPERATOR_FAMILIES: dict[str, OperatorFamily] = {
+    f.name: f for f in (REPLICA_SPECS, TRAINJOBS, OPTIMIZATIONJOBS, TRAININGJOBS, KATIB)
+}
 
 
 def rows() -> list[tuple[str, tuple[str, ...], OperatorFamily]]:

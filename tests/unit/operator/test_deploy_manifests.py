@@ -73,7 +73,8 @@ def test_a_crd_for_every_kind_the_api_defines() -> None:
     trainer_crds = {c["metadata"]["name"] for c in trainer.crds()}
     katib_crds = {c["metadata"]["name"] for c in katib.crds()}
     v1 = {info.crd_name for info in KINDS.values()}
-    assert set(crds) == v1 | trainer_crds | katib_crds | {"trainingjobs.ml.example.com"}
+    others = {"trainingjobs.ml.example.com", "optimizationjobs.trainer.kubeflow.org"}
+    assert set(crds) == v1 | trainer_crds | katib_crds | others
     for info in KINDS.values():
         version = crds[info.crd_name]["spec"]["versions"][0]
         assert version["subresources"]["status"] == {}
