@@ -66,6 +66,8 @@ def test_running_then_succeeded_with_its_observation() -> None:
     assert plan.status["conditions"][-1]["reason"] == "TrialSucceeded. Job reason: Completed"
     metrics = {m["name"]: m for m in plan.status["observation"]["metrics"]}
     assert (metrics["loss"]["min"], metrics["loss"]["max"], metrics["loss"]["latest"]) == ("0.4", "0.9", "0.5")
+    logged = [(m["metric"]["name"], m["metric"]["value"]) for m in plan.status["observationLog"]["metricLogs"]]
+    assert logged == [("loss", "0.9"), ("loss", "0.4"), ("loss", "0.5"), ("accuracy", "0.8")]
     assert plan.delete  # not retained
     t["status"] = plan.status
     assert reconcile(TrialObserved(t, None, values, NOW)).status is None  # finished stays finished
@@ -99,7 +101,11 @@ def test_a_rule_broken_stops_it_early_and_deletes_the_job() -> None:
     t = new_trial(earlyStoppingRules=[rule])
     t["status"] = {"startTime": "x", "conditions": [{"type": "Running", "status": "True", "reason": "TrialRunning"}]}
     running = reconcile(TrialObserved(copy.deepcopy(t), job_with(), losses(0.9), NOW))
-    assert running.requeue is not None and running.status is None and not running.delete
+    assert running.requeue is not None and not running.delete
+    assert running.status is not None and "EarlyStopped" not in conditions(running.status)
+    assert running.status["observationLog"] == {
+        "metricLogs": [{"timeStamp": "", "metric": {"name": "loss", "value": "0.9"}}]
+    }
     plan = reconcile(TrialObserved(t, job_with(), losses(0.9, 0.8, 0.7), NOW))
     assert plan.delete and plan.status is not None
     assert conditions(plan.status)["EarlyStopped"] == "True"

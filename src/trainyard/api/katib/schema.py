@@ -57,6 +57,16 @@ _EARLY_STOPPING_RULES = _map_list(
     {"name": _STRING, "value": _STRING, "comparison": _STRING, "startStep": {"type": "integer"}}
 )
 _OBSERVATION = _obj({"metrics": _map_list({"name": _STRING, "min": _STRING, "max": _STRING, "latest": _STRING})})
+# trainyard's addition: every value collected, in Katib's ObservationLog shape (its db-manager's
+# GetObservationLog answer), so kubectl and the dashboard see a trial's curves without the store.
+_OBSERVATION_LOG = _obj(
+    {
+        "metricLogs": {
+            "type": "array",
+            "items": _obj({"timeStamp": _STRING, "metric": _obj({"name": _STRING, "value": _STRING})}),
+        }
+    }
+)
 _METRICS_COLLECTOR = _obj(
     {
         "source": _obj(
@@ -191,7 +201,9 @@ def trial_schema() -> Obj:
             "labels": _STRING_MAP,
         }
     )
-    status = _obj({**_TIMES, "conditions": _CONDITIONS, "observation": _OBSERVATION})
+    status = _obj(
+        {**_TIMES, "conditions": _CONDITIONS, "observation": _OBSERVATION, "observationLog": _OBSERVATION_LOG}
+    )
     return _root(spec, status)
 
 

@@ -12,7 +12,9 @@ As Katib's trial controller, level-triggered:
   (that is what stops the training);
 * once finished, the job is deleted unless ``retainRun``.
 
-The metrics (``MetricValue`` rows in report order) are what the shell collected: the primary
+``status.observationLog`` (trainyard's addition, Katib's ObservationLog shape) holds the values
+collected so far, so a trial's curves can be drawn from the API. The metrics (``MetricValue`` rows
+in report order) are what the shell collected: the primary
 container's output (StdOut, File) or the job's own reported status (Push); see ``operator.katib``.
 """
 
@@ -32,6 +34,8 @@ from trainyard.controller.search.metrics import observation
 from trainyard.kit.plans import Event
 
 ENDED = (katib.SUCCEEDED, katib.FAILED, katib.METRICS_UNAVAILABLE, katib.EARLY_STOPPED, katib.KILLED)
+LOG_LIMIT = 1000
+"""The most values ``status.observationLog`` keeps (the latest); the observation store keeps all."""
 RECHECK_SECONDS = 2.0
 """How often a running Trial with early-stopping rules reads its metrics again."""
 
@@ -130,9 +134,21 @@ def reconcile(observed: TrialObserved) -> TrialPlan:
     return _outcome(observed, job, status, old)
 
 
+def observation_log(values: Sequence[MetricValue]) -> Obj:
+    """Katib's ObservationLog of the values collected (the latest ``LOG_LIMIT``)."""
+    return {
+        "metricLogs": [
+            {"timeStamp": v.timestamp or "", "metric": {"name": v.name, "value": repr(v.value)}}
+            for v in values[-LOG_LIMIT:]
+        ]
+    }
+
+
 def _outcome(observed: TrialObserved, job: Obj, status: Obj, old: Obj) -> TrialPlan:
     """What the running job's conditions and the metrics so far make of the Trial."""
     t = observed.trial
+    if observed.values:
+        status["observationLog"] = observation_log(observed.values)
     spec = t.get("spec") or {}
     name = t["metadata"]["name"]
     now = format_time(observed.now)
