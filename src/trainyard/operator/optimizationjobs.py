@@ -38,7 +38,7 @@ from trainyard.kit.applier import Applier, owned_by
 from trainyard.kit.informer import OWNER_INDEX, Caches, Informer, SharedInformers, controller_of
 from trainyard.kit.plans import Event
 from trainyard.kit.queue import WorkQueue
-from trainyard.kit.worker import work
+from trainyard.kit.worker import Waiting, work
 from trainyard.operator.metrics import OperatorMetrics
 
 log = logging.getLogger(__name__)
@@ -46,6 +46,8 @@ log = logging.getLogger(__name__)
 Key = tuple[str, str]
 KIND = trainer.OPTIMIZATIONJOB
 NAME = trainer.OPTIMIZATIONJOB_CONTROLLER
+TAKEN_RECHECK = 30.0
+"""Seconds until a trial's name that another TrainJob holds is looked at again."""
 
 CHILD_KINDS: tuple[ChildKind, ...] = (
     ChildKind(
@@ -160,7 +162,7 @@ class OptimizationJobController:
                 )
             elif (taken := self._taken(job, trainjob["metadata"]["name"])) is not None:
                 await self._creation_failed(job, trainjob["metadata"]["name"], taken, events)
-                raise RuntimeError(taken)
+                raise Waiting(taken, TAKEN_RECHECK)  # its deletion is no event of ours: look again later
         if plan.status is not None:
             try:
                 job = await self.applier.write_status(self.res, job, plan.status, self.optimizationjobs)
