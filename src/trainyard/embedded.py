@@ -252,6 +252,8 @@ class EmbeddedPlane:
             # As `yard operator --host-ports`, from the environment: each plane on a host may need its own range.
             host_ports = parse_host_ports(os.environ.get(HOST_PORTS_ENV) or DEFAULT_HOST_PORTS)
             settings = replace(settings, host_ports=host_ports)
+            # Katib Trials' metrics outlive a restart of the plane, as Katib's database does.
+            settings = replace(settings, observations=str(self.layout.observations))
             if self.api.credentials is not None:
                 # Kubeflow Trainer's TrainJob status server, on by default: the local node's pods reach
                 # it on the plane's address, over TLS with the plane's certificate and CA.

@@ -35,6 +35,7 @@ ADMISSION_ONLY = {
     ("kubeflow.org", "pytorchjobs/finalizers", "update"),
     ("trainer.kubeflow.org", "trainjobs/finalizers", "update"),
     ("ml.example.com", "trainingjobs/finalizers", "update"),
+    ("trainer.kubeflow.org", "optimizationjobs/finalizers", "update"),
 }
 # The status server reviews tokens and reads a v1 job to merge its training progress into; it is served
 # only with the webhook's certificates, which this test's operator does not have
@@ -187,6 +188,31 @@ def trainingjob_children(kubectl: Kubectl, ns: str) -> None:
     )
 
 
+def optimizationjob_children(kubectl: Kubectl, ns: str) -> None:
+    """An OptimizationJob's trial TrainJob created; the OptimizationJob's status patched."""
+    body = {
+        "apiVersion": "trainer.kubeflow.org/v1alpha1",
+        "kind": "OptimizationJob",
+        "metadata": {"name": "opt", "namespace": ns},
+        "spec": {
+            "objectives": [{"metric": "loss"}],
+            "parameters": [{"name": "lr", "searchSpace": {"categorical": {"choices": ["0.1"]}}}],
+            "trainJobTemplate": {
+                "spec": {"runtimeRef": {"name": "torch-distributed"}, "trainer": {"command": ["python", "-c", "pass"]}}
+            },
+        },
+    }
+    kubectl("create", "-f", "-", input=json.dumps(body))
+    eventually(lambda: get(kubectl, "trainjob", "opt-trial-0", ns), timeout=60, what="the OptimizationJob's trial")
+    eventually(
+        lambda: (
+            ((get(kubectl, "optimizationjob", "opt", ns) or {}).get("status") or {}).get("trialsRunning") is not None
+        ),
+        timeout=60,
+        what="the OptimizationJob's status",
+    )
+
+
 def trainjob_children(kubectl: Kubectl, ns: str) -> None:
     """A TrainJob's: its JobSet created suspended, resumed (replaced), deleted at the deadline; an MPI
     runtime's hostfile ConfigMap and SSH Secret; runtimes read at both scopes."""
@@ -281,6 +307,7 @@ def test_the_roles_cover_exactly_what_the_operator_asks_for(
         mpijob_children(kubectl, ns)
         trainjob_children(kubectl, ns)
         trainingjob_children(kubectl, ns)
+        optimizationjob_children(kubectl, ns)
     finally:
         first.stop()
 

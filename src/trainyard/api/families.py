@@ -14,12 +14,18 @@ from typing import Any
 from trainyard.api import replicaspecs as replica_specs
 from trainyard.api.family import Family, Seed
 from trainyard.api.jobshapes import JobSample
+from trainyard.api.katib import family as experiments
 from trainyard.api.kinds import DEFAULT_KIND
 from trainyard.api.meta import Obj
 from trainyard.api.trainer import family as trainjobs
+from trainyard.api.trainer import optfamily as optimizationjobs
 from trainyard.api.trainingjob import family as trainingjobs
 
-FAMILIES: dict[str, Family] = {f.name: f for f in (replica_specs.FAMILY, trainjobs.FAMILY, trainingjobs.FAMILY)}
+# Families of one API group stay together: discovery lists a group's kinds in one place.
+FAMILIES: dict[str, Family] = {
+    f.name: f
+    for f in (replica_specs.FAMILY, trainjobs.FAMILY, optimizationjobs.FAMILY, trainingjobs.FAMILY, experiments.FAMILY)
+}
 
 
 def family_of(kind: str) -> Family | None:

@@ -83,7 +83,8 @@ class JobView:
     sections: Callable[[Obj], list[tuple[str, list[str], list[list[str]]]]] = field(default=lambda job: [])
     """``describe``'s status tables (title, headers, rows), before the replicas."""
     replicas_title: str = "Replicas"
-    suspend_field: str = "spec.runPolicy.suspend"
+    suspend_field: str | None = "spec.runPolicy.suspend"
+    """The boolean field that suspends a job; None for a kind that cannot be suspended."""
     deadline: Callable[[Obj], Any] = field(default=lambda job: None)
     """The active deadline (seconds) that failed a job "past its deadline", for ``explain``."""
     deadline_field: str = "spec.runPolicy.activeDeadlineSeconds"

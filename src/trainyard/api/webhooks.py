@@ -1,9 +1,10 @@
-"""The admission webhooks of the custom kinds that are not jobs: (group, kind) → (default, validate).
+"""The admission webhooks of the custom kinds outside ``api.kinds``: (group, kind) → (default, validate).
 
 The API server's admission looks a custom resource's kind up here and, on create and update (not
 on the status subresource), runs ``default`` first and ``validate`` on what the CRD schema
-accepted, as a mutating then a validating webhook would. Job kinds have their own table
-(``api.kinds``) and webhook (``api.validation.review_job``).
+accepted, as a mutating then a validating webhook would (JobSet, Trainer v2's kinds, the
+TrainingJob, Katib's Experiment). The v1 job kinds have their own table (``api.kinds``) and
+webhook (``api.validation.review_job``).
 
 Adding a kind means one row here; the generic admission code never names a kind.
 """
@@ -13,9 +14,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from trainyard.api import jobset, trainer, trainingjob
+from trainyard.api import jobset, katib, trainer, trainingjob
 from trainyard.api.field_errors import FieldError
 from trainyard.api.meta import Obj
+from trainyard.api.trainer import optimizationjob
 
 
 def _no_defaults(obj: Obj, old: Obj | None) -> None:
@@ -36,6 +38,8 @@ WEBHOOKS: dict[tuple[str, str], Webhook] = {
     (trainer.GROUP, trainer.TRAINING_RUNTIME): Webhook(_no_defaults, trainer.validate_runtime),
     (trainer.GROUP, trainer.CLUSTER_TRAINING_RUNTIME): Webhook(_no_defaults, trainer.validate_runtime),
     (trainingjob.GROUP, trainingjob.KIND): Webhook(trainingjob.default, trainingjob.validate),
+    (katib.GROUP, katib.EXPERIMENT): Webhook(katib.default_experiment, katib.validate_experiment),
+    (trainer.GROUP, trainer.OPTIMIZATIONJOB): Webhook(optimizationjob.default, optimizationjob.validate),
 }
 
 

@@ -63,6 +63,11 @@ class Layout:
         return self.home / "history.db"
 
     @property
+    def observations(self) -> Path:
+        """Katib Trials' collected metrics (``operator.observations``), kept across restarts."""
+        return self.home / "observations.db"
+
+    @property
     def kubeconfig(self) -> Path:
         return self.home / "kubeconfig"
 

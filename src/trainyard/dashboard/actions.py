@@ -33,7 +33,10 @@ def nested(path: str, value: Any) -> Obj:
 
 async def set_suspended(client: AsyncClient, job: Obj, suspend: bool) -> Obj:
     row = views.row(job)
-    patch = nested(views.view_of(job).suspend_field, suspend)
+    path = views.view_of(job).suspend_field
+    if path is None:
+        raise ValueError(f"a {row['kind']} cannot be suspended")
+    patch = nested(path, suspend)
     written = await client.patch(
         resource(row), row["name"], patch, namespace=row["namespace"], patch_type=PatchType.MERGE
     )

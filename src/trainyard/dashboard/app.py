@@ -260,6 +260,8 @@ class Dashboard:
                 if not isinstance(wanted, int) or isinstance(wanted, bool) or wanted < 0:
                     return status(422, "Invalid", "replicas: a whole number of replicas, 0 or more")
                 written = await actions.scale(self.client, job, wanted)
+            elif views.view_of(job).suspend_field is None:
+                return status(422, "Invalid", f"a {job.get('kind')} cannot be suspended")
             else:
                 written = await actions.set_suspended(self.client, job, action == "suspend")
         except ApiError as exc:

@@ -56,9 +56,11 @@ def scale_of(job: Obj, row: Json) -> Json | None:
 
 def actions(job: Obj, row: Json) -> Json:
     over = row["finished"] is not None
+    # A kind that cannot be suspended (its view names no field) is offered neither.
+    can = views.view_of(job).suspend_field is not None
     return {
-        "suspend": not over and not row["suspended"],
-        "resume": not over and row["suspended"],
+        "suspend": can and not over and not row["suspended"],
+        "resume": can and not over and row["suspended"],
         "delete": True,
         "scale": scale_of(job, row),
     }

@@ -60,7 +60,10 @@ def finished_at(job: Obj) -> str | None:
 
 def suspended(job: Obj) -> bool:
     value: Any = job
-    for part in view_of(job).suspend_field.split("."):
+    path = view_of(job).suspend_field
+    if path is None:
+        return False
+    for part in path.split("."):
         value = value.get(part) if isinstance(value, Mapping) else None
     return value is True
 

@@ -14,20 +14,24 @@ from datetime import datetime
 
 from lightkube import AsyncClient
 
+from trainyard.api import katib, trainer, trainingjob
 from trainyard.api import replicaspecs as replica_specs
-from trainyard.api import trainer, trainingjob
 from trainyard.api.families import FAMILIES
+from trainyard.api.katib import family as experiments_family
 from trainyard.api.kinds import KINDS
 from trainyard.api.trainer import family as trainjobs_family
+from trainyard.api.trainer import optfamily as optimizationjobs_family
 from trainyard.api.trainingjob import family as trainingjobs_family
 from trainyard.controller.children import REPLICA_KINDS
 from trainyard.controller.trainjob import TrainJobSettings
 from trainyard.frameworks.base import ChildKind
 from trainyard.frameworks.registry import plugin_for
 from trainyard.kit.informer import SharedInformers
-from trainyard.operator import trainingjobs, trainjobs
+from trainyard.operator import katibtrials, optimizationjobs, trainingjobs, trainjobs
 from trainyard.operator.controller import REPLICA_VERBS, JobController
+from trainyard.operator.katib import ExperimentController
 from trainyard.operator.metrics import OperatorMetrics
+from trainyard.operator.observations import ObservationStore
 from trainyard.operator.ports import PortAllocator
 from trainyard.operator.rbac import Rule, job_kind_rules
 from trainyard.operator.settings import OperatorSettings
@@ -210,7 +214,119 @@ TRAININGJOBS = OperatorFamily(
 )
 
 
-OPERATOR_FAMILIES: dict[str, OperatorFamily] = {f.name: f for f in (REPLICA_SPECS, TRAINJOBS, TRAININGJOBS)}
+# -- Kubeflow Trainer's OptimizationJob -------------------------------------------------------------
+
+
+def _optimizationjob_controllers(wiring: Wiring, kinds: tuple[str, ...]) -> list[Running]:
+    controller = optimizationjobs.OptimizationJobController(
+        wiring.client,
+        namespace=wiring.settings.namespace,
+        workers=wiring.settings.workers,
+        clock=wiring.clock,
+        metrics=wiring.metrics,
+        may_write=wiring.may_write,
+        informers=wiring.informers,
+    )
+    return [Running(trainer.OPTIMIZATIONJOB, run=controller.start)]
+
+
+def _optimizationjob_rules() -> list[Rule]:
+    return job_kind_rules(
+        trainer.GROUP,
+        (trainer.OPTIMIZATIONJOBS,),
+        # list: also the check at start that OptimizationJobs are served
+        ("list", "watch"),
+        reads="the OptimizationJobs' informer",
+        status="the one OptimizationJob status merge-patch per pass",
+        owners="an OptimizationJob's trial TrainJobs carry blockOwnerDeletion (OwnerReferencesPermissionEnforcement)",
+    )
+
+
+OPTIMIZATIONJOBS = OperatorFamily(
+    name=optimizationjobs_family.NAME,
+    controllers=_optimizationjob_controllers,
+    rules=_optimizationjob_rules,
+    child_kinds=lambda: list(optimizationjobs.CHILD_KINDS),
+)
+
+
+# -- Katib's Experiments: the Experiment controller (with its Suggestions) and the Trial controller -----
+
+
+def _katib_controllers(wiring: Wiring, kinds: tuple[str, ...]) -> list[Running]:
+    settings = wiring.settings
+    # The Trials' metrics, which medianstop compares across an Experiment's trials: one store for both.
+    store = ObservationStore(settings.observations)
+    experiments = ExperimentController(
+        wiring.client,
+        store,
+        namespace=settings.namespace,
+        workers=settings.workers,
+        clock=wiring.clock,
+        metrics=wiring.metrics,
+        may_write=wiring.may_write,
+    )
+    trials = katibtrials.TrialController(
+        wiring.client,
+        store,
+        namespace=settings.namespace,
+        workers=settings.workers,
+        clock=wiring.clock,
+        metrics=wiring.metrics,
+        may_write=wiring.may_write,
+        informers=wiring.informers,
+    )
+    return [Running(katib.EXPERIMENT, run=experiments.start), Running(katib.TRIAL, run=trials.start)]
+
+
+def _katib_rules() -> list[Rule]:
+    group = katib.GROUP
+    return [
+        *job_kind_rules(
+            group,
+            (katib.EXPERIMENTS,),
+            ("list", "watch"),
+            reads="the Experiments' informer",
+            status="the one Experiment status merge-patch per pass",
+            owners="an Experiment's Suggestion and Trials carry blockOwnerDeletion "
+            "(OwnerReferencesPermissionEnforcement)",
+        ),
+        *job_kind_rules(
+            group,
+            (katib.SUGGESTIONS, katib.TRIALS),
+            ("list", "watch", "create", "update", "delete"),
+            reads="their informers; an Experiment's Suggestion is created and its requests updated, its Trials "
+            "created and deleted (parallelTrialCount lowered)",
+            status="a Suggestion's assignments and a Trial's outcome, one merge-patch per pass",
+            owners="a Trial's job carries blockOwnerDeletion (OwnerReferencesPermissionEnforcement)",
+        ),
+        Rule("", ("pods",), ("list",), "the StdOut collector finds a Trial's primary pod"),
+        Rule("", ("pods/log",), ("get",), "the StdOut collector reads the primary container's output"),
+    ]
+
+
+def _katib_child_kinds() -> list[ChildKind]:
+    from trainyard.api.katib.kinds import trial_kinds
+
+    return [
+        ChildKind(
+            k.api_version, k.kind, k.plural, purpose="a Katib Trial's job", verbs=("list", "watch", "create", "delete")
+        )
+        for k in trial_kinds().values()
+    ]
+
+
+KATIB = OperatorFamily(
+    name=experiments_family.NAME,
+    controllers=_katib_controllers,
+    rules=_katib_rules,
+    child_kinds=_katib_child_kinds,
+)
+
+
+OPERATOR_FAMILIES: dict[str, OperatorFamily] = {
+    f.name: f for f in (REPLICA_SPECS, TRAINJOBS, OPTIMIZATIONJOBS, TRAININGJOBS, KATIB)
+}
 
 
 def rows() -> list[tuple[str, tuple[str, ...], OperatorFamily]]:

@@ -115,6 +115,7 @@ class OperatorOptions:
     status_server_port: int
     status_server_url: str
     pending_timeout: float | None
+    observations: str
     network_mode: NetworkMode
     node_address: str
     host_ports: str
@@ -206,6 +207,14 @@ def _options(
             help="a job whose pod stays Pending this long gets a Pending condition naming why (default 5m; 0: never)",
         ),
     ] = None,
+    observations: Annotated[
+        str,
+        _flag(
+            metavar="PATH",
+            help="the SQLite file Katib Trials' collected metrics are kept in (medianstop reads them; "
+            "default: memory, re-read from the pods' logs after a restart)",
+        ),
+    ] = "",
     network_mode: Annotated[
         NetworkMode,
         _flag(
@@ -253,6 +262,7 @@ def _options(
         status_server_port=status_server_port,
         status_server_url=status_server_url,
         pending_timeout=pending_timeout,
+        observations=observations,
         network_mode=network_mode,
         node_address=node_address,
         host_ports=host_ports,

@@ -85,6 +85,7 @@ def settings_from(options: OperatorOptions) -> OperatorSettings:
         workers=options.controller_threads,
         kinds=tuple(dict.fromkeys(enabled)),
         host_ports=host_ports,
+        observations=options.observations or None,
     )
     return with_pending_timeout(settings, options.pending_timeout)
 

@@ -303,8 +303,9 @@ README = f"""<!-- {HEADER.strip("# ").strip()} -->
 
 * `crds/`: the CRDs of every kind trainyard serves: Kubeflow Training Operator v1's jobs
   (`kubeflow.org/v1`) and Kubeflow Trainer v2's TrainJob, TrainingRuntime and
-  ClusterTrainingRuntime (`trainer.kubeflow.org/v1alpha1`), and the TrainingJob of `ml.example.com/v1`
-  (a high-level job compiled to one of the v1 kinds).
+  ClusterTrainingRuntime (`trainer.kubeflow.org/v1alpha1`), Katib's Experiment, Suggestion and Trial
+  (`kubeflow.org/v1beta1`), and the TrainingJob of `ml.example.com/v1` (a high-level job compiled to
+  one of the v1 kinds).
 * `base/`: namespace, RBAC, the operator's Deployment, Service and validating webhook;
   `cert-manager/` adds a certificate for the webhook; `trainyard.yaml` is `crds/` and `base/` in one file.
 * `runtimes/`: the ClusterTrainingRuntimes trainyard ships (`torch-distributed` is the one the

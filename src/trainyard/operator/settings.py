@@ -27,6 +27,8 @@ class OperatorSettings:
     """Host network mode: the range ports are allocated from (``--host-ports``)."""
     trainer_status: StatusServer | None = None
     """Where TrainJobs' trainer pods report progress (the status server this process serves); None: off."""
+    observations: str | None = None
+    """The SQLite file of Katib Trials' collected metrics (``--observations``); None: kept in memory."""
 
     @classmethod
     def host(cls, node_address: str = "127.0.0.1", gang_scheduler_name: str = "") -> OperatorSettings:

@@ -20,7 +20,7 @@ import pytest
 import yaml
 
 from api_models import strict_round_trip
-from trainyard.api import trainer
+from trainyard.api import katib, trainer
 from trainyard.api.kinds import KINDS
 from trainyard.operator import flags as operator_flags
 from trainyard.operator import main as operator_main
@@ -71,7 +71,10 @@ def test_every_yaml_file_parses_into_objects_with_a_kind() -> None:
 def test_a_crd_for_every_kind_the_api_defines() -> None:
     crds = {d["metadata"]["name"]: d for d in docs("trainyard.yaml") if d["kind"] == "CustomResourceDefinition"}
     trainer_crds = {c["metadata"]["name"] for c in trainer.crds()}
-    assert set(crds) == {info.crd_name for info in KINDS.values()} | trainer_crds | {"trainingjobs.ml.example.com"}
+    katib_crds = {c["metadata"]["name"] for c in katib.crds()}
+    v1 = {info.crd_name for info in KINDS.values()}
+    others = {"trainingjobs.ml.example.com", "optimizationjobs.trainer.kubeflow.org"}
+    assert set(crds) == v1 | trainer_crds | katib_crds | others
     for info in KINDS.values():
         version = crds[info.crd_name]["spec"]["versions"][0]
         assert version["subresources"]["status"] == {}

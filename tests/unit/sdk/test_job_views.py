@@ -59,7 +59,9 @@ def node_pod(index: int, phase: str = "Running", rjob: str = "node", owner: str 
 def test_trainjob_is_a_job_like_kind_with_its_own_view() -> None:
     assert [(k.kind, k.plural, k.api_version, k.default_container) for k in builtin_kinds() if not k.open_group] == [
         ("TrainJob", "trainjobs", "trainer.kubeflow.org/v1alpha1", "node"),
+        ("OptimizationJob", "optimizationjobs", "trainer.kubeflow.org/v1alpha1", None),
         ("TrainingJob", "trainingjobs", "ml.example.com/v1", None),
+        ("Experiment", "experiments", "kubeflow.org/v1beta1", None),
     ]
     assert TRAINJOB.view is TRAINJOBS and PYTORCHJOB.view is REPLICA_JOBS
     assert TRAINJOB in resolve("jobs", builtin_kinds())

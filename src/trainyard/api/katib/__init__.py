@@ -38,7 +38,8 @@ EARLY_STOPPED = "EarlyStopped"
 GOAL_REACHED = "ExperimentGoalReached"
 MAX_TRIALS_REACHED = "ExperimentMaxTrialsReached"
 SUGGESTION_END_REACHED = "ExperimentSuggestionEndReached"
-MAX_FAILED_TRIALS_REACHED = "ExperimentMaxFailedTrialsReached"
+EXPERIMENT_FAILED = "ExperimentFailed"
+"""The reason of a Failed Experiment: too many failed trials, or its Suggestion failed."""
 
 # Resume policies (experiment_types.go).
 NEVER_RESUME = "Never"
@@ -56,3 +57,22 @@ UNAVAILABLE_METRIC_VALUE = "unavailable"
 
 TRIAL_PARAMETER_FORMAT = "${trialParameters.%s}"
 TRIAL_NAME_ENV = "KATIB_TRIAL_NAME"
+
+# What trainyard runs of Katib's choices (the search is Optuna's; see ``controller.search``).
+ALGORITHMS = ("random", "grid", "tpe", "multivariate-tpe", "cmaes")
+EARLY_STOPPING_ALGORITHMS = ("medianstop",)
+COLLECTORS = (STDOUT_COLLECTOR, FILE_COLLECTOR, PUSH_COLLECTOR, NONE_COLLECTOR)
+PARAMETER_TYPES = ("double", "int", "categorical", "discrete")
+DISTRIBUTIONS = ("uniform", "logUniform")
+METRIC_STRATEGIES = ("min", "max", "latest")
+RESUME_POLICIES = (NEVER_RESUME, LONG_RUNNING, FROM_VOLUME)
+
+# The submodules (which import the names above): ``schema`` (the three CRDs), ``conditions`` (the
+# GJSON subset of success/failure conditions), ``defaults`` and ``validation`` (the Experiment's
+# webhooks), ``family`` (how ``yard`` reads Experiments).
+from trainyard.api.katib.conditions import holds  # noqa: E402
+from trainyard.api.katib.defaults import default_experiment  # noqa: E402
+from trainyard.api.katib.schema import crds  # noqa: E402
+from trainyard.api.katib.validation import validate_experiment  # noqa: E402
+
+__all__ = ["crds", "default_experiment", "holds", "validate_experiment"]

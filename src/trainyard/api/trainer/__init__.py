@@ -1,4 +1,4 @@
-"""Kubeflow Trainer v2 ``trainer.kubeflow.org/v1alpha1``: TrainJob, TrainingRuntime, ClusterTrainingRuntime.
+"""Kubeflow Trainer v2 ``trainer.kubeflow.org/v1alpha1``: TrainJob, its runtimes, OptimizationJob.
 
 Names, label keys, condition types and reasons as upstream's ``pkg/apis/trainer/v1alpha1`` and
 ``pkg/constants`` spell them, so manifests, selectors and the official ``kubeflow`` SDK (0.5.0)
@@ -9,7 +9,8 @@ them). The package's submodules hold the rest:
   trainyard's ``status.state`` (one of ``STATES``) behind the STATE column;
 * ``webhook``: ``default`` and ``validate`` of TrainJobs, ``validate_runtime`` of both runtime
   kinds, and ``runtime_problems`` (the checks that need the referenced runtime);
-* ``catalog``: the five ClusterTrainingRuntimes trainyard ships (``runtimes()``).
+* ``catalog``: the five ClusterTrainingRuntimes trainyard ships (``runtimes()``);
+* ``optimizationjob``: the OptimizationJob's CRD, defaults and validation (upstream's CEL rules).
 """
 
 from __future__ import annotations
@@ -74,6 +75,31 @@ MPI_ENV = (
 MPI_HOSTFILE_SUFFIX = "-mpi-hostfile"
 MPI_SSH_SECRET_SUFFIX = "-mpi-ssh-auth"
 MPI_HOSTFILE_DIR = "/etc/mpi"
+
+# OptimizationJob (optimizationjob_types.go, KEP-3562). Upstream ships the type and no controller: the
+# label, annotation and index below are trainyard's, the env prefix and the reasons are the KEP's.
+OPTIMIZATIONJOB = "OptimizationJob"
+OPTIMIZATIONJOBS = "optimizationjobs"
+OPTIMIZATIONJOB_CONTROLLER = "trainer.kubeflow.org/optimizationjob-controller"
+"""The event source of the OptimizationJob controller."""
+OPTIMIZATIONJOB_LABEL = "trainer.kubeflow.org/optimizationjob"
+"""Every trial TrainJob's label: the name of the OptimizationJob that made it."""
+TRIAL_INDEX_LABEL = "trainer.kubeflow.org/trial-index"
+"""A trial TrainJob's place in its OptimizationJob's history (0, 1, ...); its name ends with it."""
+PARAMETERS_ANNOTATION = "trainer.kubeflow.org/parameters"
+"""A trial TrainJob's raw parameter assignment, JSON ``[{"name": ..., "value": ...}]`` (the KEP's §8.2)."""
+OPT_ENV_PREFIX = "KUBEFLOW_TRAINER_OPT_"
+"""Each parameter reaches the trainer as ``KUBEFLOW_TRAINER_OPT_<NAME>`` (upper-cased, non-alphanumerics ``_``)."""
+CREATED = "Created"
+CREATED_REASON = "Created"
+MAX_TRIALS_REACHED_REASON = "MaxTrialsReached"
+SEARCH_SPACE_EXHAUSTED_REASON = "SearchSpaceExhausted"
+ALL_TRIALS_FAILED_REASON = "AllTrialsFailed"
+TRAINJOBS_CREATION_FAILED_REASON = "TrainJobsCreationFailed"
+# trainyard's ``status.state`` of an OptimizationJob (the official SDK's OptimizationJob statuses) and
+# of each of its ``status.trials``.
+OPTIMIZATION_STATES = ("Created", "Running", "Complete", "Failed")
+TRIAL_STATES = ("Running", "Complete", "Failed")
 
 TRAINER_PUBLIC_CONFIGMAP = "kubeflow-trainer-public"
 """The ConfigMap (in ``kubeflow-system``) the SDK reads ``kubeflow_trainer_version`` from."""
