@@ -258,7 +258,6 @@ SLOW_FIRST = (
     "tests/conformance/test_kubernetes_client.py",
     "tests/conformance/test_kubeflow_training_sdk.py",
     "tests/conformance/test_kubeflow_trainer_sdk.py",
-    "tests/conformance/test_optimizer_client.py",
     "tests/e2e/test_hpo_examples.py",
     "tests/e2e/test_trainjobs.py",
     "tests/e2e/test_trainingjob.py",
