@@ -36,11 +36,20 @@ ADMISSION_ONLY = {
     ("trainer.kubeflow.org", "trainjobs/finalizers", "update"),
     ("ml.example.com", "trainingjobs/finalizers", "update"),
     ("trainer.kubeflow.org", "optimizationjobs/finalizers", "update"),
+    ("kubeflow.org", "experiments/finalizers", "update"),
+    ("kubeflow.org", "trials/finalizers", "update"),
 }
 # The status server reviews tokens and reads a v1 job to merge its training progress into; it is served
 # only with the webhook's certificates, which this test's operator does not have
 # (tests/e2e/test_trainjob_status.py drives it in a plane).
 NOT_DRIVEN = {("authentication.k8s.io", "tokenreviews", "create"), ("kubeflow.org", "pytorchjobs", "get")}
+# A Katib Trial's job of these kinds takes the path a batch Job's takes, which is driven (create, then
+# delete once finished): one kind of trial job stands for all.
+TRIAL_JOBS = {
+    ("trainer.kubeflow.org", "trainjobs", "delete"),
+    ("ml.example.com", "trainingjobs", "create"),
+    ("ml.example.com", "trainingjobs", "delete"),
+}
 
 # Every kind's jobs get the rules of one template; the jobs driven here are PyTorchJobs.
 JOB_PLURALS = {("kubeflow.org", info.plural) for info in KINDS.values()}
@@ -213,6 +222,60 @@ def optimizationjob_children(kubectl: Kubectl, ns: str) -> None:
     )
 
 
+def experiment(name: str, ns: str, seconds: float, **spec: Any) -> dict[str, Any]:
+    script = f"import time; print('loss=0.5', flush=True); time.sleep({seconds})"
+    container = {
+        "name": "training",
+        "image": "python:3.11",
+        "command": ["python", "-c", script, "${trialParameters.lr}"],
+    }
+    return {
+        "apiVersion": "kubeflow.org/v1beta1",
+        "kind": "Experiment",
+        "metadata": {"name": name, "namespace": ns},
+        "spec": {
+            "objective": {"type": "minimize", "objectiveMetricName": "loss"},
+            "algorithm": {"algorithmName": "random"},
+            "parameters": [{"name": "lr", "parameterType": "double", "feasibleSpace": {"min": "0.1", "max": "1"}}],
+            "trialTemplate": {
+                "primaryContainerName": "training",
+                "trialParameters": [{"name": "lr", "reference": "lr"}],
+                "trialSpec": {
+                    "apiVersion": "batch/v1",
+                    "kind": "Job",
+                    "spec": {"template": {"spec": {"restartPolicy": "Never", "containers": [container]}}},
+                },
+            },
+            **spec,
+        },
+    }
+
+
+def experiment_children(kubectl: Kubectl, ns: str) -> None:
+    """Katib's: a Suggestion and Trials created, trial Jobs created and deleted once finished (their
+    output read through pods/log), a Trial deleted when parallelTrialCount is lowered."""
+    kubectl("create", "-f", "-", input=json.dumps(experiment("quick", ns, 0, parallelTrialCount=1, maxTrialCount=1)))
+    kubectl("create", "-f", "-", input=json.dumps(experiment("slow", ns, 3600, parallelTrialCount=2, maxTrialCount=4)))
+
+    def succeeded(name: str) -> bool:
+        return bool(((get(kubectl, "experiment", name, ns) or {}).get("status") or {}).get("trialsSucceeded"))
+
+    def trials(name: str) -> list[str]:
+        found = kubectl.json("get", "trials", "-n", ns, "-l", f"katib.kubeflow.org/experiment={name}")
+        return [t["metadata"]["name"] for t in found["items"]]
+
+    eventually(lambda: succeeded("quick"), timeout=120, what="the quick Experiment's trial succeeded")
+    (quick,) = trials("quick")
+    eventually(lambda: get(kubectl, "job", quick, ns) is None, timeout=60, what="the finished trial's Job deleted")
+
+    eventually(lambda: len(trials("slow")) == 2, timeout=60, what="two slow trials")
+    kubectl(
+        "patch", "experiment", "slow", "-n", ns, "--type=merge", "-p", json.dumps({"spec": {"parallelTrialCount": 1}})
+    )
+    eventually(lambda: len(trials("slow")) == 1, timeout=60, what="a slow trial deleted")
+    kubectl("delete", "experiment", "slow", "-n", ns, "--wait=false")
+
+
 def trainjob_children(kubectl: Kubectl, ns: str) -> None:
     """A TrainJob's: its JobSet created suspended, resumed (replaced), deleted at the deadline; an MPI
     runtime's hostfile ConfigMap and SSH Secret; runtimes read at both scopes."""
@@ -308,6 +371,7 @@ def test_the_roles_cover_exactly_what_the_operator_asks_for(
         trainjob_children(kubectl, ns)
         trainingjob_children(kubectl, ns)
         optimizationjob_children(kubectl, ns)
+        experiment_children(kubectl, ns)
     finally:
         first.stop()
 
@@ -326,7 +390,7 @@ def test_the_roles_cover_exactly_what_the_operator_asks_for(
     assert observed, log.read_text()
     missing, unused = differences(observed, granted, plurals=JOB_PLURALS, template=PYTORCHJOBS)
     assert not missing, f"the operator asked for what deploy/ does not grant: {sorted(missing)}"
-    unused -= ADMISSION_ONLY | NOT_DRIVEN
+    unused -= ADMISSION_ONLY | NOT_DRIVEN | TRIAL_JOBS
     assert not unused, f"deploy/ grants what the operator never asked for: {sorted(unused)}"
     lease_verbs = {t for t in observed if t[1] == "leases"}
     assert lease_verbs == {t for r in LEASE_RULES for t in r.triples()}

@@ -213,3 +213,61 @@ def test_a_restarted_plane_finishes_the_search_without_repeats(kubectl: Kubectl,
     assert len(names) == len(set(names)) == 3 == len(after)
     assigned = [tuple(sorted((p["name"], p["value"]) for p in a["parameterAssignments"])) for a in after]
     assert len(set(assigned)) == 3
+
+
+# A PyTorchJob trial that reports through trainyard.runtime.report (the Push collector reads the
+# job's status.trainingProgress): three epochs, the loss falling to the parameter's value.
+PUSHED = """
+import sys, time
+from trainyard import runtime
+floor = float(sys.argv[1])
+for epoch in range(1, 4):
+    runtime.report(epoch=epoch, total_epochs=3, metrics={"loss": floor + (3 - epoch)})
+    runtime.flush()
+    time.sleep(0.3)
+"""
+
+
+def test_a_pushed_metric_reaches_the_trial(kubectl: Kubectl, ns: str) -> None:
+    parameters = [{"name": "floor", "parameterType": "discrete", "feasibleSpace": {"list": ["0.5", "2.5"]}}]
+    exp = experiment(
+        "pushed",
+        ns,
+        PUSHED,
+        ["${trialParameters.floor}"],
+        parameters=parameters,
+        algorithm={"algorithmName": "grid"},
+        maxTrialCount=2,
+        metricsCollectorSpec={"collector": {"kind": "Push"}},
+    )
+    template = exp["spec"]["trialTemplate"]
+    template["trialParameters"] = [{"name": "floor", "reference": "floor"}]
+    template["primaryContainerName"] = "pytorch"
+    command = template["trialSpec"]["spec"]["template"]["spec"]["containers"][0]["command"]
+    template["trialSpec"] = {
+        "apiVersion": "kubeflow.org/v1",
+        "kind": "PyTorchJob",
+        "spec": {
+            "pytorchReplicaSpecs": {
+                "Master": {
+                    "replicas": 1,
+                    "restartPolicy": "Never",
+                    "template": {
+                        "spec": {"containers": [{"name": "pytorch", "image": "python:3.11", "command": command}]}
+                    },
+                }
+            }
+        },
+    }
+    kubectl("apply", "-f", "-", input=json.dumps(exp))
+    done = eventually(lambda: finished(kubectl, ns, "pushed"), timeout=240, what="the Experiment finishes")
+    assert done["status"]["trialsSucceeded"] == 2, done["status"]
+    found = trials(kubectl, ns, "pushed")
+    for t in found:
+        floor = float(t["spec"]["parameterAssignments"][0]["value"])
+        assert metric(t, "loss", "min") == pytest.approx(floor)
+        assert metric(t, "loss", "latest") == pytest.approx(floor)
+        logged = [float(m["metric"]["value"]) for m in t["status"]["observationLog"]["metricLogs"]]
+        assert logged[-1] == pytest.approx(floor) and logged == sorted(logged, reverse=True)
+    best = done["status"]["currentOptimalTrial"]
+    assert best["parameterAssignments"] == [{"name": "floor", "value": "0.5"}]

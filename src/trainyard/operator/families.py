@@ -280,25 +280,33 @@ def _katib_controllers(wiring: Wiring, kinds: tuple[str, ...]) -> list[Running]:
 
 
 def _katib_rules() -> list[Rule]:
-    group = katib.GROUP
+    group, experiments, suggestions, trials = katib.GROUP, katib.EXPERIMENTS, katib.SUGGESTIONS, katib.TRIALS
     return [
-        *job_kind_rules(
+        Rule(group, (experiments,), ("list", "watch"), "the Experiments' informer"),
+        Rule(
             group,
-            (katib.EXPERIMENTS,),
-            ("list", "watch"),
-            reads="the Experiments' informer",
-            status="the one Experiment status merge-patch per pass",
-            owners="an Experiment's Suggestion and Trials carry blockOwnerDeletion "
-            "(OwnerReferencesPermissionEnforcement)",
+            (suggestions,),
+            ("list", "watch", "create", "update"),
+            "the Suggestions' informer; an Experiment's is created, its spec.requests updated",
         ),
-        *job_kind_rules(
+        Rule(
             group,
-            (katib.SUGGESTIONS, katib.TRIALS),
-            ("list", "watch", "create", "update", "delete"),
-            reads="their informers; an Experiment's Suggestion is created and its requests updated, its Trials "
-            "created and deleted (parallelTrialCount lowered)",
-            status="a Suggestion's assignments and a Trial's outcome, one merge-patch per pass",
-            owners="a Trial's job carries blockOwnerDeletion (OwnerReferencesPermissionEnforcement)",
+            (trials,),
+            ("list", "watch", "create", "delete"),
+            "the Trials' informer; an Experiment's are created, and deleted when parallelTrialCount is lowered",
+        ),
+        Rule(
+            group,
+            tuple(f"{p}/status" for p in (experiments, suggestions, trials)),
+            ("patch",),
+            "one status merge-patch per pass: an Experiment's verdict, a Suggestion's assignments, a Trial's outcome",
+        ),
+        Rule(
+            group,
+            (f"{experiments}/finalizers", f"{trials}/finalizers"),
+            ("update",),
+            "an Experiment's Suggestion and Trials, a Trial's job carry blockOwnerDeletion "
+            "(OwnerReferencesPermissionEnforcement)",
         ),
         Rule("", ("pods",), ("list",), "the StdOut collector finds a Trial's primary pod"),
         Rule("", ("pods/log",), ("get",), "the StdOut collector reads the primary container's output"),

@@ -139,13 +139,16 @@ class ExperimentController:
         default_experiment(experiment)
         suggestion = self.suggestions.get(namespace, name)
         trials = tuple(t for t in self.trials.by_index(EXPERIMENT_INDEX, f"{namespace}/{name}") if owned(t, experiment))
-        objective = str(((experiment.get("spec") or {}).get("objective") or {}).get("objectiveMetricName") or "")
+        spec = experiment.get("spec") or {}
+        objective = str((spec.get("objective") or {}).get("objectiveMetricName") or "")
+        # Only medianstop compares trials' series: no store reads for the others.
+        stopping = bool((spec.get("earlyStopping") or {}).get("algorithmName"))
         series = {
             t["metadata"]["name"]: [
                 v.value for v in self.store.values(namespace, t["metadata"]["name"]) if v.name == objective
             ]
             for t in trials
-            if trial_state(t) == katib.SUCCEEDED
+            if stopping and trial_state(t) == katib.SUCCEEDED
         }
         return ExperimentObserved(
             experiment=experiment,

@@ -179,13 +179,14 @@ class TrialController:
             reported = kind.reported(job)
             if reported is None or not reported.metrics:
                 return
-            stored = self.store.values(m["namespace"], m["name"])
-            if stored and stored[-1].timestamp == reported.updated:
-                return
             fresh = [
                 MetricValue(n, float(reported.metrics[n]), reported.updated) for n in names if n in reported.metrics
             ]
-            self.store.append(m["namespace"], m["name"], fresh)
+            stored = self.store.values(m["namespace"], m["name"])
+            # A pass that sees the same report again (another event of the job) adds nothing; reports
+            # within one second share a timestamp, so the values tell them apart.
+            if fresh and stored[-len(fresh) :] != fresh:
+                self.store.append(m["namespace"], m["name"], fresh)
             return
         if collector not in (katib.STDOUT_COLLECTOR, katib.FILE_COLLECTOR):
             return

@@ -3,8 +3,8 @@
 Every kind a job family serves (``api.families``: the ``kubeflow.org/v1`` kinds, TrainJob,
 TrainingJob) and the core ``batch/v1`` Job, which Katib's own examples use. A family's kinds bring
 their ``JobView``: the labels that select a job's pods (the StdOut collector reads its primary
-container) and the reader of its reported training status (the Push collector). Katib's own
-kinds are no trial kinds.
+container) and the reader of its reported training status (the Push collector). The search
+families' kinds (Katib's own, Trainer's OptimizationJob) are no trial kinds.
 """
 
 from __future__ import annotations
@@ -12,11 +12,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from trainyard.api import katib
+from trainyard.api.katib import family as experiments
 from trainyard.api.meta import Obj
+from trainyard.api.trainer import optfamily as optimizationjobs
 from trainyard.api.training import Training
 
 BATCH_JOB_NAME = "batch.kubernetes.io/job-name"
+SEARCH_FAMILIES = (experiments.NAME, optimizationjobs.NAME)
+"""The families that run searches (``api.katib.family``, ``api.trainer.optfamily``): no trial is one."""
 
 
 @dataclass(frozen=True)
@@ -52,9 +55,9 @@ def trial_kinds() -> dict[tuple[str, str], TrialKind]:
         ),
     }
     for family in FAMILIES.values():
+        if family.name in SEARCH_FAMILIES:
+            continue
         for k in family.kinds():
-            if k.api_version == katib.API_VERSION:
-                continue
             found[(k.api_version, k.kind)] = TrialKind(
                 k.api_version, k.kind, k.plural, family.view.pod_labels, family.view.training
             )
