@@ -41,7 +41,8 @@ def register(app: typer.Typer) -> None:
 
 
 def _field(label: str, value: str | Text) -> None:
-    line = Text(f"{label + ':':<14}")
+    # A label as wide as the column still gets a space before its value.
+    line = Text(f"{label + ':':<13} ")
     line.append_text(value if isinstance(value, Text) else Text(value))
     out.print(line)
 

@@ -207,7 +207,10 @@ class ExperimentController:
             events.append(Event.normal("TrialDeleted", f"Deleted Trial {name}: more than parallelTrialCount active"))
         if plan.status is not None:
             try:
-                experiment = await self.applier.write_status(EXPERIMENTS, experiment, plan.status, self.experiments)
+                # Whole: the summary's lists go when empty (a merge-patch would keep a stale pendingTrialList).
+                experiment = await self.applier.write_status(
+                    EXPERIMENTS, experiment, plan.status, self.experiments, whole=True
+                )
             except ApiError as exc:
                 if is_status(exc, 409):
                     await self._emit(experiment, events)

@@ -153,7 +153,6 @@ TRAINJOB_TRIAL = {
             ),
             id="file-json",
         ),
-        pytest.param(experiment(metricsCollectorSpec={"collector": {"kind": "Push"}}), id="push"),
         pytest.param(
             experiment(
                 trialTemplate={
@@ -376,3 +375,38 @@ def test_a_finished_experiment_restarts_only_when_katib_allows_it() -> None:
     assert problems(more, done) == []
     # An unchanged spec (a label edit, the controller's finalizer) is no restart.
     assert problems(copy.deepcopy(done), done) == []
+
+
+def test_push_needs_a_trial_kind_whose_status_takes_reports() -> None:
+    pushed = {"collector": {"kind": "Push"}}
+    found = problems(experiment(metricsCollectorSpec=pushed))
+    assert [path for path, _ in found] == ["spec.metricsCollectorSpec.collector.kind"]
+    assert "use StdOut" in found[0][1]
+    job = experiment(metricsCollectorSpec=pushed)
+    job["spec"]["trialTemplate"]["trialSpec"] = {
+        "apiVersion": "kubeflow.org/v1",
+        "kind": "PyTorchJob",
+        "spec": {
+            "pytorchReplicaSpecs": {
+                "Master": {
+                    "replicas": 1,
+                    "template": {
+                        "spec": {
+                            "containers": [
+                                {
+                                    "name": "training-container",
+                                    "image": "x",
+                                    "command": [
+                                        "python",
+                                        "${trialParameters.learningRate}",
+                                        "${trialParameters.momentum}",
+                                    ],
+                                }
+                            ]
+                        }
+                    },
+                }
+            }
+        },
+    }
+    assert paths(job) == []

@@ -44,10 +44,15 @@ def _count(job: Obj, key: str) -> int:
     return value if isinstance(value, int) else 0
 
 
+FINISHED_COUNTS = ("trialsSucceeded", "trialsFailed", "trialsKilled", "trialsEarlyStopped", "trialMetricsUnavailable")
+"""The trials that count towards ``maxTrialCount`` (Katib's, stopped early ones included)."""
+
+
 def trials_cell(job: Obj) -> str:
-    """Succeeded trials of the budget: ``5/16`` (``5/-`` without ``maxTrialCount``)."""
+    """Finished trials of the budget: ``5/16`` (``5/-`` without ``maxTrialCount``); FAILED says how many failed."""
     most = spec_of(job).get("maxTrialCount")
-    return f"{_count(job, 'trialsSucceeded')}/{most if isinstance(most, int) else '-'}"
+    done = sum(_count(job, key) for key in FINISHED_COUNTS)
+    return f"{done}/{most if isinstance(most, int) else '-'}"
 
 
 def algorithm_of(job: Obj) -> str:

@@ -31,6 +31,8 @@ class TrialKind:
     """The labels that select the pods of the job of that name."""
     reported: Callable[[Obj], Training | None]
     """The training progress the job's status carries (what ``trainyard.runtime.report`` wrote)."""
+    reports: bool = True
+    """Whether its status can carry reports at all (the Push collector needs it)."""
 
     @property
     def group(self) -> str:
@@ -51,7 +53,7 @@ def trial_kinds() -> dict[tuple[str, str], TrialKind]:
 
     found = {
         ("batch/v1", "Job"): TrialKind(
-            "batch/v1", "Job", "jobs", lambda name: {BATCH_JOB_NAME: name}, _nothing_reported
+            "batch/v1", "Job", "jobs", lambda name: {BATCH_JOB_NAME: name}, _nothing_reported, reports=False
         ),
     }
     for family in FAMILIES.values():

@@ -12,8 +12,16 @@ import re
 from typing import Any
 
 from trainyard.api.field_errors import ErrorType, FieldError, quote
-from trainyard.api.katib import COLLECTORS, FILE_COLLECTOR, TRIAL_PARAMETER_FORMAT, conditions, templates
+from trainyard.api.katib import (
+    COLLECTORS,
+    FILE_COLLECTOR,
+    PUSH_COLLECTOR,
+    TRIAL_PARAMETER_FORMAT,
+    conditions,
+    templates,
+)
 from trainyard.api.katib.defaults import FILE_KIND, JSON_FORMAT, TEXT_FORMAT
+from trainyard.api.katib.kinds import trial_kind
 from trainyard.api.meta import Obj
 
 NOT_SUPPORTED = "not supported by trainyard"
@@ -164,6 +172,19 @@ def _file_source(collector_spec: Obj) -> list[FieldError]:
     return out
 
 
+def _push_source(spec: Obj) -> list[FieldError]:
+    """Push reads what training reports into its job's status: a kind whose status holds no reports cannot."""
+    trial_spec = _dict(_dict(spec.get("trialTemplate")).get("trialSpec"))
+    kind = trial_kind(trial_spec)
+    if kind is None or kind.reports:
+        return []
+    detail = (
+        f"a {kind.kind} ({kind.api_version}) trial has no status that trainyard.runtime.report() writes: print "
+        "name=value lines and use StdOut, or run the trial as a kind that reports (PyTorchJob, TrainJob, ...)"
+    )
+    return [FieldError(ErrorType.NOT_SUPPORTED, f"{COLLECTOR}.collector.kind", f"{quote(PUSH_COLLECTOR)}: {detail}")]
+
+
 def collector_problems(spec: Obj) -> list[FieldError]:
     """Katib's ``validateMetricsCollector`` for the collectors trainyard runs."""
     collector_spec = _dict(spec.get("metricsCollectorSpec"))
@@ -175,6 +196,8 @@ def collector_problems(spec: Obj) -> list[FieldError]:
         out.append(FieldError(ErrorType.NOT_SUPPORTED, f"{COLLECTOR}.collector.kind", detail))
     elif kind == FILE_COLLECTOR:
         out += _file_source(collector_spec)
+    elif kind == PUSH_COLLECTOR:
+        out += _push_source(spec)
     formats = _dict(_dict(collector_spec.get("source")).get("filter")).get("metricsFormat") or []
     for i, pattern in enumerate(formats):
         path = f"{SOURCE}.filter.metricsFormat[{i}]"
