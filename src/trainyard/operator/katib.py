@@ -31,6 +31,7 @@ from trainyard.kit.applier import Applier, owned_by
 from trainyard.kit.informer import Caches, Informer, label_index
 from trainyard.kit.plans import Event
 from trainyard.kit.queue import WorkQueue
+from trainyard.kit.served import wait_served
 from trainyard.kit.worker import work
 from trainyard.operator.metrics import OperatorMetrics
 from trainyard.operator.observations import ObservationStore
@@ -42,30 +43,10 @@ CONTROLLER_NAME = "experiment-controller"
 """The event source of Katib's Experiment controller (as Katib's manager names it)."""
 EXPERIMENT_INDEX = "experiment"
 
+INSTALL = "Katib's CRDs (deploy/crds)"
 EXPERIMENTS = plain_resource(katib.GROUP, katib.VERSION, katib.EXPERIMENT, katib.EXPERIMENTS)
 SUGGESTIONS = plain_resource(katib.GROUP, katib.VERSION, katib.SUGGESTION, katib.SUGGESTIONS)
 TRIALS = plain_resource(katib.GROUP, katib.VERSION, katib.TRIAL, katib.TRIALS)
-
-
-async def served(client: AsyncClient, res: object, namespace: str | None) -> bool:
-    """Whether the cluster serves ``res`` (a real one needs its CRD installed)."""
-    try:
-        async for _ in client.list(res, namespace=namespace, chunk_size=1):  # type: ignore[call-overload]
-            break
-    except ApiError as exc:
-        if is_status(exc, 404):
-            return False
-        raise
-    return True
-
-
-async def wait_served(client: AsyncClient, res: object, kind: str, namespace: str | None, recheck: float) -> None:
-    told = False
-    while not await served(client, res, namespace):
-        if not told:
-            log.warning("%s not served by this cluster: install Katib's CRDs (deploy/)", kind)
-            told = True
-        await asyncio.sleep(recheck)
 
 
 def owned(obj: Obj | None, owner: Obj) -> bool:
@@ -87,7 +68,7 @@ class ExperimentController:
     ) -> None:
         self.client = client
         self.store = store
-        self.namespace = None if namespace == "*" else namespace
+        self.namespace = namespace
         self.workers = workers
         self.clock = clock
         self.metrics = metrics or OperatorMetrics()
@@ -106,7 +87,7 @@ class ExperimentController:
         self.caches = Caches(CONTROLLER_NAME)
 
     async def start(self, recheck: float = 30.0) -> None:
-        await wait_served(self.client, EXPERIMENTS, katib.EXPERIMENT, self.namespace, recheck)
+        await wait_served(self.client, EXPERIMENTS, katib.EXPERIMENT, self.namespace, recheck=recheck, install=INSTALL)
         observe = self.metrics.observer(CONTROLLER_NAME)
         await self.caches.sync(
             {katib.EXPERIMENTS: self.experiments, katib.SUGGESTIONS: self.suggestions, katib.TRIALS: self.trials}

@@ -46,8 +46,9 @@ from trainyard.kit.applier import Applier, owned_by
 from trainyard.kit.informer import Caches, Informer, SharedInformers
 from trainyard.kit.plans import Event
 from trainyard.kit.queue import WorkQueue
+from trainyard.kit.served import served, wait_served
 from trainyard.kit.worker import work
-from trainyard.operator.katib import TRIALS, owned, served, wait_served
+from trainyard.operator.katib import INSTALL, TRIALS, owned
 from trainyard.operator.metrics import OperatorMetrics
 from trainyard.operator.observations import ObservationStore
 
@@ -102,7 +103,7 @@ class TrialController:
     ) -> None:
         self.client = client
         self.store = store
-        self.namespace = None if namespace == "*" else namespace
+        self.namespace = namespace
         self.workers = workers
         self.clock = clock
         self.metrics = metrics or OperatorMetrics()
@@ -117,7 +118,7 @@ class TrialController:
         self.caches = Caches(CONTROLLER_NAME)
 
     async def start(self, recheck: float = 30.0) -> None:
-        await wait_served(self.client, TRIALS, katib.TRIAL, self.namespace, recheck)
+        await wait_served(self.client, TRIALS, katib.TRIAL, self.namespace, recheck=recheck, install=INSTALL)
         # Only kinds the cluster serves get an informer (a real one may lack a family's CRDs).
         for key, res in self.resources.items():
             if await served(self.client, res, self.namespace):

@@ -38,6 +38,7 @@ from trainyard.kit.applier import Applier, owned_by
 from trainyard.kit.informer import OWNER_INDEX, Caches, Informer, SharedInformers, controller_of
 from trainyard.kit.plans import Event
 from trainyard.kit.queue import WorkQueue
+from trainyard.kit.served import wait_served
 from trainyard.kit.worker import Waiting, work
 from trainyard.operator.metrics import OperatorMetrics
 
@@ -93,25 +94,10 @@ class OptimizationJobController:
         )
         self.caches = Caches(NAME)
 
-    async def _served(self) -> bool:
-        try:
-            async for _ in self.client.list(self.res, namespace=self.namespace, chunk_size=1):
-                break
-        except ApiError as exc:
-            if is_status(exc, 404):
-                return False
-            raise
-        return True
-
     async def start(self, recheck: float = 30.0) -> None:
         """Wait until OptimizationJobs are served (a real cluster needs the CRD installed), then run
         once both caches have listed (a pass must not take a trial not yet listed for a missing one)."""
-        told = False
-        while not await self._served():
-            if not told:
-                log.warning("%s not served by this cluster: install its CRD (deploy/)", KIND)
-                told = True
-            await asyncio.sleep(recheck)
+        await wait_served(self.client, self.res, KIND, self.namespace, recheck=recheck, install="its CRD (deploy/)")
         observe = self.metrics.observer(NAME)
         await self.caches.sync({trainer.OPTIMIZATIONJOBS: self.optimizationjobs, trainer.TRAINJOBS: self.trainjobs})
         await asyncio.gather(

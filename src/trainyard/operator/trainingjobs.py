@@ -33,6 +33,7 @@ from trainyard.kit.applier import Applier, owned_by
 from trainyard.kit.informer import Caches, Informer, SharedInformers
 from trainyard.kit.plans import Event
 from trainyard.kit.queue import WorkQueue
+from trainyard.kit.served import wait_served
 from trainyard.kit.worker import work
 from trainyard.operator.metrics import OperatorMetrics
 
@@ -86,25 +87,10 @@ class TrainingJobController:
         }
         self.caches = Caches(tj.CONTROLLER_NAME)
 
-    async def _served(self) -> bool:
-        try:
-            async for _ in self.client.list(self.res, namespace=self.namespace, chunk_size=1):
-                break
-        except ApiError as exc:
-            if is_status(exc, 404):
-                return False
-            raise
-        return True
-
     async def start(self, recheck: float = 30.0) -> None:
         """Wait until TrainingJobs are served (a real cluster needs the CRD installed), then run once
         every cache has listed (a pass must not take an owned job not yet listed for a missing one)."""
-        told = False
-        while not await self._served():
-            if not told:
-                log.warning("%s not served by this cluster: install its CRD (deploy/)", tj.KIND)
-                told = True
-            await asyncio.sleep(recheck)
+        await wait_served(self.client, self.res, tj.KIND, self.namespace, recheck=recheck, install="its CRD (deploy/)")
         name, observe = tj.CONTROLLER_NAME, self.metrics.observer(tj.CONTROLLER_NAME)
         await self.caches.sync(
             {tj.PLURAL: self.trainingjobs, **{k.plural: self.child_caches[k.kind] for k in CHILD_KINDS}}

@@ -21,7 +21,6 @@ import json
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Any
 
 from lightkube import AsyncClient
 from lightkube.core.exceptions import ApiError
@@ -44,6 +43,7 @@ from trainyard.kit.applier import Applier, owned_by
 from trainyard.kit.informer import OWNER_INDEX, Caches, Indexer, Informer, controller_of
 from trainyard.kit.plans import Event
 from trainyard.kit.queue import WorkQueue
+from trainyard.kit.served import served
 from trainyard.kit.worker import Waiting, work
 from trainyard.operator import sshkeys
 from trainyard.operator.controller import PORTS_RECHECK_SECONDS, record_ports, resource
@@ -164,16 +164,6 @@ class TrainJobController:
         }
         self.caches = Caches(trainer.CONTROLLER_NAME)
 
-    async def _serves(self, res: Any) -> bool:
-        try:
-            async for _ in self.client.list(res, namespace=self.namespace, chunk_size=1):
-                break
-        except ApiError as exc:
-            if is_status(exc, 404):
-                return False
-            raise
-        return True
-
     async def wait_served(self, recheck: float = 30.0) -> None:
         """Until the cluster serves TrainJobs and JobSets (a real cluster needs both CRDs installed).
 
@@ -185,7 +175,7 @@ class TrainJobController:
             missing = [
                 res.__name__
                 for res in (self.res, self.resources[jobset.API_VERSION, jobset.KIND])
-                if not await self._serves(res)
+                if not await served(self.client, res, self.namespace)
             ]
             if not missing:
                 break
@@ -199,7 +189,11 @@ class TrainJobController:
             await asyncio.sleep(recheck)
         # Core kinds are always served (and RBAC grants no list of them); CRDs may be missing.
         self.watched = tuple(
-            [k for k in CHILD_KINDS if not k.group or await self._serves(self.resources[k.api_version, k.kind])]
+            [
+                k
+                for k in CHILD_KINDS
+                if not k.group or await served(self.client, self.resources[k.api_version, k.kind], self.namespace)
+            ]
         )
 
     async def start(self) -> None:
@@ -211,7 +205,7 @@ class TrainJobController:
     async def prime(self) -> None:
         """Start the TrainJob cache and hold every existing TrainJob's port from it before anything
         allocates (after a restart); nothing while TrainJobs are not served. Idempotent."""
-        if trainer.TRAINJOBS not in self.caches.tasks and not await self._serves(self.res):
+        if trainer.TRAINJOBS not in self.caches.tasks and not await served(self.client, self.res, self.namespace):
             return
         await self.caches.sync({trainer.TRAINJOBS: self.trainjobs})
         for obj in self.trainjobs.items():
