@@ -8,10 +8,10 @@ import 'uplot/dist/uPlot.min.css';
 import { number } from '../format.js';
 
 // Series colours come from the theme (--series-N), so they keep their contrast in dark mode too.
-const COLOURS = ['#1f5fbf', '#c2410c', '#15803d', '#7e22ce'];
+const COLOURS = ['#1f5fbf', '#c2410c', '#15803d', '#7e22ce', '#0e7490', '#a16207', '#be185d', '#4d7c0f'];
 const HEIGHT = 220;
 
-const AXIS_LABEL = { step: 'step', epoch: 'epoch', time: 'time', elapsed: 'seconds since start' };
+const AXIS_LABEL = { step: 'step', epoch: 'epoch', time: 'time', elapsed: 'seconds since start', trial: 'trial', report: 'report' };
 
 /** Aligned uPlot data from per-series [[x, y]] lists (joined on x when there are several). */
 function aligned(lists) {
@@ -65,7 +65,7 @@ function summary(metric, mode, labels, lists) {
 }
 
 /**
- * props: metric (name), mode ('step'|'epoch'|'time'|'elapsed'), labels (one per series),
+ * props: metric (name), mode ('step'|'epoch'|'time'|'elapsed'|'trial'|'report'), labels (one per series),
  * lists (one [[x, y]] list per series).
  */
 export function Chart({ metric, mode, labels, lists }) {
