@@ -19,6 +19,9 @@ from trainyard.dashboard.views import Json
 REPORT = "report"
 """The curves' x axis when a value's report number is all that orders it (Katib's metric logs)."""
 STEP = "step"
+EPOCH = "epoch"
+AXES = (STEP, EPOCH)
+"""The x axes a recorded point may carry, the first that every value drawn carries is the curves'."""
 
 
 def _better(goal: str, a: float, b: float | None) -> float:
@@ -27,36 +30,41 @@ def _better(goal: str, a: float, b: float | None) -> float:
     return min(a, b) if goal == searchview.MINIMIZE else max(a, b)
 
 
-def _from_points(points: Sequence[Json], metric: str) -> list[tuple[float | None, float]]:
-    """(step, value) of each recorded point that holds the metric as a number, in report order."""
-    out: list[tuple[float | None, float]] = []
+Drawn = tuple[Mapping[str, float | None], float]
+"""A value drawn: its x on each of ``AXES`` it carries, and its y."""
+
+
+def _from_points(points: Sequence[Json], metric: str) -> list[Drawn]:
+    """Each recorded point that holds the metric as a number, in report order."""
+    out: list[Drawn] = []
     for p in points:
         value = searchview.number((p.get("metrics") or {}).get(metric))
         if value is not None:
-            step = p.get("step")
-            out.append((step if isinstance(step, int | float) and not isinstance(step, bool) else None, value))
+            out.append(({axis: searchview.number(p.get(axis)) for axis in AXES}, value))
     return out
 
 
 def curves(trials: Trials, points: Mapping[str, Sequence[Json]]) -> tuple[str, list[Json]]:
     """The x axis and each trial's curve ``[[x, y], ...]`` (ascending, one y per x): against the
-    training step when every value drawn carries one, else against its report number."""
-    read: list[tuple[TrialRow, list[tuple[float | None, float]]]] = []
+    training step, else the epoch, when every value drawn carries it, else its report number."""
+    read: list[tuple[TrialRow, list[Drawn]]] = []
     for t in trials.rows:
         if t.curve is not None:
-            read.append((t, [(None, v) for v in t.curve]))
+            read.append((t, [({}, v) for v in t.curve]))
         elif t.name in points:
             read.append((t, _from_points(points[t.name], trials.metric)))
-    stepped = bool(read) and all(step is not None for _, values in read for step, _ in values)
+    drawn = [at for _, values in read for at, _ in values]
+    axis = next((a for a in AXES if drawn and all(at.get(a) is not None for at in drawn)), REPORT)
     out = []
     for t, values in read:
         if not values:
             continue
         by_x: dict[float, float] = {}
-        for i, (step, value) in enumerate(values, 1):
-            by_x[step if stepped and step is not None else i] = value  # a step reported again: the latest
+        for i, (at, value) in enumerate(values, 1):
+            x = at.get(axis) if axis != REPORT else None
+            by_x[x if x is not None else i] = value  # an x reported again: the latest
         out.append({"trial": t.name, "points": [[x, by_x[x]] for x in sorted(by_x)]})
-    return (STEP if stepped else REPORT), out
+    return axis, out
 
 
 def section(trials: Trials, links: Mapping[str, Json], points: Mapping[str, Sequence[Json]]) -> Json:

@@ -131,8 +131,8 @@ def optimizationjob(direction: str = "Maximize") -> dict[str, Any]:
     }
 
 
-def point(step: int | None, accuracy: float) -> dict[str, Any]:
-    return {"time": T0, "step": step, "epoch": None, "metrics": {"accuracy": accuracy, "loss": 1 - accuracy}}
+def point(step: int | None, accuracy: float, epoch: int | None = None) -> dict[str, Any]:
+    return {"time": T0, "step": step, "epoch": epoch, "metrics": {"accuracy": accuracy, "loss": 1 - accuracy}}
 
 
 def test_an_optimizationjobs_trials_are_its_status_and_their_curves_its_trials_recorded_points() -> None:
@@ -159,6 +159,9 @@ def test_an_optimizationjobs_trials_are_its_status_and_their_curves_its_trials_r
     ]
     unstepped = searches.section(trials, {}, {"opt-trial-0": [point(None, 0.5), point(3, 0.6)]})
     assert (unstepped["curveAxis"], unstepped["curves"][0]["points"]) == (searches.REPORT, [[1, 0.5], [2, 0.6]])
+    # no step, but every point's epoch (from 0): against the epoch
+    by_epoch = searches.section(trials, {}, {"opt-trial-0": [point(None, 0.5, 0), point(None, 0.6, 1)]})
+    assert (by_epoch["curveAxis"], by_epoch["curves"][0]["points"]) == (searches.EPOCH, [[0, 0.5], [1, 0.6]])
 
 
 def test_a_minimizing_searchs_best_so_far_falls() -> None:

@@ -8,6 +8,13 @@ import { jobHref } from '../router.js';
 import { Chart } from './chart.jsx';
 import { Section } from './sections.jsx';
 
+/** A parameter's value as a cell shows it: a number to 4 significant digits (the full text in its title). */
+function Value({ text }) {
+  const n = Number(text);
+  const shown = text !== '' && text != null && isFinite(n) ? number(n) : text ?? '';
+  return <span title={shown !== text ? text : undefined}>{shown}</span>;
+}
+
 export function TrialsTable({ search }) {
   const { trials, parameters, metric, goal } = search;
   return (
@@ -22,12 +29,14 @@ export function TrialsTable({ search }) {
                 <th scope="col">#</th>
                 <th scope="col">Trial</th>
                 {parameters.map((p) => (
-                  <th key={p} scope="col">
+                  <th key={p} scope="col" class="num">
                     {p}
                   </th>
                 ))}
                 <th scope="col">State</th>
-                <th scope="col">{metric}</th>
+                <th scope="col" class="num">
+                  {metric}
+                </th>
               </tr>
             </thead>
             <tbody>
@@ -40,7 +49,7 @@ export function TrialsTable({ search }) {
                   </th>
                   {parameters.map((p) => (
                     <td key={p} class="num mono">
-                      {t.parameters[p] ?? ''}
+                      <Value text={t.parameters[p]} />
                     </td>
                   ))}
                   <td title={t.message || undefined}>
@@ -56,6 +65,9 @@ export function TrialsTable({ search }) {
     </Section>
   );
 }
+
+// The objective per trial as points (the trials are separate runs), the best so far as a line.
+const DOTS = [0];
 
 export function SearchCharts({ search }) {
   const { trials, curves, metric, curveAxis } = search;
@@ -74,7 +86,7 @@ export function SearchCharts({ search }) {
         <p class="muted">No trial has reported {metric} yet.</p>
       ) : (
         <div class="charts">
-          {perTrial[0].length > 0 && <Chart metric={metric} mode="trial" labels={[metric, 'best so far']} lists={perTrial} />}
+          {perTrial[0].length > 0 && <Chart metric={metric} mode="trial" labels={[metric, 'best so far']} lists={perTrial} dots={DOTS} />}
           {curves.length > 0 && <Chart metric={metric} mode={curveAxis} labels={labels} lists={lists} />}
         </div>
       )}
