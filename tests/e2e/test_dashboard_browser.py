@@ -3,7 +3,8 @@
 One walk through what a user does: log in with ``yard dashboard``'s one-time link, watch a running
 job's progress move in the jobs list, open its page, read its log, see its loss chart gain a
 point, delete it (confirming), and find it in the history with its stored log; then compare it
-with a finished run on one chart. The screenshots in docs/images/ are taken here, so they show
+with a finished run on one chart; and a Katib Experiment's page: its trials (the best marked), the
+objective per trial and every trial's curve. The screenshots in docs/images/ are taken here, so they show
 the dashboard as it is. Training is a ``python -c`` loop reporting with ``trainyard.runtime``
 (``dashboard_jobs``).
 """
@@ -17,7 +18,7 @@ import urllib.request
 from collections.abc import Iterator
 
 import pytest
-from dashboard_jobs import pytorchjob
+from dashboard_jobs import experiment, pytorchjob
 from playwright.sync_api import Browser, Page, expect, sync_playwright
 
 from conftest import REPO, Kubectl, Plane, eventually, own_plane
@@ -130,6 +131,7 @@ def test_watch_a_job_train_then_delete_it_and_find_it_in_history(plane: Plane, k
     kube("apply", "-f", "-", input=QUEUES)
     kube("create", "-f", "-", input=json.dumps(pytorchjob("digits-baseline", 8, 0.3)))
     kube("create", "-f", "-", input=json.dumps(pytorchjob("digits-long", 400, 0.6)))
+    kube("create", "-f", "-", input=json.dumps(experiment("digits-search")))
     page = new_page(browser, plane)
 
     # the jobs list: the running job's progress moves without a reload
@@ -189,6 +191,18 @@ def test_watch_a_job_train_then_delete_it_and_find_it_in_history(plane: Plane, k
     page.get_by_role("navigation", name="Main").get_by_role("link", name="Runtimes").click()
     expect(page.get_by_text("torch-distributed").first).to_be_visible()
     shot(page, "runtimes")
+
+    # a search's page: its trials, the best one marked, the objective per trial, every trial's curve
+    page.goto(f"{plane.url}/dashboard/#/jobs/default/experiments/digits-search")
+    expect(page.locator(".summary .state")).to_have_text("Succeeded", timeout=120_000)
+    trials = page.locator('table[aria-label="Trials"] tbody tr')
+    expect(trials).to_have_count(4)
+    best = kube.json("get", "experiment", "digits-search")["status"]["currentOptimalTrial"]["bestTrialName"]
+    expect(page.locator(f'tr[data-trial="{best}"]')).to_contain_text("best")
+    per_trial = page.locator('figure[aria-label="Chart of loss against trial"]')
+    expect(per_trial).to_have_attribute("data-points", "8")  # each trial's loss and the best so far
+    expect(page.locator('figure[aria-label="Chart of loss against report"]')).to_have_attribute("data-points", "24")
+    shot(page, "experiment")
 
 
 def _percent(text: str) -> float | None:

@@ -14,6 +14,7 @@ from typing import Any
 
 from trainyard.api import training
 from trainyard.api.meta import Obj, parse_time
+from trainyard.api.searchview import SearchView
 from trainyard.api.training import Training
 
 Column = tuple[str, Callable[[Obj], str]]
@@ -94,6 +95,8 @@ class JobView:
     failed: str = "Failed"
     training: Callable[[Obj], Training | None] = field(default=lambda job: None)
     """The job's reported training progress, by its status shape (``api.training``); None if none."""
+    search: SearchView | None = None
+    """How a hyperparameter search's trials read (``api.searchview``); None for a job that is no search."""
 
     def outcome(self, job: Obj) -> str | None:
         """``succeeded`` or ``failed`` (the kind's own words) once the job is over, else None."""

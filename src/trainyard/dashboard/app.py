@@ -229,9 +229,18 @@ class Dashboard:
             if job is None:
                 return None
             uid = job["metadata"]["uid"]
+            search = pages.trials_of(job, self.watched)
+            trial_uids = pages.curve_jobs(search)
+
+            def read() -> tuple[list[Json], list[Json], dict[str, list[Json]]]:
+                trial_points = {name: self.store.points(u) for name, u in trial_uids.items()}
+                return self.store.points(uid), self.store.checkpoints(uid), trial_points
+
             # The store's reads wait for its writer's transaction: off the event loop.
-            points, checkpoints = await asyncio.to_thread(lambda: (self.store.points(uid), self.store.checkpoints(uid)))
-            return pages.detail(job, self.watched, points=points, checkpoints=checkpoints)
+            points, checkpoints, trial_points = await asyncio.to_thread(read)
+            return pages.detail(
+                job, self.watched, points=points, checkpoints=checkpoints, search=search, trial_points=trial_points
+            )
 
         return detail
 

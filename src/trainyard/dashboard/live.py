@@ -1,7 +1,8 @@
 """The dashboard's live streams: the jobs list and a job's page, pushed as server-sent events.
 
 Every change the informers see reaches each open stream as a mark on that stream (the latest
-row per job for a list; "changed" for a page, plus new metric points), and each stream's writer
+row per job for a list; "changed" for a page, plus new metric points; a job's changes and points
+mark the page of the job controlling it too, a search's of its trials), and each stream's writer
 sends what accumulated at most every ``COALESCE`` seconds: a burst of a thousand job changes is
 one write per stream of the latest rows, never a thousand; a page is rebuilt once per burst.
 A row is computed once per change, whatever the number of streams. A silent stream gets a
@@ -59,12 +60,22 @@ class Live:
             stream.changed = True
             stream.gone = stream.gone or (change.what == "job" and change.type == "DELETED")
             stream.wake.set()
+        if change.what == "job" and change.job_uid:
+            self._owner_changed(change.job_uid)
+
+    def _owner_changed(self, uid: str) -> None:
+        """The page of the job controlling the job of ``uid`` (a search's, of its trial) shows it too."""
+        for stream in self._pages.get(self.watched.owner_job(uid) or "", ()):
+            stream.changed = True
+            stream.wake.set()
 
     def point(self, uid: str, point: Json) -> None:
-        """A new metric point the recorder stored for the job of ``uid``."""
+        """A new metric point the recorder stored for the job of ``uid`` (its owner's page is rebuilt:
+        a search's page draws its trials' curves)."""
         for stream in self._pages.get(uid, ()):
             stream.points.append(point)
             stream.wake.set()
+        self._owner_changed(uid)
 
     # -- the streams -------------------------------------------------------------------------------
 

@@ -2,9 +2,9 @@
 
 ``python -m trainyard.dashboard.manifests`` writes them (``--check`` only compares): a
 ServiceAccount whose ClusterRole lists and watches what the dashboard watches (every job kind of
-every family, pods, events, the batch Jobs and JobSets between), reads pods' logs, lists Kueue's
-queues and Trainer's runtimes, and may do what its pages do (patch a job's suspend field and the
-scale subresource of a kind that serves one, read the job back, delete it); the Deployment
+every family, pods, events, the batch Jobs and JobSets between, a search's own trial objects),
+reads pods' logs, lists Kueue's queues and Trainer's runtimes, and may do what its pages do (patch
+a job's suspend field and the scale subresource of a kind that serves one, read the job back, delete it); the Deployment
 running ``python -m trainyard.dashboard serve`` with the history on a PersistentVolumeClaim and
 the owner's token from a Secret the user creates; a ClusterIP Service for ``kubectl
 port-forward``; the image's Dockerfile (the front end built in a Node stage).
@@ -23,7 +23,7 @@ from trainyard import generated
 from trainyard.api import kueue
 from trainyard.dashboard import pages, views
 from trainyard.dashboard.__main__ import DEFAULT_HISTORY, DEFAULT_PORT, DEFAULT_TOKEN_FILE
-from trainyard.dashboard.watching import INTERMEDIATES
+from trainyard.dashboard.watching import owned_kinds
 
 NAMESPACE = "kubeflow"
 NAME = "trainyard-dashboard"
@@ -87,7 +87,7 @@ def rules() -> list[dict[str, Any]]:
         for group, resources in sorted(scalable.items())
     ]
     between = [
-        {"apiGroups": [group], "resources": [plural], "verbs": list(WATCH)} for group, _, _, plural in INTERMEDIATES
+        {"apiGroups": [group], "resources": [plural], "verbs": list(WATCH)} for group, _, _, plural in owned_kinds()
     ]
     return [
         *jobs,

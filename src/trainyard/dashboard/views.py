@@ -2,7 +2,8 @@
 
 Every job of every family reads through its family's ``JobView`` (``api.families``), so no kind is
 named here: the STATE cell ``yard get`` shows, the True conditions, the reported training (one of
-``api.training``'s shapes), the REPLICAS summary. Pure: API objects (plain dicts) in, JSON-ready
+``api.training``'s shapes; a search's progress and best value, which reports none), the REPLICAS
+summary. Pure: API objects (plain dicts) in, JSON-ready
 values out; nothing here reads a clock.
 """
 
@@ -78,6 +79,12 @@ def row(job: Obj, *, deleted: str | None = None) -> Json:
     view = view_of(job)
     report = view.training(job)
     finished = finished_at(job)
+    progress: float | None = report.percent if report else None
+    metrics = dict(report.metrics) if report else {}
+    if report is None and view.search is not None and found is not None:
+        # A search reports no training of its own: its trials finished of the budget, its best value.
+        progress = found[0].sample(job).progress
+        metrics = {f"best {name}": value for name, value in view.search.best(job).items()}
     return {
         "uid": meta.get("uid", ""),
         "namespace": meta.get("namespace", ""),
@@ -89,13 +96,13 @@ def row(job: Obj, *, deleted: str | None = None) -> Json:
         "family": found[0].name if found else "",
         "state": view.state(job),
         "conditions": sorted(true_conditions(job)),
-        "progress": report.percent if report else None,
+        "progress": progress,
         "epoch": report.epoch if report else None,
         "totalEpochs": report.total_epochs if report else None,
         "step": report.step if report else None,
         "totalSteps": report.total_steps if report else None,
         "eta": report.eta_seconds if report and finished is None and deleted is None else None,
-        "metrics": dict(report.metrics) if report else {},
+        "metrics": metrics,
         "replicas": view.summary(job),
         "created": meta.get("creationTimestamp"),
         "finished": finished,

@@ -1,11 +1,12 @@
 """What the dashboard watches: every job kind of every family, their pods, the objects between, events.
 
 One informer per resource (``kit.informer``): the jobs of each kind the families serve, pods,
-events, and the objects a job's pods may hang from (batch Jobs, JobSets: a TrainJob's pods are
-its JobSet's Jobs'). Every object is filed under the uid of its controller owner and every event
-under the uid it is about, so a job's pods and events are found through those indexes, walking
-down the ownership tree, never by a scan. Subscribers get each change with the uid of the job it
-concerns (its root owner), resolved when it happens.
+events, and the objects a job's pods may hang from (batch Jobs, JobSets: a TrainJob's pods are its
+JobSet's Jobs'; a search's trial objects, Katib's Trials, which own the trials' jobs). Every object
+is filed under the uid of its controller owner and every event under the uid it is about, so a job's
+pods and events are found through those indexes, walking down the ownership tree, never by a scan.
+Subscribers get each change with the uid of the job it concerns (its root owner), resolved when it
+happens.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from dataclasses import dataclass
 from lightkube import ALL_NS, AsyncClient
 from lightkube.core.exceptions import ApiError
 
+from trainyard.api import families
 from trainyard.api.meta import Obj
 from trainyard.client.resources import plain_resource
 from trainyard.dashboard import views
@@ -30,6 +32,18 @@ ABOUT_UID = "about-uid"
 
 INTERMEDIATES = (("batch", "v1", "Job", "jobs"), ("jobset.x-k8s.io", "v1alpha2", "JobSet", "jobsets"))
 """The owned objects a job's pods may hang from (kube's batch Job, JobSet's JobSet)."""
+
+
+def owned_kinds() -> tuple[tuple[str, str, str, str], ...]:
+    """(group, version, kind, plural) of every owned object watched: ``INTERMEDIATES`` and the
+    trials of each search family that are objects of their own (``JobView.search``), which its
+    trials' jobs hang from in turn."""
+    trials = {
+        (t.group, t.version, t.kind, t.plural)
+        for f in families.FAMILIES.values()
+        if f.view.search is not None and (t := f.view.search.trial_kind) is not None
+    }
+    return (*INTERMEDIATES, *sorted(trials))
 
 
 def owner_uid(obj: Obj) -> Iterable[str]:
@@ -84,10 +98,11 @@ class Watched:
             self._handler("event"),
             indexers={ABOUT_UID: about_uid},
         )
-        self.owned = [
-            Informer(client, plain_resource(*names), self._handler("owned"), indexers={OWNER_UID: owner_uid})
-            for names in INTERMEDIATES
-        ]
+        self.owned = {
+            names[3]: Informer(client, plain_resource(*names), self._handler("owned"), indexers={OWNER_UID: owner_uid})
+            for names in owned_kinds()
+        }
+        """The owned objects watched, by plural."""
         # uid -> (what, namespace, name) of every job, pod and owned object cached, for walking up.
         self._uids: dict[str, tuple[str, str, str]] = {}
         self._parent: dict[str, str] = {}
@@ -113,6 +128,20 @@ class Watched:
                 return job
         return None
 
+    def job_named(self, namespace: str, kind: str, name: str) -> Obj | None:
+        found = views.family_kind(kind)
+        return self.job(namespace, found[1].plural, name) if found is not None else None
+
+    def owned_by(self, uid: str, plural: str) -> list[Obj]:
+        """The objects of the owned resource ``plural`` that the object of ``uid`` controls."""
+        informer = self.owned.get(plural)
+        return informer.by_index(OWNER_UID, uid) if informer is not None else []
+
+    def owner_job(self, uid: str) -> str | None:
+        """The uid of the job controlling the job of ``uid`` (a search's trial), or None."""
+        parent = self._parent.get(uid)
+        return parent if parent is not None and (self._uids.get(parent) or ("",))[0] == "job" else None
+
     def descendants(self, uid: str) -> tuple[list[Obj], list[Obj]]:
         """The pods under the object of ``uid`` and the owned objects between, down the owner tree."""
         pods: list[Obj] = []
@@ -121,7 +150,7 @@ class Watched:
         while frontier:
             parent = frontier.pop()
             pods.extend(self.pods.by_index(OWNER_UID, parent))
-            for informer in self.owned:
+            for informer in self.owned.values():
                 children = informer.by_index(OWNER_UID, parent)
                 between.extend(children)
                 frontier.extend(c["metadata"]["uid"] for c in children if c["metadata"].get("uid"))
@@ -167,7 +196,7 @@ class Watched:
         informers = {**{f"jobs {p}": i for p, i in self.jobs.items()}, "events": self.events}
         if self._shared is None:
             informers["pods"] = self.pods
-        informers.update({f"owned {i.res.__name__}": i for i in self.owned})
+        informers.update({f"owned {p}": i for p, i in self.owned.items()})
         for name, informer in list(informers.items()):
             if not await self._served(informer):
                 self.unserved.append(name)
@@ -175,7 +204,7 @@ class Watched:
         if self.unserved:
             log.info("the dashboard does not watch what this cluster does not serve: %s", ", ".join(self.unserved))
         self.jobs = {p: i for p, i in self.jobs.items() if f"jobs {p}" in informers}
-        self.owned = [i for i in self.owned if f"owned {i.res.__name__}" in informers]
+        self.owned = {p: i for p, i in self.owned.items() if f"owned {p}" in informers}
         await self._caches.sync(informers)
         if self._shared is not None:
             await self._shared.synced.wait()

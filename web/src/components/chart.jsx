@@ -8,10 +8,10 @@ import 'uplot/dist/uPlot.min.css';
 import { number } from '../format.js';
 
 // Series colours come from the theme (--series-N), so they keep their contrast in dark mode too.
-const COLOURS = ['#1f5fbf', '#c2410c', '#15803d', '#7e22ce'];
+const COLOURS = ['#1f5fbf', '#c2410c', '#15803d', '#7e22ce', '#0e7490', '#a16207', '#be185d', '#4d7c0f'];
 const HEIGHT = 220;
 
-const AXIS_LABEL = { step: 'step', epoch: 'epoch', time: 'time', elapsed: 'seconds since start' };
+const AXIS_LABEL = { step: 'step', epoch: 'epoch', time: 'time', elapsed: 'seconds since start', trial: 'trial', report: 'report' };
 
 /** Aligned uPlot data from per-series [[x, y]] lists (joined on x when there are several). */
 function aligned(lists) {
@@ -20,7 +20,11 @@ function aligned(lists) {
   return uPlot.join(tables);
 }
 
-function build(el, metric, mode, labels, data) {
+// Axes that count (trials, reports) tick at whole numbers only.
+const WHOLE = new Set(['trial', 'report']);
+const WHOLE_INCRS = [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000];
+
+function build(el, metric, mode, labels, data, dots) {
   const style = getComputedStyle(el);
   const ink = style.color || '#222';
   const grid = style.getPropertyValue('--grid').trim() || '#ddd';
@@ -34,18 +38,16 @@ function build(el, metric, mode, labels, data) {
       legend: { show: true },
       cursor: { drag: { x: true, y: false } },
       axes: [
-        { ...axis, label: AXIS_LABEL[mode] },
+        { ...axis, label: AXIS_LABEL[mode], ...(WHOLE.has(mode) ? { incrs: WHOLE_INCRS } : {}) },
         { ...axis, label: metric, size: 60 },
       ],
       series: [
         { label: AXIS_LABEL[mode] },
-        ...labels.map((label, i) => ({
-          label,
-          stroke: colour(i),
-          width: 2,
-          spanGaps: true,
-          points: { show: data[0].length < 60 },
-        })),
+        ...labels.map((label, i) =>
+          dots.includes(i)
+            ? { label, stroke: colour(i), width: 2, paths: () => null, points: { show: true, size: 8, fill: colour(i) } }
+            : { label, stroke: colour(i), width: 2, spanGaps: true, points: { show: data[0].length < 60 } },
+        ),
       ],
     },
     data,
@@ -65,19 +67,19 @@ function summary(metric, mode, labels, lists) {
 }
 
 /**
- * props: metric (name), mode ('step'|'epoch'|'time'|'elapsed'), labels (one per series),
- * lists (one [[x, y]] list per series).
+ * props: metric (name), mode ('step'|'epoch'|'time'|'elapsed'|'trial'|'report'), labels (one per series),
+ * lists (one [[x, y]] list per series), dots (indexes of the series drawn as points, unjoined).
  */
-export function Chart({ metric, mode, labels, lists }) {
+export function Chart({ metric, mode, labels, lists, dots = [] }) {
   const holder = useRef(null);
   const plot = useRef(null);
-  const shape = `${mode}|${labels.join('\u0000')}`;
+  const shape = `${mode}|${labels.join('\u0000')}|${dots.join(',')}`;
   const data = useMemo(() => aligned(lists), [lists]);
 
   // Built when the axis or the series change; destroyed with the figure.
   useEffect(() => {
     const el = holder.current;
-    plot.current = build(el, metric, mode, labels, data);
+    plot.current = build(el, metric, mode, labels, data, dots);
     const resize = new ResizeObserver(() => {
       const width = Math.max(200, el.clientWidth);
       if (plot.current && plot.current.width !== width) plot.current.setSize({ width, height: HEIGHT });

@@ -1,10 +1,12 @@
 // A live job's page: its detail read once, then kept current by the job's stream (`detail`
-// replaces it, `point` appends one metric report to the charts), logs per pod, and the actions.
+// replaces it, `point` appends one metric report to the charts), logs per pod, and the actions;
+// a search job's (its detail has `search`) shows its trials and their curves first.
 import { useCallback, useEffect, useState } from 'preact/hooks';
 import { getJSON, jobPath, logPath } from '../api.js';
 import { ErrorNote, Loading, ProgressBar } from '../components/bits.jsx';
 import { LogPane } from '../components/logs.jsx';
 import { Checkpoints, Conditions, Events, Metrics, Replicas, Section, Spec } from '../components/sections.jsx';
+import { SearchCharts, TrialsTable } from '../components/trials.jsx';
 import { duration, epoch, metrics } from '../format.js';
 import { mergePoints } from '../metrics.js';
 import { historyHref } from '../router.js';
@@ -172,11 +174,13 @@ export function JobPage({ ns, plural, name }) {
       )}
       <ErrorNote error={error} />
       <Summary row={row} />
+      {detail.search && <TrialsTable search={detail.search} />}
+      {detail.search && <SearchCharts search={detail.search} />}
       <div class="two">
         <Conditions conditions={detail.conditions} />
         <Replicas replicas={detail.replicas} />
       </div>
-      <Metrics points={points} />
+      {(!detail.search || points.length > 0) && <Metrics points={points} />}
       <LiveLogs ns={row.namespace} replicas={detail.replicas} finished={finished} />
       <Events events={detail.events} />
       <Checkpoints checkpoints={detail.checkpoints} />

@@ -12,14 +12,16 @@ are the family's) but are no jobs of their own in ``yard``.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
-from trainyard.api import jobshapes, katib
+from trainyard.api import jobshapes, katib, searchview
 from trainyard.api.family import Family, FamilyKind
 from trainyard.api.jobshapes import JobSample
 from trainyard.api.jobview import JobView, conditions, job_age, spec_of, status_of
 from trainyard.api.katib.defaults import metric_strategy
 from trainyard.api.meta import Obj
+from trainyard.api.searchview import SearchView, TrialJob, TrialKind, TrialRow, Trials
 
 NAME = "experiments"
 TRIAL_LISTS = (
@@ -68,16 +70,22 @@ def objective_value(job: Obj, metric: Obj) -> str | None:
     return None if value in (None, "", katib.UNAVAILABLE_METRIC_VALUE) else str(value)
 
 
-def best_cell(job: Obj) -> str:
-    """``loss=0.031`` of ``status.currentOptimalTrial``; ``-`` before a trial reported it."""
-    name = (spec_of(job).get("objective") or {}).get("objectiveMetricName")
+def best_metric(job: Obj) -> tuple[str, str] | None:
+    """The objective's name and best value in ``status.currentOptimalTrial``; None before a trial reported it."""
+    name = str((spec_of(job).get("objective") or {}).get("objectiveMetricName") or "")
     best = status_of(job).get("currentOptimalTrial") or {}
     for metric in (best.get("observation") or {}).get("metrics") or []:
         if isinstance(metric, dict) and metric.get("name") == name:
             value = objective_value(job, metric)
             if value is not None:
-                return f"{name}={value}"
-    return "-"
+                return name, value
+    return None
+
+
+def best_cell(job: Obj) -> str:
+    """``loss=0.031`` of ``status.currentOptimalTrial``; ``-`` before a trial reported it."""
+    found = best_metric(job)
+    return f"{found[0]}={found[1]}" if found else "-"
 
 
 def summary(job: Obj) -> str:
@@ -146,6 +154,69 @@ def sections(job: Obj) -> list[tuple[str, list[str], list[list[str]]]]:
     return out
 
 
+def trial_state(trial: Obj) -> str:
+    """The Trial's current condition: its last True one (Katib appends them), ``Created`` before any."""
+    return experiment_state(trial)
+
+
+def _curve(trial: Obj, metric: str) -> tuple[float, ...]:
+    """The objective's values in ``status.observationLog`` (trainyard's: every value collected, in
+    report order), the unavailable ones left out."""
+    logs = (status_of(trial).get("observationLog") or {}).get("metricLogs") or []
+    named = (m for m in logs if isinstance(m, dict) and (m.get("metric") or {}).get("name") == metric)
+    found = (searchview.number((m.get("metric") or {}).get("value")) for m in named)
+    return tuple(v for v in found if v is not None)
+
+
+def trial_row(job: Obj, trial: Obj, metric: str) -> TrialRow:
+    spec, status = spec_of(trial), status_of(trial)
+    metrics = (status.get("observation") or {}).get("metrics") or []
+    value = next(
+        (objective_value(job, m) for m in metrics if isinstance(m, dict) and m.get("name") == metric),
+        None,
+    )
+    run = spec.get("runSpec") or {}
+    name = str(trial["metadata"].get("name", ""))
+    ended = [c for c in conditions(trial) if c.get("status") == "True"]
+    return TrialRow(
+        name=name,
+        state=trial_state(trial),
+        parameters={str(a.get("name")): str(a.get("value")) for a in spec.get("parameterAssignments") or []},
+        value=searchview.number(value),
+        message=str(ended[-1].get("message") or "") if ended else "",
+        job=TrialJob(kind=str(run["kind"]), name=name) if run.get("kind") else None,
+        curve=_curve(trial, metric),
+    )
+
+
+def trials(job: Obj, owned: Sequence[Obj]) -> Trials:
+    """The Experiment's Trials (those it owns), oldest first, its objective and best trial."""
+    objective = spec_of(job).get("objective") or {}
+    metric = str(objective.get("objectiveMetricName") or "")
+    order = sorted(owned, key=lambda t: (str(t["metadata"].get("creationTimestamp") or ""), t["metadata"]["name"]))
+    best = (status_of(job).get("currentOptimalTrial") or {}).get("bestTrialName")
+    return Trials(
+        metric=metric,
+        goal=searchview.MAXIMIZE if objective.get("type") == "maximize" else searchview.MINIMIZE,
+        parameters=tuple(str(p.get("name")) for p in spec_of(job).get("parameters") or [] if isinstance(p, dict)),
+        best=str(best) if best else None,
+        rows=tuple(trial_row(job, t, metric) for t in order),
+    )
+
+
+def best_value(job: Obj) -> dict[str, float]:
+    found = best_metric(job)
+    value = searchview.number(found[1]) if found else None
+    return {found[0]: value} if found and value is not None else {}
+
+
+SEARCH = SearchView(
+    read=trials,
+    best=best_value,
+    trial_kind=TrialKind(group=katib.GROUP, version=katib.VERSION, kind=katib.TRIAL, plural=katib.TRIALS),
+)
+
+
 VIEW = JobView(
     family="Katib Experiment (kubeflow.org/v1beta1)",
     state=experiment_state,
@@ -173,6 +244,7 @@ VIEW = JobView(
     suspend_field=None,  # Katib's Experiments cannot be suspended
     backoff_field="spec.maxFailedTrialCount",
     deadline_field="the trial jobs' own deadlines",
+    search=SEARCH,
 )
 
 

@@ -8,13 +8,15 @@ trainyard's ``status.state`` (``optimizationjob``'s status additions), else read
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from typing import Any
 
-from trainyard.api import jobshapes, trainer
+from trainyard.api import jobshapes, searchview, trainer
 from trainyard.api.family import Family, FamilyKind
 from trainyard.api.jobshapes import JobSample
 from trainyard.api.jobview import JobView, job_age, spec_of, status_of, true_conditions
 from trainyard.api.meta import Obj
+from trainyard.api.searchview import SearchView, TrialJob, TrialRow, Trials
 from trainyard.api.trainer import optimizationjob
 
 NAME = "optimizationjobs"
@@ -93,6 +95,41 @@ def sections(job: Obj) -> list[tuple[str, list[str], list[list[str]]]]:
     return [("Trials", ["NAME", "STATE", "VALUE", "PARAMETERS"], rows)]
 
 
+def _assigned(found: Any) -> dict[str, str]:
+    return {str(p.get("name")): str(p.get("value")) for p in found or [] if isinstance(p, dict)}
+
+
+def search_trials(job: Obj, owned: Sequence[Obj] = ()) -> Trials:
+    """``status.trials`` as the dashboard shows them: each a TrainJob whose recorded training points
+    are its curve (the objective is read from its ``trainerStatus``)."""
+    found = (spec_of(job).get("objectives") or [{}])[0]
+    rows = tuple(
+        TrialRow(
+            name=str(t.get("name", "")),
+            state=str(t.get("state", "")),
+            parameters=_assigned(t.get("parameters")),
+            value=searchview.number(t.get("value")),
+            message=str(t.get("message") or ""),
+            job=TrialJob(kind=trainer.TRAINJOB, name=str(t.get("name", ""))),
+        )
+        for t in status_of(job).get("trials") or []
+        if isinstance(t, dict)
+    )
+    return Trials(
+        metric=str(found.get("metric") or ""),
+        goal=searchview.MAXIMIZE if found.get("direction") == "Maximize" else searchview.MINIMIZE,
+        parameters=tuple(str(p.get("name")) for p in spec_of(job).get("parameters") or [] if isinstance(p, dict)),
+        best=str((status_of(job).get("result") or {}).get("trainJobName") or "") or None,
+        rows=rows,
+    )
+
+
+def best_value(job: Obj) -> dict[str, float]:
+    value = searchview.number(status_of(job).get("bestValue"))
+    metric = str((spec_of(job).get("objectives") or [{}])[0].get("metric") or "")
+    return {metric: value} if value is not None else {}
+
+
 VIEW = JobView(
     family="Kubeflow Trainer v2 (OptimizationJob)",
     state=optimizationjob_state,
@@ -115,6 +152,8 @@ VIEW = JobView(
     sections=sections,
     replicas_title="Pods",  # none of its own: its trials' are their TrainJobs'
     handled=lambda job: bool(status_of(job)),
+    suspend_field=None,  # upstream's OptimizationJob has no suspend
+    search=SearchView(read=search_trials, best=best_value),
 )
 
 
