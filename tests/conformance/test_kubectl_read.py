@@ -84,7 +84,9 @@ def test_api_resources_lists_served_kinds_with_short_names_and_scope(kubectl: Ku
     wide = {r["NAME"]: r for r in table(kubectl("api-resources", "-o", "wide")) if r["APIVERSION"] == "v1"}
     assert set(wide["pods"]["VERBS"].split(",")) >= {"create", "delete", "get", "list", "patch", "update", "watch"}
     assert wide["pods"]["CATEGORIES"] == "all"
-    served = sorted(f"{info.plural}.{info.group}" for info in KINDS.values() if info.group == "kubeflow.org")
+    # The v1 kinds and Katib's three (kubeflow.org/v1beta1) share the group.
+    v1 = [f"{info.plural}.{info.group}" for info in KINDS.values() if info.group == "kubeflow.org"]
+    served = sorted([*v1, *(f"{plural}.kubeflow.org" for plural in ("experiments", "suggestions", "trials"))])
     assert names(kubectl("api-resources", "--api-group=kubeflow.org", "-o", "name")) == served
     cluster_scoped = set(names(kubectl("api-resources", "--namespaced=false", "-o", "name")))
     assert {"namespaces", "nodes", "customresourcedefinitions.apiextensions.k8s.io"} <= cluster_scoped

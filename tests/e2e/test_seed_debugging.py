@@ -129,10 +129,15 @@ def test_printenv_shows_tf_config_and_the_distributed_variables(kubectl: Kubectl
 def test_netstat_in_the_chief_shows_its_replica_port(kubectl: Kubectl, jobs: None) -> None:
     config = json.loads(kubectl("exec", "tf-debug-chief-0", "-n", NS, "--", "printenv", "TF_CONFIG"))
     port = config["cluster"]["chief"][0].rsplit(":", 1)[1]
-    result = shell(kubectl, f"kubectl exec -it tf-debug-chief-0 -n {NS} -- netstat -tuln < /dev/null")
-    assert result.returncode == 0, result.stderr
-    listening = [line for line in result.stdout.splitlines() if "LISTEN" in line]
-    assert any(line.split()[3].endswith(f":{port}") for line in listening), result.stdout
+
+    def listens() -> bool:
+        result = shell(kubectl, f"kubectl exec -it tf-debug-chief-0 -n {NS} -- netstat -tuln < /dev/null")
+        assert result.returncode == 0, result.stderr
+        listening = [line for line in result.stdout.splitlines() if "LISTEN" in line]
+        return any(line.split()[3].endswith(f":{port}") for line in listening)
+
+    # Ready means the process started; on a busy machine it binds its port a moment later.
+    eventually(listens, timeout=60, what=f"the chief listening on {port}")
 
 
 def test_a_worker_resolves_the_masters_service_name(kubectl: Kubectl, jobs: None) -> None:

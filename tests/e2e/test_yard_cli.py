@@ -223,7 +223,8 @@ def test_bad_manifests_get_one_line_naming_file_and_field(plane: Plane, tmp_path
     unknown = write(tmp_path, job(name).replace("kind: PyTorchJob", "kind: RayJob"), "rayjob.yaml")
     assert one_line_error(yard(plane, "apply", "-f", str(unknown))).startswith(
         f"error: {unknown}: kind: unknown kind 'RayJob': yard handles training jobs "
-        "(JAXJob, MPIJob, MXJob, PaddleJob, PyTorchJob, TFJob, TrainJob, TrainingJob, XGBoostJob)"
+        "(Experiment, JAXJob, MPIJob, MXJob, OptimizationJob, PaddleJob, PyTorchJob, TFJob, TrainJob, TrainingJob, "
+        "XGBoostJob)"
     )
     # TrainJob is served, by another group than a v1 job's.
     version = write(tmp_path, job(name).replace("kind: PyTorchJob", "kind: TrainJob"), "trainjob.yaml")
