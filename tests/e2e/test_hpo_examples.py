@@ -1,14 +1,16 @@
-"""examples/hpo: the trial script's three metric paths, and two of its Katib Experiments run to the end.
+"""examples/hpo: the trial script's three metric paths, and three of its Katib Experiments run to the end.
 
 The script runs directly first (its output is what Katib's StdOut collector parses, with Katib's
 default filter; its hyperparameters come from argv or OptimizationJob's env). Then, on the session
-plane, each in a namespace of its own: ``random.yaml`` runs its four trials, two at a time, and
-the Experiment names as best the trial whose collected objective is the best; ``median-stop.yaml``
+plane, each in a namespace of its own: ``random.yaml`` (batch Jobs) and ``tpe.yaml`` (PyTorchJobs)
+run four trials, two at a time, and the Experiment names as best the trial whose collected
+objective is the best; ``median-stop.yaml``
 runs one trial at a time and its seeded second trial, which diverges, is stopped early.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import statistics
@@ -20,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from conftest import REPO, Kubectl, eventually
 from trainyard.api import katib
@@ -115,13 +118,18 @@ def assignments(obj: list[dict[str, str]]) -> dict[str, str]:
 
 
 @pytest.mark.timeout(300)
-def test_random_search_runs_its_trials_and_names_the_best_one(kubectl: Kubectl, ns: str) -> None:
-    kubectl("apply", "-n", ns, "-f", str(EXAMPLE / "random.yaml"))
-    experiment = finished(kubectl, ns, "random", timeout=240)
+@pytest.mark.parametrize("search", ["random", "tpe"])
+def test_a_search_runs_its_trials_and_names_the_best_one(kubectl: Kubectl, ns: str, search: str) -> None:
+    # random.yaml's trials are batch Jobs, tpe.yaml's PyTorchJobs (TPE models the history after 2
+    # random draws); tpe.yaml's budget of 6 is cut to 4 here.
+    manifest = yaml.safe_load((EXAMPLE / f"{search}.yaml").read_text())
+    manifest["spec"]["maxTrialCount"] = 4
+    kubectl("apply", "-n", ns, "-f", "-", input=json.dumps(manifest))
+    experiment = finished(kubectl, ns, search, timeout=240)
     status = experiment["status"]
     assert status.get("trials") == 4 and status.get("trialsSucceeded") == 4, status
     assert any(c["reason"] == katib.MAX_TRIALS_REACHED for c in status["conditions"] if c["type"] == "Succeeded")
-    found = trials(kubectl, ns, "random")
+    found = trials(kubectl, ns, search)
     assert len(found) == 4 and all(condition(t, katib.SUCCEEDED) for t in found), [t.get("status") for t in found]
     # Four different draws, each inside its feasible space.
     drawn = [assignments(t["spec"]["parameterAssignments"]) for t in found]
