@@ -35,7 +35,7 @@ from trainyard.api.meta import Obj, format_time
 from trainyard.controller.optimizationtrials import COMPLETE, FAILED, RUNNING, Trial, observe, trainjob_for, trial_name
 from trainyard.controller.search import Algorithm, Direction, PastTrial
 from trainyard.controller.search.space import from_optimizationjob
-from trainyard.controller.search.suggest import suggest
+from trainyard.controller.search.suggest import seed_of, suggest
 from trainyard.controller.trainjob import set_condition
 from trainyard.kit.plans import Event
 
@@ -73,14 +73,15 @@ class Search:
     parallel: int
 
 
-def search_of(spec: Obj) -> Search:
+def search_of(spec: Obj, uid: str = "") -> Search:
+    """``uid``: the OptimizationJob's, which seeds a search whose spec names no seed."""
     objective = (spec.get("objectives") or [{}])[0]
     chosen = spec.get("searchAlgorithm") or {"random": {}}
     if "grid" in chosen:
-        algorithm = Algorithm(name="grid")
+        algorithm = Algorithm(name="grid", seed=seed_of(uid))
     else:
         seed = (chosen.get("random") or {}).get("seed")
-        algorithm = Algorithm(name="random", seed=int(seed) if seed is not None else None)
+        algorithm = Algorithm(name="random", seed=int(seed) if seed is not None else seed_of(uid))
     direction = Direction.MAXIMIZE if objective.get("direction") == "Maximize" else Direction.MINIMIZE
     return Search(
         metric=str(objective.get("metric") or ""),
@@ -97,7 +98,7 @@ def reconcile(observed: OptimizationJobObserved) -> OptimizationJobPlan:
     if job["metadata"].get("deletionTimestamp") or old.get("state") in FINISHED:
         return OptimizationJobPlan()  # a finished search is never reopened; its TrainJobs go with it
     spec = job.get("spec") or {}
-    search = search_of(spec)
+    search = search_of(spec, str(job["metadata"].get("uid") or job["metadata"]["name"]))
     trials = observe(job, observed.trainjobs, search.metric)
     now = format_time(observed.now)
     status = copy.deepcopy(old)

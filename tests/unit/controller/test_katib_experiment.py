@@ -213,3 +213,15 @@ def test_medianstop_gives_new_trials_the_median_rule() -> None:
     # The median of the running averages over the first 2 values: (0.6+0.4)/2=0.5 and (0.4+0.2)/2=0.3.
     assert abs(float(rules[0]["value"]) - 0.4) < 1e-9
     assert world.suggestion["status"]["suggestions"][0].get("earlyStoppingRules") is None  # type: ignore[index]
+
+
+def test_without_random_state_each_experiment_draws_its_own_points() -> None:
+    worlds = []
+    for uid in ("uid-a", "uid-a", "uid-b"):
+        exp = experiment(algorithm={"algorithmName": "random"})
+        exp["metadata"]["uid"] = uid
+        world = World(exp)
+        world.step()
+        world.step()
+        worlds.append(assigned(world))
+    assert worlds[0] == worlds[1] and worlds[0] != worlds[2]

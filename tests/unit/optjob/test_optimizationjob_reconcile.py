@@ -245,3 +245,14 @@ def test_a_trial_whose_trainjob_was_deleted_counts_as_failed_and_its_index_is_no
     assert [t["metadata"]["name"] for t in plan.create] == ["tune-trial-2"]
     gone = run.job["status"]["trials"][1]
     assert gone["state"] == "Failed" and "deleted before it finished" in gone["message"]
+
+
+def test_without_a_seed_each_job_draws_its_own_points_the_same_on_every_pass() -> None:
+    def first_points(uid: str) -> list[dict[str, str]]:
+        job = optjob(searchAlgorithm={"random": {}})
+        job["metadata"]["uid"] = uid
+        run = Run(job)
+        run.step()
+        return [run.parameters(f"tune-trial-{i}") for i in range(2)]
+
+    assert first_points("uid-a") == first_points("uid-a") != first_points("uid-b")

@@ -24,7 +24,6 @@ Trials next time, and a Trial is never suggested twice (the history is the Sugge
 from __future__ import annotations
 
 import copy
-import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -37,7 +36,7 @@ from trainyard.controller.katib.template import render, trial
 from trainyard.controller.search import Algorithm, Direction, PastTrial, TrialState, medianstop
 from trainyard.controller.search.metrics import objective_value
 from trainyard.controller.search.space import from_katib
-from trainyard.controller.search.suggest import suggest, trial_name
+from trainyard.controller.search.suggest import seed_of, suggest, trial_name
 from trainyard.kit.plans import Event
 
 FINISHED = (katib.SUCCEEDED, katib.FAILED)
@@ -384,7 +383,7 @@ def _suggested(observed: ExperimentObserved, trials: Sequence[Obj], suggestion: 
     algorithm_spec = spec.get("algorithm") or {}
     settings = _settings(algorithm_spec)
     # Without Katib's random_state, each Experiment draws its own sequence, the same on every pass.
-    seed = None if "random_state" in settings else int(hashlib.sha256(uid.encode()).hexdigest()[:8], 16)
+    seed = None if "random_state" in settings else seed_of(uid)
     algorithm = Algorithm(str(algorithm_spec.get("algorithmName") or "random"), settings, seed)
     past = history(suggestion, trials)
     result = suggest(from_katib(list(spec.get("parameters") or [])), algorithm, direction(experiment), past, count)

@@ -130,6 +130,12 @@ def suggest(
     return Suggested(assignments=tuple(out))
 
 
+def seed_of(uid: str) -> int:
+    """The seed of a search that names none: its object's uid's, so each search draws its own
+    sequence, the same on every pass (and after a restart)."""
+    return int(hashlib.sha256(uid.encode()).hexdigest()[:8], 16)
+
+
 def trial_name(experiment: str, uid: str, index: int) -> str:
     """A trial's name, Katib's shape ``<experiment>-<8 lowercase letters and digits>``, from the owner's
     uid and the suggestion index (so a restarted controller names a trial as it did before)."""
