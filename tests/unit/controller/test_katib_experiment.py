@@ -225,3 +225,31 @@ def test_without_random_state_each_experiment_draws_its_own_points() -> None:
         world.step()
         worlds.append(assigned(world))
     assert worlds[0] == worlds[1] and worlds[0] != worlds[2]
+
+
+def test_a_finished_experiment_marks_its_suggestion_succeeded_unless_long_running() -> None:
+    def suggestion_conditions(world: World) -> dict[str, str]:
+        assert world.suggestion is not None
+        return {c["type"]: c["status"] for c in world.suggestion["status"]["conditions"]}
+
+    never = _finished_world("Never")
+    never.step()
+    assert suggestion_conditions(never) == {"Created": "True", "Running": "False", "Succeeded": "True"}
+    assert never.suggestion["status"]["conditions"][-1]["reason"] == "Experiment is succeeded"  # type: ignore[index]
+    assert reconcile(never.observed()).suggestion_status is None  # once
+    long_running = _finished_world("LongRunning")
+    long_running.step()
+    assert suggestion_conditions(long_running)["Running"] == "True"
+    assert "Succeeded" not in suggestion_conditions(long_running)
+
+
+def test_from_volume_restarts_its_succeeded_suggestion() -> None:
+    world = _finished_world("FromVolume")
+    world.step()
+    assert world.suggestion["status"]["conditions"][-1]["type"] == "Succeeded"  # type: ignore[index]
+    world.experiment["spec"]["maxTrialCount"] = 3
+    for _ in range(3):
+        world.step()
+    assert len(world.trials) == 3
+    conditions = {c["type"]: c["status"] for c in world.suggestion["status"]["conditions"]}  # type: ignore[index]
+    assert conditions["Running"] == "True" and conditions["Succeeded"] == "False"

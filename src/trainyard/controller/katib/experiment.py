@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 
 from trainyard.api import katib
@@ -216,7 +216,8 @@ def reconcile(observed: ExperimentObserved) -> ExperimentPlan:
     events: list[Event] = []
     if any(is_true(status, c) for c in FINISHED):
         if not _restartable(experiment, status):
-            return _finish(old, status, events)
+            done = _finish(old, status, events)
+            return replace(done, suggestion_status=_suggestion_done(experiment, observed.suggestion, now))
         # As Katib: the verdict goes, Restarting comes (Running follows on the next pass).
         status["conditions"] = [c for c in status.get("conditions") or [] if c.get("type") not in FINISHED]
         mark(status, katib.RESTARTING, "ExperimentRestarting", "Experiment is restarted", now)
@@ -240,6 +241,23 @@ def reconcile(observed: ExperimentObserved) -> ExperimentPlan:
         status=status if status != old else None,
         events=(*events, *plan.events),
     )
+
+
+def _suggestion_done(experiment: Obj, suggestion: Obj | None, now: str) -> Obj | None:
+    """A finished Experiment's Suggestion marked Succeeded, as Katib's cleanup does under ``Never``
+    and ``FromVolume`` (``LongRunning`` keeps it running, ready for more trials); None: as it is."""
+    policy = (experiment.get("spec") or {}).get("resumePolicy") or katib.NEVER_RESUME
+    status = copy.deepcopy((suggestion or {}).get("status") or {})
+    if suggestion is None or policy not in (katib.NEVER_RESUME, katib.FROM_VOLUME) or is_true(status, katib.SUCCEEDED):
+        return None
+    message = (
+        "Suggestion is succeeded, can't be restarted"
+        if policy == katib.NEVER_RESUME
+        else "Suggestion is succeeded, can be restarted"
+    )
+    mark(status, katib.SUCCEEDED, "Experiment is succeeded", message, now, ends=(katib.RUNNING,))
+    status.setdefault("completionTime", now)
+    return status
 
 
 def _finish(old: Obj, status: Obj, events: list[Event]) -> ExperimentPlan:
@@ -419,7 +437,9 @@ def _suggested(observed: ExperimentObserved, trials: Sequence[Obj], suggestion: 
             ends=(katib.RUNNING,),
         )
     else:
-        mark(status, katib.RUNNING, "SuggestionRunning", "Suggestion is running", now)
+        # A Suggestion that a finished Experiment marked Succeeded runs again when it restarts.
+        mark(status, katib.RUNNING, "SuggestionRunning", "Suggestion is running", now, ends=(katib.SUCCEEDED,))
+        status.pop("completionTime", None)
     return status
 
 
