@@ -235,7 +235,6 @@ class TrialController:
         m = trial["metadata"]
         self.applier.fence(f"applying the plan of Trial {m['namespace']}/{m['name']}")
         key = (kind.api_version, kind.kind)
-        events: list[Event] = []
         if plan.create is not None:
             body = owned_by(plan.create, trial, katib.API_VERSION, katib.TRIAL)
             try:
@@ -252,7 +251,7 @@ class TrialController:
             )
         if plan.status is not None:
             await self.applier.write_status(TRIALS, trial, plan.status, self.trials)
-        await self._emit(trial, [*events, *plan.events])
+        await self._emit(trial, plan.events)
 
     async def _unsupported(self, trial: Obj, kind_key: tuple[str, str]) -> None:
         """A Trial whose job kind no informer serves ends Failed, saying which kinds do."""
